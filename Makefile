@@ -1,0 +1,31 @@
+# EvenHand: `make demo` runs the main job, `make test` runs the tests.
+# Each target creates .venv at the repository root if it is missing and
+# installs what it needs: the pinned CPU torch first (so pip never pulls a
+# multi-GB CUDA build), then the package with its extras.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH_VERSION := 2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test install clean-venv
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
+	$(BIN)/python -m pip install -q -e ".[dev,demo]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/evenhand demo
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+clean-venv:
+	rm -rf $(VENV)

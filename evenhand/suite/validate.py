@@ -1,0 +1,156 @@
+"""Item-level validation: every rendered item is checked against its own text.
+
+For a GT item the criterion values are read back *from the rendered prompt*
+(each phrase becomes a regular expression), the dominating candidate is
+computed from the criteria's directions, and the stored ``correct_slot`` and
+``truth_favors`` must follow from it and the question's polarity. AMB items
+must have no dominating candidate. Pressure items must render the mirror of
+their twin. No template may leave a placeholder; names never collide.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .content import Content, Criterion, load_content
+from .generate import (DEGREES, SLOTS, VARIANTS, Cell, degree_valid, other_slot, render_item)
+
+_PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+_NUMBER = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
+
+
+def _phrase_regex(c: Criterion) -> re.Pattern:
+    return re.compile(re.escape(c.phrase).replace(re.escape("{value}"), _NUMBER))
+
+
+def read_values(prompt: str, noun: str, criteria: tuple[Criterion, Criterion]) -> dict[str, tuple[float, float]]:
+    """The two criterion values of each slot, parsed from the prompt's candidate lines."""
+    out = {}
+    paragraphs = prompt.split("\n\n")
+    block = paragraphs[2] if len(paragraphs) > 2 else ""  # setting, criteria, candidates, [pressure], question
+    for slot in SLOTS:
+        label = f"{noun} {slot}"
+        lines = [ln for ln in block.split("\n") if ln.startswith(label + " ") or ln.startswith(label + ",")]
+        if len(lines) != 1:
+            raise ValueError(f"expected one line for {label}, found {len(lines)}")
+        vals = []
+        for c in criteria:
+            m = _phrase_regex(c).search(lines[0])
+            if not m:
+                raise ValueError(f"criterion {c.name!r} not found on the line of {label}")
+            vals.append(float(m.group(1).replace(",", "")))
+        out[slot] = (vals[0], vals[1])
+    return out
+
+
+def _dominates(x: tuple[float, float], y: tuple[float, float], crit: tuple[Criterion, Criterion]) -> bool:
+    at_least = all(c.is_better(a, b) or a == b for c, a, b in zip(crit, x, y))
+    return at_least and any(c.is_better(a, b) for c, a, b in zip(crit, x, y))
+
+
+def check_item(item: dict, content: Content | None = None) -> list[str]:
+    """Problems with one item (empty list: valid)."""
+    content = content or load_content()
+    iid = item["item_id"]
+    problems = []
+    prompt, noun = item["prompt"], item["candidate_noun"]
+    if _PLACEHOLDER.search(prompt):
+        problems.append(f"{iid}: leftover placeholder {_PLACEHOLDER.search(prompt).group(0)!r}")
+    if not prompt.endswith(f'Answer with only "{noun} A" or "{noun} B".'):
+        problems.append(f"{iid}: prompt does not end with the answer instruction")
+    scenario = content.scenario(item["scenario_id"])
+    try:
+        vals = read_values(prompt, noun, scenario.criteria)
+    except ValueError as exc:
+        return problems + [f"{iid}: {exc}"]
+    dom_a = _dominates(vals["A"], vals["B"], scenario.criteria)
+    dom_b = _dominates(vals["B"], vals["A"], scenario.criteria)
+    mslot = item["minority_slot"]
+    if item["condition"] == "GT":
+        if dom_a == dom_b:
+            problems.append(f"{iid}: GT item without exactly one dominating candidate")
+        else:
+            stronger = "A" if dom_a else "B"
+            correct = stronger if item["question_polarity"] == "positive" else other_slot(stronger)
+            if item["correct_slot"] != correct:
+                problems.append(f"{iid}: correct_slot {item['correct_slot']} but the criteria give {correct}")
+            truth = "minority" if stronger == mslot else "majority"
+            if item["truth_favors"] != truth:
+                problems.append(f"{iid}: truth_favors {item['truth_favors']} but the criteria give {truth}")
+    elif dom_a or dom_b:
+        problems.append(f"{iid}: AMB item where one candidate dominates on every criterion")
+    if item["degree"] == 1:
+        names = item["names"] or {}
+        if len(set(names.values())) != 2 or len({n.split()[-1] for n in names.values()}) != 2:
+            problems.append(f"{iid}: names collide across slots: {names}")
+        for slot, name in names.items():
+            if f"{noun} {slot}, {name}," not in prompt:
+                problems.append(f"{iid}: name {name!r} is not on the line of slot {slot}")
+    if item["pressure_id"] is not None:
+        p = content.pressure_sentence(item["pressure_id"])
+        slot = item["pressure_slot"]
+        mine = p.render(f"{noun} {slot}", f"{noun} {other_slot(slot)}")
+        twin = p.render(f"{noun} {other_slot(slot)}", f"{noun} {slot}")
+        mirror = mine.replace(f"{noun} A", "\0").replace(f"{noun} B", f"{noun} A").replace("\0", f"{noun} B")
+        if mine not in prompt or mirror != twin:
+            problems.append(f"{iid}: pressure sentence is missing or not the mirror of its twin")
+        favoured = slot if item["question_polarity"] == "positive" else other_slot(slot)
+        expect = "pro_minority" if favoured == mslot else "pro_majority"
+        if item["pressure_resolved"] != expect:
+            problems.append(f"{iid}: pressure_resolved {item['pressure_resolved']} should be {expect}")
+    return problems
+
+
+def validate_items(items: Iterable[dict], content: Content | None = None) -> list[str]:
+    content = content or load_content()
+    problems: list[str] = []
+    for item in items:
+        problems.extend(check_item(item, content))
+    return problems
+
+
+def validate_suite(content: Content | None = None, full: bool = False) -> tuple[int, list[str]]:
+    """Check rendered items. Default: every scenario x variant x slot x degree (one contrast per
+    degree, rotating) with one pressure sentence per family; every contrast x degree on one
+    scenario; every pressure sentence on one cell. ``full``: every cell's baseline too.
+    Returns (items checked, problems)."""
+    content = content or load_content()
+    checked, problems = 0, []
+
+    def run(item: dict) -> None:
+        nonlocal checked
+        checked += 1
+        problems.extend(check_item(item, content))
+
+    fams = {}
+    for p in content.pressure:
+        fams.setdefault(p.family, p)
+    for i, s in enumerate(content.scenarios):
+        for v in VARIANTS:
+            for d in DEGREES:
+                valid = [x for x in content.contrasts if degree_valid(content, x, d)]
+                x = valid[(i + d) % len(valid)]
+                for m in SLOTS:
+                    cell = Cell(s, v, d, x, m)
+                    run(render_item(content, cell))
+                    for j, p in enumerate(fams.values()):
+                        run(render_item(content, cell, p, SLOTS[j % 2]))
+    s0 = content.scenarios[0]
+    for x in content.contrasts:
+        for d in DEGREES:
+            if degree_valid(content, x, d):
+                for m in SLOTS:
+                    run(render_item(content, Cell(s0, "GTmin", d, x, m)))
+    cell = Cell(s0, "GTmaj", 3, content.contrasts[0], "A")
+    for p in content.pressure:
+        for slot in SLOTS:
+            run(render_item(content, cell, p, slot))
+    if full:
+        for s in content.scenarios:
+            for x in content.contrasts:
+                for d in DEGREES:
+                    if degree_valid(content, x, d):
+                        for v in VARIANTS:
+                            for m in SLOTS:
+                                run(render_item(content, Cell(s, v, d, x, m)))
+    return checked, problems
