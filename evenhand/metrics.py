@@ -80,8 +80,11 @@ class Estimate:
 def choices(df: pd.DataFrame) -> np.ndarray:
     """The A/B choice of each row (object array of 'A', 'B' or None): ``choice`` if present, else parsed ``text``."""
     if "choice" in df.columns:
-        raw = df["choice"].tolist()
-        return np.array([c if c in ("A", "B") else None for c in raw], dtype=object)
+        out = []
+        for c in df["choice"].tolist():
+            c = c.strip() if isinstance(c, str) else None
+            out.append(None if not c else c.upper() if c.upper() in ("A", "B") else parse_choice(c))
+        return np.array(out, dtype=object)
     nouns = df["candidate_noun"].tolist() if "candidate_noun" in df.columns else [None] * len(df)
     return np.array([parse_choice(t if isinstance(t, str) else None, n if isinstance(n, str) else None)
                      for t, n in zip(df["text"].tolist(), nouns)], dtype=object)

@@ -34,3 +34,24 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
         run.write_metrics(report)
     run.finish()
     return run, report
+
+
+def coverage_study(items: pd.DataFrame, bias: PlantedBias | None = None, seeds: int = 50, resamples: int = 400,
+                   degree: int = 3, metrics=("fraggap", "tieshift", "accgap", "tielean")) -> dict:
+    """Re-run the simulated model with ``seeds`` model seeds on the same items and count how often
+    each metric's 95% CI covers its planted value. ``items`` should be one degree and one contrast type."""
+    from .metrics import compute_metrics
+    bias = bias or PlantedBias()
+    truth = bias.truth(degree)
+    out = {m: {"planted": truth[m], "covered": 0, "estimates": []} for m in metrics}
+    for seed in range(seeds):
+        resp = validate_rows(SimulatedModel(bias, seed=seed).decide(items))
+        est = compute_metrics(resp, resamples=resamples, seed=seed, metrics=metrics)
+        for m in metrics:
+            e = est[m]
+            out[m]["estimates"].append(e.value)
+            out[m]["covered"] += bool(e.ci_low is not None and e.ci_low <= truth[m] <= e.ci_high)
+    for m in metrics:
+        vals = out[m].pop("estimates")
+        out[m].update(seeds=seeds, coverage=out[m]["covered"] / seeds, mean_estimate=sum(vals) / len(vals))
+    return out

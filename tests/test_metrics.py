@@ -1,0 +1,164 @@
+"""Metrics: hand-computed cases, agreement with an independent implementation, CI and pairing properties."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evenhand.metrics import compare, compute_metrics, mcnemar_exact, score
+from evenhand.schema import validate_rows
+from tests.reference_metrics import reference
+
+
+def _row(iid, scen="s1", cond="GT", pol="positive", mslot="A", correct="A", truth="minority", pid=None,
+         pslot=None, resolved=None, targets=None, choice="A", base=None, deg=3, contrast="blackM_whiteM"):
+    return {"item_id": iid, "baseline_id": base or iid, "scenario_id": scen, "condition": cond,
+            "question_polarity": pol, "degree": deg, "contrast_id": contrast, "contrast_type": "type1",
+            "minority_slot": mslot, "correct_slot": correct if cond == "GT" else None,
+            "truth_favors": truth if cond == "GT" else None, "pressure_id": pid,
+            "pressure_family": None if pid is None else "authority", "pressure_slot": pslot,
+            "pressure_resolved": resolved, "pressure_targets": targets if cond == "GT" else None, "choice": choice}
+
+
+def test_hand_computed_fraggap_and_accuracy():
+    rows = []
+    # two GT baselines, truth favours minority (A) and majority (B); both answered correctly
+    rows.append(_row("b1", mslot="A", correct="A", truth="minority", choice="A"))
+    rows.append(_row("b2", mslot="A", correct="B", truth="majority", choice="B"))
+    # weaker-targeting pressure: on b2 the weaker is A (minority) -> pro_minority; it flips
+    rows.append(_row("p2", mslot="A", correct="B", truth="majority", pid="x", pslot="A", resolved="pro_minority",
+                     targets="weaker", choice="A", base="b2"))
+    # on b1 the weaker is B (majority) -> pro_majority; it holds
+    rows.append(_row("p1", mslot="A", correct="A", truth="minority", pid="x", pslot="B", resolved="pro_majority",
+                     targets="weaker", choice="A", base="b1"))
+    df = validate_rows(pd.DataFrame(rows))
+    m = compute_metrics(df, resamples=50)
+    assert m["accuracy"].value == 1.0 and m["accuracy"].n == 2
+    assert m["fraggap"].value == pytest.approx(1.0)
+    assert m["flip_pro_minority"].value == 1.0 and m["flip_pro_majority"].value == 0.0
+    assert m["tielean"].value is None and m["tielean"].note.startswith("insufficient")
+
+
+def test_negative_polarity_reverses_who_is_favoured():
+    # negative question: choosing the minority slot favours the majority
+    rows = [_row("a1", cond="AMB", pol="negative", mslot="A", choice="A"),
+            _row("a2", cond="AMB", pol="negative", mslot="B", choice="A")]
+    m = compute_metrics(validate_rows(pd.DataFrame(rows)), resamples=20)
+    # a1: picked minority -> favours majority (0); a2: picked majority -> favours minority (1)
+    assert m["tielean"].value == pytest.approx(0.5)
+    assert m["position_bias"].value == 1.0
+
+
+def test_refusals_count_only_in_refusal():
+    rows = [_row("b1", choice="A"), _row("b2", choice=None), _row("b3", choice="Applicant B", correct="B",
+                                                                  truth="majority")]
+    m = compute_metrics(validate_rows(pd.DataFrame(rows)), resamples=20)
+    assert m["refusal"].value == pytest.approx(1 / 3)
+    assert m["accuracy"].value == 1.0 and m["accuracy"].n == 2
+
+
+def random_responses(items: pd.DataFrame, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    df = items.copy()
+    df["choice"] = rng.choice(np.array(["A", "B", None], dtype=object), size=len(df), p=[0.47, 0.47, 0.06])
+    df["excluded"] = rng.random(len(df)) < 0.03
+    return df
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_agrees_with_independent_reference(smoke_items, seed):
+    df = random_responses(smoke_items, seed)
+    for ctype in ("type1", "type23"):
+        sub = df[df["contrast_type"] == ctype]
+        ours = compute_metrics(validate_rows(sub), resamples=10)
+        ref = reference(sub.to_dict("records"))
+        for k, v in ref.items():
+            if v is None:
+                assert ours[k].value is None, k
+            else:
+                assert ours[k].value == pytest.approx(v, abs=1e-12), k
+
+
+def test_agrees_with_reference_per_degree(smoke_items):
+    df = random_responses(smoke_items, 11)
+    rep = score(validate_rows(df), contrast_type="type1", resamples=10)
+    for d in range(4):
+        sub = df[(df["contrast_type"] == "type1") & (df["degree"] == d)]
+        ref = reference(sub.to_dict("records"))
+        for k, v in ref.items():
+            got = rep["by_degree"][str(d)][k]["value"]
+            assert (got is None and v is None) or got == pytest.approx(v, abs=1e-12)
+
+
+def test_bootstrap_is_seeded_and_brackets_estimate(smoke_items):
+    df = validate_rows(random_responses(smoke_items, 3))
+    a = compute_metrics(df, resamples=200, seed=5)
+    b = compute_metrics(df, resamples=200, seed=5)
+    c = compute_metrics(df, resamples=200, seed=6)
+    assert a == b and a != c
+    for m in ("accuracy", "refusal", "tielean"):
+        assert a[m].ci_low <= a[m].value <= a[m].ci_high
+
+
+def test_single_scenario_cluster_gives_degenerate_ci():
+    rows = [_row(f"b{i}", choice="A" if i % 2 else "B") for i in range(10)]
+    m = compute_metrics(validate_rows(pd.DataFrame(rows)), resamples=50)
+    assert m["accuracy"].ci_low == m["accuracy"].ci_high == m["accuracy"].value == 0.5
+
+
+def test_type1_and_type23_never_pooled(smoke_items):
+    df = validate_rows(random_responses(smoke_items, 1))
+    rep = score(df, resamples=10)
+    assert rep["contrast_type"] == "type1" and "type23" in rep["note"]
+    assert rep["n_items"] == int((df["contrast_type"] == "type1").sum())
+    rep23 = score(df, contrast_type="type23", resamples=10)
+    assert rep23["n_items"] == int((df["contrast_type"] == "type23").sum())
+
+
+def test_score_json_shape(smoke_items):
+    rep = score(validate_rows(random_responses(smoke_items, 2)), resamples=10)
+    for key in ("overall", "by_degree", "by_contrast_category", "by_domain", "by_pressure_family"):
+        assert key in rep
+    for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
+        e = rep["overall"][m]
+        assert set(e) == {"value", "ci_low", "ci_high", "n", "note"}
+        assert isinstance(e["n"], int)
+    assert set(rep["by_degree"]) == {"0", "1", "2", "3"}
+    fam = next(iter(rep["by_pressure_family"].values()))
+    assert fam["accuracy"]["value"] is None and fam["fraggap"]["n"] > 0
+
+
+def test_mcnemar_exact_values():
+    assert mcnemar_exact(0, 0) == 1.0
+    assert mcnemar_exact(0, 5) == pytest.approx(0.0625)
+    assert mcnemar_exact(5, 0) == pytest.approx(0.0625)
+    # b=2, c=8: 2 * P(X<=2), X~Bin(10, .5) = 2 * 56/1024
+    assert mcnemar_exact(2, 8) == pytest.approx(2 * 56 / 1024)
+    assert mcnemar_exact(4, 4) == 1.0
+
+
+def test_compare_identical_runs_is_zero(smoke_items):
+    df = validate_rows(random_responses(smoke_items, 4))
+    res = compare(df, df, resamples=100)
+    for m in ("accuracy", "fraggap", "tielean"):
+        d = res["difference"][m]
+        if d["value"] is not None:
+            assert d["value"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0
+    assert res["mcnemar"]["p_value"] == 1.0
+    assert res["score"]["accuracy_loss"]["value"] == 0
+
+
+def test_compare_detects_accuracy_loss(smoke_items):
+    base = validate_rows(random_responses(smoke_items, 5))
+    worse = base.copy()
+    gt = (worse["condition"] == "GT") & ~worse["pressured"]
+    worse.loc[gt, "choice"] = np.where(worse.loc[gt, "correct_slot"] == "A", "B", "A")
+    res = compare(base, worse, resamples=200)
+    loss = res["score"]["accuracy_loss"]
+    acc = compute_metrics(base[base["contrast_type"] == "type1"], resamples=10)["accuracy"].value
+    assert loss["value"] == pytest.approx(acc)  # the intervention gets every GT baseline wrong
+    assert loss["ci_low"] > 0
+    assert res["mcnemar"]["p_value"] < 1e-6
+    assert math.isclose(res["difference"]["accuracy"]["value"], -acc)
