@@ -76,12 +76,14 @@ def _suite_validate(a) -> int:
 
 def _suite_import(a) -> int:
     from .runs import write_table_atomic
-    from .suite.fairstress import load_fairstress
+    from .suite.fairstress import load_fairstress, released_disagreements
     df = load_fairstress(a.rows, a.corrections)
     write_table_atomic(Path(a.out), df)
     ex = df["exclusion_reason"].value_counts().to_dict()
     print(f"wrote {len(df):,} rows to {a.out}; excluded: {ex or 'none'}; negative-polarity scenarios: "
           f"{df.loc[df['question_polarity'] == 'negative', 'scenario_id'].nunique()}")
+    print(f"pressured rows without a matching baseline: {(df['baseline_id'] == 'missing-baseline').sum():,}; "
+          f"released resolved/targets differing from METRICS.md on positive questions: {released_disagreements(df)}")
     return 0
 
 

@@ -7,11 +7,16 @@ or null for the baseline), ``injection_resolved``, ``injection_targets``,
 ``prompt``, and optionally ``domain``.
 
 Mapping: degree = signaling_level; pressure_id/family/slot = injection
-id/family/direction; pressure_resolved = injection_resolved (``pro-minority``
-spellings accepted); pressure_targets = injection_targets. The released
-``expected_correct`` marks the candidate who is stronger on the criteria, so
-``truth_favors`` follows from it and ``minority_slot``. The baseline of a row is
-found by matching every item field except the injection (never by editing ids).
+id/family/direction. The released ``expected_correct`` marks the candidate
+who is stronger on the criteria, so ``truth_favors`` follows from it and
+``minority_slot``. ``pressure_resolved`` and ``pressure_targets`` are
+recomputed from the slots and the (corrected) polarity exactly as METRICS.md
+defines them (who is *favoured*; whether following the pressure gives the
+wrong answer); the released ``injection_resolved``/``injection_targets`` are
+kept as ``released_injection_resolved``/``released_injection_targets`` for
+audit, and :func:`released_disagreements` counts rows where they differ. The
+baseline of a row is found by matching every item field except the injection
+(never by editing ids).
 
 Corrections (the maintainers' JSON published with the reference scorer):
 - ``polarity_flagged_scenarios``: these scenarios ask a negative question;
@@ -106,6 +111,13 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
         correct = None if stronger is None else (stronger if not negative else ("B" if stronger == "A" else "A"))
         resolved = _norm(r.get("injection_resolved"))
         resolved = resolved.replace("-", "_") if isinstance(resolved, str) else resolved
+        direction = inj.get("direction") if inj else None
+        recomputed_resolved = recomputed_targets = None
+        if direction in ("A", "B"):
+            favoured = direction if not negative else ("B" if direction == "A" else "A")
+            recomputed_resolved = "pro_minority" if favoured == r["minority_slot"] else "pro_majority"
+            if cond == "GT":
+                recomputed_targets = "stronger" if direction == correct else "weaker"
         x = known[cid]
         degree = _degree(r["signaling_level"], where)
         row = {
@@ -118,9 +130,10 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
             "pressure_id": inj["id"] if inj else None, "pressure_family": inj.get("family") if inj else None,
             "pressure_family_code": _family_code(inj.get("family")) if inj else None,
             "pressure_class": inj.get("class") if inj else None,
-            "pressure_slot": inj.get("direction") if inj else None,
-            "pressure_resolved": resolved if inj else None,
-            "pressure_targets": _norm(r.get("injection_targets")) if inj and cond == "GT" else None,
+            "pressure_slot": direction, "pressure_resolved": recomputed_resolved,
+            "pressure_targets": recomputed_targets,
+            "released_injection_resolved": resolved if inj else None,
+            "released_injection_targets": _norm(r.get("injection_targets")) if inj else None,
             "prompt": _norm(r.get("prompt")), "excluded": False, "exclusion_reason": None, "source": "fairstress",
         }
         for k in ("choice", "text", "candidate_noun"):
@@ -138,18 +151,57 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
         row["excluded"], row["exclusion_reason"] = reason is not None, reason
         out.append(row)
     df = pd.DataFrame(out)
-    base = df[df["pressure_id"].isna()]
-    key = list(_ITEM_FIELDS_FOR_BASELINE)
-    lookup = {tuple(k): iid for k, iid in zip(base[key].astype(str).itertuples(index=False), base["item_id"])}
-    df["baseline_id"] = [lookup.get(tuple(k)) if p is not None else iid for k, p, iid in
-                         zip(df[key].astype(str).itertuples(index=False), df["pressure_id"], df["item_id"])]
-    # a pressured row with no baseline keeps a baseline_id that matches nothing; metrics skip it
-    df["baseline_id"] = df["baseline_id"].fillna("missing-baseline")
+    df["baseline_id"] = _match_baselines(df)
     if "choice" not in df.columns and "text" not in df.columns:
         df["choice"] = None
     nondir = df["exclusion_reason"] == "non_directional_injection"
     df.loc[nondir, ["pressure_slot", "pressure_resolved", "pressure_targets"]] = None
     return df.drop(columns=["correct_slot_raw"])
+
+
+def _is_deletion(longer: str | None, shorter: str | None) -> bool:
+    """True when ``shorter`` is ``longer`` with one contiguous piece (the injection) removed."""
+    if not isinstance(longer, str) or not isinstance(shorter, str) or len(shorter) >= len(longer):
+        return False
+    pre = 0
+    while pre < len(shorter) and longer[pre] == shorter[pre]:
+        pre += 1
+    suf = 0
+    while suf < len(shorter) - pre and longer[-1 - suf] == shorter[-1 - suf]:
+        suf += 1
+    return pre + suf >= len(shorter)
+
+
+def _match_baselines(df: pd.DataFrame) -> list[str]:
+    """The baseline of each row: the unpressured row with the same item fields; when several
+    share them (e.g. the two AMB arrangements), the one whose prompt is this row's prompt
+    without the injection. Unmatched rows get ``missing-baseline`` (metrics skip them)."""
+    key = list(_ITEM_FIELDS_FOR_BASELINE)
+    groups: dict[tuple, list[tuple[str, str | None]]] = {}
+    for k, p, iid, prompt in zip(df[key].astype(str).itertuples(index=False), df["pressure_id"], df["item_id"],
+                                 df["prompt"]):
+        if p is None or (isinstance(p, float) and p != p):
+            groups.setdefault(tuple(k), []).append((iid, prompt))
+    out = []
+    for k, p, iid, prompt in zip(df[key].astype(str).itertuples(index=False), df["pressure_id"], df["item_id"],
+                                 df["prompt"]):
+        if p is None or (isinstance(p, float) and p != p):
+            out.append(iid)
+            continue
+        cands = groups.get(tuple(k), [])
+        if len(cands) > 1:
+            cands = [c for c in cands if _is_deletion(prompt, c[1])]
+        out.append(cands[0][0] if len(cands) == 1 else "missing-baseline")
+    return out
+
+
+def released_disagreements(df: pd.DataFrame) -> dict[str, int]:
+    """Rows (not polarity-flagged, not excluded) whose released resolved/targets differ from METRICS.md's."""
+    ok = (df["question_polarity"] == "positive") & ~df["excluded"] & df["pressure_id"].notna()
+    res = df["released_injection_resolved"].notna() & (df["released_injection_resolved"] != df["pressure_resolved"])
+    tgt = df["released_injection_targets"].notna() & df["pressure_targets"].notna() & \
+        (df["released_injection_targets"] != df["pressure_targets"])
+    return {"pressure_resolved": int((ok & res).sum()), "pressure_targets": int((ok & tgt).sum())}
 
 
 def load_fairstress(path: str | Path, corrections: str | Path | dict | None = None) -> pd.DataFrame:

@@ -80,13 +80,13 @@ def check_item(item: dict, content: Content | None = None) -> list[str]:
     elif dom_a or dom_b:
         problems.append(f"{iid}: AMB item where one candidate dominates on every criterion")
     if item["degree"] == 1:
-        names = item["names"] or {}
+        names = item["names"] if isinstance(item.get("names"), dict) else {}
         if len(set(names.values())) != 2 or len({n.split()[-1] for n in names.values()}) != 2:
             problems.append(f"{iid}: names collide across slots: {names}")
         for slot, name in names.items():
             if f"{noun} {slot}, {name}," not in prompt:
                 problems.append(f"{iid}: name {name!r} is not on the line of slot {slot}")
-    if item["pressure_id"] is not None:
+    if isinstance(item.get("pressure_id"), str):
         p = content.pressure_sentence(item["pressure_id"])
         slot = item["pressure_slot"]
         mine = p.render(f"{noun} {slot}", f"{noun} {other_slot(slot)}")

@@ -1,0 +1,55 @@
+"""Run directories: manifest contents and atomic writes."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from evenhand.runs import RunDir, RunError, write_json_atomic, write_table_atomic
+
+
+def test_manifest_has_provenance(tmp_path):
+    run = RunDir.create(tmp_path / "r", {"a": 1}, "1.0+x", {"suite": 0})
+    m = run.manifest()
+    for k in ("config", "suite_version", "seeds", "git", "packages", "hardware", "created", "status"):
+        assert k in m
+    assert m["packages"]["numpy"] and m["status"] == "running"
+    run.finish()
+    assert run.manifest()["status"] == "done"
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path):
+    path = tmp_path / "metrics.json"
+    write_json_atomic(path, {"ok": 1})
+
+    with pytest.raises(ValueError):
+        write_json_atomic(path, {"bad": float("nan")})
+    assert json.loads(path.read_text()) == {"ok": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["metrics.json"]  # no temporary file left
+
+
+def test_table_round_trip(tmp_path):
+    df = pd.DataFrame({"item_id": ["a", "b"], "names": [{"A": "x", "B": "y"}, None]})
+    write_table_atomic(tmp_path / "t.parquet", df)
+    back = pd.read_parquet(tmp_path / "t.parquet")
+    assert back["item_id"].tolist() == ["a", "b"]
+    with pytest.raises(RunError):
+        write_table_atomic(tmp_path / "t.csv", df)
+
+
+def test_unwritable_output_directory(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(RunError, match="not writable"):
+        RunDir.create(blocker / "run", {}, "v", {})
+
+
+def test_demo_run_directory(tmp_path):
+    from evenhand.cli import main
+    assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
+    d = tmp_path / "demo"
+    assert {p.name for p in d.iterdir()} == {"manifest.json", "responses.parquet", "metrics.json"}
+    metrics = json.loads((d / "metrics.json").read_text())
+    assert "planted_truth" in metrics and metrics["overall"]["accuracy"]["n"] > 0
+    assert len(pd.read_parquet(d / "responses.parquet")) == 1024
