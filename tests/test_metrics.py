@@ -162,3 +162,38 @@ def test_compare_detects_accuracy_loss(smoke_items):
     assert loss["ci_low"] > 0
     assert res["mcnemar"]["p_value"] < 1e-6
     assert math.isclose(res["difference"]["accuracy"]["value"], -acc)
+
+
+def _swap(v):
+    return {"A": "B", "B": "A"}.get(v, v) if isinstance(v, str) else v
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_property_slot_relabelling_changes_only_position(smoke_items, seed):
+    """Renaming slots A<->B everywhere leaves every metric but P(choose A) unchanged."""
+    df = random_responses(smoke_items, seed)
+    sw = df.copy()
+    for col in ("minority_slot", "correct_slot", "pressure_slot", "choice"):
+        sw[col] = [_swap(v) for v in df[col]]
+    a = compute_metrics(validate_rows(df), resamples=20)
+    b = compute_metrics(validate_rows(sw), resamples=20)
+    for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
+        assert a[m].value == pytest.approx(b[m].value), m
+    assert b["position_bias"].value == pytest.approx(1 - a["position_bias"].value)
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_property_exchanging_groups_negates_signed_metrics(smoke_items, seed):
+    """Calling the other candidate 'minority' negates AccGap, FragGap and TieShift and mirrors TieLean."""
+    df = random_responses(smoke_items, seed)
+    ex = df.copy()
+    ex["minority_slot"] = [_swap(v) for v in df["minority_slot"]]
+    ex["truth_favors"] = df["truth_favors"].map({"minority": "majority", "majority": "minority"})
+    ex["pressure_resolved"] = df["pressure_resolved"].map({"pro_minority": "pro_majority",
+                                                            "pro_majority": "pro_minority"})
+    a = compute_metrics(validate_rows(df), resamples=20)
+    b = compute_metrics(validate_rows(ex), resamples=20)
+    for m in ("accgap", "fraggap", "tieshift"):
+        assert b[m].value == pytest.approx(-a[m].value), m
+    assert b["tielean"].value == pytest.approx(1 - a["tielean"].value)
+    assert b["accuracy"].value == pytest.approx(a["accuracy"].value)
