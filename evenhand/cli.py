@@ -145,6 +145,72 @@ def _coverage(a) -> int:
     return 0
 
 
+def _run(a) -> int:
+    from experiments.config import load_config
+    from experiments.runner import run_config
+
+    from .report import score_table
+    cfg = load_config(a.config)
+    run, report = run_config(cfg, progress=not a.quiet)
+    print(score_table(report))
+    print(f"\nrun directory: {run.path}")
+    return 0
+
+
+def _model_spec(a):
+    from .models.loading import ModelSpec
+    return ModelSpec(a.model, dtype=a.dtype, device=a.device, attn_implementation=a.attn_implementation,
+                     trust_remote_code=a.trust_remote_code, chat_template=a.chat_template)
+
+
+def _items(a):
+    from experiments.config import SuiteConfig
+    from experiments.runner import suite_items
+
+    class _C:  # the subset of RunConfig that suite_items reads
+        suite = SuiteConfig(subset=a.subset, seed=a.seed, limit=a.limit)
+    return suite_items(_C)
+
+
+def _decide(a) -> int:
+    from experiments.runner import check_output_dir
+
+    from .decide import DecideOptions, decide
+    from .models.loading import load_model, locate, resolve_spec
+    from .runs import write_table_atomic
+    out = check_output_dir(a.out)
+    spec = resolve_spec(_model_spec(a))
+    locate(spec)
+    items = _items(a)
+    lm = load_model(spec)
+    opts = DecideOptions(mode=a.mode, batch_size=a.batch_size, max_new_tokens=a.max_new_tokens,
+                         reasoning_max_new_tokens=a.reasoning_max_new_tokens, chat_template=spec.chat_template)
+    table = decide(items, lm, opts, out_dir=out)
+    write_table_atomic(out / "responses.parquet", table)
+    answered = table["choice"].notna().mean()
+    print(f"{len(table):,} responses in {out / 'responses.parquet'} ({answered:.1%} with an A/B choice); "
+          f"score them with `evenhand score {out / 'responses.parquet'}`")
+    return 0
+
+
+def _cache(a) -> int:
+    from experiments.runner import check_output_dir
+
+    from .activations import CacheOptions, cache_activations
+    from .models.loading import load_model, locate, resolve_spec
+    from .suite.content import load_content
+    out = check_output_dir(a.out)
+    spec = resolve_spec(_model_spec(a))
+    locate(spec)
+    items = _items(a)
+    lm = load_model(spec)
+    opts = CacheOptions(sites=tuple(a.sites), batch_size=a.batch_size, dtype=a.cache_dtype, name_mean=a.name_mean,
+                        chat_template=spec.chat_template)
+    cache = cache_activations(items, lm, opts, out, load_content().version, engine=a.engine)
+    print(f"cached {len(cache.item_ids()):,} items x {len(cache.sites)} sites ({a.cache_dtype}) in {out}")
+    return 0
+
+
 def _demo(a) -> int:
     from .models.simulated import PlantedBias
     from .report import score_table
@@ -225,6 +291,37 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resamples", type=int, default=400)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=_coverage)
+    s = sub.add_parser("run", help="run a YAML config: suite -> decisions -> metrics (-> cache)")
+    s.add_argument("config")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(fn=_run)
+
+    def model_args(x):
+        x.add_argument("--model", required=True, help="Hugging Face id, local directory, .gguf file or preset")
+        x.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
+        x.add_argument("--device", default="auto")
+        x.add_argument("--attn-implementation", default=None)
+        x.add_argument("--trust-remote-code", action="store_true")
+        x.add_argument("--chat-template", default="auto", choices=["auto", "none"])
+        x.add_argument("--subset", default="smoke", help="smoke, core or an items file")
+        x.add_argument("--seed", type=int, default=0)
+        x.add_argument("--limit", type=int, default=None)
+        x.add_argument("--out", required=True)
+        x.add_argument("--batch-size", type=int, default=8)
+
+    s = sub.add_parser("decide", help="decisions only (resumable), written to OUT/responses.parquet")
+    model_args(s)
+    s.add_argument("--mode", default="answer", choices=["answer", "reasoning", "logprob"])
+    s.add_argument("--max-new-tokens", type=int, default=8)
+    s.add_argument("--reasoning-max-new-tokens", type=int, default=512)
+    s.set_defaults(fn=_decide)
+    s = sub.add_parser("cache", help="activation cache only (resumable)")
+    model_args(s)
+    s.add_argument("--sites", nargs="+", default=["residual"])
+    s.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"])
+    s.add_argument("--name-mean", action="store_true")
+    s.add_argument("--engine", default="nnsight", choices=["nnsight", "transformer_lens"])
+    s.set_defaults(fn=_cache)
     s = sub.add_parser("demo", help="the main job on the embedded default")
     s.add_argument("--out", default="runs/demo")
     s.set_defaults(fn=_demo)
@@ -233,12 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from .models.loading import ModelLoadError
     from .runs import RunError
     from .schema import RowError
     from .suite.content import ContentError
     try:
         return args.fn(args)
-    except (RowError, ContentError, RunError, KeyError, ValueError, TypeError) as exc:
+    except (RowError, ContentError, RunError, ModelLoadError, KeyError, ValueError, TypeError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"evenhand: error: {msg}", file=sys.stderr)
         return 2

@@ -18,8 +18,10 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 PACKAGES = ("evenhand", "numpy", "pandas", "pyarrow", "pyyaml", "torch", "transformers", "nnsight",
             "transformer-lens", "pyvene", "scikit-learn", "seaborn")
@@ -51,7 +53,7 @@ def write_json_atomic(path: Path, obj) -> None:
         fh.write("\n")
 
 
-def write_table_atomic(path: Path, df: pd.DataFrame) -> None:
+def write_table_atomic(path: Path, df: "pd.DataFrame") -> None:
     path = Path(path)
     with _atomic(path, "wb") as (fh, tmp):
         if path.suffix == ".parquet":
@@ -122,6 +124,26 @@ class RunDir:
         run.write_manifest(manifest)
         return run
 
+    @classmethod
+    def open_or_create(cls, path: str | Path, config: dict) -> "RunDir":
+        """Resume the run in ``path`` if it was made from the same config; else start one there."""
+        run = cls(path)
+        if run.manifest_path.exists():
+            old = run.manifest()
+            if json.loads(json.dumps(old.get("config"), default=str)) != json.loads(json.dumps(config, default=str)):
+                raise RunError(f"{run.path} holds a run of a different config; choose another output_dir "
+                               f"or delete that directory")
+            old["status"] = "running"
+            old["resumed"] = old.get("resumed", 0) + 1
+            run.write_manifest(old)
+            return run
+        return cls.create(path, config, suite_version=None, seeds={})
+
+    def record_timing(self, stage: str, seconds: float) -> None:
+        m = self.manifest()
+        m.setdefault("timings", {})[stage] = round(seconds, 3)
+        self.write_manifest(m)
+
     @property
     def manifest_path(self) -> Path:
         return self.path / "manifest.json"
@@ -141,16 +163,15 @@ class RunDir:
     def timed(self, stage: str):
         t0 = time.perf_counter()
         yield
-        m = self.manifest()
-        m.setdefault("timings", {})[stage] = round(time.perf_counter() - t0, 3)
-        self.write_manifest(m)
+        self.record_timing(stage, time.perf_counter() - t0)
 
-    def write_responses(self, df: pd.DataFrame) -> Path:
+    def write_responses(self, df: "pd.DataFrame") -> Path:
         out = self.path / "responses.parquet"
         write_table_atomic(out, df)
         return out
 
-    def read_responses(self) -> pd.DataFrame:
+    def read_responses(self) -> "pd.DataFrame":
+        import pandas as pd
         return pd.read_parquet(self.path / "responses.parquet")
 
     def write_metrics(self, metrics: dict) -> Path:

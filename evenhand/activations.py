@@ -1,0 +1,289 @@
+"""Residual-stream cache at the decision point, with nnsight as the engine.
+
+For each item the model reads the prompt (the answer variant, chat template
+applied) and the cache keeps, at the last prompt token (the token after which
+the model answers), the value of every requested site (default: ``embed`` and
+every ``blocks.{L}.resid_post``), read inside one ``nnsight`` trace with
+``logits_to_keep=1``. With ``name_mean`` it also keeps, for items that carry
+names, the mean over the tokens of each candidate's name (``SITE@name_A``,
+``SITE@name_B``; NaN rows elsewhere).
+
+Storage: ``OUT/activations/acts-NNNNN.safetensors`` shards (float16 by default,
+one tensor per site, item ids in the shard's metadata), ``manifest.json``
+(model, sites, dtype, suite version, width) and, when complete, ``index.json``.
+Resumable like decisions; memory is one batch, whatever the number of items.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .decide import _Halving, _left_pad, plan_batches, token_lengths
+from .models.loading import LoadedModel
+from .models.sites import expand, resolve
+from .prompts import model_text, user_message, uses_chat_template
+from .shards import ShardDir, read_json, write_json
+
+_ORDER = {"resid_pre": 0, "attn_out": 1, "mlp_out": 2, "resid_post": 3}
+
+
+@dataclass(frozen=True)
+class CacheOptions:
+    """What to cache and how."""
+    sites: tuple[str, ...] = ("residual",)
+    """Site names or shorthands: residual (embed + every resid_post), all."""
+    batch_size: int = 8
+    """Items per traced forward pass."""
+    dtype: str = "float16"
+    """Storage dtype: float16 | float32."""
+    name_mean: bool = False
+    """Also keep the mean over each candidate's name tokens (items with names only)."""
+    chat_template: str = "auto"
+    """auto | none, as for decisions."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+def execution_order(site: str) -> tuple:
+    """Sort key: the order in which a forward pass reaches each site (nnsight needs it)."""
+    if site == "embed":
+        return (-1, 0)
+    if site == "ln_final":
+        return (10**9, 0)
+    m = re.match(r"blocks\.(\d+)\.(\w+)$", site)
+    return (int(m.group(1)), _ORDER[m.group(2)])
+
+
+def _envoy(root, path: str):
+    node = root
+    for part in path.split("."):
+        node = node[int(part)] if part.isdigit() else getattr(node, part)
+    return node
+
+
+def name_weights(tokenizer, texts: list[str], items: list[dict], width: int, lengths: list[int]):
+    """(B, width) weights averaging each slot's name tokens, or None for items without names."""
+    import torch
+    out = {"A": torch.zeros(len(texts), width), "B": torch.zeros(len(texts), width)}
+    has = [False] * len(texts)
+    for i, (text, item) in enumerate(zip(texts, items)):
+        names = item.get("names")
+        if not isinstance(names, dict):
+            continue
+        enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        offsets = enc["offset_mapping"]
+        shift = width - len(offsets)  # left padding (and any leading special tokens) come before the text
+        for slot in ("A", "B"):
+            name = names.get(slot)
+            anchor = f"{item['candidate_noun']} {slot}, "
+            start = text.find(anchor + name) if name else -1
+            if start < 0:
+                continue
+            lo = start + len(anchor)
+            hi = lo + len(name)
+            toks = [j for j, (a, b) in enumerate(offsets) if a < hi and b > lo and b > a]
+            for j in toks:
+                out[slot][i, shift + j] = 1.0 / len(toks)
+            has[i] = has[i] or bool(toks)
+    return out, has
+
+
+class ActivationCache:
+    """Read a cache directory: ``load(site)`` -> (item_ids, float32 array)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.manifest = read_json(self.path / "manifest.json")
+        self._shards = ShardDir(self.path, "acts", "safetensors")
+
+    @property
+    def sites(self) -> list[str]:
+        return self.manifest["stored_sites"]
+
+    def _iter(self, site: str) -> Iterator[tuple[list[str], np.ndarray]]:
+        from safetensors import safe_open
+        for p in self._shards.shards():
+            with safe_open(p, framework="np") as f:
+                ids = json.loads(f.metadata()["item_ids"])
+                yield ids, f.get_tensor(site).astype(np.float32)
+
+    def item_ids(self) -> list[str]:
+        from safetensors import safe_open
+        out: list[str] = []
+        for p in self._shards.shards():
+            with safe_open(p, framework="np") as f:
+                out += json.loads(f.metadata()["item_ids"])
+        return out
+
+    def load(self, site: str, item_ids: list[str] | None = None) -> tuple[list[str], np.ndarray]:
+        if site not in self.sites:
+            raise KeyError(f"site {site!r} is not in this cache; cached: {', '.join(self.sites)}")
+        ids, parts = [], []
+        for i, arr in self._iter(site):
+            ids += i
+            parts.append(arr)
+        mat = np.concatenate(parts) if parts else np.zeros((0, self.manifest["d_model"]), np.float32)
+        if item_ids is not None:
+            pos = {k: j for j, k in enumerate(ids)}
+            missing = [k for k in item_ids if k not in pos]
+            if missing:
+                raise KeyError(f"{len(missing)} item ids are not in the cache, e.g. {missing[0]!r}")
+            mat = mat[[pos[k] for k in item_ids]]
+            ids = list(item_ids)
+        return ids, mat
+
+
+TL_HOOKS = {"embed": "hook_embed", "ln_final": "ln_final.hook_normalized", "resid_pre": "hook_resid_pre",
+            "resid_post": "hook_resid_post", "attn_out": "hook_attn_out", "mlp_out": "hook_mlp_out"}
+
+
+def tl_hook_name(site: str) -> str:
+    """Our site name -> the TransformerLens hook name it corresponds to."""
+    m = re.match(r"blocks\.(\d+)\.(\w+)$", site)
+    return f"blocks.{m.group(1)}.{TL_HOOKS[m.group(2)]}" if m else TL_HOOKS[site]
+
+
+def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: CacheOptions = CacheOptions(),
+                      out_dir: str | Path = "activations", suite_version: str | None = None,
+                      engine: str = "nnsight") -> ActivationCache:
+    """Cache the requested sites at the decision token for every item (resumable).
+
+    ``engine="nnsight"`` (default) reads every site in one trace of the Hugging Face model.
+    ``engine="transformer_lens"`` boots a TransformerLens ``TransformerBridge`` on its own copy of
+    the model and stores the same values under TransformerLens hook names
+    (``hook_embed``, ``blocks.{L}.hook_resid_post``, ...); it batches only prompts of equal
+    token length, since the bridge does not reproduce Hugging Face's padded forward."""
+    import torch
+    from tqdm.auto import tqdm
+
+    if engine not in ("nnsight", "transformer_lens"):
+        raise ValueError(f"engine must be nnsight or transformer_lens, got {engine!r}")
+    if engine == "transformer_lens" and opts.name_mean:
+        raise ValueError("name_mean is available with the nnsight engine only")
+    records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
+    out = Path(out_dir)
+    sites = sorted(expand(lm.model, list(opts.sites)), key=execution_order)
+    resolved = [resolve(lm.model, s) for s in sites]
+    keys = sites if engine == "nnsight" else [tl_hook_name(s) for s in sites]
+    stored = list(keys) + ([f"{s}@name_{slot}" for s in sites for slot in "AB"] if opts.name_mean else [])
+    np_dtype = {"float16": np.float16, "float32": np.float32}[opts.dtype]
+    manifest = {"model": lm.describe(), "sites": sites, "stored_sites": stored, "dtype": opts.dtype,
+                "position": "last prompt token", "suite_version": suite_version, "options": asdict(opts),
+                "d_model": int(lm.model.config.get_text_config().hidden_size), "engine": engine}
+    shards = ShardDir(out, "acts", "safetensors")
+    shards.prepare()
+    mpath = out / "manifest.json"
+    if mpath.exists():
+        old = read_json(mpath)
+        if old["stored_sites"] != stored or old["dtype"] != opts.dtype or old["model"]["name"] != lm.name:
+            raise ValueError(f"{out} already holds a cache of other sites, dtype, engine or model; "
+                             f"use another directory")
+    write_json(mpath, manifest)
+    done = set(ActivationCache(out).item_ids())
+    todo = [r for r in records if r["item_id"] not in done]
+    special = not uses_chat_template(lm.tokenizer, opts.chat_template)
+    texts = [model_text(lm.tokenizer, user_message(r, "answer"), opts.chat_template) for r in todo]
+    lengths = token_lengths(lm.tokenizer, texts, special)
+    if engine == "nnsight":
+        run = _nnsight_runner(lm, texts, todo, special, resolved, opts)
+        batches = plan_batches(lengths, opts.batch_size)
+    else:
+        run = _tl_runner(lm, texts, special, keys)
+        batches = [b for group in _equal_length_groups(lengths) for b in
+                   (group[i:i + opts.batch_size] for i in range(0, len(group), opts.batch_size))]
+    halving = _Halving(opts.batch_size)
+    bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
+               desc=f"cache[{engine}]", dynamic_ncols=True)
+    from safetensors.numpy import save_file
+    with torch.inference_mode():
+        for idx in batches:
+            rows = halving.run(run, idx)
+            arrays = {k: np.stack([r[k] for r in rows]).astype(np_dtype) for k in stored}
+            meta = {"item_ids": json.dumps([todo[i]["item_id"] for i in idx])}
+            shards.atomic_write(lambda tmp: save_file(arrays, tmp, metadata=meta))
+            bar.update(len(idx))
+    bar.close()
+    cache = ActivationCache(out)
+    ids = cache.item_ids()
+    if {r["item_id"] for r in records} <= set(ids):
+        write_json(out / "index.json", {"n_items": len(ids), "item_ids": ids})
+    return cache
+
+
+def _equal_length_groups(lengths: list[int]) -> list[list[int]]:
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        groups.setdefault(n, []).append(i)
+    return [groups[n] for n in sorted(groups, reverse=True)]
+
+
+def _nnsight_runner(lm, texts, todo, special, resolved, opts):
+    from nnsight import TransformersModel
+    traced = TransformersModel(lm.model, tokenizer=lm.tokenizer)
+
+    def run(idx: list[int]) -> list[dict]:
+        enc = [lm.tokenizer(texts[i], add_special_tokens=special)["input_ids"] for i in idx]
+        ids, mask, pos = _left_pad(enc, lm.tokenizer.pad_token_id, lm.model.device)
+        weights = None
+        if opts.name_mean:
+            weights, _ = name_weights(lm.tokenizer, [texts[i] for i in idx], [todo[i] for i in idx], ids.shape[1],
+                                      [len(e) for e in enc])
+            weights = {k: v.to(lm.model.device) for k, v in weights.items()}
+        with traced.trace(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1):
+            saved = _trace_body(traced, resolved, weights)
+        return [{k: v[j].float().cpu().numpy() for k, v in saved.items()} for j in range(len(idx))]
+
+    return run
+
+
+def boot_bridge(lm: LoadedModel):
+    """A TransformerLens TransformerBridge on its own deep copy of the model (the bridge rewrites it)."""
+    import copy
+
+    from transformer_lens.model_bridge import TransformerBridge
+    model = copy.deepcopy(lm.model)
+    if not getattr(model.config, "architectures", None):
+        model.config.architectures = [type(model).__name__]
+    return TransformerBridge.boot_transformers(lm.name, hf_model=model, tokenizer=lm.tokenizer)
+
+
+def _tl_runner(lm, texts, special, hooks):
+    bridge = boot_bridge(lm)
+    wanted = set(hooks)
+
+    def run(idx: list[int]) -> list[dict]:
+        enc = [lm.tokenizer(texts[i], add_special_tokens=special)["input_ids"] for i in idx]
+        import torch
+        ids = torch.tensor(enc, dtype=torch.long, device=lm.model.device)  # equal lengths: no padding
+        _, cache = bridge.run_with_cache(ids, names_filter=lambda n: n in wanted)
+        missing = wanted - set(cache.keys())
+        if missing:
+            raise KeyError(f"TransformerLens bridge has no hook {sorted(missing)[0]!r} for this model")
+        return [{h: cache[h][j, -1].float().cpu().numpy() for h in hooks} for j in range(len(idx))]
+
+    return run
+
+
+def _trace_body(traced, resolved, weights) -> dict:
+    """Inside a trace: read each site in execution order at the last token (and name means)."""
+    import nnsight
+    import torch
+    saved = nnsight.save({})
+    for site in resolved:
+        env = _envoy(traced, site.path)
+        val = env.output if site.port == "output" else env.input
+        saved[site.name] = val[:, -1, :]
+        if weights is not None:
+            for slot in ("A", "B"):
+                w = weights[slot]
+                total = w.sum(1, keepdim=True)
+                mean = (w[..., None].to(val.dtype) * val).sum(1) / total.clamp(min=1e-12).to(val.dtype)
+                saved[f"{site.name}@name_{slot}"] = torch.where(total > 0, mean, torch.full_like(mean, float("nan")))
+    return saved

