@@ -286,3 +286,12 @@ def test_cli_failures_are_fast(tmp_path, tiny_dirs):
                            env=env)
         assert time.perf_counter() - t0 < 3.0  # process start included; the check itself is immediate
         assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_shipped_configs_are_valid():
+    from pathlib import Path
+
+    from experiments.config import load_config
+    for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):
+        cfg = load_config(p)
+        assert cfg.output_dir.startswith("runs/"), p

