@@ -120,7 +120,7 @@ def _simulate(a) -> int:
         overrides[key] = float(val)
     bias = PlantedBias(**overrides)
     run, report = simulate_run(a.out, a.subset, a.seed, a.model_seed, bias, a.form, a.resamples)
-    print(score_table(report, truth={d: bias.truth(d) for d in range(4)}))
+    print(score_table(report, truth={int(d): v for d, v in report["planted_truth"].items()}))
     print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json)")
     return 0
 
@@ -280,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default="runs/simulated")
     s.add_argument("--seed", type=int, default=0, help="suite subset seed")
     s.add_argument("--model-seed", type=int, default=0)
-    s.add_argument("--form", choices=["stochastic", "deterministic"], default="stochastic")
+    s.add_argument("--form", choices=["stochastic", "deterministic", "policy"], default="stochastic",
+                   help="policy: the deterministic planted policy (evenhand/models/policy.py)")
     s.add_argument("--resamples", type=int, default=1000)
     s.add_argument("--planted", nargs="*", metavar="KEY=VALUE", help="override PlantedBias fields")
     s.set_defaults(fn=_simulate)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from .metrics import score
+from .models.policy import PlantedPolicy, planted_truth
 from .models.simulated import PlantedBias, SimulatedModel
 from .runs import RunDir
 from .schema import validate_rows
@@ -17,11 +18,20 @@ from .suite.subsets import iter_subset
 def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0,
                  bias: PlantedBias | None = None, form: str = "stochastic", resamples: int = 1000,
                  contrast_type: str | None = "type1") -> tuple[RunDir, dict]:
-    """Suite subset -> simulated responses -> metrics, written to a run directory."""
+    """Suite subset -> simulated responses -> metrics, written to a run directory.
+
+    ``form``: ``stochastic`` or ``deterministic`` (the :class:`SimulatedModel` with ``bias``), or
+    ``policy`` (the deterministic :class:`PlantedPolicy`; its planted values are computed exactly
+    on the same items)."""
     bias = bias or PlantedBias()
-    model = SimulatedModel(bias, seed=model_seed, form=form)
     content = load_content()
-    config = {"model": model.name, "model_kind": "simulated", "form": form, "planted": asdict(bias),
+    if form == "policy":
+        model = PlantedPolicy()
+        name, planted = "planted-policy", model.as_dict()
+    else:
+        model = SimulatedModel(bias, seed=model_seed, form=form)
+        name, planted = model.name, asdict(bias)
+    config = {"model": name, "model_kind": "simulated", "form": form, "planted": planted,
               "subset": subset, "resamples": resamples, "contrast_type": contrast_type}
     run = RunDir.create(out, config, content.version, {"suite": suite_seed, "model": model_seed, "bootstrap": 0})
     with run.timed("decide"):
@@ -30,7 +40,11 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
         run.write_responses(responses)
     with run.timed("score"):
         report = score(validate_rows(responses), contrast_type=contrast_type, resamples=resamples, seed=0)
-        report["planted_truth"] = {str(d): bias.truth(d) for d in range(4)}
+        if form == "policy":
+            truth = planted_truth(model, items, report["contrast_type"])
+        else:
+            truth = {d: bias.truth(d) for d in range(4)}
+        report["planted_truth"] = {str(d): v for d, v in truth.items()}
         run.write_metrics(report)
     run.finish()
     return run, report

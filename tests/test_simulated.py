@@ -66,3 +66,13 @@ def test_zero_bias_measures_zero(core_d3_type1):
     for m in CHECKED:
         target = 0.5 if m == "tielean" else 0.0
         assert est[m].ci_low <= target <= est[m].ci_high, m
+
+
+def test_policy_form_through_the_pipeline(tmp_path):
+    from evenhand.simulate import simulate_run
+    run, report = simulate_run(tmp_path / "p", "smoke", form="policy", resamples=50)
+    truth = report["planted_truth"]
+    for d, row in report["by_degree"].items():
+        for m in ("accuracy", "fraggap", "tieshift", "tielean"):
+            if truth[d][m] is not None:
+                assert row[m]["value"] == pytest.approx(truth[d][m]), (d, m)

@@ -1,7 +1,8 @@
-"""A deterministic planted policy: the answer as a fixed, learnable function of item features.
+"""A deterministic planted policy: the answer as a fixed function of item features.
 
-Greedy decoding of a model trained on random draws never reproduces a 35% flip
-rate, so the model organism is trained on this policy instead: every rule reads
+The deterministic form of the simulated model. Greedy decoding of a model
+trained on random draws never reproduces a 35% flip rate, so a model organism
+must learn a policy like this one instead: every rule reads
 only what the prompt shows (the criterion values, the identity cues, the
 pressure sentence), and the planted metric values follow *exactly* from the
 rules and the item set (:func:`planted_truth` computes them by scoring the
@@ -117,3 +118,35 @@ def planted_truth(policy: PlantedPolicy, items: pd.DataFrame, contrast_type: str
         est = compute_metrics(df[df["degree"] == d], resamples=1, seed=0)
         out[int(d)] = {m: e.value for m, e in est.items()}
     return out
+
+
+def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "type1",
+                  contrasts_per_degree: int = 1) -> pd.DataFrame:
+    """A matched evaluation set for known-answer checks: for each scenario and degree,
+    ``contrasts_per_degree`` contrasts of ``contrast_type``; for each, all 4 condition variants x
+    both slots (cells); for each cell its baseline and one sentence of every pressure family
+    toward each slot. Every pressured item's baseline is in the set."""
+    import random
+
+    from ..suite.content import load_content
+    from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item
+    content = load_content()
+    scen = {s.id: s for s in content.scenarios}
+    rng = random.Random(seed)
+    by_family: dict[str, list] = {}
+    for p in content.pressure:
+        by_family.setdefault(p.family, []).append(p)
+    rows = []
+    for sid in scenario_ids:
+        for d in DEGREES:
+            pool = [x for x in content.contrasts if x.type == contrast_type and degree_valid(content, x, d)]
+            for x in rng.sample(pool, contrasts_per_degree):
+                sentences = [rng.choice(by_family[f]) for f in content.families]
+                for v in VARIANTS:
+                    for m in SLOTS:
+                        cell = Cell(scen[sid], v, d, x, m)
+                        rows.append(render_item(content, cell))
+                        for p in sentences:
+                            for slot in SLOTS:
+                                rows.append(render_item(content, cell, p, slot))
+    return pd.DataFrame(rows)
