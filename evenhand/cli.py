@@ -172,17 +172,22 @@ def _items(a):
     return suite_items(_C)
 
 
-def _decide(a) -> int:
+def _prepare(a):
+    """The shared start of `decide` and `cache`: cheap checks first, then items and the model."""
     from experiments.runner import check_output_dir
 
-    from .decide import DecideOptions, decide
     from .models.loading import load_model, locate, resolve_spec
-    from .runs import write_table_atomic
     out = check_output_dir(a.out)
     spec = resolve_spec(_model_spec(a))
     locate(spec)
     items = _items(a)
-    lm = load_model(spec)
+    return out, spec, items, load_model(spec)
+
+
+def _decide(a) -> int:
+    from .decide import DecideOptions, decide
+    from .runs import write_table_atomic
+    out, spec, items, lm = _prepare(a)
     opts = DecideOptions(mode=a.mode, batch_size=a.batch_size, max_new_tokens=a.max_new_tokens,
                          reasoning_max_new_tokens=a.reasoning_max_new_tokens, chat_template=spec.chat_template)
     table = decide(items, lm, opts, out_dir=out)
@@ -194,16 +199,9 @@ def _decide(a) -> int:
 
 
 def _cache(a) -> int:
-    from experiments.runner import check_output_dir
-
     from .activations import CacheOptions, cache_activations
-    from .models.loading import load_model, locate, resolve_spec
     from .suite.content import load_content
-    out = check_output_dir(a.out)
-    spec = resolve_spec(_model_spec(a))
-    locate(spec)
-    items = _items(a)
-    lm = load_model(spec)
+    out, spec, items, lm = _prepare(a)
     opts = CacheOptions(sites=tuple(a.sites), batch_size=a.batch_size, dtype=a.cache_dtype, name_mean=a.name_mean,
                         chat_template=spec.chat_template)
     cache = cache_activations(items, lm, opts, out, load_content().version, engine=a.engine)

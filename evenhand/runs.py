@@ -32,19 +32,29 @@ class RunError(RuntimeError):
 
 
 @contextmanager
-def _atomic(path: Path, mode: str = "w"):
+def atomic_path(path: Path, prefix: str | None = None):
+    """Yield a temporary path beside ``path``; when the block succeeds, fsync it and rename it over
+    ``path``; when it fails, remove it. Readers never see a half-written file."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, mode) as fh:
-            yield fh, tmp
-            fh.flush()
+        yield tmp
+        with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextmanager
+def _atomic(path: Path, mode: str = "w"):
+    with atomic_path(path) as tmp:
+        with open(tmp, mode) as fh:
+            yield fh, tmp
 
 
 def write_json_atomic(path: Path, obj) -> None:

@@ -10,9 +10,7 @@ whole batches, a resumed run computes exactly the batches it had not written.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -43,18 +41,10 @@ class ShardDir:
 
     def atomic_write(self, writer) -> Path:
         """Call ``writer(tmp_path)``, then rename the result to the next shard name."""
+        from .runs import atomic_path
         target = self.next_path()
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.prefix}-", suffix=".tmp", dir=self.path)
-        os.close(fd)
-        try:
+        with atomic_path(target, prefix=f".{self.prefix}-") as tmp:
             writer(tmp)
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
         return target
 
 

@@ -1,7 +1,6 @@
 """The simulated model: its planted biases are measured back within their CIs."""
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 
 from evenhand.metrics import compute_metrics

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -11,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..runs import atomic_path
 from .content import load_content
 from .generate import iter_items
 from .subsets import iter_subset
@@ -40,12 +39,9 @@ def write_items(items: Iterable[dict], out: str | Path, limit: int | None = None
     out = Path(out)
     if out.suffix not in (".jsonl", ".parquet"):
         raise ValueError(f"--out must end in .jsonl or .parquet, got {out.name!r}")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
     stream = islice(items, limit) if limit is not None else iter(items)
     n = 0
-    try:
+    with atomic_path(out) as tmp:
         if out.suffix == ".jsonl":
             with open(tmp, "w", encoding="utf-8") as fh:
                 for item in stream:
@@ -56,9 +52,4 @@ def write_items(items: Iterable[dict], out: str | Path, limit: int | None = None
                 while batch := list(islice(stream, BATCH)):
                     writer.write_table(pa.Table.from_pylist(batch, schema=ITEM_SCHEMA))
                     n += len(batch)
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
     return n
