@@ -295,3 +295,37 @@ def test_shipped_configs_are_valid():
     for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):
         cfg = load_config(p)
         assert cfg.output_dir.startswith("runs/"), p
+
+
+def test_gemma3_multimodal_class_goes_through_the_same_paths(smoke_items, tmp_path):
+    """google/gemma-3-12b-it loads as Gemma3ForConditionalGeneration (text tower under
+    model.language_model): a tiny random one must decide and cache like the text-only class."""
+    import transformers as tf
+
+    from evenhand.models.tiny import build_tokenizer
+    items = smoke_items.head(4)
+    tok = build_tokenizer(smoke_items["prompt"].tolist(), extra=["A", "B"])
+    text = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=128,
+                max_position_embeddings=1024)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    cfg = tf.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                          image_token_index=len(tok) - 1, boi_token_index=len(tok) - 2, eoi_token_index=len(tok) - 3)
+    torch.manual_seed(0)
+    model = tf.Gemma3ForConditionalGeneration(cfg).eval()
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.save_pretrained(tmp_path / "mm")
+    tok.save_pretrained(tmp_path / "mm")
+    lm = load_model(str(tmp_path / "mm"))
+    assert type(lm.model).__name__ == "Gemma3ForConditionalGeneration"
+    assert resolve(lm.model, "blocks.1.resid_post").path == "model.language_model.layers.1"
+    r = decide(items, lm, DecideOptions(mode="logprob", batch_size=4, progress=False))
+    assert r["choice"].isin(["A", "B"]).all()
+    cache = cache_activations(items, lm, CacheOptions(batch_size=4, dtype="float32", progress=False), tmp_path / "c")
+    text0 = model_text(lm.tokenizer, user_message(items.iloc[0].to_dict()))
+    one = lm.tokenizer(text0, add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode():
+        hs = lm.model(**one, output_hidden_states=True).hidden_states
+    got = cache.load("blocks.0.resid_post", [items["item_id"].iloc[0]])[1][0]
+    assert np.allclose(got, hs[1][0, -1].numpy(), atol=1e-5)
