@@ -166,10 +166,7 @@ def _model_spec(a):
 def _items(a):
     from experiments.config import SuiteConfig
     from experiments.runner import suite_items
-
-    class _C:  # the subset of RunConfig that suite_items reads
-        suite = SuiteConfig(subset=a.subset, seed=a.seed, limit=a.limit)
-    return suite_items(_C)
+    return suite_items(SuiteConfig(subset=a.subset, seed=a.seed, limit=a.limit))
 
 
 def _prepare(a):

