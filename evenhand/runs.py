@@ -70,8 +70,10 @@ def write_table_atomic(path: Path, df: "pd.DataFrame") -> None:
             df.to_parquet(fh, index=False)
         elif path.suffix == ".jsonl":
             fh.write(df.to_json(orient="records", lines=True, force_ascii=False).encode())
+        elif path.suffix == ".csv":
+            fh.write(df.to_csv(index=False).encode())
         else:
-            raise RunError(f"{path}: table files must end in .parquet or .jsonl")
+            raise RunError(f"{path}: table files must end in .parquet, .jsonl or .csv")
 
 
 def git_state(start: Path | None = None) -> dict:

@@ -1,0 +1,86 @@
+"""Probe sweep speed: the batched torch engine against the scikit-learn reference, as a ratio.
+
+One full sweep (every site, nested grouped CV: outer folds x (inner folds + refit)
+x every C) on the same synthetic activations with planted directions of
+increasing strength per site, both engines in the same process after a warm-up
+(imports and first calls excluded). Prints a JSON line: seconds per engine, the
+ratio sklearn/torch, and the largest accuracy difference between the engines
+over the sites (the acceptance bar is 1 point).
+
+    python benchmarks/bench_probes.py                                    # organism shape (5 sites, d=64)
+    python benchmarks/bench_probes.py --sites 13 --dim 256 --rows 1200  # a wider model
+    python benchmarks/bench_probes.py --sites 49 --dim 3840 --rows 2000 --device cuda --skip-sklearn
+
+Not part of the test run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from probes.logistic import ProbeOptions, fit_sites  # noqa: E402
+
+
+def data(sites: int, dim: int, rows: int, per_group: int, seed: int):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, rows)
+    groups = np.repeat(np.arange(rows // per_group + 1), per_group)[:rows]
+    Xs = []
+    for s in range(sites):
+        u = rng.normal(size=dim)
+        u /= np.linalg.norm(u)
+        margin = 1.5 * s / max(1, sites - 1)
+        Xs.append((rng.normal(size=(rows, dim)) + np.outer(2 * y - 1, u) * margin).astype(np.float32))
+    return Xs, y, groups
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sites", type=int, default=5)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--rows", type=int, default=1000)
+    ap.add_argument("--per-group", type=int, default=8, help="rows per scenario")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-sklearn", action="store_true")
+    a = ap.parse_args()
+    import torch
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    Xs, y, groups = data(a.sites, a.dim, a.rows, a.per_group, a.seed)
+    base = ProbeOptions(device=a.device)
+    # warm-up: imports, first kernels
+    wx, wy, wg = data(1, 8, 80, 4, 1)
+    fit_sites(wx, wy, wg, base)
+    fit_sites(wx, wy, wg, ProbeOptions(engine="sklearn"))
+
+    t = time.perf_counter()
+    rt = fit_sites(Xs, y, groups, base)
+    if a.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t_torch = time.perf_counter() - t
+    out = {"sites": a.sites, "dim": a.dim, "rows": a.rows, "device": a.device,
+           "fits_per_site": None, "torch_s": round(t_torch, 3)}
+    k = min(base.folds, len(np.unique(groups)))
+    out["fits_per_site"] = k * (base.inner_folds + 1) * len(base.Cs)
+    acc_t = [float(((r.prob >= 0.5) == y).mean()) for r in rt]
+    out["torch_accuracy"] = [round(v, 4) for v in acc_t]
+    if not a.skip_sklearn:
+        t = time.perf_counter()
+        rs = fit_sites(Xs, y, groups, ProbeOptions(engine="sklearn"))
+        t_sk = time.perf_counter() - t
+        acc_s = [float(((r.prob >= 0.5) == y).mean()) for r in rs]
+        out.update(sklearn_s=round(t_sk, 3), ratio_sklearn_over_torch=round(t_sk / t_torch, 2),
+                   sklearn_accuracy=[round(v, 4) for v in acc_s],
+                   max_accuracy_diff_points=round(100 * max(abs(p - q) for p, q in zip(acc_s, acc_t)), 3))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""The name-ablation control: the same items without the candidates' names.
+
+Two variants (FairStress: removing the names dropped activation probes by
+about 18 points):
+
+- ``label``: every candidate name in the prompt is replaced by a neutral label
+  (``NEUTRAL_LABELS``, per slot); everything else is unchanged. Items without
+  names (degrees 0, 2, 3) are returned unchanged apart from their id.
+- ``degree0``: the item's cell re-rendered at degree 0 (no identity cue at all),
+  same scenario, variant, contrast assignment, slot and pressure sentence.
+
+Ablated items keep every field of the original (so the same labels are defined)
+with ``item_id`` and ``baseline_id`` suffixed by ``|ablate=<variant>`` and the
+original id in ``source_item_id``. :func:`name_ablation` re-decides and re-caches
+them with the run's model, then (a) applies the probes fitted on the original
+activations to the ablated ones and (b) fits new probes on the ablated ones,
+and reports the drop in accuracy against the original probes with paired
+bootstrap CIs over scenarios.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+VARIANTS = ("label", "degree0")
+NEUTRAL_LABELS = {"A": "the first candidate", "B": "the second candidate"}
+
+
+def _suffix(value, variant: str):
+    return f"{value}|ablate={variant}" if isinstance(value, str) else value
+
+
+def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABELS) -> dict:
+    """One item with its names removed (see the module docstring)."""
+    from evenhand.suite.generate import Cell, item_by_id, parse_item_id, render_item
+    from evenhand.suite.content import load_content
+
+    if variant not in VARIANTS:
+        raise ValueError(f"ablation variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    out = dict(item)
+    if variant == "label":
+        names = item.get("names")
+        if isinstance(names, dict) and names:
+            prompt = item["prompt"]
+            for slot, name in names.items():
+                if not isinstance(name, str) or name not in prompt:
+                    raise ValueError(f"item {item['item_id']!r}: name {name!r} of slot {slot} is not in its prompt")
+                prompt = re.sub(re.escape(name), labels[slot], prompt)
+            out["prompt"] = prompt
+            out["names"] = None
+    else:
+        content = load_content()
+        cell, pressure, pslot = parse_item_id(item["item_id"], content)
+        d0 = render_item(content, Cell(cell.scenario, cell.variant, 0, cell.contrast, cell.minority_slot),
+                         pressure, pslot)
+        out.update(prompt=d0["prompt"], names=None, degree=item["degree"])
+        assert item_by_id is not None
+    out["source_item_id"] = item["item_id"]
+    out["item_id"] = _suffix(item["item_id"], variant)
+    out["baseline_id"] = _suffix(item.get("baseline_id"), variant)
+    out["ablation"] = variant
+    return out
+
+
+def ablate_items(items: pd.DataFrame, variant: str, labels: dict[str, str] = NEUTRAL_LABELS) -> pd.DataFrame:
+    """:func:`ablate_item` over a table of suite items (the response columns are dropped)."""
+    from evenhand.schema import REQUIRED
+
+    keep = [c for c in items.columns if c in set(REQUIRED) | {"prompt", "names", "candidate_noun", "suite_version",
+                                                                "domain", "variant", "pressure_family_code",
+                                                                "pressure_targets", "amb_minority_strong_on",
+                                                                "minority_group", "majority_group"}]
+    rows = [ablate_item(r, variant, labels) for r in items[keep].to_dict("records")]
+    return pd.DataFrame(rows)
+
+
+def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "label", label: str = "favours_minority",
+                  degree: int | None = 1, sites: list[str] | None = None, opts=None, resamples: int = 1000,
+                  batch_size: int = 32, progress: bool = True) -> pd.DataFrame:
+    """Re-decide and re-cache a run's items without names; compare probes. Returns a tidy table.
+
+    Rows: for each site, ``original_accuracy`` (out-of-fold, original activations),
+    ``transfer_accuracy`` (the original all-rows probe on ablated activations, against
+    the ablated run's own labels), ``retrained_accuracy`` (out-of-fold on ablated
+    activations), and ``drop_transfer`` / ``drop_retrained`` (original minus each,
+    paired bootstrap over scenarios), on the items answered in both runs."""
+    from evenhand.activations import ActivationCache, CacheOptions, cache_activations
+    from evenhand.decide import DecideOptions, decide
+    from evenhand.models.loading import ModelSpec, load_model
+    from evenhand.runs import write_json_atomic, write_table_atomic
+
+    from .dataset import build_dataset, labels as make_labels
+    from .logistic import ProbeOptions, fit_sites
+    from .scores import accuracy_ci, paired_drop_ci
+    from .sweep import site_layer
+
+    opts = opts or ProbeOptions()
+    run_dir, out = Path(run_dir), Path(out_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    responses = pd.read_parquet(run_dir / "responses.parquet")
+    filt = {"degree": degree} if degree is not None else {}
+    orig = build_dataset(responses, ActivationCache(run_dir / "activations"), label, sites, filt)
+    items = ablate_items(orig.meta, variant)
+    spec = ModelSpec(**{k: v for k, v in manifest["config"]["model"].items() if k in ModelSpec.__dataclass_fields__})
+    lm = load_model(spec)
+    out.mkdir(parents=True, exist_ok=True)
+    mode = manifest["config"].get("mode", "answer")
+    abl_resp = decide(items, lm, DecideOptions(mode=mode, batch_size=batch_size, progress=progress,
+                                               chat_template=spec.chat_template), out_dir=out)
+    write_table_atomic(out / "responses.parquet", abl_resp)
+    cache = cache_activations(items, lm, CacheOptions(sites=tuple(orig.sites), batch_size=batch_size,
+                                                      dtype="float32", progress=progress,
+                                                      chat_template=spec.chat_template), out / "activations")
+    abl = build_dataset(abl_resp, cache, label, orig.sites)
+    # pair rows answered in both runs
+    src = dict(zip(abl.meta["item_id"], abl.meta["source_item_id"]))
+    abl_pos = {src[i]: j for j, i in enumerate(abl.meta["item_id"])}
+    pairs = [(i, abl_pos[s]) for i, s in enumerate(orig.meta["item_id"]) if s in abl_pos]
+    if len(pairs) < 10:
+        raise ValueError(f"only {len(pairs)} items answered in both the original and the ablated run")
+    oi, ai = (np.array(v) for v in zip(*pairs))
+    y_o, y_a, groups = orig.y[oi], abl.y[ai], orig.groups[oi]
+    fo = fit_sites([orig.features[s][oi] for s in orig.sites], y_o, groups, opts, keep_full=True)
+    fa = fit_sites([abl.features[s][ai] for s in orig.sites], y_a, groups, opts)
+    rows = []
+    base = {"label": label, "variant": variant, "degree": degree, "engine": opts.engine}
+    for site, ro, ra in zip(orig.sites, fo, fa):
+        hit_o = (ro.prob >= 0.5) == (y_o == 1)
+        hit_t = (ro.predict(abl.features[site][ai]) >= 0.5) == (y_a == 1)
+        hit_r = (ra.prob >= 0.5) == (y_a == 1)
+        for metric, est in (("original_accuracy", accuracy_ci(hit_o, groups, resamples, opts.seed)),
+                            ("transfer_accuracy", accuracy_ci(hit_t, groups, resamples, opts.seed)),
+                            ("retrained_accuracy", accuracy_ci(hit_r, groups, resamples, opts.seed)),
+                            ("drop_transfer", paired_drop_ci(hit_o, hit_t, groups, resamples, opts.seed)),
+                            ("drop_retrained", paired_drop_ci(hit_o, hit_r, groups, resamples, opts.seed))):
+            rows.append({"site": site, "layer": site_layer(site), "metric": metric, **est.as_dict(), **base})
+    table = pd.DataFrame(rows)
+    write_table_atomic(out / "ablation.parquet", table)
+    write_table_atomic(out / "ablation.csv", table)
+    changed = float(np.mean(make_labels(abl.meta.iloc[ai], label)[0] != orig.y[oi]))
+    write_json_atomic(out / "manifest.json", {"kind": "name_ablation", "source_run": str(run_dir), "variant": variant,
+                                              "label": label, "degree": degree, "paired_items": len(pairs),
+                                              "label_changed_share": changed, "model": lm.describe()})
+    return table

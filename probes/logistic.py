@@ -1,0 +1,350 @@
+"""L2-regularised logistic-regression probes with grouped, nested cross-validation.
+
+One protocol, two engines:
+
+- ``sklearn`` (the reference): for every site and outer fold, each ``C`` is
+  scored by inner cross-validation on the outer-training rows, the best is
+  refitted on all of them, and the held-out fold is predicted. Features are
+  standardised on the rows each fit sees (a ``StandardScaler`` in the pipeline).
+- ``torch``: the same fits, all at once. Every (site, outer fold, inner fold or
+  refit, C) is one problem; problems share the feature matrix of their site and
+  differ by a mask of training rows, so one ``einsum`` evaluates all of them and
+  L-BFGS minimises the sum of their (independent, strictly convex) objectives.
+  The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 / 2`` on
+  standardised features with an unpenalised intercept, divided by ``C * n_train``
+  (same minimiser, comparable scales), so the two engines agree up to
+  convergence.
+
+Folds are assigned here, not by either library, so both engines see exactly the
+same splits: scenarios (groups) are dealt to folds in an order fixed by a seeded
+hash, largest first, each to the fold with the fewest rows so far. No group is
+ever in both the training and the test rows of a fit.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    """How probes are fitted."""
+    folds: int = 5
+    """Outer folds (grouped by scenario); capped at the number of groups."""
+    inner_folds: int = 3
+    """Inner folds for choosing C (grouped)."""
+    Cs: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0)
+    """Inverse regularisation strengths tried (scikit-learn's C)."""
+    engine: str = "torch"
+    """torch | sklearn."""
+    device: str = "cpu"
+    """Device of the torch engine (cpu, cuda, ...)."""
+    max_iter: int = 500
+    """L-BFGS iterations (torch) / max_iter (sklearn)."""
+    tol: float = 1e-6
+    seed: int = 0
+    newton_max_dim: int = 512
+    """torch engine: batched Newton up to this many features (+1), L-BFGS above (memory ~ d^2 per problem)."""
+
+    def __post_init__(self):
+        if self.engine not in ("torch", "sklearn"):
+            raise ValueError(f"engine must be 'torch' or 'sklearn', got {self.engine!r}")
+        if self.folds < 2 or self.inner_folds < 2:
+            raise ValueError("folds and inner_folds must be at least 2")
+        if not self.Cs or any(c <= 0 for c in self.Cs):
+            raise ValueError(f"Cs must be positive numbers, got {self.Cs!r}")
+
+
+@dataclass
+class FoldResult:
+    """Out-of-fold predictions of one site's probe."""
+    prob: np.ndarray
+    """P(label = 1) for every row, each predicted by the probe of the fold that held it out."""
+    fold: np.ndarray
+    """Outer fold of every row."""
+    chosen_C: list[float]
+    """C chosen by inner CV, per outer fold."""
+    labels: np.ndarray | None = field(default=None, repr=False)
+    """The labels the probe was fitted to (set by callers that fit to derived labels, e.g. the control)."""
+    full_fit: tuple[np.ndarray, float, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+    """(w, b, mean, scale) of a probe fitted on all rows with the most often chosen C (for transfer)."""
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """P(label = 1) for new rows from the all-rows probe."""
+        if self.full_fit is None:
+            raise ValueError("this result has no all-rows probe (fit with keep_full=True)")
+        w, b, mu, sd = self.full_fit
+        z = ((np.asarray(X, np.float64) - mu) / sd) @ w + b
+        return 1 / (1 + np.exp(-z))
+
+
+def _hash(seed: int, key: object) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}|{key}".encode()).digest()[:8], "big")
+
+
+def grouped_folds(groups: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """A fold index in ``0..k-1`` for every row; rows of one group share a fold; folds balanced by rows."""
+    groups = np.asarray(groups)
+    uniq, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    k = min(k, len(uniq))
+    if k < 2:
+        raise ValueError(f"grouped cross-validation needs at least 2 groups, got {len(uniq)}")
+    order = sorted(range(len(uniq)), key=lambda g: (-counts[g], _hash(seed, uniq[g])))
+    sizes = np.zeros(k, int)
+    assign = np.empty(len(uniq), int)
+    for g in order:
+        f = int(np.argmin(sizes))
+        assign[g] = f
+        sizes[f] += counts[g]
+    return assign[inverse]
+
+
+def _plan(groups: np.ndarray, opts: ProbeOptions) -> tuple[np.ndarray, list[tuple[int, int, np.ndarray]]]:
+    """Outer folds and the training masks of every fit: (outer fold, inner fold or -1 for refit, mask)."""
+    outer = grouped_folds(groups, opts.folds, opts.seed)
+    fits = []
+    for f in range(outer.max() + 1):
+        train = outer != f
+        if len(np.unique(groups[train])) < 2:
+            raise ValueError("too few scenarios for nested grouped cross-validation")
+        inner = np.full(len(groups), -1)
+        inner[train] = grouped_folds(groups[train], opts.inner_folds, opts.seed + 1 + f)
+        for i in range(inner.max() + 1):
+            fits.append((f, i, train & (inner != i)))
+        fits.append((f, -1, train))
+    return outer, fits
+
+
+def _check(X: np.ndarray, y: np.ndarray, groups: np.ndarray) -> None:
+    if X.ndim != 2:
+        raise ValueError(f"features must be 2-D (rows x dims), got shape {X.shape}")
+    if not (len(X) == len(y) == len(groups)):
+        raise ValueError(f"features, labels and groups differ in length: {len(X)}, {len(y)}, {len(groups)}")
+    if not np.isfinite(X).all():
+        raise ValueError("features contain NaN or infinite values")
+    if len(np.unique(y)) < 2:
+        raise ValueError("probe labels have a single class; nothing to predict")
+
+
+def _select(inner_acc: np.ndarray, Cs: tuple[float, ...]) -> int:
+    """Index of the best C by mean inner accuracy (ties: the stronger regularisation)."""
+    best = inner_acc.max()
+    return int(np.flatnonzero(inner_acc >= best - 1e-12)[0])
+
+
+def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
+                keep_full: bool = False) -> FoldResult:
+    """The reference engine: nested grouped CV with scikit-learn, one site."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    X = np.asarray(X, np.float64)
+    y = np.asarray(y).astype(int)
+    groups = np.asarray(groups)
+    _check(X, y, groups)
+    outer, fits = _plan(groups, opts)
+
+    def fit(mask, C):
+        sc = StandardScaler().fit(X[mask])
+        clf = LogisticRegression(C=C, max_iter=opts.max_iter, tol=opts.tol)
+        clf.fit(sc.transform(X[mask]), y[mask])
+        return sc, clf
+
+    prob = np.zeros(len(y))
+    chosen = []
+    for f in range(outer.max() + 1):
+        inner = [(m) for (ff, i, m) in fits if ff == f and i >= 0]
+        acc = np.zeros(len(opts.Cs))
+        for c, C in enumerate(opts.Cs):
+            for m in inner:
+                test = (outer != f) & ~m
+                sc, clf = fit(m, C)
+                acc[c] += (clf.predict(sc.transform(X[test])) == y[test]).mean() / len(inner)
+        C = opts.Cs[_select(acc, opts.Cs)]
+        chosen.append(C)
+        sc, clf = fit(outer != f, C)
+        prob[outer == f] = clf.predict_proba(sc.transform(X[outer == f]))[:, 1]
+    res = FoldResult(prob, outer, chosen)
+    if keep_full:
+        C = max(set(chosen), key=chosen.count)
+        sc, clf = fit(np.ones(len(y), bool), C)
+        res.full_fit = (clf.coef_[0].copy(), float(clf.intercept_[0]), sc.mean_.copy(), sc.scale_.copy())
+    return res
+
+
+def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
+    """Minimise every (site, mask, C) problem at once. Returns w [S,P,d], b [S,P], mu, sd [S,P,d] (numpy)."""
+    import torch
+
+    dev = torch.device(opts.device)
+    dtype = torch.float64 if dev.type == "cpu" else torch.float32
+    X = torch.as_tensor(np.stack(Xs), dtype=dtype, device=dev)              # [S, n, d]
+    M = torch.as_tensor(np.stack(masks), dtype=dtype, device=dev)           # [P, n]
+    C = torch.as_tensor(np.asarray(Cs, float), dtype=dtype, device=dev)     # [P]
+    yy = torch.as_tensor(2.0 * np.asarray(y) - 1.0, dtype=dtype, device=dev)
+    n_tr = M.sum(1)                                                          # [P]
+    mu = torch.einsum("pn,snd->spd", M, X) / n_tr[None, :, None]            # [S, P, d]
+    ex2 = torch.einsum("pn,snd->spd", M, X * X) / n_tr[None, :, None]
+    sd = (ex2 - mu * mu).clamp_min(0).sqrt()
+    sd = torch.where(sd > 1e-12 * (1 + mu.abs()), sd, torch.ones_like(sd))  # constant features: scale 1 (as sklearn)
+    S, P, d = mu.shape
+    if d + 1 <= opts.newton_max_dim:
+        return _newton(X, yy, M, C, mu, sd, opts)
+    W = torch.zeros(S, P, d, dtype=dtype, device=dev, requires_grad=True)
+    b = torch.zeros(S, P, dtype=dtype, device=dev, requires_grad=True)
+    scale = 1.0 / (C * n_tr)                                                 # [P]
+
+    def objective():
+        Ws = W / sd
+        z = torch.einsum("snd,spd->snp", X, Ws) - (mu * Ws).sum(-1)[:, None, :] + b[:, None, :]
+        loss = torch.nn.functional.softplus(-yy[None, :, None] * z)          # [S, n, P]
+        data = torch.einsum("snp,pn->sp", loss, M)
+        return ((data * C[None] + 0.5 * (W * W).sum(-1)) * scale[None]).sum()
+
+    optim = torch.optim.LBFGS([W, b], lr=1, max_iter=opts.max_iter, tolerance_grad=opts.tol * 1e-2,
+                              tolerance_change=1e-14, history_size=20, line_search_fn="strong_wolfe")
+
+    def closure():
+        optim.zero_grad()
+        loss = objective()
+        loss.backward()
+        return loss
+
+    optim.step(closure)
+    return (W.detach().cpu().numpy(), b.detach().cpu().numpy(), mu.detach().cpu().numpy(),
+            sd.detach().cpu().numpy())
+
+
+def _weighted_gram(X, s, budget: int = 1 << 25):
+    """``X^T diag(s_p) X`` for every site and problem: [S, P, d, d], in chunks of problems."""
+    import torch
+
+    S, n, d = X.shape
+    P = s.shape[1]
+    out = torch.empty(S, P, d, d, dtype=X.dtype, device=X.device)
+    step = max(1, budget // max(1, n * d))
+    for i in range(S):
+        Xt = X[i].T                                                            # [d, n]
+        for j in range(0, P, step):
+            out[i, j:j + step] = torch.matmul(Xt[None] * s[i, j:j + step, None, :], X[i])
+    return out
+
+
+def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
+    """Batched damped Newton for every problem at once (small feature dimension).
+
+    Works on the raw features: with ``v = w / sd``, ``z = X v - mu.v + b``; the
+    Hessian of each problem in (w, b) is assembled from ``X^T diag(s) X`` without
+    materialising a standardised copy of ``X`` per problem."""
+    import torch
+
+    S, P, d = mu.shape
+    t = (yy + 1) / 2                                                           # [n] in {0, 1}
+    W = torch.zeros(S, P, d, dtype=X.dtype, device=X.device)
+    b = torch.zeros(S, P, dtype=X.dtype, device=X.device)
+    eye = torch.eye(d + 1, dtype=X.dtype, device=X.device)
+    eye[d, d] = 0
+
+    def logits(W, b):
+        V = W / sd
+        return torch.einsum("snd,spd->spn", X, V) - (mu * V).sum(-1, keepdim=True) + b[..., None]
+
+    def objective(W, b):
+        z = logits(W, b)
+        return C[None, :] * (M[None] * torch.nn.functional.softplus(-yy * z)).sum(-1) + 0.5 * (W * W).sum(-1)
+
+    f = objective(W, b)
+    scale = C[None, :] * M.sum(1)[None, :]
+    for _ in range(opts.max_iter):
+        z = logits(W, b)
+        p = torch.sigmoid(z)
+        r = C[None, :, None] * M[None] * (p - t)                               # [S, P, n]
+        s = C[None, :, None] * M[None] * p * (1 - p)
+        Xr = torch.einsum("snd,spn->spd", X, r)
+        g_w = (Xr - r.sum(-1, keepdim=True) * mu) / sd + W
+        g_b = r.sum(-1)
+        Xs = torch.einsum("snd,spn->spd", X, s)
+        ss = s.sum(-1, keepdim=True)
+        XsX = _weighted_gram(X, s)
+        H_ww = XsX - Xs[..., :, None] * mu[..., None, :] - mu[..., :, None] * Xs[..., None, :] \
+            + ss[..., None] * mu[..., :, None] * mu[..., None, :]
+        H_ww = H_ww / sd[..., :, None] / sd[..., None, :]
+        H_wb = (Xs - ss * mu) / sd
+        H = torch.cat([torch.cat([H_ww, H_wb[..., :, None]], -1),
+                       torch.cat([H_wb, ss], -1)[..., None, :]], -2) + eye
+        g = torch.cat([g_w, g_b[..., None]], -1)
+        if (g.abs().amax(-1) / scale).max() < opts.tol * 1e-2:
+            break
+        step = torch.linalg.solve(H + 1e-10 * torch.eye(d + 1, dtype=X.dtype, device=X.device), g[..., None])[..., 0]
+        # backtracking per problem: halve until the objective does not increase
+        alpha = torch.ones(S, P, dtype=X.dtype, device=X.device)
+        for _ in range(30):
+            W_new = W - alpha[..., None] * step[..., :d]
+            b_new = b - alpha * step[..., d]
+            f_new = objective(W_new, b_new)
+            bad = f_new > f + 1e-12 * f.abs()
+            if not bad.any():
+                break
+            alpha = torch.where(bad, alpha / 2, alpha)
+        W, b, f = W_new, b_new, torch.minimum(f_new, f)
+        if (alpha[..., None] * step).abs().max() < 1e-12:
+            break
+    return W.cpu().numpy(), b.cpu().numpy(), mu.cpu().numpy(), sd.cpu().numpy()
+
+
+def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
+              keep_full: bool = False) -> list[FoldResult]:
+    """Nested grouped CV for every site at once (same splits and objective as :func:`fit_sklearn`)."""
+    y = np.asarray(y).astype(int)
+    groups = np.asarray(groups)
+    Xs = [np.asarray(X, np.float64) for X in Xs]
+    for X in Xs:
+        _check(X, y, groups)
+    outer, fits = _plan(groups, opts)
+    masks, Cs, keys = [], [], []
+    for f, i, m in fits:
+        for c, C in enumerate(opts.Cs):
+            masks.append(m)
+            Cs.append(C)
+            keys.append((f, i, c))
+    if keep_full:
+        for c, C in enumerate(opts.Cs):
+            masks.append(np.ones(len(y), bool))
+            Cs.append(C)
+            keys.append((-1, -1, c))
+    W, b, mu, sd = _torch_solve(Xs, y, masks, Cs, opts)
+    pos = {k: j for j, k in enumerate(keys)}
+    out = []
+    for s, X in enumerate(Xs):
+        def prob(j, rows):
+            z = ((X[rows] - mu[s, j]) / sd[s, j]) @ W[s, j] + b[s, j]
+            return 1 / (1 + np.exp(-z))
+        p = np.zeros(len(y))
+        chosen = []
+        for f in range(outer.max() + 1):
+            inner = [(i, m) for (ff, i, m) in fits if ff == f and i >= 0]
+            acc = np.zeros(len(opts.Cs))
+            for c in range(len(opts.Cs)):
+                for i, m in inner:
+                    test = (outer != f) & ~m
+                    acc[c] += ((prob(pos[(f, i, c)], test) >= 0.5) == y[test]).mean() / len(inner)
+            c = _select(acc, opts.Cs)
+            chosen.append(opts.Cs[c])
+            p[outer == f] = prob(pos[(f, -1, c)], outer == f)
+        res = FoldResult(p, outer, chosen)
+        if keep_full:
+            c = opts.Cs.index(max(set(chosen), key=chosen.count))
+            j = pos[(-1, -1, c)]
+            res.full_fit = (W[s, j].copy(), float(b[s, j]), mu[s, j].copy(), sd[s, j].copy())
+        out.append(res)
+    return out
+
+
+def fit_sites(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
+              keep_full: bool = False) -> list[FoldResult]:
+    """Out-of-fold predictions for each site's features with the chosen engine."""
+    if opts.engine == "sklearn":
+        return [fit_sklearn(X, y, groups, opts, keep_full) for X in Xs]
+    return fit_torch(Xs, y, groups, opts, keep_full)
