@@ -325,3 +325,11 @@ def test_gemma3_multimodal_class_goes_through_the_same_paths(smoke_items, tmp_pa
         hs = lm.model(**one, output_hidden_states=True).hidden_states
     got = cache.load("blocks.0.resid_post", [items["item_id"].iloc[0]])[1][0]
     assert np.allclose(got, hs[1][0, -1].numpy(), atol=1e-5)
+
+
+def test_tiny_tokenizers_tokenise_prompts_for_every_architecture(tiny, smoke_items):
+    """Each tiny model's word-level tokenizer is loaded as such (not the model type's own class)."""
+    prompt = smoke_items["prompt"].iloc[0]
+    for arch, lm in tiny.items():
+        ids = lm.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        assert len(ids) > 50 and lm.tokenizer.unk_token_id not in ids, arch

