@@ -54,7 +54,7 @@ def main() -> None:
     import torch
     torch.set_num_threads(max(1, torch.get_num_threads()))
     Xs, y, groups = data(a.sites, a.dim, a.rows, a.per_group, a.seed)
-    base = ProbeOptions(device=a.device)
+    base = ProbeOptions(device=a.device, engine="torch")
     # warm-up: imports, first kernels
     wx, wy, wg = data(1, 8, 80, 4, 1)
     fit_sites(wx, wy, wg, base)

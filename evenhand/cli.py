@@ -101,12 +101,56 @@ def _score(a) -> int:
 
 
 def _compare(a) -> int:
+    if a.other is None:
+        if not str(a.base).endswith((".yaml", ".yml")):
+            raise ValueError("compare takes a comparison config (.yaml) or two response files (BASE OTHER)")
+        return _compare_interventions(a)
     from .metrics import compare
     from .report import compare_table
     from .schema import load_rows
     result = compare(load_rows(a.base), load_rows(a.other), contrast_type=a.contrast_type, resamples=a.resamples,
                      seed=a.seed)
     print(json.dumps(result, indent=2) if a.json else compare_table(result))
+    return 0
+
+
+def _compare_interventions(a) -> int:
+    from interventions.compare import load_config, run_compare
+    cfg = load_config(a.base)
+    table = run_compare(cfg, progress=not a.no_progress)
+    print(_compare_text(table))
+    print(f"\nwrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
+    return 0
+
+
+def _compare_text(table) -> str:
+    def f(r):
+        if r is None or r["value"] is None or r["value"] != r["value"]:
+            return "NaN"
+        lo, hi = r["ci_low"], r["ci_high"]
+        ci = "" if lo is None or lo != lo else f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+        return f"{100 * r['value']:+.1f}{ci}"
+    lines = [f"{'cell':<44}{'FragGap':>10}{'|FragGap| reduction [CI]':>28}{'accuracy loss [CI]':>26}{'McNemar p':>11}"]
+    for cell, g in table.groupby("cell", sort=False):
+        idx = {(r.metric, r.stat): r._asdict() for r in g.itertuples()}
+        fg = idx.get(("fraggap", "value"))
+        p = idx.get(("accuracy", "mcnemar_p"))
+        fgv = "NaN" if fg is None or fg["value"] is None else f"{100 * fg['value']:+.1f}"
+        red = f(idx.get(("fraggap", "asymmetry_reduction"))) if cell != "baseline" else "-"
+        loss = f(idx.get(("accuracy", "accuracy_loss"))) if cell != "baseline" else "-"
+        pv = "-" if p is None else f"{p['value']:.3g}"
+        lines.append(f"{cell:<44}{fgv:>10}{red:>28}{loss:>26}{pv:>11}")
+    return "\n".join(lines)
+
+
+def _interventions_list(a) -> int:
+    from interventions.base import registered
+    rows = registered()
+    if a.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']:<18}{r['kind']:<12}{r['description']}")
     return 0
 
 
@@ -206,18 +250,172 @@ def _cache(a) -> int:
     return 0
 
 
+def _probe_filters(a) -> dict:
+    f = {}
+    if a.degree is not None:
+        f["degree"] = a.degree
+    if a.condition:
+        f["condition"] = a.condition
+    if a.contrast:
+        f["contrast_id"] = a.contrast
+    if a.pressured is not None:
+        f["pressured"] = a.pressured == "yes"
+    return f
+
+
+def _probe_options(a):
+    from probes.logistic import ProbeOptions
+    return ProbeOptions(folds=a.folds, inner_folds=a.inner_folds, engine=a.engine, device=a.device, seed=a.seed)
+
+
+def _probe_sweep(a) -> int:
+    from probes.dataset import from_run
+    from probes.sweep import best_site, probe_sweep, write_sweep
+    ds = from_run(a.run_dir, a.label, a.sites, _probe_filters(a))
+    opts = _probe_options(a)
+    table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples)
+    out = Path(a.out) if a.out else Path(a.run_dir) / "probes" / a.label
+    write_sweep(table, out, ds, opts, run_dir=str(a.run_dir))
+    print(_probe_text(table, ds))
+    print(f"\nwrote {out}/probes.parquet (+ .csv, manifest.json) in {table.attrs['seconds']:.1f}s")
+    return 0
+
+
+def _probe_text(table, ds) -> str:
+    import numpy as np
+    lines = [f"probe {ds.label}: n={len(ds)} rows, {len(np.unique(ds.groups))} scenarios"
+             f"{' (filters ' + str(ds.filters) + ')' if ds.filters else ''}; {ds.dropped} unlabelled rows dropped",
+             f"{'site':<22}{'accuracy [95% CI]':>26}{'AUROC [95% CI]':>24}{'control':>10}{'majority':>10}"]
+    wide = {(r.site, r.metric): r for r in table.itertuples()}
+    for site in dict.fromkeys(table["site"]):
+        def fmt(m, pct=True):
+            r = wide.get((site, m))
+            if r is None:
+                return "-"
+            k = 100 if pct else 1
+            if r.ci_low != r.ci_low:
+                return f"{k * r.value:.1f}" if pct else f"{r.value:.2f}"
+            return (f"{k * r.value:.1f} [{k * r.ci_low:.1f}, {k * r.ci_high:.1f}]" if pct
+                    else f"{r.value:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]")
+        ctl = wide.get((site, "control_accuracy"))
+        lines.append(f"{site:<22}{fmt('accuracy'):>26}{fmt('auroc', False):>24}"
+                     f"{'-' if ctl is None else f'{100 * ctl.value:.1f}':>10}{fmt('majority_baseline'):>10}")
+    return "\n".join(lines)
+
+
+def _probe_ablation(a) -> int:
+    from probes.ablation import name_ablation
+    out = Path(a.out) if a.out else Path(a.run_dir) / "ablation" / a.variant
+    table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, _probe_options(a), a.resamples,
+                          a.batch_size)
+    for site in dict.fromkeys(table["site"]):
+        t = table[table["site"] == site].set_index("metric")
+        parts = [f"{m.replace('_accuracy', '')} {100 * t.loc[m, 'value']:.1f} "
+                 f"[{100 * t.loc[m, 'ci_low']:.1f}, {100 * t.loc[m, 'ci_high']:.1f}]"
+                 for m in ("original_accuracy", "transfer_accuracy", "retrained_accuracy", "drop_transfer",
+                           "drop_retrained")]
+        print(f"{site:<22}" + "; ".join(parts) + f" (n={int(t.loc['original_accuracy', 'n'])})")
+    print(f"\nwrote {out}/ablation.parquet (+ .csv, manifest.json, responses.parquet, activations/)")
+    return 0
+
+
+def _organism_train(a) -> int:
+    from dataclasses import replace
+
+    from .models.organism import COMMITTED, Recipe, evaluate, train
+    recipe = Recipe(seed=a.seed) if a.steps is None else replace(Recipe(seed=a.seed), steps=a.steps)
+    out = Path(a.out) if a.out else COMMITTED
+    record = train(recipe, out)
+    print(f"trained in {record['train_seconds']:.0f}s ({record['parameters']:,} parameters, "
+          f"{record['train_examples']:,} examples); final answer loss {record['curve'][-1]['loss']:.4f}; wrote {out}")
+    if not a.no_eval:
+        res = evaluate(out, n_scenarios=a.eval_scenarios)
+        _print_eval(res)
+        f = out / "organism.json"
+        rec = json.loads(f.read_text())
+        rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"} | {
+            "probe": {k: v for k, v in res["probe"].items() if k != "table"}}
+        f.write_text(json.dumps(rec, indent=1) + "\n")
+    return 0
+
+
+def _print_eval(res: dict) -> None:
+    print(f"held-out: {res['heldout_scenarios']} scenarios, {res['n_items']:,} items; agreement with the planted "
+          f"policy {res['agreement_with_policy']:.1%} (GT baseline items {res['agreement_gt_baseline']:.1%}); "
+          f"answered {res['answered']:.1%}")
+    for d, row in res["by_degree"].items():
+        parts = []
+        for m, v in row.items():
+            e, t = v["measured"], v["planted"]
+            val = "NaN" if e["value"] is None else f"{100 * e['value']:.1f}"
+            ci = "" if e["ci_low"] is None else f" [{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]"
+            pl = "NaN" if t is None else f"{100 * t:.1f}"
+            parts.append(f"{m} {val}{ci} (planted {pl}, n={e['n']})")
+        print(f"  D{d}: " + "; ".join(parts))
+    p = res["probe"]
+    b = p["best"]
+    print(f"  probe favours_minority (degree {p['degree']}, n={p['n']}): best site {p['best_site']} accuracy "
+          f"{100 * b['accuracy']['value']:.1f} [{100 * b['accuracy']['ci_low']:.1f}, "
+          f"{100 * b['accuracy']['ci_high']:.1f}], AUROC {b['auroc']['value']:.2f}, shuffled-label control "
+          f"{100 * b['control_accuracy']['value']:.1f}, majority baseline {100 * b['majority_baseline']['value']:.1f}")
+
+
+def _organism_eval(a) -> int:
+    from .models.organism import COMMITTED, evaluate
+    res = evaluate(Path(a.path) if a.path else COMMITTED, n_scenarios=a.scenarios, resamples=a.resamples)
+    if a.json:
+        print(json.dumps(res, indent=2, default=str))
+    else:
+        _print_eval(res)
+    return 0
+
+
+def _organism_items(a) -> int:
+    from .models.organism import COMMITTED, heldout_items
+    from .runs import write_table_atomic
+    record = json.loads((Path(a.path) if a.path else COMMITTED).joinpath("organism.json").read_text())
+    items = heldout_items(record, a.scenarios, a.degrees, a.seed)
+    out = Path(a.out)
+    write_table_atomic(out, items)
+    print(f"wrote {len(items):,} items of {items['scenario_id'].nunique()} held-out scenarios to {out}")
+    return 0
+
+
 def _demo(a) -> int:
-    from .models.simulated import PlantedBias
+    from experiments.config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.runner import run_config, suite_items
+
+    from .models.loading import ModelSpec
+    from .models.organism import COMMITTED, heldout_items
+    from .models.policy import PlantedPolicy, planted_truth
     from .report import score_table
-    from .simulate import simulate_run
-    bias = PlantedBias()
-    print("EvenHand demo: the simulated model with planted biases answers the smoke subset;\n"
-          "the metrics are measured from its text answers and shown beside the planted truth.\n")
-    run, report = simulate_run(a.out, "smoke", 0, 0, bias, "stochastic", 1000)
-    print(score_table(report, truth={d: bias.truth(d) for d in range(4)}))
-    print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json)")
-    print("The smoke subset is small (about 1K items): CIs are wide by design. "
-          "`evenhand simulate --subset core` gives tight ones.")
+    from .runs import write_table_atomic
+    print("EvenHand demo: the model organism (a small Gemma3ForCausalLM trained from scratch to follow a planted,\n"
+          "known policy) answers held-out scenarios through the real pipeline: loading, chat template, batched\n"
+          "greedy decisions, parsing, metrics with CIs, the residual cache and a probe sweep. Its numbers validate\n"
+          "the tool against known answers; they say nothing about any real model.\n")
+    record = json.loads((COMMITTED / "organism.json").read_text())
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    items_file = out / "items.parquet"
+    if not items_file.exists():
+        write_table_atomic(items_file, heldout_items(record, a.scenarios, seed=0))
+    cfg = RunConfig(model=ModelSpec("evenhand-organism"), output_dir=str(out / "run"),
+                    suite=SuiteConfig(subset=str(items_file)), mode="answer", batch_size=64,
+                    cache=CacheConfig(enabled=True, dtype="float32"))
+    run, report = run_config(cfg, progress=not a.no_progress)
+    truth = planted_truth(PlantedPolicy.from_dict(record["recipe"]["policy"]), suite_items(cfg.suite),
+                          report["contrast_type"])
+    print(score_table(report, truth=truth))
+    print("'planted' is the policy's own value on these same items.\n")
+    from probes.dataset import from_run
+    from probes.logistic import ProbeOptions
+    from probes.sweep import probe_sweep, write_sweep
+    ds = from_run(run.path, "favours_minority", filters={"degree": 3, "pressured": False})
+    table, _ = probe_sweep(ds, ProbeOptions(), resamples=1000)
+    write_sweep(table, run.path / "probes" / "favours_minority", ds, ProbeOptions(), run_dir=str(run.path))
+    print(_probe_text(table, ds))
+    print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json, activations/, probes/)")
     return 0
 
 
@@ -265,9 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("file", help=".jsonl or .parquet rows with item fields and choice or text")
     boot(s)
     s.set_defaults(fn=_score)
-    s = sub.add_parser("compare", help="paired comparison of two runs on the same items")
-    s.add_argument("base")
-    s.add_argument("other")
+    s = sub.add_parser("compare", help="interventions against the baseline (CONFIG.yaml), or two runs (BASE OTHER)")
+    s.add_argument("base", help="a comparison config (.yaml), or the base run's responses")
+    s.add_argument("other", nargs="?", default=None, help="the other run's responses (two-run form)")
+    s.add_argument("--no-progress", action="store_true")
     boot(s)
     s.set_defaults(fn=_compare)
     s = sub.add_parser("simulate", help="run the simulated model with planted biases")
@@ -318,8 +517,68 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--name-mean", action="store_true")
     s.add_argument("--engine", default="nnsight", choices=["nnsight", "transformer_lens"])
     s.set_defaults(fn=_cache)
+    org = sub.add_parser("organism", help="the model organism with planted biases").add_subparsers(
+        dest="organism_command", required=True)
+    s = org.add_parser("train", help="train it from its recipe (deterministic from --seed)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default=None, help="default: the committed organism's directory")
+    s.add_argument("--steps", type=int, default=None)
+    s.add_argument("--eval-scenarios", type=int, default=None, help="held-out scenarios to evaluate (default all)")
+    s.add_argument("--no-eval", action="store_true")
+    s.set_defaults(fn=_organism_train)
+    s = org.add_parser("eval", help="known-answer checks on held-out scenarios")
+    s.add_argument("--path", default=None)
+    s.add_argument("--scenarios", type=int, default=None)
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=_organism_eval)
+    s = org.add_parser("items", help="write the matched item set of its held-out scenarios (.jsonl/.parquet)")
+    s.add_argument("--out", required=True)
+    s.add_argument("--path", default=None)
+    s.add_argument("--scenarios", type=int, default=None)
+    s.add_argument("--degrees", type=int, nargs="+", default=None)
+    s.add_argument("--seed", type=int, default=0)
+    s.set_defaults(fn=_organism_items)
+    iv = sub.add_parser("interventions", help="the registered debiasing interventions").add_subparsers(
+        dest="interventions_command", required=True)
+    s = iv.add_parser("list", help="name, kind and description of each")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=_interventions_list)
+    pr = sub.add_parser("probe", help="linear probes on a run's activation cache").add_subparsers(
+        dest="probe_command", required=True)
+
+    def probe_args(x):
+        x.add_argument("run_dir")
+        x.add_argument("--label", default="favours_minority",
+                       choices=["favours_minority", "correct", "pressure_followed", "slot_a_minority"])
+        x.add_argument("--sites", nargs="+", default=None, help="default: every cached site")
+        x.add_argument("--engine", default="auto", choices=["auto", "torch", "sklearn"],
+                       help="auto: torch on CUDA, scikit-learn on CPU")
+        x.add_argument("--device", default="cpu")
+        x.add_argument("--folds", type=int, default=5)
+        x.add_argument("--inner-folds", type=int, default=3)
+        x.add_argument("--resamples", type=int, default=1000)
+        x.add_argument("--seed", type=int, default=0)
+        x.add_argument("--out", default=None)
+
+    s = pr.add_parser("sweep", help="one probe per site, with a shuffled-label control")
+    probe_args(s)
+    s.add_argument("--degree", type=int, nargs="+", default=None)
+    s.add_argument("--condition", nargs="+", default=None, choices=["GT", "AMB"])
+    s.add_argument("--contrast", nargs="+", default=None)
+    s.add_argument("--pressured", default=None, choices=["yes", "no"])
+    s.add_argument("--no-control", action="store_true")
+    s.set_defaults(fn=_probe_sweep)
+    s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
+    probe_args(s)
+    s.add_argument("--variant", default="label", choices=["label", "degree0"])
+    s.add_argument("--degree", type=int, default=1)
+    s.add_argument("--batch-size", type=int, default=32)
+    s.set_defaults(fn=_probe_ablation)
     s = sub.add_parser("demo", help="the main job on the embedded default")
     s.add_argument("--out", default="runs/demo")
+    s.add_argument("--scenarios", type=int, default=20, help="held-out scenarios to run (default 20)")
+    s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=_demo)
     return p
 

@@ -34,7 +34,7 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     pts = frontier_points(table, metric)
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, COLUMN_WIDTH * 0.8))
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, COLUMN_WIDTH * 0.75))
     ax.axhline(0, color="0.6", lw=0.6, zorder=0)
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
     names = list(dict.fromkeys(pts["intervention"]))
@@ -50,9 +50,12 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
             ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour, elinewidth=0.6, alpha=0.7)
             ax.scatter(x, y, s=14, marker="o", facecolors="none" if control else colour, edgecolors=colour,
                        label=f"{name} (random dir.)" if control else name, zorder=3)
-            if len(sub) > 1 and not control:
-                ax.plot(x, y, color=colour, lw=0.6, alpha=0.6)
+            if not control:  # a strength curve: cells of one seed that differ only in options
+                for _, curve in sub.groupby("seed"):
+                    if curve["options"].nunique() > 1:
+                        ax.plot(curve["value_loss"], curve["value_red"], color=colour, lw=0.6, alpha=0.6)
     ax.set_xlabel("accuracy loss on GT items (pp)")
     ax.set_ylabel(f"|{metric}| reduction (pp)")
-    ax.legend(frameon=False, loc="best", ncol=1)
+    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, handletextpad=0.2,
+              columnspacing=0.8)
     return save(fig, stem, formats)

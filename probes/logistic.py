@@ -6,7 +6,8 @@ One protocol, two engines:
   scored by inner cross-validation on the outer-training rows, the best is
   refitted on all of them, and the held-out fold is predicted. Features are
   standardised on the rows each fit sees (a ``StandardScaler`` in the pipeline).
-- ``torch``: the same fits, all at once. Every (site, outer fold, inner fold or
+- ``torch``: the same fits, all at once (for GPUs: on 2 CPU cores scikit-learn was
+  faster in ``benchmarks/bench_probes.py``, so ``engine="auto"`` picks it there). Every (site, outer fold, inner fold or
   refit, C) is one problem; problems share the feature matrix of their site and
   differ by a mask of training rows, so one ``einsum`` evaluates all of them and
   L-BFGS minimises the sum of their (independent, strictly convex) objectives.
@@ -37,8 +38,9 @@ class ProbeOptions:
     """Inner folds for choosing C (grouped)."""
     Cs: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0)
     """Inverse regularisation strengths tried (scikit-learn's C)."""
-    engine: str = "torch"
-    """torch | sklearn."""
+    engine: str = "auto"
+    """auto | torch | sklearn. auto: torch on a CUDA device, scikit-learn on CPU (measured faster there:
+    see benchmarks/bench_probes.py)."""
     device: str = "cpu"
     """Device of the torch engine (cpu, cuda, ...)."""
     max_iter: int = 500
@@ -49,8 +51,8 @@ class ProbeOptions:
     """torch engine: batched Newton up to this many features (+1), L-BFGS above (memory ~ d^2 per problem)."""
 
     def __post_init__(self):
-        if self.engine not in ("torch", "sklearn"):
-            raise ValueError(f"engine must be 'torch' or 'sklearn', got {self.engine!r}")
+        if self.engine not in ("auto", "torch", "sklearn"):
+            raise ValueError(f"engine must be 'auto', 'torch' or 'sklearn', got {self.engine!r}")
         if self.folds < 2 or self.inner_folds < 2:
             raise ValueError("folds and inner_folds must be at least 2")
         if not self.Cs or any(c <= 0 for c in self.Cs):
@@ -180,18 +182,26 @@ def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
 
     dev = torch.device(opts.device)
     dtype = torch.float64 if dev.type == "cpu" else torch.float32
-    X = torch.as_tensor(np.stack(Xs), dtype=dtype, device=dev)              # [S, n, d]
+    raw = np.stack(Xs).astype(np.float64)                                  # [S, n, d]
+    centre = raw.mean(1, keepdims=True)             # centred once: no cancellation in the variances below
+    X = torch.as_tensor(raw - centre, dtype=dtype, device=dev)
     M = torch.as_tensor(np.stack(masks), dtype=dtype, device=dev)           # [P, n]
     C = torch.as_tensor(np.asarray(Cs, float), dtype=dtype, device=dev)     # [P]
     yy = torch.as_tensor(2.0 * np.asarray(y) - 1.0, dtype=dtype, device=dev)
     n_tr = M.sum(1)                                                          # [P]
     mu = torch.einsum("pn,snd->spd", M, X) / n_tr[None, :, None]            # [S, P, d]
     ex2 = torch.einsum("pn,snd->spd", M, X * X) / n_tr[None, :, None]
-    sd = (ex2 - mu * mu).clamp_min(0).sqrt()
-    sd = torch.where(sd > 1e-12 * (1 + mu.abs()), sd, torch.ones_like(sd))  # constant features: scale 1 (as sklearn)
+    var = (ex2 - mu * mu).clamp_min(0)
+    # constant features get scale 1, as scikit-learn's StandardScaler does (same tolerance)
+    eps = float(np.finfo(np.float64).eps)
+    mu_raw = mu + torch.as_tensor(centre, dtype=dtype, device=dev)
+    nn_ = n_tr[None, :, None]
+    constant = var <= nn_ * eps * var + (nn_ * mu_raw * eps) ** 2
+    sd = torch.where(constant, torch.ones_like(var), var.sqrt())
     S, P, d = mu.shape
     if d + 1 <= opts.newton_max_dim:
-        return _newton(X, yy, M, C, mu, sd, opts)
+        W_, b_, _, sd_ = _newton(X, yy, M, C, mu, sd, opts)
+        return W_, b_, mu_raw.cpu().numpy(), sd_
     W = torch.zeros(S, P, d, dtype=dtype, device=dev, requires_grad=True)
     b = torch.zeros(S, P, dtype=dtype, device=dev, requires_grad=True)
     scale = 1.0 / (C * n_tr)                                                 # [P]
@@ -213,7 +223,7 @@ def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
         return loss
 
     optim.step(closure)
-    return (W.detach().cpu().numpy(), b.detach().cpu().numpy(), mu.detach().cpu().numpy(),
+    return (W.detach().cpu().numpy(), b.detach().cpu().numpy(), mu_raw.detach().cpu().numpy(),
             sd.detach().cpu().numpy())
 
 
@@ -230,6 +240,25 @@ def _weighted_gram(X, s, budget: int = 1 << 25):
         for j in range(0, P, step):
             out[i, j:j + step] = torch.matmul(Xt[None] * s[i, j:j + step, None, :], X[i])
     return out
+
+
+def _spd_solve(H, g, chunk: int = 256):
+    """Solve H x = g for a batch of symmetric positive definite H [..., k, k] (Cholesky, in chunks)."""
+    import torch
+
+    shape = g.shape
+    Hf = H.reshape(-1, shape[-1], shape[-1])
+    gf = g.reshape(-1, shape[-1], 1)
+    out = torch.empty_like(gf)
+    eye = torch.eye(shape[-1], dtype=H.dtype, device=H.device)
+    for i in range(0, Hf.shape[0], chunk):
+        h = Hf[i:i + chunk]
+        L, info = torch.linalg.cholesky_ex(h)
+        if bool((info > 0).any()):  # numerically semi-definite (the intercept direction): add a ridge
+            L, _ = torch.linalg.cholesky_ex(h + 1e-8 * (1 + h.diagonal(dim1=-2, dim2=-1).abs().amax(-1))[:, None, None]
+                                            * eye)
+        out[i:i + chunk] = torch.cholesky_solve(gf[i:i + chunk], L)
+    return out.reshape(shape)
 
 
 def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
@@ -277,7 +306,7 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
         g = torch.cat([g_w, g_b[..., None]], -1)
         if (g.abs().amax(-1) / scale).max() < opts.tol * 1e-2:
             break
-        step = torch.linalg.solve(H + 1e-10 * torch.eye(d + 1, dtype=X.dtype, device=X.device), g[..., None])[..., 0]
+        step = _spd_solve(H, g)
         # backtracking per problem: halve until the objective does not increase
         alpha = torch.ones(S, P, dtype=X.dtype, device=X.device)
         for _ in range(30):
@@ -342,9 +371,16 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
     return out
 
 
+def resolved_engine(opts: ProbeOptions) -> str:
+    """The engine ``opts`` runs: ``auto`` is torch on CUDA devices and scikit-learn otherwise."""
+    if opts.engine != "auto":
+        return opts.engine
+    return "torch" if str(opts.device).startswith("cuda") else "sklearn"
+
+
 def fit_sites(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
               keep_full: bool = False) -> list[FoldResult]:
     """Out-of-fold predictions for each site's features with the chosen engine."""
-    if opts.engine == "sklearn":
+    if resolved_engine(opts) == "sklearn":
         return [fit_sklearn(X, y, groups, opts, keep_full) for X in Xs]
     return fit_torch(Xs, y, groups, opts, keep_full)

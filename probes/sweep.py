@@ -80,7 +80,8 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
         controls = fit_sites(Xs, y_c, ds.groups, opts)
         for c in controls:
             c.labels = y_c
-    extra = {"label": ds.label, "engine": opts.engine, "filters": json.dumps(ds.filters, sort_keys=True, default=str)}
+    from .logistic import resolved_engine
+    extra = {"label": ds.label, "engine": resolved_engine(opts), "filters": json.dumps(ds.filters, sort_keys=True, default=str)}
     rows = []
     for site, res, ctl in zip(ds.sites, results, controls):
         rows += score_predictions(site, res, ds.y, ds.groups, resamples, opts.seed, ctl,

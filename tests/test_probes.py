@@ -73,7 +73,7 @@ def test_torch_engine_matches_sklearn_on_every_site():
     for m in (0.0, 0.4, 1.0, 2.0):
         u = rng.normal(size=24)
         Xs.append(X0 + np.outer(2 * y - 1, u / np.linalg.norm(u)) * m)
-    opts = ProbeOptions(folds=4, inner_folds=3)
+    opts = ProbeOptions(folds=4, inner_folds=3, engine="torch")
     a = fit_sites(Xs, y, groups, ProbeOptions(**{**opts.__dict__, "engine": "sklearn"}))
     b = fit_sites(Xs, y, groups, opts)
     for ra, rb in zip(a, b):
