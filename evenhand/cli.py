@@ -407,6 +407,8 @@ def _demo(a) -> int:
     truth = planted_truth(PlantedPolicy.from_dict(record["recipe"]["policy"]), suite_items(cfg.suite),
                           report["contrast_type"])
     print(score_table(report, truth=truth))
+    from .runs import write_json_atomic
+    write_json_atomic(run.path / "planted_truth.json", {str(k): v for k, v in truth.items()})
     print("'planted' is the policy's own value on these same items.\n")
     from probes.dataset import from_run
     from probes.logistic import ProbeOptions

@@ -287,9 +287,13 @@ def test_cli_failures_are_fast(tmp_path, tiny_dirs):
 def test_shipped_configs_are_valid():
     from pathlib import Path
 
+    import yaml
+
     from experiments.config import load_config
+    from interventions.compare import load_config as load_compare
     for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):
-        cfg = load_config(p)
+        kind_compare = "interventions" in yaml.safe_load(p.read_text())
+        cfg = load_compare(p) if kind_compare else load_config(p)
         assert cfg.output_dir.startswith("runs/"), p
 
 

@@ -34,8 +34,10 @@ def test_table_round_trip(tmp_path):
     write_table_atomic(tmp_path / "t.parquet", df)
     back = pd.read_parquet(tmp_path / "t.parquet")
     assert back["item_id"].tolist() == ["a", "b"]
-    with pytest.raises(RunError):
-        write_table_atomic(tmp_path / "t.csv", df)
+    write_table_atomic(tmp_path / "t.csv", df)
+    assert pd.read_csv(tmp_path / "t.csv")["item_id"].tolist() == ["a", "b"]
+    with pytest.raises(RunError, match="must end in"):
+        write_table_atomic(tmp_path / "t.txt", df)
 
 
 def test_unwritable_output_directory(tmp_path):
@@ -47,9 +49,12 @@ def test_unwritable_output_directory(tmp_path):
 
 def test_demo_run_directory(tmp_path):
     from evenhand.cli import main
-    assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
-    d = tmp_path / "demo"
-    assert {p.name for p in d.iterdir()} == {"manifest.json", "responses.parquet", "metrics.json"}
+    assert main(["demo", "--out", str(tmp_path / "demo"), "--scenarios", "3", "--no-progress"]) == 0
+    d = tmp_path / "demo" / "run"
+    assert {p.name for p in d.iterdir()} >= {"manifest.json", "responses.parquet", "metrics.json", "activations",
+                                             "probes", "planted_truth.json"}
     metrics = json.loads((d / "metrics.json").read_text())
-    assert "planted_truth" in metrics and metrics["overall"]["accuracy"]["n"] > 0
-    assert len(pd.read_parquet(d / "responses.parquet")) == 1024
+    truth = json.loads((d / "planted_truth.json").read_text())
+    assert metrics["overall"]["accuracy"]["n"] > 0 and set(truth) == {"0", "1", "2", "3"}
+    assert len(pd.read_parquet(d / "responses.parquet")) == 3 * 608  # the matched set: 608 items per scenario
+    assert (d / "probes" / "favours_minority" / "probes.parquet").exists()
