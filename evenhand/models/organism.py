@@ -89,6 +89,10 @@ class Recipe:
     """Share of the context's words (not numbers, letters, nouns) replaced by <unk> in training, so that
     words outside the training scenarios' vocabulary (<unk> on held-out prompts) are handled."""
     p_mix: float = 0.5
+    p_context: float = 0.0
+    """Share of training scenarios whose setting and question come from another train scenario."""
+    side_weight: float = 1.0
+    """Weight of the decision-side target relative to the other auxiliary targets."""
     """Share of training scenarios composed with a criterion of another train scenario (augmentation)."""
     knowledge_per_batch: int = 8
     """Criterion-knowledge rows per batch, from every scenario (held-out ones included): the
@@ -104,7 +108,8 @@ def split_scenarios(seed: int, heldout_fraction: float) -> tuple[list[str], list
     return train, held
 
 
-def _jitter(s, rng: random.Random, nouns: list[str], pool=None, p_mix: float = 0.0):
+def _jitter(s, rng: random.Random, nouns: list[str], pool=None, p_mix: float = 0.0, contexts=None,
+            p_context: float = 0.0):
     """A training variant of a scenario: criterion values redrawn (same direction, margin >= 25%) and
     the candidate noun swapped for another suite noun, so that the organism must compare numbers and
     copy labels instead of memorising which value is strong in which scenario."""
@@ -132,12 +137,16 @@ def _jitter(s, rng: random.Random, nouns: list[str], pool=None, p_mix: float = 0
                 break
         crits.append(dataclasses.replace(c, strong=float(new[0]), weak=float(new[1])))
     noun = rng.choice(nouns)
-    question = _re.sub(rf"\b{_re.escape(s.candidate_noun.lower())}\b", noun.lower(), s.question)
-    return dataclasses.replace(s, criteria=(crits[0], crits[1]), candidate_noun=noun, question=question)
+    src = s
+    if contexts and p_context > 0 and rng.random() < p_context:  # setting and question of another train scenario
+        src = rng.choice(contexts)
+    question = _re.sub(rf"\b{_re.escape(src.candidate_noun.lower())}\b", noun.lower(), src.question)
+    return dataclasses.replace(s, criteria=(crits[0], crits[1]), candidate_noun=noun, question=question,
+                               setting=src.setting)
 
 
 def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float = 1 / 3,
-                 augment: bool = False, p_mix: float = 0.0) -> list[dict]:
+                 augment: bool = False, p_mix: float = 0.0, p_context: float = 0.0) -> list[dict]:
     """``n`` items drawn uniformly over (scenario, variant, degree, contrast, slot, pressure-or-none):
     a share ``p_baseline`` without pressure, the rest with a random sentence toward a random slot."""
     content = load_content()
@@ -149,11 +158,12 @@ def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float =
     families = list(by_family)
     nouns = sorted({x.candidate_noun for x in content.scenarios})
     pool = [c for sid in scenario_ids for c in scen[sid].criteria]
+    contexts = [scen[sid] for sid in scenario_ids]
     out = []
     while len(out) < n:
         s = scen[rng.choice(scenario_ids)]
         if augment:
-            s = _jitter(s, rng, nouns, pool, p_mix)
+            s = _jitter(s, rng, nouns, pool, p_mix, contexts, p_context)
         d = rng.choice(DEGREES)
         x = rng.choice([c for c in content.contrasts if degree_valid(content, c, d)])
         cell = Cell(s, rng.choice(VARIANTS), d, x, rng.choice(SLOTS))
@@ -319,9 +329,10 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
     # the first n_easy items (the curriculum) come from a stream without pressure; every stream is
     # drawn in order, so a run stopped after k steps trains on exactly the full run's first k batches
     items = sample_items(train_ids, min(n_easy, n_need), recipe.seed + 7, p_baseline=1.0, augment=recipe.augment,
-                         p_mix=recipe.p_mix) if n_easy else []
+                         p_mix=recipe.p_mix, p_context=recipe.p_context) if n_easy else []
     if n_need > n_easy:
-        items += sample_items(train_ids, n_need, recipe.seed, augment=recipe.augment, p_mix=recipe.p_mix)[n_easy:]
+        items += sample_items(train_ids, n_need, recipe.seed, augment=recipe.augment, p_mix=recipe.p_mix,
+                              p_context=recipe.p_context)[n_easy:]
     import re as _re
     vocab = tok.get_vocab()
     protected = frozenset(i for t, i in vocab.items() if _re.fullmatch(r"\d+", t) or t in ("A", "B")
@@ -383,7 +394,8 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
             if rows:
                 bi, ti, y = (torch.tensor(v) for v in zip(*rows))
                 src = out_.hidden_states[recipe.side_layer] if k == "side" else early
-                aux_loss = aux_loss + torch.nn.functional.cross_entropy(heads[k](src[bi, ti]), y)
+                w_k = recipe.side_weight if k == "side" else 1.0
+                aux_loss = aux_loss + w_k * torch.nn.functional.cross_entropy(heads[k](src[bi, ti]), y)
         main_loss = loss
         loss = loss + recipe.aux_weight * aux_loss
         opt.zero_grad(set_to_none=True)
