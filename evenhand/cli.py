@@ -143,6 +143,24 @@ def _compare_text(table) -> str:
     return "\n".join(lines)
 
 
+def _bbq(a) -> int:
+    from .bbq.run import load_config, run_bbq
+    cfg = load_config(a.config)
+    table = run_bbq(cfg, progress=not a.no_progress)
+    t = table[(table["category"] == "all")]
+    print(f"BBQ on {cfg.model}: all categories pooled (95% CIs over templates)")
+    print(f"{'configuration':<18}{'acc ambig':>12}{'acc disamb':>12}{'bias ambig [CI]':>24}{'bias disamb [CI]':>24}")
+    for conf, g in t.groupby("configuration", sort=False):
+        v = g.set_index("metric")
+        def ci(m):
+            r = v.loc[m]
+            return f"{r['value']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" if r["value"] == r["value"] else "NaN"
+        print(f"{conf:<18}{v.loc['acc_ambig', 'value']:>12.3f}{v.loc['acc_disambig', 'value']:>12.3f}"
+              f"{ci('bias_ambig'):>24}{ci('bias_disambig'):>24}")
+    print(f"\nwrote {cfg.output_dir}/bbq_scores.parquet (+ .csv), answers.parquet, bias_by_configuration.pdf/svg/png")
+    return 0
+
+
 def _interventions_list(a) -> int:
     from interventions.base import registered
     rows = registered()
@@ -541,6 +559,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--degrees", type=int, nargs="+", default=None)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=_organism_items)
+    s = sub.add_parser("bbq", help="BBQ asked five ways on one model (CONFIG.yaml)")
+    s.add_argument("config")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=_bbq)
     iv = sub.add_parser("interventions", help="the registered debiasing interventions").add_subparsers(
         dest="interventions_command", required=True)
     s = iv.add_parser("list", help="name, kind and description of each")
