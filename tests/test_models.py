@@ -290,10 +290,16 @@ def test_shipped_configs_are_valid():
     import yaml
 
     from experiments.config import load_config
+    from evenhand.bbq.run import load_config as load_bbq_config
     from interventions.compare import load_config as load_compare
     for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):
-        kind_compare = "interventions" in yaml.safe_load(p.read_text())
-        cfg = load_compare(p) if kind_compare else load_config(p)
+        raw = yaml.safe_load(p.read_text())
+        if "interventions" in raw:
+            cfg = load_compare(p)
+        elif "per_category" in raw or "configurations" in raw:
+            cfg = load_bbq_config(p)
+        else:
+            cfg = load_config(p)
         assert cfg.output_dir.startswith("runs/"), p
 
 
