@@ -161,6 +161,25 @@ def _bbq(a) -> int:
     return 0
 
 
+def _modes(a) -> int:
+    from .modes import mode_switch
+    out, spec, items, lm = _prepare(a)
+    table, _ = mode_switch(items, lm, out, a.batch_size, spec.chat_template, a.resamples, progress=not a.no_progress)
+    from .runs import write_table_atomic
+    write_table_atomic(out / "mode_switch.csv", table)
+    print(f"{lm.name}: {len(items):,} items decided in answer and logprob mode (95% CIs; difference paired)")
+    for metric, g in table.groupby("metric", sort=False):
+        parts = []
+        for r in g.itertuples():
+            v = "NaN" if r.value is None or r.value != r.value else f"{100 * r.value:+.1f}"
+            ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]"
+            parts.append(f"{r.stat} {v}{ci}")
+        print(f"  {metric:<9} " + "; ".join(parts))
+    print(f"  TieLean on opposite sides of 0.5 (CIs excluding it): {'yes' if table.attrs['flips'] else 'no'}")
+    print(f"\nwrote {out}/mode_switch.csv, answer/, logprob/")
+    return 0
+
+
 def _interventions_list(a) -> int:
     from interventions.base import registered
     rows = registered()
@@ -559,6 +578,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--degrees", type=int, nargs="+", default=None)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=_organism_items)
+    s = sub.add_parser("modes", help="the suite decided in answer and in logprob mode on one model, compared")
+    model_args(s)
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=_modes)
     s = sub.add_parser("bbq", help="BBQ asked five ways on one model (CONFIG.yaml)")
     s.add_argument("config")
     s.add_argument("--no-progress", action="store_true")

@@ -108,3 +108,21 @@ def test_name_ablation_lowers_the_probe_at_degree_1(tmp_path):
     assert t.loc[(best, "drop_retrained"), "ci_low"] > 0
     assert t.loc[(best, "retrained_accuracy"), "value"] < t.loc[(best, "original_accuracy"), "value"] - 0.1
     assert np.isfinite(t["value"]).all()
+
+
+def test_mode_switch_on_the_organism_agrees_with_itself(tmp_path):
+    """Greedy answers and label log-probabilities read the same letter distribution: on the organism the two
+    modes must agree, so the switch reports no difference (a known answer for the BBQ issue's suite switch)."""
+    from evenhand.cli import main
+    items = heldout_items(RECORD, 2, degrees=[3])
+    from evenhand.runs import write_table_atomic
+    write_table_atomic(tmp_path / "items.parquet", items)
+    assert main(["modes", "--model", "evenhand-organism", "--subset", str(tmp_path / "items.parquet"),
+                 "--out", str(tmp_path / "modes"), "--batch-size", "64", "--resamples", "200", "--no-progress"]) == 0
+    import pandas as pd
+    a = pd.read_parquet(tmp_path / "modes" / "answer" / "responses.parquet")
+    b = pd.read_parquet(tmp_path / "modes" / "logprob" / "responses.parquet")
+    assert (a["choice"].to_numpy() == b["choice"].to_numpy()).mean() > 0.98
+    t = pd.read_csv(tmp_path / "modes" / "mode_switch.csv")
+    d = t[(t["metric"] == "tielean") & (t["stat"] == "logprob_minus_answer")].iloc[0]
+    assert abs(d["value"]) < 0.03
