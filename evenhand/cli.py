@@ -180,6 +180,41 @@ def _modes(a) -> int:
     return 0
 
 
+def _figures(a) -> int:
+    from .figures import run_figures
+    formats = [f.strip() for f in a.format.split(",") if f.strip()]
+    paths = run_figures(a.run_dirs, a.out, formats, a.resamples)
+    for p in paths:
+        print(p)
+    return 0
+
+
+def _runs_list(a) -> int:
+    root = Path(a.directory)
+    if not root.is_dir():
+        raise ValueError(f"{root} is not a directory")
+    rows = []
+    for m in sorted(root.rglob("manifest.json")):
+        try:
+            man = json.loads(m.read_text())
+        except (OSError, ValueError):
+            continue
+        if "status" not in man:
+            continue
+        model = (man.get("model") or {}).get("name") if isinstance(man.get("model"), dict) else man.get("model")
+        secs = sum(v for v in (man.get("timings") or {}).values() if isinstance(v, (int, float)))
+        rows.append((str(m.parent.relative_to(root)) or ".", man.get("status"), model or "-",
+                     man.get("n_items", man.get("n_eval_items", "-")), f"{secs:.0f}s",
+                     (man.get("git") or {}).get("sha", "-")[:10] if isinstance(man.get("git"), dict) else "-"))
+    if not rows:
+        print(f"no runs under {root}")
+        return 0
+    print(f"{'run':<44}{'status':<9}{'model':<28}{'items':>8}{'time':>8}  git")
+    for r in rows:
+        print(f"{r[0]:<44}{r[1]:<9}{str(r[2])[:27]:<28}{str(r[3]):>8}{r[4]:>8}  {r[5]}")
+    return 0
+
+
 def _interventions_list(a) -> int:
     from interventions.base import registered
     rows = registered()
@@ -578,6 +613,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--degrees", type=int, nargs="+", default=None)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=_organism_items)
+    s = sub.add_parser("figures", help="paper figures and a LaTeX table from one or more run directories")
+    s.add_argument("run_dirs", nargs="+")
+    s.add_argument("--format", default="pdf,svg,png")
+    s.add_argument("--out", default=None, help="default: RUN_DIR/figures")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.set_defaults(fn=_figures)
+    rl = sub.add_parser("runs", help="run directories").add_subparsers(dest="runs_command", required=True)
+    s = rl.add_parser("list", help="the runs under a directory with their status")
+    s.add_argument("directory", nargs="?", default="runs")
+    s.set_defaults(fn=_runs_list)
     s = sub.add_parser("modes", help="the suite decided in answer and in logprob mode on one model, compared")
     model_args(s)
     s.add_argument("--resamples", type=int, default=1000)
