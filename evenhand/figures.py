@@ -12,7 +12,9 @@ the ``label`` column tells them apart):
 - :func:`family_figure`: flip rates under pro-minority and pro-majority pressure by family;
 - :func:`probe_figure`: probe accuracy by layer with the control and the majority baseline
   (from ``probes/<label>/probes.parquet``);
-- :func:`latex_table`: the headline metrics by degree with CIs (booktabs).
+- :func:`latex_table`: the headline metrics by degree with CIs (booktabs);
+- for reasoning-mode runs, the explanation-language words (:mod:`evenhand.language`), for all
+  choices and for correct choices on GT items, as a table and a figure.
 
 ``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all.
 """
@@ -200,6 +202,18 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
         paths += family_figure(table, out / "flips_by_family", formats=formats)
     for p in sorted(Path(run_dirs[0]).glob("probes/*/probes.parquet")):
         paths += probe_figure(pd.read_parquet(p), out / f"probe_{p.parent.name}", formats)
+    for rd in map(Path, run_dirs[:1]):
+        resp = pd.read_parquet(rd / "responses.parquet")
+        if "mode" in resp.columns and (resp["mode"] == "reasoning").any():
+            from .language import explanation_words, words_figure
+            from .runs import write_table_atomic as _w
+            for tag, only in (("all", False), ("correct_gt", True)):
+                try:
+                    words = explanation_words(resp[resp["mode"] == "reasoning"], correct_gt_only=only)
+                except ValueError:
+                    continue
+                _w(out / f"explanation_words_{tag}.csv", words)
+                paths += words_figure(words, out / f"explanation_words_{tag}", formats=formats)
     tex = out / "headline.tex"
     tex.write_text(latex_table(table))
     paths.append(tex)
