@@ -189,6 +189,14 @@ def _figures(a) -> int:
     return 0
 
 
+def _report_page(a) -> int:
+    from .pages import write_report
+    md, page = write_report(a.run_dir, a.resamples)
+    print(md.read_text().split("## By degree")[0].rstrip())
+    print(f"\nwrote {md} and {page}")
+    return 0
+
+
 def _runs_list(a) -> int:
     root = Path(a.directory)
     if not root.is_dir():
@@ -619,6 +627,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", default=None, help="default: RUN_DIR/figures")
     s.add_argument("--resamples", type=int, default=1000)
     s.set_defaults(fn=_figures)
+    s = sub.add_parser("report", help="a Markdown and HTML page: headline numbers in words and every figure")
+    s.add_argument("run_dir")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.set_defaults(fn=_report_page)
     rl = sub.add_parser("runs", help="run directories").add_subparsers(dest="runs_command", required=True)
     s = rl.add_parser("list", help="the runs under a directory with their status")
     s.add_argument("directory", nargs="?", default="runs")

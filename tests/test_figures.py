@@ -27,3 +27,16 @@ def test_figures_and_latex_from_a_simulated_run(tmp_path, capsys):
     assert main(["runs", "list", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "sim" in out and "done" in out
+
+
+def test_report_page_states_numbers_in_words(tmp_path):
+    from evenhand.cli import main
+    from evenhand.pages import sentence
+    assert main(["simulate", "--form", "policy", "--out", str(tmp_path / "sim"), "--resamples", "50"]) == 0
+    assert main(["report", str(tmp_path / "sim"), "--resamples", "50"]) == 0
+    md = (tmp_path / "sim" / "report.md").read_text()
+    assert "FragGap at degree 3" in md and "![progression](figures/progression.png)" in md
+    assert "<table>" in (tmp_path / "sim" / "report.html").read_text()
+    s = sentence("fraggap", {"value": 0.091, "ci_low": 0.06, "ci_high": 0.122, "n": 500}, 3)
+    assert s.startswith("FragGap at degree 3: +9.1 pp [6.0, 12.2]") and "favours the minority" in s
+    assert "no asymmetry" in sentence("fraggap", {"value": 0.01, "ci_low": -0.02, "ci_high": 0.04, "n": 9}, 1)
