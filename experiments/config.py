@@ -27,7 +27,8 @@ class ConfigError(ValueError):
 class SuiteConfig:
     """Which items to run."""
     subset: str = "smoke"
-    """smoke | core, or a path to a .jsonl/.parquet file of items."""
+    """smoke | core | organism_heldout (the model organism's matched held-out set), or a path to a .jsonl/.parquet
+    file of items."""
     seed: int = 0
     """Seed of the stratified subset."""
     limit: int | None = None
@@ -168,7 +169,7 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"config field 'suite.degrees' must list degrees 0-3, got {list(cfg.suite.degrees)}")
     if cfg.suite.contrast_types and any(t not in ("type1", "type23") for t in cfg.suite.contrast_types):
         raise ConfigError("config field 'suite.contrast_types' must list type1 and/or type23")
-    if cfg.suite.subset not in ("smoke", "core") and not Path(cfg.suite.subset).exists():
-        raise ConfigError(f"config field 'suite.subset' must be smoke, core or an existing items file, "
+    if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
+        raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout or an existing items file, "
                           f"got {cfg.suite.subset!r}")
     return cfg

@@ -37,6 +37,11 @@ def suite_items(s: SuiteConfig):
     from evenhand.suite.subsets import iter_subset
     if s.subset in ("smoke", "core"):
         df = pd.DataFrame(list(iter_subset(s.subset, s.seed)))
+    elif s.subset == "organism_heldout":
+        import json
+
+        from evenhand.models.organism import COMMITTED, heldout_items
+        df = heldout_items(json.loads((COMMITTED / "organism.json").read_text()), seed=s.seed)
     else:
         df = read_rows(s.subset).drop(columns=["_line"], errors="ignore")
     if s.degrees:
