@@ -1,0 +1,216 @@
+"""GPU benchmark at the real model shapes, on random weights built directly on the device.
+
+For each shape (Qwen2.5-7B-Instruct and Gemma-3-12B-it, numbers from their published configs, written
+below), on suite-length prompts (real smoke-subset prompts, token ids mapped into the vocabulary):
+
+  - prefill tokens/s and model FLOPs utilisation (MFU) of a plain forward (``logits_to_keep=1``);
+  - the same with every layer's residual saved at the decision token (the activation cache's nnsight trace);
+  - the same with a steering hook on every layer (``steering.hooks.steer`` with an Add edit);
+  - a full probe sweep (every layer, nested grouped CV) with the torch engine on the device against
+    scikit-learn on CPU (``--probe-layers`` layers of scikit-learn, extrapolated to all layers).
+
+One script, under 5 minutes on one H200; prints a short table last and writes every number to
+``OUT/gpu_shapes.json`` (``--out``, or ``$OUT`` when set). ``--tiny`` runs the same code path with small
+shapes on CPU so that CI keeps it working.
+
+    python benchmarks/gpu_shapes.py                 # on a GPU machine
+    python benchmarks/gpu_shapes.py --tiny          # anywhere, seconds
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# published configs (config.json of each model on the Hugging Face hub)
+SHAPES = {
+    "qwen2.5-7b-instruct": dict(arch="qwen2", hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                                num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                                max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                                tie_word_embeddings=False),
+    "gemma-3-12b-it": dict(arch="gemma3", hidden_size=3840, intermediate_size=15360, num_hidden_layers=48,
+                           num_attention_heads=16, num_key_value_heads=8, head_dim=256, vocab_size=262208,
+                           max_position_embeddings=131072, sliding_window=1024, rms_norm_eps=1e-6,
+                           query_pre_attn_scalar=256, tie_word_embeddings=True),
+}
+TINY = {
+    "qwen2-tiny": dict(arch="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
+                       num_key_value_heads=2, vocab_size=512, max_position_embeddings=2048, tie_word_embeddings=False),
+    "gemma3-tiny": dict(arch="gemma3", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=512,
+                        max_position_embeddings=2048, sliding_window=128, tie_word_embeddings=True),
+}
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}
+
+
+def build(shape: dict, device: str, dtype):
+    import torch
+    import transformers as tf
+    kw = {k: v for k, v in shape.items() if k != "arch"}
+    cfg = tf.Qwen2Config(**kw) if shape["arch"] == "qwen2" else tf.Gemma3TextConfig(**kw)
+    cls = tf.Qwen2ForCausalLM if shape["arch"] == "qwen2" else tf.Gemma3ForCausalLM
+    with torch.device(device):
+        torch.manual_seed(0)
+        model = cls(cfg).to(dtype).eval()
+    return model
+
+
+def prompts(vocab: int, batch: int, length: int):
+    """Token ids of real suite prompts (smoke subset, word hashes mapped into the vocabulary), equal length."""
+    import torch
+
+    from evenhand.suite.generate import stable_hash
+    from evenhand.suite.subsets import iter_subset
+    rows = []
+    for item in iter_subset("smoke"):
+        words = item["prompt"].split()
+        ids = [stable_hash("tok", w) % (vocab - 10) + 10 for w in words] * 3
+        rows.append(ids[:length])
+        if len(rows) == batch:
+            break
+    return torch.tensor(rows)
+
+
+def flops_per_token(model) -> float:
+    """2 x non-embedding parameters (matmul FLOPs of a forward per token, attention scores excluded)."""
+    n = sum(p.numel() for name, p in model.named_parameters() if "embed" not in name)
+    return 2.0 * n
+
+
+def timed(fn, reps: int, sync) -> float:
+    fn()
+    sync()
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        sync()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, reps: int) -> dict:
+    import torch
+
+    from steering.hooks import Add, steer
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    t0 = time.perf_counter()
+    model = build(shape, device, dtype)
+    build_s = time.perf_counter() - t0
+    ids = prompts(shape["vocab_size"], batch, length).to(device)
+    mask = torch.ones_like(ids)
+    n_tok = ids.numel()
+    fpt = flops_per_token(model)
+    out = {"shape": name, "batch": batch, "prompt_tokens": length, "build_s": round(build_s, 2)}
+
+    def plain():
+        with torch.inference_mode():
+            model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
+
+    from nnsight import TransformersModel
+
+    from evenhand.activations import _trace_body
+    from evenhand.models.sites import residual_sites, resolve
+    from evenhand.models.tiny import build_tokenizer
+    traced = TransformersModel(model, tokenizer=build_tokenizer(["a b"]))  # ids are passed directly
+    layers = model.model.layers
+    resolved = [resolve(model, s) for s in residual_sites(model)]
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+
+    def cached():  # the activation cache's own trace body: embed + every resid_post at the last token
+        with torch.inference_mode():
+            with traced.trace(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1):
+                saved = _trace_body(traced, resolved, None)
+        return saved
+
+    vec = torch.randn(shape["hidden_size"], device=device, dtype=dtype)
+    edits = {f"blocks.{i}.resid_post": Add(vec, 0.1) for i in range(len(layers))}
+
+    def steered():
+        with steer(model, edits), torch.inference_mode():
+            model(input_ids=ids, attention_mask=mask, logits_to_keep=1)
+
+    peak = None
+    if device.startswith("cuda"):
+        gpu = torch.cuda.get_device_name()
+        peak = next((v for k, v in PEAK_BF16_TFLOPS.items() if k in gpu), None)
+        out["device_name"] = gpu
+    for key, fn in (("plain", plain), ("cache_all_layers", cached), ("steering_all_layers", steered)):
+        s = timed(fn, reps, sync)
+        out[f"{key}_s"] = round(s, 4)
+        out[f"{key}_tok_per_s"] = round(n_tok / s, 1)
+        if peak:
+            out[f"{key}_mfu"] = round(fpt * n_tok / s / (peak * 1e12), 4)
+    out["cache_over_plain"] = round(out["cache_all_layers_s"] / out["plain_s"], 3)
+    out["steering_over_plain"] = round(out["steering_all_layers_s"] / out["plain_s"], 3)
+    del model, traced
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return out
+
+
+def bench_probes(layers: int, dim: int, rows: int, device: str, sk_layers: int) -> dict:
+    import numpy as np
+
+    from probes.logistic import ProbeOptions, fit_sites
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, rows)
+    groups = np.repeat(np.arange(rows // 8 + 1), 8)[:rows]
+    Xs = [(rng.normal(size=(rows, dim)) + np.outer(2 * y - 1, rng.normal(size=dim) / np.sqrt(dim)) * l / layers)
+          .astype(np.float32) for l in range(layers)]
+    t = time.perf_counter()
+    rt = fit_sites(Xs, y, groups, ProbeOptions(engine="torch", device=device))
+    t_torch = time.perf_counter() - t
+    k = min(sk_layers, layers)
+    t = time.perf_counter()
+    rs = fit_sites(Xs[:k], y, groups, ProbeOptions(engine="sklearn"))
+    t_sk = (time.perf_counter() - t) * layers / k
+    diff = max(abs(((a.prob >= .5) == y).mean() - ((b.prob >= .5) == y).mean()) for a, b in zip(rt[:k], rs))
+    return {"probe_layers": layers, "probe_dim": dim, "probe_rows": rows, "torch_s": round(t_torch, 2),
+            "sklearn_s_extrapolated": round(t_sk, 2), "sklearn_layers_measured": k,
+            "ratio_sklearn_over_torch": round(t_sk / t_torch, 2), "max_accuracy_diff_points": round(100 * diff, 3)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tiny", action="store_true", help="small shapes on CPU (the same code path)")
+    ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--length", type=int, default=256, help="prompt tokens (suite prompts are 150-250)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--probe-rows", type=int, default=2000)
+    ap.add_argument("--probe-sklearn-layers", type=int, default=2)
+    a = ap.parse_args()
+    import torch
+    device = "cpu" if a.tiny or not torch.cuda.is_available() else "cuda"
+    if not a.tiny and device == "cpu":
+        sys.exit("no CUDA device: run with --tiny on CPU")
+    shapes = TINY if a.tiny else SHAPES
+    results = {"device": device, "torch": torch.__version__, "shapes": [], "probes": []}
+    for name, shape in shapes.items():
+        r = bench_shape(name, shape, device, 2 if a.tiny else a.batch, 64 if a.tiny else a.length,
+                        2 if a.tiny else a.reps)
+        results["shapes"].append(r)
+        rows = 200 if a.tiny else a.probe_rows
+        results["probes"].append({"shape": name, **bench_probes(shape["num_hidden_layers"] + 1, shape["hidden_size"],
+                                                                rows, device, a.probe_sklearn_layers)})
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu_shapes.json").write_text(json.dumps(results, indent=2))
+    print(f"\n{'shape':<22}{'plain tok/s':>12}{'MFU':>7}{'cache x':>9}{'steer x':>9}{'probe sk/torch':>16}")
+    for r, p in zip(results["shapes"], results["probes"]):
+        mfu = r.get("plain_mfu")
+        print(f"{r['shape']:<22}{r['plain_tok_per_s']:>12,.0f}{'-' if mfu is None else f'{mfu:.2f}':>7}"
+              f"{r['cache_over_plain']:>9.2f}{r['steering_over_plain']:>9.2f}{p['ratio_sklearn_over_torch']:>16.2f}")
+    print(f"full numbers: {out / 'gpu_shapes.json'}")
+
+
+if __name__ == "__main__":
+    main()
