@@ -16,7 +16,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
-	$(BIN)/python -m pip install -q -e ".[dev,demo]"
+	$(BIN)/python -m pip install -q -e ".[dev,demo,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -275,7 +275,11 @@ def _run(a) -> int:
 
     from .report import score_table
     cfg = load_config(a.config)
-    run, report = run_config(cfg, progress=not a.quiet)
+    if a.backend == "ray":
+        from experiments.ray_backend import run_config_ray
+        run, report = run_config_ray(cfg, a.address, a.workers, a.gpus_per_worker, progress=not a.quiet)
+    else:
+        run, report = run_config(cfg, progress=not a.quiet)
     print(score_table(report))
     print(f"\nrun directory: {run.path}")
     return 0
@@ -571,6 +575,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("run", help="run a YAML config: suite -> decisions -> metrics (-> cache)")
     s.add_argument("config")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--backend", default="local", choices=["local", "ray"])
+    s.add_argument("--address", default=None, help="ray: a cluster address (default: start a local one)")
+    s.add_argument("--workers", type=int, default=2, help="ray: model-holding actors")
+    s.add_argument("--gpus-per-worker", type=float, default=0.0, help="ray: GPUs per actor")
     s.set_defaults(fn=_run)
 
     def model_args(x):
