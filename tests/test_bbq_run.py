@@ -61,6 +61,8 @@ def test_five_configurations_run_end_to_end(lm, tmp_path, monkeypatch):
     answers = pd.read_parquet(tmp_path / "out" / "answers.parquet")
     assert set(answers["configuration"]) == set(CONFIGURATIONS) and len(answers) == 5 * 12
     assert answers["answer_index"].between(-1, 2).all()
+    applied = answers.groupby("configuration")["chat_template_applied"].first()
+    assert not applied["mc_logprob"] and applied["mc_logprob_chat"]
     assert set(table["metric"]) == {"acc_ambig", "acc_disambig", "bias_ambig", "bias_disambig"}
     assert {"all", "Age", "Religion"} <= set(table["category"])
     assert (tmp_path / "out" / "bias_by_configuration.pdf").exists()

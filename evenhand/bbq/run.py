@@ -14,7 +14,8 @@ yn_generate    yes       yes/no x 3   greedy generation per option; share of "ye
 =============  ========  ===========  ==========================================================
 
 :func:`run_bbq` writes ``answers.parquet`` (one row per question x configuration,
-``answer_index`` 0-2 or -1 unparsed), ``bbq_scores.parquet/.csv`` (BBQ's accuracy and
+``answer_index`` 0-2 or -1 unparsed; ``chat_template_applied``: a configuration that asks for the
+chat template runs without one when the tokenizer has none, and says so here), ``bbq_scores.parquet/.csv`` (BBQ's accuracy and
 bias scores with CIs over templates, per configuration and category) and
 ``bias_by_configuration.{pdf,svg,png}``. A configuration whose answers exist is
 skipped on a re-run.
@@ -157,6 +158,7 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
     out = pd.DataFrame({"uid": rows["uid"], "configuration": name})
     if conf["wording"] == "mc":
         texts, special = _texts(lm, [render_mc(r) for r in recs], conf["chat"])
+        out["chat_template_applied"] = not special  # False when the tokenizer has no chat template
         if conf["read"] == "logprob":
             lp = option_logprobs(lm, texts, [["A", "B", "C"]] * len(texts), special, batch_size)
             out["answer_index"] = lp.argmax(1)
@@ -170,6 +172,7 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
         return out
     prompts = [render_yes_no(r, j) for r in recs for j in range(3)]
     texts, special = _texts(lm, prompts, conf["chat"])
+    out["chat_template_applied"] = not special
     lp = option_logprobs(lm, texts, [["yes", "no"]] * len(texts), special, batch_size)
     p_yes = (np.exp(lp[:, 0]) / (np.exp(lp[:, 0]) + np.exp(lp[:, 1]))).reshape(-1, 3)
     if conf["read"] == "logprob":
