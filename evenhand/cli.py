@@ -354,7 +354,7 @@ def _probe_options(a):
 
 def _probe_sweep(a) -> int:
     from probes.dataset import from_run
-    from probes.sweep import best_site, probe_sweep, write_sweep
+    from probes.sweep import probe_sweep, write_sweep
     ds = from_run(a.run_dir, a.label, a.sites, _probe_filters(a))
     opts = _probe_options(a)
     table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples)

@@ -62,14 +62,12 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise RuntimeError("the ray backend needs Ray: pip install -e '.[ray]'") from exc
     from evenhand.decide import DecideOptions
-    from evenhand.metrics import score
     from evenhand.models.loading import locate, resolve_spec
     from evenhand.runs import RunDir
-    from evenhand.schema import validate_rows
     from evenhand.shards import ParquetShards
     from evenhand.suite.content import load_content
 
-    from .runner import check_output_dir, suite_items
+    from .runner import check_output_dir, finish_stages, suite_items
 
     if workers < 1 or shards_per_worker < 1:
         raise ValueError("workers and shards_per_worker must be at least 1")
@@ -130,20 +128,11 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     if len(table) != len(items):
         raise RuntimeError(f"ray run incomplete: {len(table)} of {len(items)} items decided")
     run.write_responses(table)
-    with run.timed("score"):
-        report = score(validate_rows(table), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
-                       seed=cfg.bootstrap_seed)
-        run.write_metrics(report)
-    if cfg.cache.enabled:
-        from evenhand.activations import CacheOptions, cache_activations
+
+    def driver_model():
         from evenhand.models.loading import load_model
-        c = cfg.cache
-        lm = load_model(spec)
-        with run.timed("cache"):
-            cache_activations(items, lm, CacheOptions(sites=c.sites, batch_size=c.batch_size or cfg.batch_size,
-                                                      dtype=c.dtype, name_mean=c.name_mean,
-                                                      chat_template=spec.chat_template, progress=progress),
-                              out / "activations", load_content().version, engine=c.engine)
+        return load_model(spec)
+    report = finish_stages(cfg, spec, run, items, table, driver_model, progress)
     run.finish()
     return run, report
 

@@ -53,6 +53,27 @@ def suite_items(s: SuiteConfig):
     return df.reset_index(drop=True)
 
 
+def finish_stages(cfg: RunConfig, spec, run, items, responses, get_model, progress: bool) -> dict:
+    """The stages after the decisions, shared by the local and the Ray backend: score the responses,
+    write the metrics, and (when enabled) cache activations with the model ``get_model()`` returns."""
+    from evenhand.metrics import score
+    from evenhand.schema import validate_rows
+    from evenhand.suite.content import load_content
+    with run.timed("score"):
+        report = score(validate_rows(responses), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
+                       seed=cfg.bootstrap_seed)
+        run.write_metrics(report)
+    if cfg.cache.enabled:
+        from evenhand.activations import CacheOptions, cache_activations
+        c = cfg.cache
+        copts = CacheOptions(sites=c.sites, batch_size=c.batch_size or cfg.batch_size, dtype=c.dtype,
+                             name_mean=c.name_mean, chat_template=spec.chat_template, progress=progress)
+        with run.timed("cache"):
+            cache_activations(items, get_model(), copts, run.path / "activations", load_content().version,
+                              engine=c.engine)
+    return report
+
+
 def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     from evenhand.decide import DecideOptions
 
@@ -66,9 +87,7 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     run = RunDir.open_or_create(out, manifest_cfg)
 
     from evenhand.decide import decide
-    from evenhand.metrics import score
     from evenhand.models.loading import load_model
-    from evenhand.schema import validate_rows
     from evenhand.suite.content import load_content
 
     items = suite_items(cfg.suite)
@@ -82,16 +101,6 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     with run.timed("decide"):
         responses = decide(items, lm, opts, out_dir=out)
         run.write_responses(responses)
-    with run.timed("score"):
-        report = score(validate_rows(responses), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
-                       seed=cfg.bootstrap_seed)
-        run.write_metrics(report)
-    if cfg.cache.enabled:
-        from evenhand.activations import CacheOptions, cache_activations
-        c = cfg.cache
-        copts = CacheOptions(sites=c.sites, batch_size=c.batch_size or cfg.batch_size, dtype=c.dtype,
-                             name_mean=c.name_mean, chat_template=spec.chat_template, progress=progress)
-        with run.timed("cache"):
-            cache_activations(items, lm, copts, out / "activations", load_content().version, engine=c.engine)
+    report = finish_stages(cfg, spec, run, items, responses, lambda: lm, progress)
     run.finish()
     return run, report
