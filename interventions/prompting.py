@@ -30,6 +30,7 @@ explicit / implicit sentences of the two profiles of the item's contrast.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, replace
 
 import pandas as pd
@@ -318,7 +319,7 @@ class IdentityBlind(Intervention):
         return {**item, "prompt": blind_prompt(item, self.options["name_mode"], self.options["name_labels"])}
 
 
-class ChatProcedure(Intervention):
+class ChatProcedure(Intervention, abc.ABC):
     """Base of the multi-turn prompt procedures: user turns per item, one token budget per turn."""
     kind = "prompt"
     budget_options: tuple[str, ...] = ()
@@ -331,9 +332,9 @@ class ChatProcedure(Intervention):
         """The new-token budget of each turn, from the options."""
         return _budgets(self, self.budget_options)
 
+    @abc.abstractmethod
     def user_turns(self, item: dict) -> list[str]:
         """The user messages of the chat for ``item``, in order."""
-        raise NotImplementedError(f"{type(self).__name__} must define user_turns")
 
     def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts) -> pd.DataFrame:
         records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)

@@ -17,6 +17,7 @@ reports beside each steering method.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 import tempfile
 from collections.abc import Iterator
@@ -69,11 +70,22 @@ def _control(vec: np.ndarray, options: dict, key: int) -> np.ndarray:
     return random_like(vec, int(options.get("seed", 0)) * 1000 + key)
 
 
-class _Steering(Intervention):
+def _concept_activations(iv: Intervention, lm, train_items, sites_spec, every: bool, progress: bool):
+    """(rows, slot_a_minority labels, sites, activations) of the train items with identity cues."""
+    if train_items is None or len(train_items) == 0:
+        raise InterventionError(f"{iv.name} needs train items")
+    rows = _identity_rows(train_items).reset_index(drop=True)
+    z = (rows["minority_slot"] == "A").to_numpy(int)
+    sites = _layer_sites(lm, sites_spec, every=every)
+    return rows, z, sites, site_activations(lm, rows, sites, iv.options["batch_size"], progress)
+
+
+class _Steering(Intervention, abc.ABC):
     kind = "activation"
 
+    @abc.abstractmethod
     def _edits(self, fitted: Fitted) -> dict:
-        raise NotImplementedError
+        """Site name -> steering edit, from the fitted tensors."""
 
     @contextlib.contextmanager
     def apply(self, fitted: Fitted, lm) -> Iterator[None]:
@@ -126,12 +138,7 @@ class ACE(_Steering):
         import torch
 
         from steering.directions import diff_of_means
-        if train_items is None or len(train_items) == 0:
-            raise InterventionError("ace needs train items")
-        rows = _identity_rows(train_items).reset_index(drop=True)
-        z = (rows["minority_slot"] == "A").to_numpy(int)
-        sites = _layer_sites(lm, "all", every=True)
-        acts = site_activations(lm, rows, sites, self.options["batch_size"], progress)
+        rows, z, sites, acts = _concept_activations(self, lm, train_items, "all", True, progress)
         tensors = {}
         for k, s in enumerate(sites):
             u = _control(diff_of_means(acts[s], z), {**self.options, "seed": seed}, k)
@@ -157,12 +164,7 @@ class LEACE(_Steering):
 
         from steering.directions import diff_of_means, unit
         from steering.leace import fit_leace
-        if train_items is None or len(train_items) == 0:
-            raise InterventionError("leace needs train items")
-        rows = _identity_rows(train_items).reset_index(drop=True)
-        z = (rows["minority_slot"] == "A").to_numpy(int)
-        sites = _layer_sites(lm, self.options["layers"], every=False)
-        acts = site_activations(lm, rows, sites, self.options["batch_size"], progress)
+        rows, z, sites, acts = _concept_activations(self, lm, train_items, self.options["layers"], False, progress)
         tensors = {}
         for k, s in enumerate(sites):
             if self.options.get("control", "none") == "random":

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from ..suite.content import load_content
 from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item, stable_hash
-from .policy import PlantedPolicy, matched_items, planted_truth
+from .policy import PlantedPolicy, matched_items, planted_truth, pressure_by_family
 
 COMMITTED = Path(__file__).resolve().parent / "organism"
 
@@ -155,9 +155,7 @@ def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float =
     content = load_content()
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
-    by_family: dict[str, list] = {}
-    for p in content.pressure:
-        by_family.setdefault(p.family, []).append(p)
+    by_family = pressure_by_family(content)
     families = list(by_family)
     nouns = sorted({x.candidate_noun for x in content.scenarios})
     pool = [c for sid in scenario_ids for c in scen[sid].criteria]

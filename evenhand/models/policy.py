@@ -120,6 +120,14 @@ def planted_truth(policy: PlantedPolicy, items: pd.DataFrame, contrast_type: str
     return out
 
 
+def pressure_by_family(content) -> dict[str, list]:
+    """The suite's pressure sentences grouped by family, in content order."""
+    out: dict[str, list] = {}
+    for p in content.pressure:
+        out.setdefault(p.family, []).append(p)
+    return out
+
+
 def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "type1",
                   contrasts_per_degree: int = 1) -> pd.DataFrame:
     """A matched evaluation set for known-answer checks: for each scenario and degree,
@@ -133,9 +141,7 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
     content = load_content()
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
-    by_family: dict[str, list] = {}
-    for p in content.pressure:
-        by_family.setdefault(p.family, []).append(p)
+    by_family = pressure_by_family(content)
     rows = []
     for sid in scenario_ids:
         for d in DEGREES:
