@@ -36,7 +36,7 @@ def _suffix(value, variant: str):
 
 def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABELS) -> dict:
     """One item with its names removed (see the module docstring)."""
-    from evenhand.suite.generate import Cell, item_by_id, parse_item_id, render_item
+    from evenhand.suite.generate import Cell, parse_item_id, render_item
     from evenhand.suite.content import load_content
 
     if variant not in VARIANTS:
@@ -58,7 +58,6 @@ def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABEL
         d0 = render_item(content, Cell(cell.scenario, cell.variant, 0, cell.contrast, cell.minority_slot),
                          pressure, pslot)
         out.update(prompt=d0["prompt"], names=None, degree=item["degree"])
-        assert item_by_id is not None
     out["source_item_id"] = item["item_id"]
     out["item_id"] = _suffix(item["item_id"], variant)
     out["baseline_id"] = _suffix(item.get("baseline_id"), variant)
