@@ -227,18 +227,34 @@ def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
             sd.detach().cpu().numpy())
 
 
-def _weighted_gram(X, s, budget: int = 1 << 25):
-    """``X^T diag(s_p) X`` for every site and problem: [S, P, d, d], in chunks of problems."""
+def _weighted_gram(X, s, active=None, budget: int = 1 << 23):
+    """``X^T diag(s_p) X`` for every site and active problem: [S, P, d, d] (zeros where inactive).
+
+    One GEMM per site and chunk of rows: the rows' outer products (upper triangle, ``n x d(d+1)/2``,
+    built chunk by chunk so at most ``budget`` numbers are held) times the weights ``s`` of every
+    active problem at once. The flops equal a per-problem ``X^T S X``, but one large GEMM runs far
+    faster on a CPU than many small ones over a broadcast copy of ``X``."""
     import torch
 
     S, n, d = X.shape
     P = s.shape[1]
-    out = torch.empty(S, P, d, d, dtype=X.dtype, device=X.device)
-    step = max(1, budget // max(1, n * d))
+    iu, ju = torch.triu_indices(d, d, device=X.device)
+    T = iu.numel()
+    out = torch.zeros(S, P, d, d, dtype=X.dtype, device=X.device)
+    step = max(1, budget // max(1, T))
     for i in range(S):
-        Xt = X[i].T                                                            # [d, n]
-        for j in range(0, P, step):
-            out[i, j:j + step] = torch.matmul(Xt[None] * s[i, j:j + step, None, :], X[i])
+        rows = torch.arange(P, device=X.device) if active is None else active[i].nonzero().flatten()
+        if rows.numel() == 0:
+            continue
+        G = torch.zeros(rows.numel(), T, dtype=X.dtype, device=X.device)
+        si = s[i, rows]                                                        # [p, n]
+        for j in range(0, n, step):
+            Xc = X[i, j:j + step]
+            G.addmm_(si[:, j:j + step], Xc[:, iu] * Xc[:, ju])
+        full = torch.zeros(rows.numel(), d, d, dtype=X.dtype, device=X.device)
+        full[:, iu, ju] = G
+        full[:, ju, iu] = G
+        out[i, rows] = full
     return out
 
 
@@ -286,6 +302,7 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
 
     f = objective(W, b)
     scale = C[None, :] * M.sum(1)[None, :]
+    active = torch.ones(S, P, dtype=torch.bool, device=X.device)
     for _ in range(opts.max_iter):
         z = logits(W, b)
         p = torch.sigmoid(z)
@@ -294,19 +311,22 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
         Xr = torch.einsum("snd,spn->spd", X, r)
         g_w = (Xr - r.sum(-1, keepdim=True) * mu) / sd + W
         g_b = r.sum(-1)
+        g = torch.cat([g_w, g_b[..., None]], -1)
+        # a problem whose gradient is below tolerance is done: it takes no more steps
+        active &= (g.abs().amax(-1) / scale) >= opts.tol * 1e-2
+        if not active.any():
+            break
         Xs = torch.einsum("snd,spn->spd", X, s)
         ss = s.sum(-1, keepdim=True)
-        XsX = _weighted_gram(X, s)
+        XsX = _weighted_gram(X, s, active)
         H_ww = XsX - Xs[..., :, None] * mu[..., None, :] - mu[..., :, None] * Xs[..., None, :] \
             + ss[..., None] * mu[..., :, None] * mu[..., None, :]
         H_ww = H_ww / sd[..., :, None] / sd[..., None, :]
         H_wb = (Xs - ss * mu) / sd
         H = torch.cat([torch.cat([H_ww, H_wb[..., :, None]], -1),
                        torch.cat([H_wb, ss], -1)[..., None, :]], -2) + eye
-        g = torch.cat([g_w, g_b[..., None]], -1)
-        if (g.abs().amax(-1) / scale).max() < opts.tol * 1e-2:
-            break
-        step = _spd_solve(H, g)
+        step = torch.zeros_like(g)
+        step[active] = _spd_solve(H[active], g[active])
         # backtracking per problem: halve until the objective does not increase
         alpha = torch.ones(S, P, dtype=X.dtype, device=X.device)
         for _ in range(30):
@@ -318,7 +338,8 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
                 break
             alpha = torch.where(bad, alpha / 2, alpha)
         W, b, f = W_new, b_new, torch.minimum(f_new, f)
-        if (alpha[..., None] * step).abs().max() < 1e-12:
+        active &= (alpha[..., None] * step).abs().amax(-1) >= 1e-12
+        if not active.any():
             break
     return W.cpu().numpy(), b.cpu().numpy(), mu.cpu().numpy(), sd.cpu().numpy()
 
