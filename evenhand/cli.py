@@ -270,14 +270,35 @@ def _coverage(a) -> int:
 
 
 def _run(a) -> int:
-    from experiments.config import load_config
-    from experiments.runner import run_config
+    from experiments.config import read_yaml
+    from experiments.sweep import run_sweep, study_kind
 
     from .report import score_table
-    cfg = load_config(a.config)
+    data = read_yaml(a.config)
+    ray_options = {"address": a.address, "workers": a.workers, "gpus_per_worker": a.gpus_per_worker}
+    if "sweep" in data:
+        out, table = run_sweep(data, a.backend, progress=not a.quiet, ray_options=ray_options)
+        print(f"sweep: {table['cell'].nunique()} cells, {len(table):,} rows in {out / 'sweep.parquet'} (+ .csv); "
+              f"figures: `evenhand figures {out}`")
+        return 0
+    kind = study_kind(data)
+    if kind != "run" and a.backend != "local":
+        raise ValueError(f"a {kind} config runs on the local backend only")
+    if kind == "bbq":
+        return _bbq(argparse.Namespace(config=a.config, no_progress=a.quiet))
+    if kind == "compare":
+        from interventions.compare import parse_config, run_compare
+        cfg = parse_config(data, str(a.config))
+        table = run_compare(cfg, progress=not a.quiet)
+        print(_compare_text(table))
+        print(f"\nwrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
+        return 0
+    from experiments.config import config_from_dict
+    from experiments.runner import run_config
+    cfg = config_from_dict(data)
     if a.backend == "ray":
         from experiments.ray_backend import run_config_ray
-        run, report = run_config_ray(cfg, a.address, a.workers, a.gpus_per_worker, progress=not a.quiet)
+        run, report = run_config_ray(cfg, progress=not a.quiet, **ray_options)
     else:
         run, report = run_config(cfg, progress=not a.quiet)
     print(score_table(report))
@@ -357,7 +378,7 @@ def _probe_sweep(a) -> int:
     from probes.sweep import probe_sweep, write_sweep
     ds = from_run(a.run_dir, a.label, a.sites, _probe_filters(a))
     opts = _probe_options(a)
-    table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples)
+    table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples, text=a.text)
     out = Path(a.out) if a.out else Path(a.run_dir) / "probes" / a.label
     write_sweep(table, out, ds, opts, run_dir=str(a.run_dir))
     print(_probe_text(table, ds))
@@ -400,6 +421,24 @@ def _probe_ablation(a) -> int:
                            "drop_retrained")]
         print(f"{site:<22}" + "; ".join(parts) + f" (n={int(t.loc['original_accuracy', 'n'])})")
     print(f"\nwrote {out}/ablation.parquet (+ .csv, manifest.json, responses.parquet, activations/)")
+    return 0
+
+
+def _probe_attribution(a) -> int:
+    from probes.attribution import run_attribution
+    out = Path(a.out) if a.out else Path(a.run_dir) / "attribution"
+    table = run_attribution(a.run_dir, out, a.degree, a.batch_size, a.resamples, a.seed, progress=not a.no_progress)
+    t = table[(table["degree"] == "all") & (table["pressure"] == "all") & (table["chosen"] == "all")]
+    total = t[t["component"] == "logit_diff"]
+    if len(total):
+        r = total.iloc[0]
+        print(f"logit difference (favoured-minority label minus the other): {r['value']:+.3f} "
+              f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] (n={int(r['n'])})")
+    top = t[t["component"].isin(["attn_out", "mlp_out"])].assign(mag=lambda d: d["value"].abs())
+    print("largest direct contributions:")
+    for r in top.sort_values("mag", ascending=False).head(6).itertuples():
+        print(f"  {r.site:<22}{r.value:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]")
+    print(f"\nwrote {out}/attribution.parquet (+ .csv, attribution_items.parquet, manifest.json, figures)")
     return 0
 
 
@@ -572,7 +611,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resamples", type=int, default=400)
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=_coverage)
-    s = sub.add_parser("run", help="run a YAML config: suite -> decisions -> metrics (-> cache)")
+    s = sub.add_parser("run", help="run a YAML config: suite -> decisions -> metrics (-> cache -> probes -> "
+                                   "ablation -> figures); a comparison config; or a sweep of either")
     s.add_argument("config")
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.add_argument("--backend", default="local", choices=["local", "ray"])
@@ -681,6 +721,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--contrast", nargs="+", default=None)
     s.add_argument("--pressured", default=None, choices=["yes", "no"])
     s.add_argument("--no-control", action="store_true")
+    s.add_argument("--text", action="store_true",
+                   help="also the text baseline: the label from the written reasoning (reasoning-mode runs)")
     s.set_defaults(fn=_probe_sweep)
     s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
     probe_args(s)
@@ -688,6 +730,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--degree", type=int, default=1)
     s.add_argument("--batch-size", type=int, default=32)
     s.set_defaults(fn=_probe_ablation)
+    s = pr.add_parser("attribution", help="direct logit attribution of the decision by layer (TransformerLens)")
+    s.add_argument("run_dir")
+    s.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3])
+    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default=None, help="default: RUN_DIR/attribution")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=_probe_attribution)
     s = sub.add_parser("demo", help="the main job on the embedded default")
     s.add_argument("--out", default="runs/demo")
     s.add_argument("--scenarios", type=int, default=20, help="held-out scenarios to run (default 20)")
@@ -704,7 +755,8 @@ def main(argv: list[str] | None = None) -> int:
     from .suite.content import ContentError
     try:
         return args.fn(args)
-    except (RowError, ContentError, RunError, ModelLoadError, KeyError, ValueError, TypeError) as exc:
+    except (RowError, ContentError, RunError, ModelLoadError, KeyError, ValueError, TypeError,
+            FileNotFoundError) as exc:
         msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         print(f"evenhand: error: {msg}", file=sys.stderr)
         return 2

@@ -17,6 +17,8 @@ import yaml
 from evenhand.models.loading import ModelSpec
 
 MODES = ("answer", "reasoning", "logprob")
+LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority")
+ENGINES = ("auto", "torch", "sklearn")
 
 
 class ConfigError(ValueError):
@@ -57,6 +59,65 @@ class CacheConfig:
 
 
 @dataclass(frozen=True)
+class ProbeConfig:
+    """Probe sweep on the run's activation cache (optional stage; needs ``cache.enabled``)."""
+    label: str = "favours_minority"
+    """favours_minority | correct | pressure_followed | slot_a_minority."""
+    sites: tuple[str, ...] | None = None
+    """Cached sites to probe (default: every cached site)."""
+    degrees: tuple[int, ...] | None = None
+    """Keep only these degrees."""
+    conditions: tuple[str, ...] | None = None
+    """Keep only these conditions (GT, AMB)."""
+    pressured: bool | None = None
+    """true: pressured items only; false: baselines only; absent: both."""
+    engine: str = "auto"
+    """auto | torch | sklearn."""
+    device: str = "cpu"
+    """Device of the torch engine."""
+    folds: int = 5
+    """Outer folds, grouped by scenario."""
+    inner_folds: int = 3
+    """Inner folds choosing the regularisation."""
+    control: bool = True
+    """Fit the shuffled-label control task too."""
+    text: bool = False
+    """Also the text baseline (TF-IDF of the written reasoning; needs mode: reasoning)."""
+    seed: int = 0
+    """Seed of the folds and the control labels."""
+
+
+@dataclass(frozen=True)
+class AblationConfig:
+    """The name-ablation control (optional stage; needs ``cache.enabled``)."""
+    variants: tuple[str, ...] = ("label",)
+    """label (names replaced by neutral labels) and/or degree0 (re-rendered without identity)."""
+    label: str = "favours_minority"
+    """The probe label."""
+    degree: int = 1
+    """The degree of the items ablated (names appear at degree 1)."""
+    sites: tuple[str, ...] | None = None
+    """Sites (default: every cached site)."""
+    engine: str = "auto"
+    """auto | torch | sklearn."""
+    folds: int = 5
+    """Outer folds, grouped by scenario."""
+    inner_folds: int = 3
+    """Inner folds."""
+    seed: int = 0
+    """Seed of the folds."""
+
+
+@dataclass(frozen=True)
+class AttributionConfig:
+    """Direct logit attribution of the decision by layer (optional stage; TransformerLens bridge)."""
+    degrees: tuple[int, ...] = (1, 2, 3)
+    """Degrees of the items attributed."""
+    batch_size: int = 8
+    """Prompts per bridge forward."""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """One run: a model on a suite subset in one mode, then metrics (and optionally the cache)."""
     model: ModelSpec
@@ -81,12 +142,26 @@ class RunConfig:
     """Seed of the bootstrap."""
     contrast_type: str | None = None
     """type1 | type23 for the printed summary (default type1 when present)."""
+    probe: ProbeConfig | None = None
+    """A probe sweep after the cache (written to OUT/probes/<label>/)."""
+    ablation: AblationConfig | None = None
+    """The name ablation after the probe (written to OUT/ablation/<variant>/)."""
+    attribution: AttributionConfig | None = None
+    """Direct logit attribution after the ablation (written to OUT/attribution/)."""
+    figures: bool = False
+    """Write the paper figures, the LaTeX table and the report page (OUT/figures/, OUT/report.md) at the end."""
 
 
 CHOICES = {"mode": MODES, "cache.dtype": ("float16", "float32"), "cache.engine": ("nnsight", "transformer_lens"),
            "contrast_type": ("type1", "type23", None), "model.dtype": ("auto", "float32", "bfloat16", "float16"),
-           "model.chat_template": ("auto", "none")}
-POSITIVE = {"batch_size", "max_new_tokens", "reasoning_max_new_tokens", "resamples", "suite.limit", "cache.batch_size"}
+           "model.chat_template": ("auto", "none"),
+           "probe.label": LABELS, "ablation.label": LABELS, "probe.engine": ENGINES, "ablation.engine": ENGINES}
+TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label", "degree0"),
+                 "probe.degrees": (0, 1, 2, 3), "attribution.degrees": (0, 1, 2, 3), "suite.degrees": (0, 1, 2, 3),
+                 "suite.contrast_types": ("type1", "type23")}
+POSITIVE = {"batch_size", "max_new_tokens", "reasoning_max_new_tokens", "resamples", "suite.limit", "cache.batch_size",
+            "attribution.batch_size"}
+AT_LEAST_TWO = {"probe.folds", "probe.inner_folds", "ablation.folds", "ablation.inner_folds"}
 
 
 def _check(value, tp, where: str):
@@ -150,11 +225,19 @@ def build(cls, data: dict, prefix: str = ""):
             raise ConfigError(f"config field '{where}' must be one of {allowed}, got {value!r}")
         if where in POSITIVE and value is not None and value < 1:
             raise ConfigError(f"config field '{where}' must be at least 1, got {value}")
+        if where in AT_LEAST_TWO and value < 2:
+            raise ConfigError(f"config field '{where}' must be at least 2, got {value}")
+        if where in TUPLE_CHOICES and value is not None:
+            bad = [v for v in value if v not in TUPLE_CHOICES[where]]
+            if bad:
+                allowed = ", ".join(map(str, TUPLE_CHOICES[where]))
+                raise ConfigError(f"config field '{where}' may only list {allowed}, got {bad[0]!r}")
         kwargs[name] = value
     return cls(**kwargs)
 
 
-def load_config(path: str | Path) -> RunConfig:
+def read_yaml(path: str | Path) -> dict:
+    """A config file's mapping (``yaml.safe_load``), with errors that name the file."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -164,12 +247,27 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config is a mapping of fields")
+    return data
+
+
+def config_from_dict(data: dict) -> RunConfig:
+    """A validated RunConfig from a mapping (the body of a config file, or one cell of a sweep)."""
     cfg = build(RunConfig, data)
-    if cfg.suite.degrees and any(d not in (0, 1, 2, 3) for d in cfg.suite.degrees):
-        raise ConfigError(f"config field 'suite.degrees' must list degrees 0-3, got {list(cfg.suite.degrees)}")
-    if cfg.suite.contrast_types and any(t not in ("type1", "type23") for t in cfg.suite.contrast_types):
-        raise ConfigError("config field 'suite.contrast_types' must list type1 and/or type23")
     if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
         raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout or an existing items file, "
                           f"got {cfg.suite.subset!r}")
+    for stage in ("probe", "ablation"):
+        if getattr(cfg, stage) is not None and not cfg.cache.enabled:
+            raise ConfigError(f"config field '{stage}' needs the activation cache: set cache.enabled: true")
+    if cfg.probe is not None and cfg.probe.text and cfg.mode != "reasoning":
+        raise ConfigError("config field 'probe.text' (the text baseline) needs mode: reasoning, "
+                          f"got mode: {cfg.mode}")
     return cfg
+
+
+def load_config(path: str | Path) -> RunConfig:
+    data = read_yaml(path)
+    if "sweep" in data:
+        raise ConfigError(f"{path} is a sweep (it has a 'sweep' field): run it with `evenhand run`, "
+                          f"or load it with experiments.sweep.load_sweep")
+    return config_from_dict(data)

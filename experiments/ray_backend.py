@@ -67,7 +67,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.shards import ParquetShards
     from evenhand.suite.content import load_content
 
-    from .runner import check_output_dir, finish_stages, suite_items
+    from .runner import analysis_stages, check_output_dir, finish_stages, suite_items
 
     if workers < 1 or shards_per_worker < 1:
         raise ValueError("workers and shards_per_worker must be at least 1")
@@ -133,6 +133,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         from evenhand.models.loading import load_model
         return load_model(spec)
     report = finish_stages(cfg, spec, run, items, table, driver_model, progress)
+    analysis_stages(cfg, run, progress)
     run.finish()
     return run, report
 

@@ -74,6 +74,45 @@ def finish_stages(cfg: RunConfig, spec, run, items, responses, get_model, progre
     return report
 
 
+def analysis_stages(cfg: RunConfig, run: RunDir, progress: bool, lm=None) -> None:
+    """The optional stages after the cache, shared by both backends: the probe sweep
+    (``OUT/probes/<label>/``), the name ablation (``OUT/ablation/<variant>/``; it re-decides with
+    ``lm`` or loads the model), the direct logit attribution (``OUT/attribution/``) and the figures and report page (``OUT/figures/``, ``OUT/report.md``)."""
+    if cfg.probe is not None:
+        from probes.dataset import from_run
+        from probes.logistic import ProbeOptions
+        from probes.sweep import probe_sweep, write_sweep
+        p = cfg.probe
+        filters = {k: v for k, v in (("degree", list(p.degrees) if p.degrees else None),
+                                     ("condition", list(p.conditions) if p.conditions else None),
+                                     ("pressured", p.pressured)) if v is not None}
+        with run.timed("probe"):
+            ds = from_run(run.path, p.label, p.sites, filters)
+            opts = ProbeOptions(folds=p.folds, inner_folds=p.inner_folds, engine=p.engine, device=p.device,
+                                seed=p.seed)
+            table, _ = probe_sweep(ds, opts, control=p.control, resamples=cfg.resamples, text=p.text)
+            write_sweep(table, run.path / "probes" / p.label, ds, opts, run_dir=str(run.path))
+    if cfg.ablation is not None:
+        from probes.ablation import name_ablation
+        from probes.logistic import ProbeOptions
+        ab = cfg.ablation
+        opts = ProbeOptions(folds=ab.folds, inner_folds=ab.inner_folds, engine=ab.engine, seed=ab.seed)
+        for variant in ab.variants:
+            with run.timed(f"ablation_{variant}"):
+                name_ablation(run.path, run.path / "ablation" / variant, variant, ab.label, ab.degree,
+                              list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
+                              progress=progress, lm=lm)
+    if cfg.attribution is not None:
+        from probes.attribution import run_attribution
+        with run.timed("attribution"):
+            run_attribution(run.path, run.path / "attribution", cfg.attribution.degrees, cfg.attribution.batch_size,
+                            cfg.resamples, cfg.bootstrap_seed, progress=progress)
+    if cfg.figures:
+        from evenhand.pages import write_report
+        with run.timed("figures"):
+            write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
+
+
 def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     from evenhand.decide import DecideOptions
 
@@ -102,5 +141,6 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
         responses = decide(items, lm, opts, out_dir=out)
         run.write_responses(responses)
     report = finish_stages(cfg, spec, run, items, responses, lambda: lm, progress)
+    analysis_stages(cfg, run, progress, lm)
     run.finish()
     return run, report

@@ -79,14 +79,15 @@ def ablate_items(items: pd.DataFrame, variant: str, labels: dict[str, str] = NEU
 
 def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "label", label: str = "favours_minority",
                   degree: int | None = 1, sites: list[str] | None = None, opts=None, resamples: int = 1000,
-                  batch_size: int = 32, progress: bool = True) -> pd.DataFrame:
+                  batch_size: int = 32, progress: bool = True, lm=None) -> pd.DataFrame:
     """Re-decide and re-cache a run's items without names; compare probes. Returns a tidy table.
 
     Rows: for each site, ``original_accuracy`` (out-of-fold, original activations),
     ``transfer_accuracy`` (the original all-rows probe on ablated activations, against
     the ablated run's own labels), ``retrained_accuracy`` (out-of-fold on ablated
     activations), and ``drop_transfer`` / ``drop_retrained`` (original minus each,
-    paired bootstrap over scenarios), on the items answered in both runs."""
+    paired bootstrap over scenarios), on the items answered in both runs. ``lm``: the run's model when
+    already loaded (else it is loaded from the run's manifest)."""
     from evenhand.activations import ActivationCache, CacheOptions, cache_activations
     from evenhand.decide import DecideOptions, decide
     from evenhand.models.loading import ModelSpec, load_model
@@ -105,7 +106,7 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     orig = build_dataset(responses, ActivationCache(run_dir / "activations"), label, sites, filt)
     items = ablate_items(orig.meta, variant)
     spec = ModelSpec(**{k: v for k, v in manifest["config"]["model"].items() if k in ModelSpec.__dataclass_fields__})
-    lm = load_model(spec)
+    lm = lm if lm is not None else load_model(spec)
     out.mkdir(parents=True, exist_ok=True)
     mode = manifest["config"].get("mode", "answer")
     abl_resp = decide(items, lm, DecideOptions(mode=mode, batch_size=batch_size, progress=progress,

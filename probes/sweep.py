@@ -13,7 +13,10 @@ majority_baseline   accuracy of always answering the more frequent class
 ==================  ==========================================================
 
 with ``value, ci_low, ci_high`` (95%, bootstrap over scenarios), ``n`` rows and
-``clusters`` scenarios. :func:`write_sweep` saves it as Parquet and CSV with a
+``clusters`` scenarios, the ``label``, the ``condition`` (the dataset's filters in
+words, ``all`` without) and the ``variant``: ``activations`` for the probes, ``text``
+for the text baseline (``text=True``: :func:`probes.text.fit_text` on the written
+reasoning with the same folds, site ``text``, rows ``accuracy`` and ``auroc``). :func:`write_sweep` saves it as Parquet and CSV with a
 manifest (options, label, filters, sites, timings).
 """
 from __future__ import annotations
@@ -68,9 +71,39 @@ def shuffled(y: np.ndarray, seed: int) -> np.ndarray:
     return np.random.default_rng(seed + 7919).permutation(y)
 
 
+def condition_text(filters: dict) -> str:
+    """A dataset's filters in words: ``degree=3, pressured=False`` (``all`` without filters)."""
+    if not filters:
+        return "all"
+    return ", ".join(f"{k}={'+'.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+                     for k, v in sorted(filters.items()))
+
+
+def text_rows(ds: ProbeDataset, opts: ProbeOptions, resamples: int) -> list[dict]:
+    """The text baseline's rows: the label predicted from each row's written reasoning (same folds)."""
+    from .text import fit_text
+    meta = ds.meta
+    if "mode" in meta.columns and not (meta["mode"] == "reasoning").all():
+        raise ValueError("the text baseline needs reasoning-mode responses (the run's mode is "
+                         f"{sorted(set(meta['mode']))[0]!r})")
+    if "text" not in meta.columns:
+        raise ValueError("the text baseline needs the responses' text column")
+    res = fit_text(meta["text"].tolist(), ds.y, ds.groups, opts)
+    hit = (res.prob >= 0.5) == (ds.y == 1)
+    extra = {"label": ds.label, "engine": "sklearn", "filters": json.dumps(ds.filters, sort_keys=True, default=str),
+             "chosen_C": float(pd.Series(res.chosen_C).mode().iloc[0]), "variant": "text",
+             "condition": condition_text(ds.filters)}
+    rows = [_rows("text", "accuracy", accuracy_ci(hit, ds.groups, resamples, opts.seed), extra),
+            _rows("text", "auroc", auroc_ci(res.prob, ds.y, ds.groups, resamples, opts.seed), extra)]
+    for r in rows:
+        r["layer"] = np.nan
+    return rows
+
+
 def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: bool = True, resamples: int = 1000,
-                keep_full: bool = False) -> tuple[pd.DataFrame, dict[str, FoldResult]]:
-    """Fit and score a probe per site of ``ds``. Returns (tidy table, fold results by site)."""
+                keep_full: bool = False, text: bool = False) -> tuple[pd.DataFrame, dict[str, FoldResult]]:
+    """Fit and score a probe per site of ``ds`` (and the text baseline when ``text``).
+    Returns (tidy table, fold results by site)."""
     t0 = time.perf_counter()
     Xs = [ds.features[s] for s in ds.sites]
     results = fit_sites(Xs, ds.y, ds.groups, opts, keep_full=keep_full)
@@ -81,11 +114,14 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
         for c in controls:
             c.labels = y_c
     from .logistic import resolved_engine
-    extra = {"label": ds.label, "engine": resolved_engine(opts), "filters": json.dumps(ds.filters, sort_keys=True, default=str)}
+    extra = {"label": ds.label, "engine": resolved_engine(opts), "filters": json.dumps(ds.filters, sort_keys=True, default=str),
+             "variant": "activations", "condition": condition_text(ds.filters)}
     rows = []
     for site, res, ctl in zip(ds.sites, results, controls):
         rows += score_predictions(site, res, ds.y, ds.groups, resamples, opts.seed, ctl,
                                   {**extra, "chosen_C": float(pd.Series(res.chosen_C).mode().iloc[0])})
+    if text:
+        rows += text_rows(ds, opts, resamples)
     table = pd.DataFrame(rows)
     table.attrs["seconds"] = round(time.perf_counter() - t0, 3)
     return table, dict(zip(ds.sites, results))
@@ -93,7 +129,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
 
 def best_site(table: pd.DataFrame, metric: str = "accuracy") -> str:
     """The site with the highest ``metric`` (ties: the earliest layer)."""
-    t = table[table["metric"] == metric].sort_values(["value", "layer"], ascending=[False, True])
+    t = table[(table["metric"] == metric) & (table["site"] != "text")].sort_values(["value", "layer"], ascending=[False, True])
     return str(t.iloc[0]["site"])
 
 

@@ -294,6 +294,13 @@ def test_shipped_configs_are_valid():
     from interventions.compare import load_config as load_compare
     for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):
         raw = yaml.safe_load(p.read_text())
+        if "sweep" in raw:
+            from experiments.sweep import load_sweep
+            _, cells = load_sweep(p)
+            assert all(c.data["output_dir"].startswith(raw["output_dir"] + "/cells/") for c in cells)
+            cfg = load_sweep(p)[0]
+            assert cfg["output_dir"].startswith("runs/"), p
+            continue
         if "interventions" in raw:
             cfg = load_compare(p)
         elif "per_category" in raw or "configurations" in raw:

@@ -53,3 +53,20 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
     assert man["status"] == "done" and man["backend"]["workers"] == 2
     assert report["overall"]["accuracy"]["value"] == pytest.approx(
         json.loads((tmp_path / "local" / "metrics.json").read_text())["overall"]["accuracy"]["value"])
+
+
+def test_sweep_on_ray_gives_the_local_sweep_table(tmp_path):
+    """A sweep's run cells are sharded over the Ray workers the same way; the table equals the local one."""
+    from experiments.sweep import run_sweep
+
+    def config(where):
+        return {"model": "evenhand-organism", "output_dir": str(tmp_path / where),
+                "suite": {"subset": "organism_heldout", "degrees": [3], "limit": 64},
+                "batch_size": 16, "resamples": 40, "sweep": {"mode": ["answer", "logprob"]}}
+
+    _, local = run_sweep(config("local"), progress=False)
+    _, on_ray = run_sweep(config("ray"), backend="ray", progress=False,
+                          ray_options={"workers": 2, "gpus_per_worker": 0.0})
+    pd.testing.assert_frame_equal(local, on_ray)
+    man = json.loads((tmp_path / "ray" / "cells" / "mode=logprob" / "manifest.json").read_text())
+    assert man["backend"]["name"] == "ray" and man["status"] == "done"
