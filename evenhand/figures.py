@@ -135,25 +135,43 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
     return save(fig, stem, formats)
 
 
-def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png")):
-    """Probe accuracy by layer with CIs, the shuffled-label control and the majority baseline."""
+def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
+                 ablations: Sequence[pd.DataFrame] = ()):
+    """Probe accuracy by layer with CIs, beside its controls: the shuffled-label control, the
+    name-ablated probes (``ablations``: tables of :func:`probes.ablation.name_ablation`, retrained
+    on the ablated activations), the text baseline (a band across the layers, when the table has
+    ``site == 'text'`` rows) and the majority class."""
     import matplotlib.pyplot as plt
 
     from .plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 1.9))
-    for k, (m, name) in enumerate((("accuracy", "probe"), ("control_accuracy", "shuffled-label control"))):
-        g = probes[probes["metric"] == m].sort_values("layer")
-        v = g["value"] * 100
-        ax.fill_between(g["layer"], g["ci_low"] * 100, g["ci_high"] * 100, color=pal[k], alpha=0.2, lw=0)
-        ax.plot(g["layer"], v, marker="o", color=pal[k], label=name)
-    base = probes[probes["metric"] == "majority_baseline"]["value"].max() * 100
-    ax.axhline(base, color="0.5", ls="--", lw=0.7, label="majority class")
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.1))
+    act = probes[probes["site"] != "text"] if "site" in probes.columns else probes
+    lines = [(act[act["metric"] == "accuracy"], "activations", "o", "-"),
+             (act[act["metric"] == "control_accuracy"], "shuffled-label control", "s", "-")]
+    for ab in ablations:
+        variant = ab["variant"].iloc[0]
+        lines.append((ab[ab["metric"] == "retrained_accuracy"],
+                      f"name-ablated ({'neutral labels' if variant == 'label' else 'degree 0'})", "^", "--"))
+    for k, (g, name, marker, ls) in enumerate(lines):
+        if g.empty:
+            continue
+        g = g.sort_values("layer")
+        ax.fill_between(g["layer"], g["ci_low"] * 100, g["ci_high"] * 100, color=pal[k], alpha=0.18, lw=0)
+        ax.plot(g["layer"], g["value"] * 100, marker=marker, ms=3, ls=ls, color=pal[k], label=name)
+    text = probes[(probes["site"] == "text") & (probes["metric"] == "accuracy")] if "site" in probes.columns else []
+    if len(text):
+        t = text.iloc[0]
+        k = len(lines)
+        ax.axhspan(t["ci_low"] * 100, t["ci_high"] * 100, color=pal[k % len(pal)], alpha=0.15, lw=0)
+        ax.axhline(t["value"] * 100, color=pal[k % len(pal)], lw=1.0, ls="-.", label="text baseline")
+    base = act[act["metric"] == "majority_baseline"]["value"].max() * 100
+    ax.axhline(base, color="0.5", ls=":", lw=0.8, label="majority class")
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("layer (-1 = embedding)")
     ax.set_ylabel("accuracy (%)")
-    ax.legend(frameon=False)
+    ax.legend(frameon=False, fontsize="small")
     return save(fig, stem, formats)
 
 
@@ -178,21 +196,49 @@ def latex_table(table: pd.DataFrame, label: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def metrics_table(run_dir: str | Path, resamples: int = 1000) -> pd.DataFrame:
+    """A run's tidy metrics table (labelled with the directory's name), computed from its responses
+    once and saved as ``RUN_DIR/tables/metrics_long.parquet``."""
+    from .runs import write_table_atomic
+    rd = Path(run_dir)
+    f = rd / "tables" / "metrics_long.parquet"
+    if not f.exists():
+        resp = rd / "responses.parquet"
+        if not resp.exists():
+            raise FileNotFoundError(f"{resp} not found: is {rd} a finished run directory?")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        write_table_atomic(f, metrics_long(pd.read_parquet(resp), rd.name, resamples))
+    return pd.read_parquet(f)
+
+
+def _same_rows(probes: pd.DataFrame, ablation: pd.DataFrame) -> bool:
+    """Whether an ablation's probes were fitted on the probe sweep's rows (its filters: the ablated
+    degree only), so that the two can share a figure."""
+    import json
+    if "filters" not in probes.columns or "degree" not in ablation.columns:
+        return False
+    filters = json.loads(probes["filters"].iloc[0] or "{}")
+    degree = filters.pop("degree", None)
+    degrees = degree if isinstance(degree, list) else [degree]
+    return not filters and degrees == [int(ablation["degree"].iloc[0])]
+
+
 def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
                 formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = 1000) -> list[Path]:
-    """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths."""
-    from .runs import write_table_atomic
-    tables = []
-    for rd in map(Path, run_dirs):
-        f = rd / "tables" / "metrics_long.parquet"
-        if not f.exists():
-            resp = rd / "responses.parquet"
-            if not resp.exists():
-                raise FileNotFoundError(f"{resp} not found: is {rd} a finished run directory?")
-            f.parent.mkdir(parents=True, exist_ok=True)
-            write_table_atomic(f, metrics_long(pd.read_parquet(resp), rd.name, resamples))
-        tables.append(pd.read_parquet(f))
-    table = pd.concat(tables, ignore_index=True)
+    """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
+    A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures)."""
+    if len(run_dirs) == 1 and (Path(run_dirs[0]) / "manifest.json").exists() and \
+            '"sweep"' in (Path(run_dirs[0]) / "manifest.json").read_text():
+        from experiments.sweep import sweep_cells_dirs
+        try:
+            cells = sweep_cells_dirs(run_dirs[0])
+        except ValueError:
+            cells = None
+        if cells is not None:
+            if not cells:
+                raise FileNotFoundError(f"{run_dirs[0]}: no finished cell to draw")
+            return run_figures(cells, Path(out) if out else Path(run_dirs[0]) / "figures", formats, resamples)
+    table = pd.concat([metrics_table(rd, resamples) for rd in run_dirs], ignore_index=True)
     out = Path(out) if out else Path(run_dirs[0]) / "figures"
     out.mkdir(parents=True, exist_ok=True)
     paths = progression_figure(table, out / "progression", formats)
@@ -201,7 +247,14 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
     if (table["breakdown"] == "pressure_family").any():
         paths += family_figure(table, out / "flips_by_family", formats=formats)
     for p in sorted(Path(run_dirs[0]).glob("probes/*/probes.parquet")):
-        paths += probe_figure(pd.read_parquet(p), out / f"probe_{p.parent.name}", formats)
+        probes = pd.read_parquet(p)
+        ablations = [t for t in (pd.read_parquet(a) for a in sorted(Path(run_dirs[0]).glob("ablation/*/ablation.parquet")))
+                     if len(t) and t["label"].iloc[0] == p.parent.name and _same_rows(probes, t)]
+        paths += probe_figure(probes, out / f"probe_{p.parent.name}", formats, ablations)
+    attribution = Path(run_dirs[0]) / "attribution" / "attribution.parquet"
+    if attribution.exists():
+        from probes.attribution import attribution_figure
+        paths += attribution_figure(pd.read_parquet(attribution), out / "attribution", "degree", formats)
     for rd in map(Path, run_dirs[:1]):
         resp = pd.read_parquet(rd / "responses.parquet")
         if "mode" in resp.columns and (resp["mode"] == "reasoning").any():

@@ -43,6 +43,43 @@ def sentence(metric: str, est: dict, degree: int | str) -> str:
     return f"{name} at degree {degree}: {num}{ci}{n}: {WORDS[metric][0 if v > centre else 1]}."
 
 
+def _pct(r) -> str:
+    ci = "" if r["ci_low"] != r["ci_low"] else f" [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
+    return f"{100 * r['value']:.1f}%{ci}"
+
+
+def probe_lines(run: Path) -> list[str]:
+    """The probe sweeps, text baselines and name ablations of a run, in words (none: no lines)."""
+    import pandas as pd
+
+    from probes.sweep import best_site
+    out = []
+    for f in sorted(run.glob("probes/*/probes.parquet")):
+        t = pd.read_parquet(f)
+        site = best_site(t)
+        row = t[(t["site"] == site)].set_index("metric")
+        cond = t["condition"].iloc[0] if "condition" in t.columns else "all"
+        line = (f"- Probe for `{f.parent.name}` ({cond}): best site `{site}` accuracy {_pct(row.loc['accuracy'])} "
+                f"(n={int(row.loc['accuracy', 'n'])}, {int(row.loc['accuracy', 'clusters'])} scenarios); "
+                f"majority class {100 * row.loc['majority_baseline', 'value']:.1f}%")
+        if "control_accuracy" in row.index:
+            line += f"; shuffled-label control {_pct(row.loc['control_accuracy'])}"
+        text = t[(t["site"] == "text") & (t["metric"] == "accuracy")]
+        if len(text):
+            line += f"; text baseline (written reasoning) {_pct(text.iloc[0])}"
+        out.append(line + ".")
+        for a in sorted(run.glob("ablation/*/ablation.parquet")):
+            ab = pd.read_parquet(a)
+            ab = ab[(ab["site"] == site) & (ab["label"] == f.parent.name)].set_index("metric")
+            if len(ab):
+                out.append(f"- Name ablation ({a.parent.name}, degree {int(ab['degree'].iloc[0])}) at `{site}`: "
+                           f"retrained probe {_pct(ab.loc['retrained_accuracy'])}, a drop of "
+                           f"{100 * ab.loc['drop_retrained', 'value']:.1f} pp [{100 * ab.loc['drop_retrained', 'ci_low']:.1f}, "
+                           f"{100 * ab.loc['drop_retrained', 'ci_high']:.1f}]; the original probe applied to the "
+                           f"ablated activations {_pct(ab.loc['transfer_accuracy'])}.")
+    return (["", "## Probes", ""] + out) if out else []
+
+
 def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path]:
     """Write ``RUN_DIR/report.md`` and ``report.html``; returns their paths."""
     from .figures import run_figures
@@ -72,6 +109,7 @@ def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path
             cells.append("--" if e["value"] is None else f"{100 * e['value']:.1f}" + (
                 f" [{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]" if e["ci_low"] is not None else ""))
         lines.append(f"| D{d} | " + " | ".join(cells) + " |")
+    lines += probe_lines(run)
     lines += ["", "## Figures", ""]
     for f in figs:
         lines += [f"![{f.stem}](figures/{f.name})", ""]
