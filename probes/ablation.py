@@ -127,7 +127,9 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     fo = fit_sites([orig.features[s][oi] for s in orig.sites], y_o, groups, opts, keep_full=True)
     fa = fit_sites([abl.features[s][ai] for s in orig.sites], y_a, groups, opts)
     rows = []
-    base = {"label": label, "variant": variant, "degree": degree, "engine": opts.engine}
+    from .logistic import resolved_engine
+    base = {"label": label, "variant": variant, "degree": degree,
+            "engine": resolved_engine(opts, max(orig.features[s].shape[1] for s in orig.sites))}
     for site, ro, ra in zip(orig.sites, fo, fa):
         hit_o = (ro.prob >= 0.5) == (y_o == 1)
         hit_t = (ro.predict(abl.features[site][ai]) >= 0.5) == (y_a == 1)

@@ -114,7 +114,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
         for c in controls:
             c.labels = y_c
     from .logistic import resolved_engine
-    extra = {"label": ds.label, "engine": resolved_engine(opts), "filters": json.dumps(ds.filters, sort_keys=True, default=str),
+    extra = {"label": ds.label, "engine": resolved_engine(opts, max(x.shape[1] for x in Xs)), "filters": json.dumps(ds.filters, sort_keys=True, default=str),
              "variant": "activations", "condition": condition_text(ds.filters)}
     rows = []
     for site, res, ctl in zip(ds.sites, results, controls):

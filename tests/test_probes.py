@@ -66,14 +66,15 @@ def test_no_signal_gives_chance_and_a_shuffled_control_removes_signal():
     assert t["selectivity"] == pytest.approx(t["accuracy"] - t["control_accuracy"])
 
 
-def test_torch_engine_matches_sklearn_on_every_site():
+@pytest.mark.parametrize("newton_max_dim", [128, 2], ids=["exact-newton", "truncated-newton"])
+def test_torch_engine_matches_sklearn_on_every_site(newton_max_dim):
     rng = np.random.default_rng(3)
     Xs, ys = [], None
     X0, y, groups = planted(600, 24, 0.0, seed=3)
     for m in (0.0, 0.4, 1.0, 2.0):
         u = rng.normal(size=24)
         Xs.append(X0 + np.outer(2 * y - 1, u / np.linalg.norm(u)) * m)
-    opts = ProbeOptions(folds=4, inner_folds=3, engine="torch")
+    opts = ProbeOptions(folds=4, inner_folds=3, engine="torch", newton_max_dim=newton_max_dim)
     a = fit_sites(Xs, y, groups, ProbeOptions(**{**opts.__dict__, "engine": "sklearn"}))
     b = fit_sites(Xs, y, groups, opts)
     for ra, rb in zip(a, b):
@@ -82,6 +83,14 @@ def test_torch_engine_matches_sklearn_on_every_site():
         assert abs(acc_a - acc_b) <= 0.01
         assert ra.chosen_C == rb.chosen_C
         assert np.abs(ra.prob - rb.prob).max() < 1e-3
+
+
+def test_auto_engine_follows_the_measured_rule():
+    from probes.logistic import resolved_engine
+    assert resolved_engine(ProbeOptions(device="cuda")) == "torch"
+    assert resolved_engine(ProbeOptions(), dim=64) == "torch"
+    assert resolved_engine(ProbeOptions(), dim=256) == "sklearn"
+    assert resolved_engine(ProbeOptions(engine="sklearn"), dim=8) == "sklearn"
 
 
 def test_full_fit_transfers_and_matches_between_engines():
