@@ -91,6 +91,13 @@ def test_interrupted_sweep_resumes_to_the_same_table(tmp_path, monkeypatch, caps
     for cell in ("mode=answer", "mode=logprob"):
         resp = pd.read_parquet(tmp_path / "b" / "sweep" / "cells" / cell / "responses.parquet")
         assert len(resp) == 96 and resp["item_id"].is_unique
+    # a sweep directory draws its cells as lines of one figure set
+    from evenhand.figures import run_figures
+    paths = run_figures([tmp_path / "b" / "sweep"], formats=("png",), resamples=40)
+    assert (tmp_path / "b" / "sweep" / "figures" / "progression.png") in paths
+    long = pd.concat([pd.read_parquet(tmp_path / "b" / "sweep" / "cells" / c / "tables" / "metrics_long.parquet")
+                      for c in ("mode=answer", "mode=logprob")])
+    assert set(long["label"]) == {"mode=answer", "mode=logprob"}
 
 
 def test_run_config_with_probe_text_baseline_and_figures(tmp_path):
