@@ -10,6 +10,7 @@ over the sites (the acceptance bar is 1 point).
     python benchmarks/bench_probes.py                                    # organism shape (5 sites, d=64)
     python benchmarks/bench_probes.py --sites 13 --dim 256 --rows 1200  # a wider model
     python benchmarks/bench_probes.py --sites 49 --dim 3840 --rows 2000 --device cuda --skip-sklearn
+    python benchmarks/bench_probes.py --run runs/quickstart --degree 1      # a real run's cache and labels
 
 Not part of the test run.
 """
@@ -50,10 +51,18 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-sklearn", action="store_true")
+    ap.add_argument("--run", default=None, help="a run directory: its cached activations and favours_minority labels")
+    ap.add_argument("--degree", type=int, nargs="+", default=None, help="with --run: keep these degrees")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    Xs, y, groups = data(a.sites, a.dim, a.rows, a.per_group, a.seed)
+    if a.run:
+        from probes.dataset import from_run
+        ds = from_run(a.run, "favours_minority", None, {"degree": a.degree} if a.degree else None)
+        Xs, y, groups = [ds.features[s] for s in ds.sites], ds.y, ds.groups
+        a.sites, a.dim, a.rows = len(Xs), Xs[0].shape[1], len(y)
+    else:
+        Xs, y, groups = data(a.sites, a.dim, a.rows, a.per_group, a.seed)
     base = ProbeOptions(device=a.device, engine="torch")
     # warm-up: imports, first kernels
     wx, wy, wg = data(1, 8, 80, 4, 1)

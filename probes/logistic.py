@@ -19,9 +19,11 @@ One protocol, two engines:
 
 ``engine="auto"`` picks by measurement (``benchmarks/bench_probes.py``): torch on
 CUDA devices; on a CPU, torch with exact Newton for small feature dimensions
-(``d + 1 <= newton_max_dim``: 3.8x faster than scikit-learn at 5 sites x 64 x
-1,000 rows on 2 cores) and scikit-learn above it (where its L-BFGS needs fewer
-flops than the batched solvers: 0.8x at 3 x 256 x 1,200).
+(``d + 1 <= newton_max_dim``; on 2 idle cores 1.45x faster than scikit-learn at
+5 sites x 64 x 1,000 synthetic rows and 3.0x on the organism's degree-1 cache,
+4 sites x 64 x 3,040 rows, where scikit-learn's L-BFGS often runs to max_iter)
+and scikit-learn above it (its L-BFGS needs fewer flops than the batched
+solvers there: torch 0.41x at 13 x 256 x 1,200).
 
 Folds are assigned here, not by either library, so both engines see exactly the
 same splits: scenarios (groups) are dealt to folds in an order fixed by a seeded
