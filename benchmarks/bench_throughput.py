@@ -12,17 +12,26 @@ speed hits both sides):
   (a) bucket:   length-bucketed batches vs batches in input order (logprob mode, no prefix reuse);
   (b) labels:   logprob scoring both labels from one forward vs one forward per label (a
                 per-label scorer defined here, swapped into decide; bucketed batches);
-  (c) prefix:   prefix reuse vs none (bucketed), in logprob mode and in answer mode (8 greedy
-                tokens).
+  (c) prefix:   prefix reuse (batches in token order) vs none (length-bucketed batches), in
+                logprob mode and in answer mode (``--max-new-tokens`` greedy tokens, default 8).
 
 ``ratio`` is the new version's time over the previous version's (below 1: faster) and
 ``speedup`` its inverse. Each comparison also checks that both sides give the same choices
 (and log-probabilities within float rounding).
 
-    python benchmarks/bench_throughput.py --random gemma-3-270m --items 114 --reps 3  # CPU, float32
+    python benchmarks/bench_throughput.py --random gemma-3-270m --items 114 --reps 3 --threads 1  # CPU, float32
     python benchmarks/bench_throughput.py --random gemma-3-12b --device cuda --dtype bfloat16 --items 760 --batch 64
     python benchmarks/bench_throughput.py --model gemma-3-270m-gguf                    # real weights
     python benchmarks/bench_throughput.py --tiny                                      # seconds; what CI runs
+
+Measured with the first command (random Gemma 3 270M shape, float32, one thread of a shared
+2-core CPU; 114 items in 6 cells, 148 prompt tokens on average, 102 of them shared; batch 16;
+median of 3): bucketing 0.87 (1.15x faster), one forward for both labels 0.50 (1.99x), prefix
+reuse 0.48 in logprob mode (2.09x) and 0.58 in answer mode (1.72x); every comparison gave the
+same choices (answer mode: the same texts) and log-probabilities within 6e-6.
+
+On a CPU shared with other work, ``--threads 1`` gives steadier timings: with two threads on two
+busy cores, one forward took 1.7x longer than with one, and varied twofold between repetitions.
 
 Not part of the test run (except ``--tiny``). Prints a short table, then a JSON line.
 """
