@@ -335,7 +335,8 @@ def _decide(a) -> int:
     from .runs import write_table_atomic
     out, spec, items, lm = _prepare(a)
     opts = DecideOptions(mode=a.mode, batch_size=a.batch_size, max_new_tokens=a.max_new_tokens,
-                         reasoning_max_new_tokens=a.reasoning_max_new_tokens, chat_template=spec.chat_template)
+                         reasoning_max_new_tokens=a.reasoning_max_new_tokens, chat_template=spec.chat_template,
+                         prefix_reuse=a.prefix_reuse)
     table = decide(items, lm, opts, out_dir=out)
     write_table_atomic(out / "responses.parquet", table)
     answered = table["choice"].notna().mean()
@@ -639,6 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--mode", default="answer", choices=["answer", "reasoning", "logprob"])
     s.add_argument("--max-new-tokens", type=int, default=8)
     s.add_argument("--reasoning-max-new-tokens", type=int, default=512)
+    s.add_argument("--prefix-reuse", action="store_true",
+                   help="run each cell's shared prompt prefix once and reuse its KV cache (same decisions)")
     s.set_defaults(fn=_decide)
     s = sub.add_parser("cache", help="activation cache only (resumable)")
     model_args(s)

@@ -76,7 +76,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     locate(spec)
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
                          reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
-                         progress=False)
+                         progress=False, prefix_reuse=cfg.prefix_reuse)
     run = RunDir.open_or_create(out, asdict(replace(cfg, model=spec)))
     items = suite_items(cfg.suite)
     n_shards = workers * shards_per_worker

@@ -121,7 +121,7 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     locate(spec)  # fails fast on a missing model
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
                          reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
-                         progress=progress)
+                         progress=progress, prefix_reuse=cfg.prefix_reuse)
     manifest_cfg = asdict(replace(cfg, model=spec))
     run = RunDir.open_or_create(out, manifest_cfg)
 

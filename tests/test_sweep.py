@@ -129,3 +129,16 @@ def test_attribution_cli_names_a_missing_run(tmp_path, capsys):
     from evenhand.cli import main
     assert main(["probe", "attribution", str(tmp_path / "nope"), "--no-progress"]) == 2
     assert "manifest.json not found" in capsys.readouterr().err
+
+
+def test_prefix_reuse_axis_gives_the_same_metrics(tmp_path):
+    """A sweep over prefix_reuse: the KV-cache reuse of a cell's shared prefix changes no decision."""
+    cfg = _base(tmp_path, mode="logprob", sweep={"prefix_reuse": [False, True]})
+    cfg["suite"]["limit"] = 152
+    _, table = run_sweep(cfg, progress=False)
+    off = table[table["prefix_reuse"] == False].drop(columns=["cell", "prefix_reuse"])  # noqa: E712
+    on = table[table["prefix_reuse"] == True].drop(columns=["cell", "prefix_reuse"])  # noqa: E712
+    pd.testing.assert_frame_equal(off.drop(columns="label").reset_index(drop=True),
+                                  on.drop(columns="label").reset_index(drop=True))
+    resp = pd.read_parquet(tmp_path / "sweep" / "cells" / "prefix_reuse=true" / "responses.parquet")
+    assert resp["n_shared_prefix_tokens"].max() > 50
