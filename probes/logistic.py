@@ -267,6 +267,42 @@ def _spd_solve(H, g, chunk: int = 256):
     return out.reshape(shape)
 
 
+def _linear(X, mu, V, c):
+    """``X v - mu.v + c`` for every site and problem: [S, P, n] (the logits on standardised features
+    when ``V = W / sd``, without a standardised copy of ``X`` per problem)."""
+    import torch
+    return torch.einsum("snd,spd->spn", X, V) - (mu * V).sum(-1, keepdim=True) + c[..., None]
+
+
+def _objective(X, yy, M, C, mu, sd):
+    """Every problem's objective ``C * sum(log-loss over its rows) + ||w||^2 / 2`` as a function of (W, b)."""
+    import torch
+
+    def objective(W, b):
+        z = _linear(X, mu, W / sd, b)
+        return C[None, :] * (M[None] * torch.nn.functional.softplus(-yy * z)).sum(-1) + 0.5 * (W * W).sum(-1)
+    return objective
+
+
+def _backtrack(objective, W, b, f, dW, db, active):
+    """One damped step ``(W, b) - alpha * (dW, db)`` per problem: alpha starts at 1 for active problems
+    (0 for the others) and halves until the objective does not increase. Returns the new
+    ``(W, b, f, active)``; a problem whose accepted step is negligible is no longer active."""
+    import torch
+
+    alpha = torch.where(active, torch.ones_like(f), torch.zeros_like(f))
+    for _ in range(30):
+        W_new = W - alpha[..., None] * dW
+        b_new = b - alpha * db
+        f_new = objective(W_new, b_new)
+        bad = f_new > f + 1e-12 * f.abs()
+        if not bad.any():
+            break
+        alpha = torch.where(bad, alpha / 2, alpha)
+    active = active & ((alpha[..., None] * dW).abs().amax(-1) >= 1e-12)
+    return W_new, b_new, torch.minimum(f_new, f), active
+
+
 def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
     """Batched damped Newton for every problem at once (small feature dimension).
 
@@ -283,13 +319,9 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
     eye[d, d] = 0
 
     def logits(W, b):
-        V = W / sd
-        return torch.einsum("snd,spd->spn", X, V) - (mu * V).sum(-1, keepdim=True) + b[..., None]
+        return _linear(X, mu, W / sd, b)
 
-    def objective(W, b):
-        z = logits(W, b)
-        return C[None, :] * (M[None] * torch.nn.functional.softplus(-yy * z)).sum(-1) + 0.5 * (W * W).sum(-1)
-
+    objective = _objective(X, yy, M, C, mu, sd)
     f = objective(W, b)
     scale = C[None, :] * M.sum(1)[None, :]
     active = torch.ones(S, P, dtype=torch.bool, device=X.device)
@@ -317,18 +349,7 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
                        torch.cat([H_wb, ss], -1)[..., None, :]], -2) + eye
         step = torch.zeros_like(g)
         step[active] = _spd_solve(H[active], g[active])
-        # backtracking per problem: halve until the objective does not increase
-        alpha = torch.ones(S, P, dtype=X.dtype, device=X.device)
-        for _ in range(30):
-            W_new = W - alpha[..., None] * step[..., :d]
-            b_new = b - alpha * step[..., d]
-            f_new = objective(W_new, b_new)
-            bad = f_new > f + 1e-12 * f.abs()
-            if not bad.any():
-                break
-            alpha = torch.where(bad, alpha / 2, alpha)
-        W, b, f = W_new, b_new, torch.minimum(f_new, f)
-        active &= (alpha[..., None] * step).abs().amax(-1) >= 1e-12
+        W, b, f, active = _backtrack(objective, W, b, f, step[..., :d], step[..., d], active)
         if not active.any():
             break
     return W.cpu().numpy(), b.cpu().numpy(), mu.cpu().numpy(), sd.cpu().numpy()
@@ -350,12 +371,10 @@ def _newton_cg(X, yy, M, C, mu, sd, opts: ProbeOptions):
     b = torch.zeros(S, P, dtype=X.dtype, device=X.device)
     X2 = X * X
 
-    def lin(V, c):                                  # X v - mu.v + c for every problem: [S, P, n]
-        return torch.einsum("snd,spd->spn", X, V) - (mu * V).sum(-1, keepdim=True) + c[..., None]
+    def lin(V, c):
+        return _linear(X, mu, V, c)
 
-    def objective(W, b):
-        z = lin(W / sd, b)
-        return C[None, :] * (M[None] * torch.nn.functional.softplus(-yy * z)).sum(-1) + 0.5 * (W * W).sum(-1)
+    objective = _objective(X, yy, M, C, mu, sd)
 
     def back(q):                                    # the transpose of lin for weights q [S, P, n]
         qs = q.sum(-1)
@@ -404,17 +423,7 @@ def _newton_cg(X, yy, M, C, mu, sd, opts: ProbeOptions):
             beta = torch.where(solving, rz_new / rz.clamp_min(1e-300), torch.zeros_like(rz))
             pw, pb = zw + beta[..., None] * pw, zb + beta * pb
             rz = torch.where(solving, rz_new, rz)
-        alpha = torch.where(active, torch.ones_like(f), torch.zeros_like(f))
-        for _ in range(30):
-            W_new = W - alpha[..., None] * xw
-            b_new = b - alpha * xb
-            f_new = objective(W_new, b_new)
-            bad = f_new > f + 1e-12 * f.abs()
-            if not bad.any():
-                break
-            alpha = torch.where(bad, alpha / 2, alpha)
-        W, b, f = W_new, b_new, torch.minimum(f_new, f)
-        active &= (alpha[..., None] * xw).abs().amax(-1) >= 1e-12
+        W, b, f, active = _backtrack(objective, W, b, f, xw, xb, active)
         if not active.any():
             break
     return W.cpu().numpy(), b.cpu().numpy(), mu.cpu().numpy(), sd.cpu().numpy()
