@@ -21,3 +21,20 @@ def core_d3_type1() -> pd.DataFrame:
     from evenhand.suite.subsets import iter_subset
     rows = [it for it in iter_subset("core", 0) if it["degree"] == 3 and it["contrast_type"] == "type1"]
     return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory, smoke_items):
+    """A tiny random model of every supported architecture with a tokenizer built from the smoke
+    subset, saved to disk once per session (the loading code reads them like any local model)."""
+    from evenhand.models.tiny import ARCHITECTURES, save_tiny_model
+    root = tmp_path_factory.mktemp("tiny")
+    texts = smoke_items["prompt"].tolist()
+    return {a: save_tiny_model(root / a, a, texts, seed=1) for a in ARCHITECTURES}
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_dirs):
+    """The tiny models of :func:`tiny_dirs`, loaded."""
+    from evenhand.models.loading import load_model
+    return {a: load_model(str(d)) for a, d in tiny_dirs.items()}

@@ -18,3 +18,20 @@ def hf_hidden_states_same_batch(lm, items, batch_size: int):
     with torch.inference_mode():
         hs = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True).hidden_states
     return [items["item_id"].iloc[i] for i in order], hs
+
+
+def tiny_gemma3_multimodal(tok, sliding_window: int):
+    """A tiny random ``Gemma3ForConditionalGeneration`` (the class google/gemma-3-12b-it loads as: the text
+    tower under ``model.language_model``) for the tokenizer ``tok``, in eval mode."""
+    import transformers as tf
+    text = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=sliding_window,
+                max_position_embeddings=1024)
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    cfg = tf.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
+                          image_token_index=len(tok) - 1, boi_token_index=len(tok) - 2, eoi_token_index=len(tok) - 3)
+    torch.manual_seed(0)
+    model = tf.Gemma3ForConditionalGeneration(cfg).eval()
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model

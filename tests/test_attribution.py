@@ -13,26 +13,13 @@ import torch
 
 from evenhand.activations import boot_bridge
 from evenhand.decide import DecideOptions, decide
-from evenhand.models.loading import ModelSpec, load_model
-from evenhand.models.tiny import save_tiny_model
+from evenhand.models.loading import ModelSpec
 from evenhand.prompts import continuation, labels, model_text, user_message
 from probes.attribution import (COMPONENTS, CONDITIONS, aggregate, attribute, attribution_figure, decision_tokens,
                                 favoured_slot, run_attribution)
 
 ARCHS = ("gemma3", "qwen2")
 TOL = 1e-5  # float32 tiny models: the decomposition is exact up to rounding
-
-
-@pytest.fixture(scope="module")
-def tiny_dirs(tmp_path_factory, smoke_items):
-    root = tmp_path_factory.mktemp("tiny_attr")
-    texts = smoke_items["prompt"].tolist()
-    return {a: save_tiny_model(root / a, a, texts, seed=2) for a in ARCHS}
-
-
-@pytest.fixture(scope="module")
-def tiny(tiny_dirs):
-    return {a: load_model(str(d)) for a, d in tiny_dirs.items()}
 
 
 @pytest.fixture(scope="module")

@@ -17,23 +17,11 @@ from evenhand.activations import CacheOptions, cache_activations
 from evenhand.decide import DecideOptions, decide
 from evenhand.models.loading import ModelLoadError, ModelSpec, load_model, locate
 from evenhand.models.sites import SiteError, expand, resolve
-from evenhand.models.tiny import ARCHITECTURES, save_tiny_model
+from evenhand.models.tiny import ARCHITECTURES
 from evenhand.prompts import model_text, user_message
-from tests.helpers import hf_hidden_states_same_batch
+from tests.helpers import hf_hidden_states_same_batch, tiny_gemma3_multimodal
 
 ARCHS = list(ARCHITECTURES)
-
-
-@pytest.fixture(scope="session")
-def tiny_dirs(tmp_path_factory, smoke_items):
-    root = tmp_path_factory.mktemp("tiny")
-    texts = smoke_items["prompt"].tolist()
-    return {a: save_tiny_model(root / a, a, texts, seed=1) for a in ARCHS}
-
-
-@pytest.fixture(scope="session")
-def tiny(tiny_dirs):
-    return {a: load_model(str(d)) for a, d in tiny_dirs.items()}
 
 
 def test_load_defaults(tiny):
@@ -296,9 +284,8 @@ def test_shipped_configs_are_valid():
         raw = yaml.safe_load(p.read_text())
         if "sweep" in raw:
             from experiments.sweep import load_sweep
-            _, cells = load_sweep(p)
+            cfg, cells = load_sweep(p)
             assert all(c.data["output_dir"].startswith(raw["output_dir"] + "/cells/") for c in cells)
-            cfg = load_sweep(p)[0]
             assert cfg["output_dir"].startswith("runs/"), p
             continue
         if "interventions" in raw:
@@ -313,21 +300,10 @@ def test_shipped_configs_are_valid():
 def test_gemma3_multimodal_class_goes_through_the_same_paths(smoke_items, tmp_path):
     """google/gemma-3-12b-it loads as Gemma3ForConditionalGeneration (text tower under
     model.language_model): a tiny random one must decide and cache like the text-only class."""
-    import transformers as tf
-
     from evenhand.models.tiny import build_tokenizer
     items = smoke_items.head(4)
     tok = build_tokenizer(smoke_items["prompt"].tolist(), extra=["A", "B"])
-    text = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=128,
-                max_position_embeddings=1024)
-    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
-                  patch_size=14)
-    cfg = tf.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
-                          image_token_index=len(tok) - 1, boi_token_index=len(tok) - 2, eoi_token_index=len(tok) - 3)
-    torch.manual_seed(0)
-    model = tf.Gemma3ForConditionalGeneration(cfg).eval()
-    model.generation_config.pad_token_id = tok.pad_token_id
+    model = tiny_gemma3_multimodal(tok, sliding_window=128)
     model.save_pretrained(tmp_path / "mm")
     tok.save_pretrained(tmp_path / "mm")
     lm = load_model(str(tmp_path / "mm"))

@@ -14,6 +14,7 @@ import evenhand.decide as D
 from evenhand.decide import DecideOptions, decide, prefix_groups
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model
 from evenhand.models.tiny import build_tokenizer, model_class, save_tiny_model, tiny_config
+from tests.helpers import tiny_gemma3_multimodal
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,18 +142,8 @@ def test_labels_with_their_own_sequences_share_the_context(tiny, cells, monkeypa
 
 def test_gemma3_multimodal_class(texts, cells):
     """google/gemma-3-12b-it loads as Gemma3ForConditionalGeneration: prefix reuse works through it."""
-    import transformers as tf
     tok = build_tokenizer(texts, extra=["A", "B"])
-    text = dict(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=64,
-                max_position_embeddings=1024)
-    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2, image_size=28,
-                  patch_size=14)
-    cfg = tf.Gemma3Config(text_config=text, vision_config=vision, mm_tokens_per_image=4,
-                          image_token_index=len(tok) - 1, boi_token_index=len(tok) - 2, eoi_token_index=len(tok) - 3)
-    torch.manual_seed(0)
-    model = tf.Gemma3ForConditionalGeneration(cfg).eval()
-    model.generation_config.pad_token_id = tok.pad_token_id
+    model = tiny_gemma3_multimodal(tok, sliding_window=64)
     lm = LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("tiny:mm"), name="tiny:mm", source="random",
                      device="cpu", dtype="float32")
     items = cells.head(20)
