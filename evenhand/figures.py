@@ -227,13 +227,9 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
                 formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = 1000) -> list[Path]:
     """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
     A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures)."""
-    if len(run_dirs) == 1 and (Path(run_dirs[0]) / "manifest.json").exists() and \
-            '"sweep"' in (Path(run_dirs[0]) / "manifest.json").read_text():
+    if len(run_dirs) == 1:
         from experiments.sweep import sweep_cells_dirs
-        try:
-            cells = sweep_cells_dirs(run_dirs[0])
-        except ValueError:
-            cells = None
+        cells = sweep_cells_dirs(run_dirs[0])
         if cells is not None:
             if not cells:
                 raise FileNotFoundError(f"{run_dirs[0]}: no finished cell to draw")
