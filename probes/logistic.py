@@ -9,21 +9,23 @@ One protocol, two engines:
 - ``torch``: the same fits, all at once. Every (site, outer fold, inner fold or
   refit, C) is one problem; problems share the feature matrix of their site and
   differ by a mask of training rows, so one ``einsum`` evaluates all of them.
-  Up to ``newton_max_dim`` features each problem takes damped Newton steps with
-  its exact Hessian (all Hessians from one GEMM per site over the rows' outer
-  products); above it, truncated Newton steps (conjugate gradients on batched
-  Hessian-vector products). Converged problems drop out of the work. The
-  objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 / 2`` on
-  standardised features with an unpenalised intercept, so the two engines agree
-  up to convergence (tests: probabilities within 1e-3, the same chosen C).
+  The Cs are solved as a regularisation path (smallest first, each problem
+  warm-started from its solution at the previous C). Up to ``newton_max_dim``
+  features each problem takes damped Newton steps (all Hessians from one GEMM
+  per site: the rows' outer products, built once, times every problem's
+  weights; the GEMM in single precision, since the Hessian only steers the step,
+  while gradient and objective stay in double); above it, truncated Newton steps
+  (conjugate gradients on batched Hessian-vector products). Converged problems
+  drop out of the work. The objective is scikit-learn's,
+  ``C * sum(log-loss) + ||w||^2 / 2`` on standardised features with an
+  unpenalised intercept, so the two engines agree up to convergence (tests:
+  probabilities within 1e-3, the same chosen C).
 
 ``engine="auto"`` picks by measurement (``benchmarks/bench_probes.py``): torch on
-CUDA devices; on a CPU, torch with exact Newton for small feature dimensions
-(``d + 1 <= newton_max_dim``; on 2 idle cores 1.45x faster than scikit-learn at
-5 sites x 64 x 1,000 synthetic rows and 3.0x on the organism's degree-1 cache,
-4 sites x 64 x 3,040 rows, where scikit-learn's L-BFGS often runs to max_iter)
-and scikit-learn above it (its L-BFGS needs fewer flops than the batched
-solvers there: torch 0.41x at 13 x 256 x 1,200).
+CUDA devices; on a CPU, torch with Newton for small feature dimensions
+(``d + 1 <= newton_max_dim``) and scikit-learn above it (its L-BFGS needs fewer
+flops than the batched truncated Newton there). Measured ratios are in the README
+("Probes").
 
 Folds are assigned here, not by either library, so both engines see exactly the
 same splits: scenarios (groups) are dealt to folds in an order fixed by a seeded
@@ -190,7 +192,13 @@ def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
 
 
 def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
-    """Minimise every (site, mask, C) problem at once. Returns w [S,P,d], b [S,P], mu, sd [S,P,d] (numpy)."""
+    """Minimise every (site, mask, C) problem. Returns w [S,P,K,d], b [S,P,K], mu, sd [S,P,d] (numpy),
+    for P masks and K values of C.
+
+    Standardisation depends on the mask only, so it is computed once per mask. The Cs are solved as a
+    regularisation path: from the smallest C up, every mask's problems at once, each started from
+    its solution at the previous C (warm starts need a few Newton steps where a cold start needs
+    many); each solution is the same minimum a cold start reaches (the objective is strictly convex)."""
     import torch
 
     dev = torch.device(opts.device)
@@ -199,7 +207,6 @@ def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
     centre = raw.mean(1, keepdims=True)             # centred once: no cancellation in the variances below
     X = torch.as_tensor(raw - centre, dtype=dtype, device=dev)
     M = torch.as_tensor(np.stack(masks), dtype=dtype, device=dev)           # [P, n]
-    C = torch.as_tensor(np.asarray(Cs, float), dtype=dtype, device=dev)     # [P]
     yy = torch.as_tensor(2.0 * np.asarray(y) - 1.0, dtype=dtype, device=dev)
     n_tr = M.sum(1)                                                          # [P]
     mu = torch.einsum("pn,snd->spd", M, X) / n_tr[None, :, None]            # [S, P, d]
@@ -212,18 +219,61 @@ def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
     constant = var <= nn_ * eps * var + (nn_ * mu_raw * eps) ** 2
     sd = torch.where(constant, torch.ones_like(var), var.sqrt())
     S, P, d = mu.shape
-    solve = _newton if d + 1 <= opts.newton_max_dim else _newton_cg
-    W_, b_, _, sd_ = solve(X, yy, M, C, mu, sd, opts)
-    return W_, b_, mu_raw.cpu().numpy(), sd_
+    newton = d + 1 <= opts.newton_max_dim
+    solve = _newton if newton else _newton_cg
+    K = len(Cs)
+    W_out = np.zeros((S, P, K, d))
+    b_out = np.zeros((S, P, K))
+    # sites in groups whose rows' outer products (Newton) fit the products budget together
+    per_group = max(1, _PRODUCTS_BUDGET // max(1, X.shape[1] * d * (d + 1) // 2)) if newton else S
+    for g0 in range(0, S, per_group):
+        sl = slice(g0, min(S, g0 + per_group))
+        Xg, mug, sdg = X[sl], mu[sl], sd[sl]
+        extra = {"products": _row_products(Xg.to(torch.float32))} if newton else {}
+        W = torch.zeros(Xg.shape[0], P, d, dtype=dtype, device=dev)
+        b = torch.zeros(Xg.shape[0], P, dtype=dtype, device=dev)
+        for k in np.argsort(np.asarray(Cs, float), kind="stable"):
+            C = torch.full((P,), float(Cs[k]), dtype=dtype, device=dev)
+            W, b = solve(Xg, yy, M, C, mug, sdg, opts, W, b, **extra)
+            W_out[sl, :, k] = W.cpu().numpy()
+            b_out[sl, :, k] = b.cpu().numpy()
+    return W_out, b_out, mu_raw.cpu().numpy(), sd.cpu().numpy()
 
 
-def _weighted_gram(X, s, active=None, budget: int = 1 << 23):
+def _triu_products(Xc):
+    """The outer products of the rows of ``Xc`` [n, d], upper triangle in ``triu_indices`` order: [n, T]
+    (rows of the transpose multiplied slice by slice: several times faster than an index gather)."""
+    import torch
+
+    Xt = Xc.T.contiguous()
+    return torch.cat([Xt[i:i + 1] * Xt[i:] for i in range(Xt.shape[0])], 0).T
+
+
+_PRODUCTS_BUDGET = 1 << 26
+"""Most numbers held at once in cached outer products of rows (single precision: 256 MiB)."""
+
+
+def _row_products(X, budget: int | None = None):
+    """The rows' outer products, upper triangle, per site: a list of [n, d(d+1)/2] tensors, or None when
+    they would hold more than ``budget`` numbers in all (then :func:`_weighted_gram` builds them chunk by
+    chunk at every call). Built once, they serve every Newton step of every problem."""
+    import torch
+
+    S, n, d = X.shape
+    T = d * (d + 1) // 2
+    if S * n * T > (_PRODUCTS_BUDGET if budget is None else budget):
+        return None
+    return [_triu_products(X[i]) for i in range(S)]
+
+
+def _weighted_gram(X, s, active=None, budget: int = 1 << 23, products=None):
     """``X^T diag(s_p) X`` for every site and active problem: [S, P, d, d] (zeros where inactive).
 
-    One GEMM per site and chunk of rows: the rows' outer products (upper triangle, ``n x d(d+1)/2``,
-    built chunk by chunk so at most ``budget`` numbers are held) times the weights ``s`` of every
-    active problem at once. The flops equal a per-problem ``X^T S X``, but one large GEMM runs far
-    faster on a CPU than many small ones over a broadcast copy of ``X``."""
+    One GEMM per site (and chunk of rows): the rows' outer products (upper triangle, ``n x d(d+1)/2``;
+    ``products`` from :func:`_row_products`, or built chunk by chunk so at most ``budget`` numbers are
+    held) times the weights ``s`` of every active problem at once. The flops equal a per-problem
+    ``X^T S X``, but one large GEMM runs far faster on a CPU than many small ones over a broadcast copy
+    of ``X``."""
     import torch
 
     S, n, d = X.shape
@@ -236,11 +286,14 @@ def _weighted_gram(X, s, active=None, budget: int = 1 << 23):
         rows = torch.arange(P, device=X.device) if active is None else active[i].nonzero().flatten()
         if rows.numel() == 0:
             continue
-        G = torch.zeros(rows.numel(), T, dtype=X.dtype, device=X.device)
         si = s[i, rows]                                                        # [p, n]
-        for j in range(0, n, step):
-            Xc = X[i, j:j + step]
-            G.addmm_(si[:, j:j + step], Xc[:, iu] * Xc[:, ju])
+        if products is not None:
+            G = si @ products[i]
+        else:
+            G = torch.zeros(rows.numel(), T, dtype=X.dtype, device=X.device)
+            for j in range(0, n, step):
+                Xc = X[i, j:j + step]
+                G.addmm_(si[:, j:j + step], _triu_products(Xc))
         full = torch.zeros(rows.numel(), d, d, dtype=X.dtype, device=X.device)
         full[:, iu, ju] = G
         full[:, ju, iu] = G
@@ -303,7 +356,7 @@ def _backtrack(objective, W, b, f, dW, db, active):
     return W_new, b_new, torch.minimum(f_new, f), active
 
 
-def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
+def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions, W=None, b=None, products=None):
     """Batched damped Newton for every problem at once (small feature dimension).
 
     Works on the raw features: with ``v = w / sd``, ``z = X v - mu.v + b``; the
@@ -313,8 +366,8 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
 
     S, P, d = mu.shape
     t = (yy + 1) / 2                                                           # [n] in {0, 1}
-    W = torch.zeros(S, P, d, dtype=X.dtype, device=X.device)
-    b = torch.zeros(S, P, dtype=X.dtype, device=X.device)
+    W = torch.zeros(S, P, d, dtype=X.dtype, device=X.device) if W is None else W.clone()
+    b = torch.zeros(S, P, dtype=X.dtype, device=X.device) if b is None else b.clone()
     eye = torch.eye(d + 1, dtype=X.dtype, device=X.device)
     eye[d, d] = 0
 
@@ -325,6 +378,7 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
     f = objective(W, b)
     scale = C[None, :] * M.sum(1)[None, :]
     active = torch.ones(S, P, dtype=torch.bool, device=X.device)
+    X32 = X.to(torch.float32)   # the Hessian's GEMM in single precision: it only steers the step
     for _ in range(opts.max_iter):
         z = logits(W, b)
         p = torch.sigmoid(z)
@@ -340,7 +394,7 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
             break
         Xs = torch.einsum("snd,spn->spd", X, s)
         ss = s.sum(-1, keepdim=True)
-        XsX = _weighted_gram(X, s, active)
+        XsX = _weighted_gram(X32, s.to(torch.float32), active, products=products).to(X.dtype)
         H_ww = XsX - Xs[..., :, None] * mu[..., None, :] - mu[..., :, None] * Xs[..., None, :] \
             + ss[..., None] * mu[..., :, None] * mu[..., None, :]
         H_ww = H_ww / sd[..., :, None] / sd[..., None, :]
@@ -352,10 +406,10 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions):
         W, b, f, active = _backtrack(objective, W, b, f, step[..., :d], step[..., d], active)
         if not active.any():
             break
-    return W.cpu().numpy(), b.cpu().numpy(), mu.cpu().numpy(), sd.cpu().numpy()
+    return W, b
 
 
-def _newton_cg(X, yy, M, C, mu, sd, opts: ProbeOptions):
+def _newton_cg(X, yy, M, C, mu, sd, opts: ProbeOptions, W=None, b=None):
     """Batched truncated Newton for every problem at once (large feature dimension).
 
     The same objective and parameterisation as :func:`_newton`, but each Newton direction is found
@@ -367,8 +421,8 @@ def _newton_cg(X, yy, M, C, mu, sd, opts: ProbeOptions):
 
     S, P, d = mu.shape
     t = (yy + 1) / 2
-    W = torch.zeros(S, P, d, dtype=X.dtype, device=X.device)
-    b = torch.zeros(S, P, dtype=X.dtype, device=X.device)
+    W = torch.zeros(S, P, d, dtype=X.dtype, device=X.device) if W is None else W.clone()
+    b = torch.zeros(S, P, dtype=X.dtype, device=X.device) if b is None else b.clone()
     X2 = X * X
 
     def lin(V, c):
@@ -426,7 +480,7 @@ def _newton_cg(X, yy, M, C, mu, sd, opts: ProbeOptions):
         W, b, f, active = _backtrack(objective, W, b, f, xw, xb, active)
         if not active.any():
             break
-    return W.cpu().numpy(), b.cpu().numpy(), mu.cpu().numpy(), sd.cpu().numpy()
+    return W, b
 
 
 def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
@@ -438,23 +492,14 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
     for X in Xs:
         _check(X, y, groups)
     outer, fits = _plan(groups, opts)
-    masks, Cs, keys = [], [], []
-    for f, i, m in fits:
-        for c, C in enumerate(opts.Cs):
-            masks.append(m)
-            Cs.append(C)
-            keys.append((f, i, c))
-    if keep_full:
-        for c, C in enumerate(opts.Cs):
-            masks.append(np.ones(len(y), bool))
-            Cs.append(C)
-            keys.append((-1, -1, c))
-    W, b, mu, sd = _torch_solve(Xs, y, masks, Cs, opts)
-    pos = {k: j for j, k in enumerate(keys)}
+    masks = [m for _, _, m in fits] + ([np.ones(len(y), bool)] if keep_full else [])
+    pos = {(f, i): j for j, (f, i, _) in enumerate(fits)}
+    pos[(-1, -1)] = len(fits)
+    W, b, mu, sd = _torch_solve(Xs, y, masks, opts.Cs, opts)
     out = []
     for s, X in enumerate(Xs):
-        def prob(j, rows):
-            z = ((X[rows] - mu[s, j]) / sd[s, j]) @ W[s, j] + b[s, j]
+        def prob(j, c, rows):
+            z = ((X[rows] - mu[s, j]) / sd[s, j]) @ W[s, j, c] + b[s, j, c]
             return 1 / (1 + np.exp(-z))
         p = np.zeros(len(y))
         chosen = []
@@ -464,15 +509,15 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
             for c in range(len(opts.Cs)):
                 for i, m in inner:
                     test = (outer != f) & ~m
-                    acc[c] += ((prob(pos[(f, i, c)], test) >= 0.5) == y[test]).mean() / len(inner)
+                    acc[c] += ((prob(pos[(f, i)], c, test) >= 0.5) == y[test]).mean() / len(inner)
             c = _select(acc, opts.Cs)
             chosen.append(opts.Cs[c])
-            p[outer == f] = prob(pos[(f, -1, c)], outer == f)
+            p[outer == f] = prob(pos[(f, -1)], c, outer == f)
         res = FoldResult(p, outer, chosen)
         if keep_full:
             c = opts.Cs.index(max(set(chosen), key=chosen.count))
-            j = pos[(-1, -1, c)]
-            res.full_fit = (W[s, j].copy(), float(b[s, j]), mu[s, j].copy(), sd[s, j].copy())
+            j = pos[(-1, -1)]
+            res.full_fit = (W[s, j, c].copy(), float(b[s, j, c]), mu[s, j].copy(), sd[s, j].copy())
         out.append(res)
     return out
 
