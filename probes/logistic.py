@@ -94,7 +94,13 @@ class FoldResult:
             raise ValueError("this result has no all-rows probe (fit with keep_full=True)")
         w, b, mu, sd = self.full_fit
         z = ((np.asarray(X, np.float64) - mu) / sd) @ w + b
-        return 1 / (1 + np.exp(-z))
+        return _sigmoid(z)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    """The logistic function without overflow warnings for large |z|."""
+    from scipy.special import expit
+    return expit(z)
 
 
 def _hash(seed: int, key: object) -> int:
@@ -500,7 +506,7 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
     for s, X in enumerate(Xs):
         def prob(j, c, rows):
             z = ((X[rows] - mu[s, j]) / sd[s, j]) @ W[s, j, c] + b[s, j, c]
-            return 1 / (1 + np.exp(-z))
+            return _sigmoid(z)
         p = np.zeros(len(y))
         chosen = []
         for f in range(outer.max() + 1):
