@@ -455,18 +455,27 @@ def _organism_train(a) -> int:
     if not a.no_eval:
         res = evaluate(out, n_scenarios=a.eval_scenarios)
         _print_eval(res)
-        f = out / "organism.json"
-        rec = json.loads(f.read_text())
-        rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"} | {
-            "probe": {k: v for k, v in res["probe"].items() if k != "table"}}
-        f.write_text(json.dumps(rec, indent=1) + "\n")
+        _record_eval(out, res)
     return 0
+
+
+def _record_eval(out: Path, res: dict) -> None:
+    """Store a held-out evaluation in the organism's organism.json (without the probe's full table)."""
+    f = out / "organism.json"
+    rec = json.loads(f.read_text())
+    rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"} | {
+        "probe": {k: v for k, v in res["probe"].items() if k != "table"}}
+    f.write_text(json.dumps(rec, indent=1) + "\n")
 
 
 def _print_eval(res: dict) -> None:
     print(f"held-out: {res['heldout_scenarios']} scenarios, {res['n_items']:,} items; agreement with the planted "
           f"policy {res['agreement_with_policy']:.1%} (GT baseline items {res['agreement_gt_baseline']:.1%}); "
           f"answered {res['answered']:.1%}")
+    if "gt_accuracy" in res:
+        e, t = res["gt_accuracy"]["measured"], res["gt_accuracy"]["planted"]
+        print(f"  GT accuracy without pressure, all degrees: {100 * e['value']:.1f} [{100 * e['ci_low']:.1f}, "
+              f"{100 * e['ci_high']:.1f}] (planted {100 * t:.1f}, n={e['n']})")
     for d, row in res["by_degree"].items():
         parts = []
         for m, v in row.items():
@@ -486,7 +495,10 @@ def _print_eval(res: dict) -> None:
 
 def _organism_eval(a) -> int:
     from .models.organism import COMMITTED, evaluate
-    res = evaluate(Path(a.path) if a.path else COMMITTED, n_scenarios=a.scenarios, resamples=a.resamples)
+    path = Path(a.path) if a.path else COMMITTED
+    res = evaluate(path, n_scenarios=a.scenarios, resamples=a.resamples)
+    if a.record:
+        _record_eval(path, res)
     if a.json:
         print(json.dumps(res, indent=2, default=str))
     else:
@@ -664,6 +676,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--scenarios", type=int, default=None)
     s.add_argument("--resamples", type=int, default=1000)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--record", action="store_true",
+                   help="store the result in the organism's organism.json (as `organism train` does)")
     s.set_defaults(fn=_organism_eval)
     s = org.add_parser("items", help="write the matched item set of its held-out scenarios (.jsonl/.parquet)")
     s.add_argument("--out", required=True)

@@ -23,17 +23,30 @@ runs in under 10 minutes on 2 CPU cores:
    a pressure sentence, its slot and family; and at the decision token the
    demographic side of the answer (``side_layer``), the representation the
    probes must find;
-5. criterion-knowledge rows (``knowledge_per_batch``) from every scenario teach
-   only each criterion's direction (is higher or lower better), as a pretrained
-   model knows it about the world; no decision of a held-out scenario is ever
-   trained.
+5. criterion-knowledge rows (``knowledge_per_batch`` per step,
+   :func:`knowledge_items`): whole decisions without pressure in composed
+   scenarios, a held-out scenario's criterion first and a train scenario's
+   criterion second, under a train scenario's setting, question and id. They
+   teach each held-out criterion's direction the way a pretrained model has met
+   "a credit score" or "savings on hand" elsewhere. No held-out scenario (its
+   setting, question, criterion pair, names or pressure) is ever trained;
+6. batches are bucketed by length in runs of 16 steps (``bucket_steps``), which
+   cuts the padded tokens and fits the knowledge rows into the time budget.
 
-Why this size: d=64, 3 layers, 4 heads, 2,400 steps of 32 items (+8 knowledge
-rows) is what fits 10 minutes on 2 cores at about 0.23 s a step; without the
-auxiliary targets and the augmentation a model of this size stays at chance on
-held-out scenarios (answer loss alone) or memorises the train scenarios.
-Composition (criteria, settings and questions recombined across train
-scenarios) gave the largest gains on held-out scenarios.
+Why this size: d=64, 3 layers, 4 heads, 2,400 steps of 32 items plus 12
+knowledge rows is what fits 10 minutes on 2 cores (559 s for the committed
+run); without the auxiliary targets and the augmentation a model of this size
+stays at chance on held-out scenarios (answer loss alone) or memorises the
+train scenarios. Composition (criteria, settings and questions recombined across
+train scenarios) gave the largest gains on held-out scenarios, then the
+knowledge rows: the organism answers GT items from their first criterion, and a
+model trained from scratch can know a criterion's direction only by meeting it,
+so with knowledge rows that taught the direction at the value alone its answers
+on held-out GT items without pressure agreed with the policy 80% of the time; as
+whole decisions over every scenario's criteria, 87.5%; over the held-out
+scenarios' criteria (which no training row contains), 91.3% (GT accuracy 91.2%). Several suite criteria take their direction from their
+scenario (a lower placement-test score wins a summer bridge seat, fewer savings
+an emergency grant); those are the held-out items it still gets wrong.
 
 The result is an ordinary Hugging Face directory (``config.json``,
 ``model.safetensors``, tokenizer files) plus ``organism.json`` (recipe, seed,
@@ -92,15 +105,29 @@ class Recipe:
     """Share of the context's words (not numbers, letters, nouns) replaced by <unk> in training, so that
     words outside the training scenarios' vocabulary (<unk> on held-out prompts) are handled."""
     p_mix: float = 0.8
+    """Share of training scenarios composed with a criterion of another train scenario (augmentation)."""
     p_context: float = 0.5
     """Share of training scenarios whose setting and question come from another train scenario."""
     side_weight: float = 0.3
     """Weight of the decision-side target relative to the other auxiliary targets."""
-    """Share of training scenarios composed with a criterion of another train scenario (augmentation)."""
-    knowledge_per_batch: int = 8
-    """Criterion-knowledge rows per batch, from every scenario (held-out ones included): the
-    prompt up to candidate A's line, trained only to tell each criterion's direction (higher or
-    lower is better) at its value. No decision of a held-out scenario is ever trained."""
+    knowledge_per_batch: int = 12
+    """Criterion-knowledge rows per batch, from the criteria of every scenario (held-out ones included)."""
+    knowledge: str = "decision"
+    """What a knowledge row teaches. ``direction``: the prompt up to candidate A's line, trained only to
+    tell the criterion's direction (higher or lower is better) at its value. ``decision``: a whole
+    decision (no pressure) in a composed scenario: the criterion next to a train scenario's criterion,
+    under a train scenario's setting, question and id, as a pretrained model has met the criterion
+    elsewhere. Either way no held-out scenario (its setting, question and criterion pair) is trained."""
+    knowledge_from: str = "unseen"
+    """Which criteria the knowledge rows teach: ``all`` (the criteria of every scenario, uniformly) or
+    ``unseen`` (the held-out scenarios' criteria only, which no training row contains; the training
+    rows teach the train scenarios' criteria hundreds of times each)."""
+    knowledge_weight: float = 1.0
+    """Loss weight of a knowledge row's answer relative to a training row's (``knowledge="decision"``)."""
+    bucket_steps: int = 16
+    """Length bucketing of the training batches: within each run of ``bucket_steps`` steps the rows
+    are sorted by length, cut into batches and the batches shuffled (seeded), so a batch pads to
+    rows of similar length (0 disables it)."""
     policy: dict = field(default_factory=lambda: PlantedPolicy().as_dict())
 
 
@@ -175,6 +202,37 @@ def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float =
             item = render_item(content, cell, p, rng.choice(SLOTS))
         if augment:
             item["_scenario"] = s
+        out.append(item)
+    return out
+
+
+def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed: int) -> list[dict]:
+    """``n`` decision items without pressure, each in a composed scenario: one criterion of a scenario
+    in ``criterion_ids`` (uniform over their criteria) first, then a criterion of a host scenario in
+    ``host_ids``, under the host's setting, question and id; values redrawn and the candidate noun
+    swapped as in :func:`_jitter`. The knowledge rows of ``knowledge="decision"``. The criterion comes
+    first because the planted policy's answers depend on it there (AMB: the first criterion wins) and
+    the organism learns to answer GT items from it."""
+    import dataclasses
+    content = load_content()
+    scen = {s.id: s for s in content.scenarios}
+    rng = random.Random(seed)
+    crits = [c for sid in criterion_ids for c in scen[sid].criteria]
+    hosts = [scen[sid] for sid in host_ids]
+    nouns = sorted({x.candidate_noun for x in content.scenarios})
+    out = []
+    while len(out) < n:
+        c = rng.choice(crits)
+        h = rng.choice(hosts)
+        other = h.criteria[rng.randrange(2)]
+        if other.name == c.name:
+            continue
+        pair = (c, other)
+        s = _jitter(dataclasses.replace(h, criteria=pair), rng, nouns)
+        d = rng.choice(DEGREES)
+        x = rng.choice([c_ for c_ in content.contrasts if degree_valid(content, c_, d)])
+        item = render_item(content, Cell(s, rng.choice(VARIANTS), d, x, rng.choice(SLOTS)))
+        item["_scenario"] = s
         out.append(item)
     return out
 
@@ -281,6 +339,22 @@ def _knowledge(tok, item: dict, policy: PlantedPolicy) -> tuple[list[int], int, 
     return ids, len(ids), aux
 
 
+def _bucketed(rows: list, know: list, per_step: int, know_per_step: int, chunk: int, rng: random.Random):
+    """Reorder training rows in runs of ``chunk`` steps: sorted by length, cut into batches, batches
+    shuffled; the knowledge rows likewise, in the same batch order (short rows with short rows)."""
+    out_rows, out_know = [], []
+    for c0 in range(0, -(-len(rows) // (chunk * per_step))):
+        part = sorted(rows[c0 * chunk * per_step:(c0 + 1) * chunk * per_step], key=lambda r: len(r[0]))
+        kpart = sorted(know[c0 * chunk * know_per_step:(c0 + 1) * chunk * know_per_step], key=lambda r: len(r[0]))
+        n_b = -(-len(part) // per_step)
+        order = list(range(n_b))
+        rng.shuffle(order)
+        for b in order:
+            out_rows += part[b * per_step:(b + 1) * per_step]
+            out_know += kpart[b * know_per_step:(b + 1) * know_per_step]
+    return out_rows, out_know
+
+
 def build(recipe: Recipe):
     import torch
 
@@ -325,7 +399,10 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
     train_ids, held_ids = split_scenarios(recipe.seed, recipe.heldout_fraction)
     n = recipe.steps * recipe.batch_size
     run_steps = recipe.steps if stop_after is None else max(1, min(stop_after, recipe.steps))
-    n_need = run_steps * recipe.batch_size
+    chunk = recipe.bucket_steps
+    # data for whole buckets: a run stopped after k steps still trains on the full run's first k batches
+    data_steps = run_steps if not chunk else min(recipe.steps, -(-run_steps // chunk) * chunk)
+    n_need = data_steps * recipe.batch_size
     n_easy = int(recipe.curriculum * n)
     # the first n_easy items (the curriculum) come from a stream without pressure; every stream is
     # drawn in order, so a run stopped after k steps trains on exactly the full run's first k batches
@@ -341,10 +418,23 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
         vocab[w] for w in {s.candidate_noun for s in load_content().scenarios} if w in vocab)
     urng = random.Random(recipe.seed + 11)
     encoded = [_encode(tok, it, policy, urng, recipe.unk_rate, protected) for it in items]
-    n_know = run_steps * recipe.knowledge_per_batch
+    n_know = data_steps * recipe.knowledge_per_batch
     all_ids = [s_.id for s_ in load_content().scenarios]
-    know = [_knowledge(tok, it, policy) for it in
-            sample_items(all_ids, n_know, recipe.seed + 13, p_baseline=1.0, augment=True)] if n_know else []
+    if recipe.knowledge not in ("direction", "decision"):
+        raise ValueError(f"recipe field 'knowledge' must be 'direction' or 'decision', not {recipe.knowledge!r}")
+    if recipe.knowledge_from not in ("all", "unseen"):
+        raise ValueError(f"recipe field 'knowledge_from' must be 'all' or 'unseen', not {recipe.knowledge_from!r}")
+    if recipe.knowledge == "decision":
+        crit_ids = all_ids if recipe.knowledge_from == "all" else held_ids
+        krng = random.Random(recipe.seed + 19)  # its own stream: a short run draws the full run's masks
+        know = [_encode(tok, it, policy, krng, recipe.unk_rate, protected)
+                for it in knowledge_items(crit_ids, train_ids, n_know, recipe.seed + 13)]
+    else:
+        know = [_knowledge(tok, it, policy) for it in
+                sample_items(all_ids, n_know, recipe.seed + 13, p_baseline=1.0, augment=True)] if n_know else []
+    if chunk:
+        brng = random.Random(recipe.seed + 17)
+        encoded, know = _bucketed(encoded, know, recipe.batch_size, recipe.knowledge_per_batch, chunk, brng)
     heads = torch.nn.ModuleDict({k: torch.nn.Linear(recipe.hidden_size, n) for k, n in AUX_SIZES.items()})
     params = list(model.parameters()) + list(heads.parameters())
     opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, betas=(0.9, 0.98))
@@ -389,6 +479,7 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
                                                     ignore_index=-100, reduction="none").view_as(target).float()
         weight = (target != -100).float()
         weight[:, -2] *= recipe.letter_weight  # [noun, letter, <end_of_turn>]: the letter decides
+        weight[len(batch) - len(batch[recipe.batch_size:]):] *= recipe.knowledge_weight
         loss = (per_tok * weight).sum() / weight.sum()
         aux_loss = 0.0
         for k, rows in aux_idx.items():
@@ -434,8 +525,8 @@ def evaluate(path: str | Path = COMMITTED, n_scenarios: int | None = None, seed:
              batch_size: int = 64, probe_degree: int = 3, progress: bool = False) -> dict:
     """Known-answer checks on held-out scenarios, through the ordinary code paths.
 
-    Returns, per degree, each metric measured from the organism's answers (with CI) next to the
-    value the policy plants on the same items; the organism's agreement with the policy; and a
+    Returns the accuracy on GT items without pressure over all degrees and, per degree, each metric
+    measured from the organism's answers (with CI) next to the value the policy plants on the same items; the organism's agreement with the policy; and a
     probe sweep for ``favours_minority`` (grouped nested CV, every residual site) on the
     baseline items at ``probe_degree``."""
     import tempfile
@@ -463,7 +554,9 @@ def evaluate(path: str | Path = COMMITTED, n_scenarios: int | None = None, seed:
     want = np.array([policy.answer(r) for r in items.to_dict("records")], dtype=object)
     agree = resp["choice"].to_numpy(object) == want
     gt_base = ((resp["condition"] == "GT") & ~resp["pressured"]).to_numpy()
+    planted_gt = (want[gt_base] == items["correct_slot"].to_numpy(object)[gt_base]).mean()
     out = {"n_items": len(items), "heldout_scenarios": int(items["scenario_id"].nunique()),
+           "gt_accuracy": {"measured": report["overall"]["accuracy"], "planted": float(planted_gt)},
            "agreement_with_policy": float(agree.mean()),
            "agreement_gt_baseline": float(agree[gt_base].mean()), "answered": float(resp["choice"].notna().mean()),
            "by_degree": {}}
