@@ -3,9 +3,10 @@
 One full sweep (every site, nested grouped CV: outer folds x (inner folds + refit)
 x every C) on the same synthetic activations with planted directions of
 increasing strength per site, both engines in the same process after a warm-up
-(imports and first calls excluded). Prints a JSON line: seconds per engine, the
-ratio sklearn/torch, and the largest accuracy difference between the engines
-over the sites (the acceptance bar is 1 point).
+(imports and first calls excluded), each ``--reps`` times (the median is
+reported). Prints a JSON line: seconds per engine (median and every rep), the
+ratio sklearn/torch of the medians, and the largest accuracy difference between
+the engines over the sites (the acceptance bar is 1 point).
 
     python benchmarks/bench_probes.py                                    # organism shape (5 sites, d=64)
     python benchmarks/bench_probes.py --sites 13 --dim 256 --rows 1200  # a wider model
@@ -53,6 +54,7 @@ def main() -> None:
     ap.add_argument("--skip-sklearn", action="store_true")
     ap.add_argument("--run", default=None, help="a run directory: its cached activations and favours_minority labels")
     ap.add_argument("--degree", type=int, nargs="+", default=None, help="with --run: keep these degrees")
+    ap.add_argument("--reps", type=int, default=3, help="sweeps per engine; the median time is reported")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -69,23 +71,28 @@ def main() -> None:
     fit_sites(wx, wy, wg, base)
     fit_sites(wx, wy, wg, ProbeOptions(engine="sklearn"))
 
-    t = time.perf_counter()
-    rt = fit_sites(Xs, y, groups, base)
-    if a.device.startswith("cuda"):
-        torch.cuda.synchronize()
-    t_torch = time.perf_counter() - t
-    out = {"sites": a.sites, "dim": a.dim, "rows": a.rows, "device": a.device,
-           "fits_per_site": None, "torch_s": round(t_torch, 3)}
+    def timed(opts):
+        times = []
+        for _ in range(max(1, a.reps)):
+            t = time.perf_counter()
+            res = fit_sites(Xs, y, groups, opts)
+            if a.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+        return res, float(np.median(times)), times
+
+    rt, t_torch, all_t = timed(base)
+    out = {"sites": a.sites, "dim": a.dim, "rows": a.rows, "device": a.device, "reps": a.reps,
+           "fits_per_site": None, "torch_s": round(t_torch, 3), "torch_all_s": [round(v, 3) for v in all_t]}
     k = min(base.folds, len(np.unique(groups)))
     out["fits_per_site"] = k * (base.inner_folds + 1) * len(base.Cs)
     acc_t = [float(((r.prob >= 0.5) == y).mean()) for r in rt]
     out["torch_accuracy"] = [round(v, 4) for v in acc_t]
     if not a.skip_sklearn:
-        t = time.perf_counter()
-        rs = fit_sites(Xs, y, groups, ProbeOptions(engine="sklearn"))
-        t_sk = time.perf_counter() - t
+        rs, t_sk, all_s = timed(ProbeOptions(engine="sklearn"))
         acc_s = [float(((r.prob >= 0.5) == y).mean()) for r in rs]
-        out.update(sklearn_s=round(t_sk, 3), ratio_sklearn_over_torch=round(t_sk / t_torch, 2),
+        out.update(sklearn_s=round(t_sk, 3), sklearn_all_s=[round(v, 3) for v in all_s],
+                   ratio_sklearn_over_torch=round(t_sk / t_torch, 2),
                    sklearn_accuracy=[round(v, 4) for v in acc_s],
                    max_accuracy_diff_points=round(100 * max(abs(p - q) for p, q in zip(acc_s, acc_t)), 3))
     print(json.dumps(out))
