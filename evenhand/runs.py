@@ -151,6 +151,15 @@ class RunDir:
             return run
         return cls.create(path, config, suite_version=None, seeds={})
 
+    def check_same_model(self, model: dict) -> None:
+        """Refuse to resume a run whose model's weights changed since it started (a resumed run would
+        otherwise mix answers of two models). ``model`` is ``LoadedModel.describe()``."""
+        old = (self.manifest().get("model") or {}).get("weights")
+        new = model.get("weights")
+        if old and new and old != new:
+            raise RunError(f"{self.path} was started with other weights for model {model.get('name')!r} "
+                           f"(fingerprint {old}, now {new}); delete that directory or choose another output_dir")
+
     def record_timing(self, stage: str, seconds: float) -> None:
         m = self.manifest()
         m.setdefault("timings", {})[stage] = round(seconds, 3)

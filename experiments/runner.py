@@ -136,6 +136,7 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     t0 = time.perf_counter()
     lm = load_model(spec)
     run.record_timing("load_model", time.perf_counter() - t0)
+    run.check_same_model(lm.describe())
     run.update_manifest(model=lm.describe())
     with run.timed("decide"):
         responses = decide(items, lm, opts, out_dir=out)

@@ -245,6 +245,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
                         train_scenarios=sorted(train["scenario_id"].unique().tolist()),
                         eval_scenarios=sorted(ev["scenario_id"].unique().tolist()))
     lm = load_model(spec)
+    run.check_same_model(lm.describe())
     run.update_manifest(model=lm.describe())
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)

@@ -58,3 +58,29 @@ def test_demo_run_directory(tmp_path):
     assert metrics["overall"]["accuracy"]["n"] > 0 and set(truth) == {"0", "1", "2", "3"}
     assert len(pd.read_parquet(d / "responses.parquet")) == 3 * 608  # the matched set: 608 items per scenario
     assert (d / "probes" / "favours_minority" / "probes.parquet").exists()
+
+
+def test_resuming_with_changed_weights_is_refused(tmp_path, smoke_items):
+    """A run directory started with one set of weights refuses to resume once the model's files
+    change (it would otherwise mix answers of two models); the responses already written stay."""
+    from experiments.config import RunConfig, SuiteConfig
+    from experiments.runner import run_config
+    from evenhand.models.loading import ModelSpec, weights_fingerprint
+    from evenhand.models.tiny import save_tiny_model
+
+    texts = smoke_items["prompt"].tolist()
+    model_dir = save_tiny_model(tmp_path / "m", "qwen2", texts, seed=1)
+    first = weights_fingerprint(str(model_dir))
+    items = smoke_items.head(6)
+    write_table_atomic(tmp_path / "items.parquet", items)
+    cfg = RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
+                    suite=SuiteConfig(subset=str(tmp_path / "items.parquet")), batch_size=4, resamples=50)
+    run, _ = run_config(cfg, progress=False)
+    assert run.manifest()["model"]["weights"] == first
+    before = pd.read_parquet(run.path / "responses.parquet")
+    run_config(cfg, progress=False)  # same weights: resumes
+    save_tiny_model(model_dir, "qwen2", texts, seed=2)  # retrained in place
+    assert weights_fingerprint(str(model_dir)) != first
+    with pytest.raises(RunError, match="other weights"):
+        run_config(cfg, progress=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(run.path / "responses.parquet"), before)

@@ -209,6 +209,7 @@ def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:
     rows = sample_questions(load_bbq(cfg.data, cfg.categories), cfg.per_category, cfg.seed)
     run.update_manifest(n_questions=len(rows), categories=sorted(rows["category"].unique().tolist()))
     lm = load_model(spec)
+    run.check_same_model(lm.describe())
     run.update_manifest(model=lm.describe())
     parts = []
     for name in cfg.configurations:

@@ -81,7 +81,7 @@ class LoadedModel:
 
     def describe(self) -> dict:
         return {"name": self.name, "source": self.source, "architecture": self.architecture, "device": self.device,
-                "dtype": self.dtype, "spec": asdict(self.spec)}
+                "dtype": self.dtype, "spec": asdict(self.spec), "weights": self.meta.get("weights")}
 
 
 def resolve_spec(spec: ModelSpec | str) -> ModelSpec:
@@ -175,6 +175,46 @@ def _generic_tokenizer(where: str, kw: dict):
     return PreTrainedTokenizerFast.from_pretrained(where, **{k: v for k, v in kw.items() if k != "trust_remote_code"})
 
 
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+
+
+def weights_fingerprint(where: str, gguf: str | None = None, revision: str | None = None) -> str | None:
+    """A short fingerprint of the files a model loads from: names, sizes and the first and last MiB of
+    every weight file (whole files up to 8 MiB), plus config.json. Cheap on a 24 GB checkpoint, and it
+    changes when the weights are retrained or replaced. None when the files are not on this machine."""
+    import hashlib
+
+    d = Path(where).expanduser()
+    if not d.is_dir():
+        try:
+            from huggingface_hub import try_to_load_from_cache
+            cached = try_to_load_from_cache(where, gguf or "config.json", revision=revision)
+        except Exception:  # noqa: BLE001 - no cache, no fingerprint
+            return None
+        if not isinstance(cached, str):
+            return None
+        d = Path(cached).parent
+    files = [d / gguf] if gguf else sorted(p for p in d.iterdir() if p.suffix in _WEIGHT_SUFFIXES)
+    if (d / "config.json").is_file():
+        files.append(d / "config.json")
+    files = [f for f in files if f.is_file()]
+    if not files:
+        return None
+    h = hashlib.sha256()
+    mib = 1 << 20
+    for f in files:
+        size = f.stat().st_size
+        h.update(f"{f.name}\0{size}\0".encode())
+        with open(f, "rb") as fh:
+            if size <= 8 * mib:
+                h.update(fh.read())
+            else:
+                h.update(fh.read(mib))
+                fh.seek(size - mib)
+                h.update(fh.read(mib))
+    return h.hexdigest()[:16]
+
+
 def load_model(spec: ModelSpec | str) -> LoadedModel:
     """Load model and tokenizer (left padding, a pad token) ready for batched decisions."""
     spec = resolve_spec(spec)
@@ -212,4 +252,5 @@ def load_model(spec: ModelSpec | str) -> LoadedModel:
     preset = next((k for k, p in PRESETS.items() if p.spec.model == spec.model), None)
     name = preset or (Path(spec.model).name if Path(spec.model).exists() else spec.model)
     return LoadedModel(model=model, tokenizer=tok, spec=spec, name=name, source=source,
-                       device=str(next(model.parameters()).device), dtype=str(dtype).replace("torch.", ""))
+                       device=str(next(model.parameters()).device), dtype=str(dtype).replace("torch.", ""),
+                       meta={"weights": weights_fingerprint(where, gguf, spec.revision)})
