@@ -62,7 +62,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise RuntimeError("the ray backend needs Ray: pip install -e '.[ray]'") from exc
     from evenhand.decide import DecideOptions
-    from evenhand.models.loading import locate, resolve_spec
+    from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
     from evenhand.runs import RunDir
     from evenhand.shards import ParquetShards
     from evenhand.suite.content import load_content
@@ -73,11 +73,16 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         raise ValueError("workers and shards_per_worker must be at least 1")
     out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
-    locate(spec)
+    where, gguf, source = locate(spec)
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
                          reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
                          progress=False, prefix_reuse=cfg.prefix_reuse)
     run = RunDir.open_or_create(out, asdict(replace(cfg, model=spec)))
+    # the workers load the model; the driver fingerprints its files, as a local run does
+    model_desc = {"name": spec.model, "source": source, "spec": asdict(spec),
+                  "weights": weights_fingerprint(where, gguf, spec.revision)}
+    run.check_same_model(model_desc)
+    run.update_manifest(model=model_desc)
     items = suite_items(cfg.suite)
     n_shards = workers * shards_per_worker
     shard_ids = [shard_of(i, n_shards) for i in items["item_id"]]

@@ -51,6 +51,8 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
     assert shard_of(items["item_id"].iloc[0], 8) == shard_of(items["item_id"].iloc[0], 8)
     man = json.loads((tmp_path / "ray" / "manifest.json").read_text())
     assert man["status"] == "done" and man["backend"]["workers"] == 2
+    local_man = json.loads((tmp_path / "local" / "manifest.json").read_text())
+    assert man["model"]["weights"] == local_man["model"]["weights"] is not None  # the same weight fingerprint
     assert report["overall"]["accuracy"]["value"] == pytest.approx(
         json.loads((tmp_path / "local" / "metrics.json").read_text())["overall"]["accuracy"]["value"])
 
