@@ -86,14 +86,9 @@ def bench_items(n: int, seed: int = 0, order: str = "shuffled") -> pd.DataFrame:
 
 def tiny_model(texts: list[str], device: str, dtype: str) -> LoadedModel:
     """A tiny random Gemma 3 (3 layers, hidden 64, sliding window 128) with the suite's word-level tokenizer."""
-    from evenhand.models.tiny import build_tokenizer, model_class, tiny_config
-    tok = build_tokenizer(texts, extra=["A", "B"])
-    cfg = tiny_config("gemma3", len(tok), tokenizer=tok)
-    torch.manual_seed(0)
-    with torch.device(device):
-        model = model_class("gemma3")(cfg).to({"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype]).eval()
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = cfg.eos_token_id
+    from evenhand.models.tiny import build_tiny_model
+    model, tok = build_tiny_model("gemma3", texts, seed=0)
+    model = model.to(device, {"float32": torch.float32, "bfloat16": torch.bfloat16}[dtype])
     return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec("tiny:gemma3"), name="tiny:gemma3",
                        source="random weights", device=device, dtype=dtype)
 

@@ -304,11 +304,11 @@ def _generate(lm: LoadedModel, texts: list[str], special: bool, max_new: int) ->
     return _greedy(lm, enc["input_ids"], enc["attention_mask"], max_new)
 
 
-def _generate_with_prefix(lm: LoadedModel, texts: list[str], special: bool, max_new: int,
+def _generate_with_prefix(lm: LoadedModel, texts: list[str], seqs: list[list[int]], special: bool, max_new: int,
                           min_prefix: int) -> list[dict]:
-    """:func:`_generate`, running prefixes shared by ``min_prefix`` tokens or more once (when it pays)."""
+    """:func:`_generate`, running prefixes shared by ``min_prefix`` tokens or more once (when it pays);
+    ``seqs`` are the texts' token ids."""
     import torch
-    seqs = token_ids(lm.tokenizer, texts, special)
     groups = prefix_groups(seqs, [1] * len(seqs), min_prefix)
     if not (_reuse_supported(lm.model) and _reuse_pays(seqs, groups)):
         return [dict(row, n_shared_prefix_tokens=0) for row in _generate(lm, texts, special, max_new)]
@@ -450,7 +450,7 @@ def decide(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: DecideOption
         if opts.mode == "logprob":
             out = _logprob(lm, sub_texts, sub_items, special, min_prefix)
         elif min_prefix:
-            out = _generate_with_prefix(lm, sub_texts, special, max_new, min_prefix)
+            out = _generate_with_prefix(lm, sub_texts, [ids[i] for i in idx], special, max_new, min_prefix)
         else:
             out = _generate(lm, sub_texts, special, max_new)
         dt = (time.perf_counter() - t0) / len(idx)

@@ -235,7 +235,11 @@ def _torch_solve(Xs, y, masks, Cs, opts: ProbeOptions):
     for g0 in range(0, S, per_group):
         sl = slice(g0, min(S, g0 + per_group))
         Xg, mug, sdg = X[sl], mu[sl], sd[sl]
-        extra = {"products": _row_products(Xg.to(torch.float32))} if newton else {}
+        if newton:
+            X32 = Xg.to(torch.float32)   # the Hessian's GEMM in single precision: it only steers the step
+            extra = {"X32": X32, "products": _row_products(X32)}
+        else:
+            extra = {}
         W = torch.zeros(Xg.shape[0], P, d, dtype=dtype, device=dev)
         b = torch.zeros(Xg.shape[0], P, dtype=dtype, device=dev)
         for k in np.argsort(np.asarray(Cs, float), kind="stable"):
@@ -259,15 +263,13 @@ _PRODUCTS_BUDGET = 1 << 26
 """Most numbers held at once in cached outer products of rows (single precision: 256 MiB)."""
 
 
-def _row_products(X, budget: int | None = None):
+def _row_products(X):
     """The rows' outer products, upper triangle, per site: a list of [n, d(d+1)/2] tensors, or None when
-    they would hold more than ``budget`` numbers in all (then :func:`_weighted_gram` builds them chunk by
-    chunk at every call). Built once, they serve every Newton step of every problem."""
-    import torch
-
+    they would hold more than ``_PRODUCTS_BUDGET`` numbers in all (then :func:`_weighted_gram` builds them
+    chunk by chunk at every call). Built once, they serve every Newton step of every problem."""
     S, n, d = X.shape
     T = d * (d + 1) // 2
-    if S * n * T > (_PRODUCTS_BUDGET if budget is None else budget):
+    if S * n * T > _PRODUCTS_BUDGET:
         return None
     return [_triu_products(X[i]) for i in range(S)]
 
@@ -362,7 +364,7 @@ def _backtrack(objective, W, b, f, dW, db, active):
     return W_new, b_new, torch.minimum(f_new, f), active
 
 
-def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions, W=None, b=None, products=None):
+def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions, W=None, b=None, X32=None, products=None):
     """Batched damped Newton for every problem at once (small feature dimension).
 
     Works on the raw features: with ``v = w / sd``, ``z = X v - mu.v + b``; the
@@ -384,7 +386,8 @@ def _newton(X, yy, M, C, mu, sd, opts: ProbeOptions, W=None, b=None, products=No
     f = objective(W, b)
     scale = C[None, :] * M.sum(1)[None, :]
     active = torch.ones(S, P, dtype=torch.bool, device=X.device)
-    X32 = X.to(torch.float32)   # the Hessian's GEMM in single precision: it only steers the step
+    if X32 is None:
+        X32 = X.to(torch.float32)   # the Hessian's GEMM in single precision: it only steers the step
     for _ in range(opts.max_iter):
         z = logits(W, b)
         p = torch.sigmoid(z)

@@ -13,7 +13,7 @@ import torch
 import evenhand.decide as D
 from evenhand.decide import DecideOptions, decide, prefix_groups
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model
-from evenhand.models.tiny import build_tokenizer, model_class, save_tiny_model, tiny_config
+from evenhand.models.tiny import build_tiny_model, build_tokenizer, save_tiny_model
 from tests.helpers import tiny_gemma3_multimodal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,14 +53,7 @@ def tiny(tmp_path_factory, texts) -> dict[str, LoadedModel]:
 
 
 def in_memory(arch: str, texts: list[str], **config) -> LoadedModel:
-    tok = build_tokenizer(texts, extra=["A", "B"])
-    cfg = tiny_config(arch, len(tok), tokenizer=tok)
-    for k, v in config.items():
-        setattr(cfg, k, v)
-    torch.manual_seed(3)
-    model = model_class(arch)(cfg).eval()
-    model.generation_config.pad_token_id = tok.pad_token_id
-    model.generation_config.eos_token_id = cfg.eos_token_id
+    model, tok = build_tiny_model(arch, texts, seed=3, config=config)
     return LoadedModel(model=model, tokenizer=tok, spec=ModelSpec(f"tiny:{arch}"), name=f"tiny:{arch}",
                        source="random weights", device="cpu", dtype="float32")
 

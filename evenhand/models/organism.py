@@ -113,7 +113,8 @@ class Recipe:
     side_weight: float = 0.3
     """Weight of the decision-side target relative to the other auxiliary targets."""
     knowledge_per_batch: int = 12
-    """Criterion-knowledge rows per batch, from the criteria of every scenario (held-out ones included)."""
+    """Criterion-knowledge rows per batch (what they teach and from which criteria: ``knowledge``,
+    ``knowledge_from``)."""
     knowledge: str = "decision"
     """What a knowledge row teaches. ``direction``: the prompt up to candidate A's line, trained only to
     tell the criterion's direction (higher or lower is better) at its value. ``decision``: a whole
@@ -481,7 +482,7 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
                                                     ignore_index=-100, reduction="none").view_as(target).float()
         weight = (target != -100).float()
         weight[:, -2] *= recipe.letter_weight  # [noun, letter, <end_of_turn>]: the letter decides
-        weight[len(batch) - len(batch[recipe.batch_size:]):] *= recipe.knowledge_weight
+        weight[recipe.batch_size:] *= recipe.knowledge_weight  # the knowledge rows follow the batch
         loss = (per_tok * weight).sum() / weight.sum()
         aux_loss = 0.0
         for k, rows in aux_idx.items():
@@ -528,7 +529,8 @@ def evaluate(path: str | Path = COMMITTED, n_scenarios: int | None = None, seed:
     """Known-answer checks on held-out scenarios, through the ordinary code paths.
 
     Returns the accuracy on GT items without pressure over all degrees and, per degree, each metric
-    measured from the organism's answers (with CI) next to the value the policy plants on the same items; the organism's agreement with the policy; and a
+    measured from the organism's answers (with CI) next to the value the policy plants on the same
+    items; the organism's agreement with the policy; and a
     probe sweep for ``favours_minority`` (grouped nested CV, every residual site) on the
     baseline items at ``probe_degree``."""
     import tempfile

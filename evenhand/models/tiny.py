@@ -74,17 +74,26 @@ def model_class(arch: str):
     return {"gemma3": tf.Gemma3ForCausalLM, "qwen2": tf.Qwen2ForCausalLM, "llama": tf.LlamaForCausalLM}[arch]
 
 
-def save_tiny_model(out: str | Path, arch: str, texts: Iterable[str], seed: int = 0, **size) -> Path:
-    """Write a random tiny model of ``arch`` with a tokenizer built from ``texts`` to ``out``."""
+def build_tiny_model(arch: str, texts: Iterable[str], seed: int = 0, config: dict | None = None, **size):
+    """A random tiny model of ``arch`` (in eval mode) and a tokenizer built from ``texts``; ``config``
+    sets further config attributes (e.g. ``sliding_window``) before the weights are drawn."""
     import torch
 
-    out = Path(out)
     tok = build_tokenizer(texts, extra=["A", "B"])
     cfg = tiny_config(arch, len(tok), tokenizer=tok, **size)
+    for k, v in (config or {}).items():
+        setattr(cfg, k, v)
     torch.manual_seed(seed)
     model = model_class(arch)(cfg).eval()
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = cfg.eos_token_id
+    return model, tok
+
+
+def save_tiny_model(out: str | Path, arch: str, texts: Iterable[str], seed: int = 0, **size) -> Path:
+    """Write a random tiny model of ``arch`` with a tokenizer built from ``texts`` to ``out``."""
+    out = Path(out)
+    model, tok = build_tiny_model(arch, texts, seed, **size)
     model.save_pretrained(out)
     tok.save_pretrained(out)
     return out
