@@ -33,11 +33,11 @@ class DirectionalAblation(DirectionIntervention):
     FitOptions = AblationFit
     ApplyOptions = AblationApply
 
-    def fit_parameters(self, lm, train_items, options, seed, progress):
+    def fit_parameters(self, lm, train_items, options: AblationFit, seed: int, progress: bool) -> tuple[dict, dict]:
         rows, z, sites, acts = concept_activations(lm, train_items, options.layer, options.batch_size, progress)
         direction = torch.tensor(diff_of_means(acts[sites[0]], z), dtype=torch.float32)
         return {"sites": sites, "n_train": len(rows)}, {f"{sites[0]}/direction": direction}
 
-    def edits(self, fitted, lm, options):
+    def edits(self, fitted, lm, options: AblationApply) -> dict:
         site = fitted.info["sites"][0]
         return {site: ProjectOut(fitted.tensors[f"{site}/direction"], strength=options.strength)}

@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from .fitted import Fitted, InterventionError, fit_key, options_json
+from .model_state import ModelState
 
 KINDS = ("prompt", "activation", "learned")
 EDITING_KINDS = ("activation", "learned")
@@ -90,8 +91,9 @@ class Intervention:
         apply_names = [f.name for f in fields(cls.ApplyOptions)]
         unknown = sorted(set(flat) - set(fit_names) - set(apply_names))
         if unknown:
-            raise InterventionError(f"{cls.name}: unknown option(s) {', '.join(unknown)}; fit options: "
-                                    f"{', '.join(fit_names) or 'none'}; apply options: {', '.join(apply_names) or 'none'}")
+            raise InterventionError(f"{cls.name}: unknown option(s) {', '.join(unknown)}; "
+                                    f"fit options: {', '.join(fit_names) or 'none'}; "
+                                    f"apply options: {', '.join(apply_names) or 'none'}")
         return (cls._build(cls.FitOptions, {k: v for k, v in flat.items() if k in fit_names}),
                 cls._build(cls.ApplyOptions, {k: v for k, v in flat.items() if k in apply_names}))
 
@@ -231,62 +233,6 @@ class DirectionIntervention(EditingIntervention, abc.ABC):
         return out
 
 
-class ModelState:
-    """The hooks and parameters of a model at one moment, to check that an intervention left it as it was.
-
-    Parameters are compared by identity, storage, dtype, device, shape, ``requires_grad``, autograd
-    version counter (any in-place change bumps it) and a strided sample of their values (which
-    also catches writes through ``.data``)."""
-
-    _SAMPLES = 64
-
-    def __init__(self, hooks: dict, params: dict) -> None:
-        self.hooks, self.params = hooks, params
-
-    @classmethod
-    def capture(cls, model) -> "ModelState":
-        """The state of ``model`` now."""
-        import torch
-        hooks = {}
-        for name, mod in model.named_modules():
-            for kind in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks"):
-                keys = tuple(getattr(mod, kind, {}) or {})
-                if keys:
-                    hooks[(name or "<model>", kind.strip("_"))] = keys
-        params = {}
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                flat = p.detach().reshape(-1)
-                step = max(1, flat.numel() // cls._SAMPLES)
-                params[name] = ((id(p), p.data_ptr(), p.dtype, p.device, tuple(p.shape), p.requires_grad,
-                                 p._version), flat[::step].clone())
-        return cls(hooks, params)
-
-    def differences(self, model) -> list[str]:
-        """What differs between this state and ``model`` now (empty when nothing does)."""
-        import torch
-        now = ModelState.capture(model)
-        out = [f"hook(s) {kind} on {mod!r}" for (mod, kind), keys in now.hooks.items()
-               if set(keys) - set(self.hooks.get((mod, kind), ()))]
-        out += [f"hook(s) {kind} on {mod!r} removed" for (mod, kind), keys in self.hooks.items()
-                if set(keys) - set(now.hooks.get((mod, kind), ()))]
-        if set(now.params) != set(self.params):
-            out.append(f"parameters added or removed: {sorted(set(now.params) ^ set(self.params))[:5]}")
-        for name, (meta, sample) in self.params.items():
-            if name in now.params:
-                meta2, sample2 = now.params[name]
-                if meta2 != meta or not torch.equal(sample2, sample):
-                    out.append(f"parameter {name!r} changed")
-        return out
-
-    def check(self, model, what: str) -> None:
-        """Raise :class:`InterventionError` naming every difference between this state and ``model``."""
-        diff = self.differences(model)
-        if diff:
-            more = f" (+{len(diff) - 5} more)" if len(diff) > 5 else ""
-            raise InterventionError(f"{what}: the model is not as it was: {'; '.join(diff[:5])}{more}")
-
-
 def check_fitted(intervention: Intervention, fitted: Fitted) -> None:
     """Raise :class:`InterventionError` unless ``fitted`` was made by ``intervention``'s method."""
     if fitted.name != intervention.name:
@@ -331,7 +277,8 @@ def register(cls: type[Intervention]) -> type[Intervention]:
         declared[attr] = {f.name for f in fields(kind)}
     both = declared["FitOptions"] & declared["ApplyOptions"]
     if both:
-        raise InterventionError(f"{cls.__name__}: option(s) {', '.join(sorted(both))} declared as fit and apply options")
+        raise InterventionError(f"{cls.__name__}: option(s) {', '.join(sorted(both))} declared as fit and as apply "
+                                f"options")
     reserved = (declared["FitOptions"] | declared["ApplyOptions"]) & {"seed", "control"}
     if reserved:
         raise InterventionError(f"{cls.__name__}: {', '.join(sorted(reserved))} cannot be an option (the seed is an "

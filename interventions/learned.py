@@ -3,7 +3,8 @@
 Both are small modules applied to one site's hidden state at every position
 (prompt and generated tokens): each declares one edit (:class:`ModuleEdit` at
 its site) that the base class applies and removes, checking on exit that the
-model is exactly as before. Neither has apply options: the fit is the edit. They are pyvene ``TrainableIntervention`` subclasses, built from
+model is exactly as before. Neither has apply options: the fit is the edit.
+They are pyvene ``TrainableIntervention`` subclasses, built from
 pyvene's orthogonal ``LowRankRotateLayer``:
 
 - ``loreft`` (Wu et al. 2024): ``h + R^T (W h + b - R h)``, ``R`` a rank-r
