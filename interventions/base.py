@@ -229,7 +229,7 @@ class DirectionIntervention(EditingIntervention, abc.ABC):
         out = {}
         for k, key in enumerate(keys):
             v = fitted.tensors[key]
-            out[key] = torch.tensor(random_like(v.double().numpy(), seed * 1000 + k), dtype=v.dtype)
+            out[key] = torch.tensor(random_like(v.detach().cpu().double().numpy(), seed * 1000 + k), dtype=v.dtype)
         return out
 
 

@@ -228,8 +228,8 @@ class LEACE(DirectionIntervention):
     def eraser(self, fitted: Fitted, site: str):
         """The :class:`steering.leace.LeaceEraser` fitted at ``site`` (the map every edit applies)."""
         from steering.leace import LeaceEraser
-        return LeaceEraser(fitted.tensors[f"{site}/mean"].double().numpy(),
-                           fitted.tensors[f"{site}/proj"].double().numpy())
+        return LeaceEraser(fitted.tensors[f"{site}/mean"].detach().cpu().double().numpy(),
+                           fitted.tensors[f"{site}/proj"].detach().cpu().double().numpy())
 
     def edits(self, fitted: Fitted, lm, options: StrengthApply) -> dict:
         return {s: self.eraser(fitted, s).as_affine(float(options.strength)) for s in fitted.info["sites"]}

@@ -245,6 +245,8 @@ def test_apply_checks_that_the_model_is_restored(lm, eval_items):
         effect = "hook"
 
         def fit_parameters(self, lm, train_items, options, seed, progress):
+            if self.effect == "fit":
+                lm.model.model.norm.register_forward_hook(lambda *a: None)
             return {}, {}
 
         def edits(self, fitted, lm, options):
@@ -272,6 +274,12 @@ def test_apply_checks_that_the_model_is_restored(lm, eval_items):
         with bad.apply(fitted, lm):
             logits(lm, eval_items.head(1))
     lm.model.load_state_dict(state)
+    bad.effect = "fit"
+    with pytest.raises(InterventionError, match="fitting: the model is not as it was: hook"):
+        bad.fit(lm, None)
+    for key in set(lm.model.model.norm._forward_hooks) - set(hooks):
+        del lm.model.model.norm._forward_hooks[key]
+    assert dict(lm.model.model.norm._forward_hooks) == hooks
     with pytest.raises(InterventionError, match="fitted object is for"):
         with get("ace").apply(fitted, lm):
             pass
