@@ -1,7 +1,7 @@
 """Every registered intervention on a tiny random Gemma3: fit, save/load, decide, exact restore, controls.
 
 The per-method tests are parametrised over the registry (the built-in methods and every plugin in
-``examples/``), so a newly registered method gets them without editing any list here."""
+``examples/``, a file there that registers a method), so a newly registered method gets them without editing any list here."""
 from __future__ import annotations
 
 import json
@@ -20,7 +20,7 @@ from interventions.base import (REGISTRY, DirectionIntervention, EditingInterven
                                 InterventionError, decide_with, get, load_plugin, register, registered)
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGINS = sorted((ROOT / "examples").glob("*.py"))
+PLUGINS = sorted(p for p in (ROOT / "examples").glob("*.py") if "@register" in p.read_text())  # method plugins
 for _plugin in PLUGINS:
     load_plugin(_plugin)
 NINE = ["fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
