@@ -219,8 +219,8 @@ class _Learned(EditingIntervention):
                 p.requires_grad_(g)
             lm.model.train(was_training)
         tensors = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
-        return {"site": site, "embed_dim": d, "rank": self._rank(options), "n_pairs": len(pairs), "seed": seed,
-                "curve": curve}, tensors
+        return {"site": site, "embed_dim": d, "rank": self._rank(options), "n_pairs": len(pairs),
+                "curve": curve}, tensors  # the seed is Fitted.seed
 
     def module(self, fitted: Fitted):
         import torch
