@@ -213,6 +213,18 @@ def test_every_direction_method_gets_a_random_control(name, lm, fits, eval_items
     assert [c.control for c in cells(cfg)] == [False, True]
 
 
+def test_the_seed_is_one_argument_of_fit(lm, fits, train_items):
+    """The seed is never an option: it is the argument of fit, recorded in the Fitted and its key."""
+    loreft = get("loreft")
+    opts, _ = loreft.split_options(FAST["loreft"])
+    a, b = fits("loreft"), loreft.fit(lm, train_items, opts, seed=0)
+    c = loreft.fit(lm, train_items, opts, seed=1)
+    assert a.key == b.key and all(torch.equal(a.tensors[k], b.tensors[k]) for k in a.tensors)
+    assert c.seed == 1 and c.key != a.key and any(not torch.equal(a.tensors[k], c.tensors[k]) for k in a.tensors)
+    with pytest.raises(InterventionError, match="unknown option.*seed"):
+        loreft.split_options({"seed": 1})
+
+
 def test_restored_after_an_exception(lm, fits, eval_items):
     iv = get("ace")
     fitted = fits("ace")
