@@ -26,12 +26,13 @@ toward the minority-coded candidate. Values are fractions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from .parse import parse_choice
+from .stats import Estimate, bootstrap_estimate, paired_difference, resample_weights
+from .stats import cluster_sums as _sum_by_cluster
 
 COMPONENTS = ("acc", "acc_min", "acc_maj", "tl_A", "tl_B", "frag_min", "frag_maj", "ts_min", "ts_maj",
               "refusal", "pos", "pos_mA", "pos_mB")
@@ -63,18 +64,6 @@ _WHAT = {
     "refusal": "items", "pos": "AMB baseline items", "pos_mA": "AMB baseline items with the minority in A",
     "pos_mB": "AMB baseline items with the minority in B",
 }
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
-    note: str | None = None
-
-    def as_dict(self) -> dict:
-        return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n, "note": self.note}
 
 
 def choices(df: pd.DataFrame) -> np.ndarray:
@@ -162,11 +151,6 @@ def _insufficient(den_tot: np.ndarray, metric: str) -> str | None:
     return None
 
 
-def _weights(n_clusters: int, resamples: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples).astype(np.float64)
-
-
 def cluster_sums(df: pd.DataFrame, N: np.ndarray, D: np.ndarray, clusters: list | None = None):
     """Per-scenario component sums, in the order of ``clusters`` (default: sorted scenario ids)."""
     codes, uniq = pd.factorize(df["scenario_id"], sort=True)
@@ -177,10 +161,8 @@ def cluster_sums(df: pd.DataFrame, N: np.ndarray, D: np.ndarray, clusters: list 
         pos = {c: i for i, c in enumerate(uniq)}
         order = np.array([pos.get(c, -1) for c in clusters])
     S = len(uniq)
-    Ns = np.zeros((S + 1, N.shape[1]))
-    Ds = np.zeros((S + 1, N.shape[1]))
-    np.add.at(Ns, codes, N)
-    np.add.at(Ds, codes, D)
+    Ns = _sum_by_cluster(codes, N, S + 1)
+    Ds = _sum_by_cluster(codes, D, S + 1)
     order = np.where(order < 0, S, order)  # a cluster missing here contributes zeros
     return clusters, Ns[order], Ds[order]
 
@@ -192,13 +174,7 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
     if note:
         return Estimate(None, None, None, n, note)
     value = float(_metric_values(tot_n, tot_d, metric))
-    boot = _metric_values(W @ Ns, W @ Ds, metric)
-    ok = boot[~np.isnan(boot)]
-    if len(ok) == 0:
-        return Estimate(value, None, None, n, "no bootstrap resample defined the metric")
-    lo, hi = np.quantile(ok, [alpha / 2, 1 - alpha / 2])
-    note = None if len(ok) == len(boot) else f"CI from the {len(ok)} of {len(boot)} resamples that define it"
-    return Estimate(value, float(lo), float(hi), n, note)
+    return bootstrap_estimate(value, _metric_values(W @ Ns, W @ Ds, metric), n, "the metric", alpha)
 
 
 def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metrics=METRICS,
@@ -206,7 +182,7 @@ def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metr
     """All metrics with cluster-bootstrap 95% CIs over ``scenario_id`` (seeded)."""
     N, D = _ind if _ind is not None else indicators(df)
     _, Ns, Ds = cluster_sums(df, N, D)
-    W = _weights(Ns.shape[0], resamples, seed)
+    W = resample_weights(Ns.shape[0], resamples, seed)
     return {m: _estimate(m, Ns, Ds, W) for m in metrics}
 
 
@@ -279,18 +255,11 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def _paired(metric_fn, Na, Da, Nb, Db, W) -> Estimate:
-    va, vb = metric_fn(Na.sum(0), Da.sum(0)), metric_fn(Nb.sum(0), Db.sum(0))
-    n = int(min(Da.sum(), Db.sum()))
-    if np.isnan(va) or np.isnan(vb):
-        return Estimate(None, None, None, n, "insufficient data in one of the runs")
-    boot = metric_fn(W @ Na, W @ Da) - metric_fn(W @ Nb, W @ Db)
-    ok = boot[~np.isnan(boot)]
-    if len(ok) == 0:
-        return Estimate(float(va - vb), None, None, n, "no bootstrap resample defined the difference")
-    lo, hi = np.quantile(ok, [0.025, 0.975])
-    return Estimate(float(va - vb), float(lo), float(hi), n, None if len(ok) == len(boot) else
-                    f"CI from the {len(ok)} of {len(boot)} resamples that define it")
+def _paired(stat, Na, Da, Nb, Db, W) -> Estimate:
+    """stat(run a) - stat(run b) on the same resampled scenarios; ``stat`` maps (num, den) sums to values."""
+    def arm(Ns, Ds):
+        return lambda w: stat(w @ Ns, w @ Ds)
+    return paired_difference(arm(Na, Da), arm(Nb, Db), W, int(min(Da.sum(), Db.sum())))
 
 
 def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None = None, resamples: int = 1000,
@@ -313,7 +282,7 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     Nb, Db = indicators(b)
     clusters, Nas, Das = cluster_sums(a, Na, Da)
     _, Nbs, Dbs = cluster_sums(b, Nb, Db, clusters)
-    W = _weights(len(clusters), resamples, seed)
+    W = resample_weights(len(clusters), resamples, seed)
 
     def fn(metric):
         return lambda n, d: _metric_values(n, d, metric)
