@@ -26,7 +26,7 @@ ALPHA = 0.05
 
 SeedLike = int | Sequence[int] | np.random.Generator
 Arm = Callable[[np.ndarray], np.ndarray]
-"""A statistic of cluster weights: (R, k) weights -> (R,) values (NaN where undefined)."""
+"""A statistic of resample weights: (R, m) weights -> (R,) values (NaN where undefined)."""
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,9 @@ def bootstrap_estimate(value: float, draws: np.ndarray, n: int, what: str = "the
 def paired_difference(arm_a: Arm, arm_b: Arm, weights: np.ndarray, n: int, alpha: float = ALPHA) -> Estimate:
     """arm_a - arm_b, both evaluated on the same resampled clusters.
 
-    Each arm maps (R, k) cluster weights to R values; the point value is the arms on
-    unit weights (every cluster once), the draws are the arms on ``weights``. When an
+    Each arm maps (R, m) weights (cluster weights, or row weights from
+    :func:`row_weights`) to R values; the point value is the arms on unit weights
+    (every cluster once), the draws are the arms on ``weights``. When an
     arm is undefined on the data the estimate has no value."""
     unit = np.ones((1, weights.shape[1]))
     va, vb = arm_a(unit)[0], arm_b(unit)[0]
