@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .parse import parse_choice
+from .schema import favours_minority
 from .stats import Estimate, bootstrap_estimate, paired_difference, resample_weights
 from .stats import cluster_sums as _sum_by_cluster
 
@@ -85,9 +86,8 @@ def indicators(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     choice = choices(df)
     keep = ~df["excluded"].to_numpy(bool)
     answered = np.array([c is not None for c in choice]) & keep
-    neg = (df["question_polarity"] == "negative").to_numpy()
     mslot = df["minority_slot"].to_numpy(object)
-    fav_min = (choice == mslot) ^ neg
+    fav_min = favours_minority(choice, mslot, df["question_polarity"].to_numpy(object))
     correct = choice == df["correct_slot"].to_numpy(object)
     gt = (df["condition"] == "GT").to_numpy()
     pressured = df["pressured"].to_numpy(bool)
