@@ -38,6 +38,13 @@ from .stats import cluster_sums as _sum_by_cluster
 COMPONENTS = ("acc", "acc_min", "acc_maj", "tl_A", "tl_B", "frag_min", "frag_maj", "ts_min", "ts_maj",
               "refusal", "pos", "pos_mA", "pos_mB")
 HEADLINE = ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal")
+"""The headline metrics, in the order reports print them."""
+ASYMMETRY = ("fraggap", "tieshift", "accgap", "tielean")
+"""The four asymmetry metrics, pressure first: the order of the intervention score and the coverage study."""
+HEADLINE_ASYMMETRY = tuple(m for m in HEADLINE if m in ASYMMETRY)
+"""The asymmetry metrics in headline order (AccGap, TieLean, FragGap, TieShift): the progression figure's panels."""
+FAIR = {m: 0.5 if m == "tielean" else 0.0 for m in ASYMMETRY}
+"""The value of each asymmetry metric for an even-handed model."""
 EXTRA = ("acc_minority", "acc_majority", "flip_pro_minority", "flip_pro_majority", "shift_to_minority",
          "shift_to_majority", "position_bias", "position_gap")
 METRICS = HEADLINE + EXTRA
@@ -288,11 +295,10 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
         return lambda n, d: _metric_values(n, d, metric)
 
     diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W).as_dict() for m in METRICS}
-    gaps = {"fraggap": lambda n, d: np.abs(_metric_values(n, d, "fraggap")),
-            "tieshift": lambda n, d: np.abs(_metric_values(n, d, "tieshift")),
-            "accgap": lambda n, d: np.abs(_metric_values(n, d, "accgap")),
-            "tielean": lambda n, d: np.abs(_metric_values(n, d, "tielean") - 0.5)}
-    reduction = {m: _paired(f, Nas, Das, Nbs, Dbs, W).as_dict() for m, f in gaps.items()}
+    def distance_from_fair(metric):
+        return lambda n, d: np.abs(_metric_values(n, d, metric) - FAIR[metric])
+
+    reduction = {m: _paired(distance_from_fair(m), Nas, Das, Nbs, Dbs, W).as_dict() for m in ASYMMETRY}
     loss = _paired(fn("accuracy"), Nas, Das, Nbs, Dbs, W).as_dict()
     # McNemar on GT baseline items answered in both runs
     acc = COMPONENTS.index("acc")

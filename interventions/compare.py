@@ -44,7 +44,6 @@ import pandas as pd
 from .base import Fitted, InterventionError, decide_with, get
 
 STEERING = ("caa", "ace", "leace")
-HEADLINE = ("fraggap", "tieshift", "accgap", "tielean")
 
 
 @dataclass(frozen=True)
