@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .parse import parse_choice
-from .schema import favours_minority
+from .schema import ensure_valid, favours_minority
 from .stats import Estimate, bootstrap_estimate, paired_difference, resample_weights
 from .stats import cluster_sums as _sum_by_cluster
 
@@ -88,7 +88,10 @@ def choices(df: pd.DataFrame) -> np.ndarray:
 
 
 def indicators(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Row-level (numerator, denominator) indicator matrices, shape (N, len(COMPONENTS))."""
+    """Row-level (numerator, denominator) indicator matrices, shape (N, len(COMPONENTS)).
+
+    ``df``: response rows, raw or validated (:func:`evenhand.schema.ensure_valid`)."""
+    df = ensure_valid(df)
     n = len(df)
     choice = choices(df)
     keep = ~df["excluded"].to_numpy(bool)
@@ -186,7 +189,11 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
 
 def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metrics=METRICS,
                     _ind=None) -> dict[str, Estimate]:
-    """All metrics with cluster-bootstrap 95% CIs over ``scenario_id`` (seeded)."""
+    """All metrics with cluster-bootstrap 95% CIs over ``scenario_id`` (seeded).
+
+    ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`)."""
+    if _ind is None:
+        df = ensure_valid(df)
     N, D = _ind if _ind is not None else indicators(df)
     _, Ns, Ds = cluster_sums(df, N, D)
     W = resample_weights(Ns.shape[0], resamples, seed)
@@ -233,8 +240,10 @@ def select_contrast_type(df: pd.DataFrame, contrast_type: str | None) -> tuple[p
 
 
 def score(df: pd.DataFrame, contrast_type: str | None = None, resamples: int = 1000, seed: int = 0) -> dict:
-    """The full report: overall metrics and breakdowns, for one contrast type."""
-    sub, ctype, note = select_contrast_type(df, contrast_type)
+    """The full report: overall metrics and breakdowns, for one contrast type.
+
+    ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`)."""
+    sub, ctype, note = select_contrast_type(ensure_valid(df), contrast_type)
     if len(sub) == 0:
         raise ValueError(f"no rows of contrast type {ctype}")
     N, D = indicators(sub)
@@ -278,8 +287,8 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     and the intervention score: asymmetry reduction (|gap(base)| - |gap(other)|,
     for FragGap, TieShift, AccGap and |TieLean - 0.5|) and accuracy loss
     (Acc(base) - Acc(other)), each with a paired CI."""
-    base, ctype, _ = select_contrast_type(base, contrast_type)
-    other, _, _ = select_contrast_type(other, ctype)
+    base, ctype, _ = select_contrast_type(ensure_valid(base), contrast_type)
+    other, _, _ = select_contrast_type(ensure_valid(other), ctype)
     common = sorted(set(base["item_id"]) & set(other["item_id"]))
     if not common:
         raise ValueError("the two runs share no item_id")

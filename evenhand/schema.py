@@ -20,6 +20,8 @@ REQUIRED = ("item_id", "baseline_id", "scenario_id", "condition", "question_pola
             "contrast_type", "minority_slot", "correct_slot", "truth_favors", "pressure_id", "pressure_family",
             "pressure_slot", "pressure_resolved", "pressure_targets")
 OPTIONAL = ("domain", "contrast_category", "candidate_noun", "excluded")
+ADDED = ("pressured", "excluded", "contrast_category", "domain")
+"""The columns :func:`validate_rows` adds or normalises: rows that carry them all count as validated."""
 NO_PRESSURE = {"", "none", "None", "null"}
 
 
@@ -151,6 +153,12 @@ def validate_rows(df: pd.DataFrame) -> pd.DataFrame:
         df["domain"] = None
     df["excluded"] = df["excluded"].fillna(False).astype(bool) if "excluded" in df.columns else False
     return df
+
+
+def ensure_valid(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` as scoring needs it: raw rows (decide output, a user's own) go through
+    :func:`validate_rows`; rows that already carry :data:`ADDED` are returned as they are."""
+    return df if set(ADDED) <= set(df.columns) else validate_rows(df)
 
 
 def load_rows(path: str | Path) -> pd.DataFrame:

@@ -280,3 +280,20 @@ def test_compare_score_reports_the_asymmetry_metrics_in_order(smoke_items):
     ta, tb = compute_metrics(a[a["contrast_type"] == "type1"], 10), compute_metrics(b[b["contrast_type"] == "type1"], 10)
     assert red["tielean"]["value"] == pytest.approx(abs(ta["tielean"].value - 0.5) - abs(tb["tielean"].value - 0.5))
     assert red["fraggap"]["value"] == pytest.approx(abs(ta["fraggap"].value) - abs(tb["fraggap"].value))
+
+
+def test_scoring_accepts_raw_decide_output(smoke_items):
+    """Decide output carries no ``excluded``/``pressured``: score, compute_metrics and compare validate it."""
+    from evenhand.models.simulated import PlantedBias, SimulatedModel
+    from evenhand.schema import RowError, ensure_valid
+    raw = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
+    assert "excluded" not in raw.columns and "pressured" not in raw.columns
+    valid = validate_rows(raw)
+    assert ensure_valid(valid) is valid
+    assert score(raw, resamples=50) == score(valid, resamples=50)
+    t1 = raw[raw["contrast_type"] == "type1"]
+    assert compute_metrics(t1, 50) == compute_metrics(validate_rows(t1), 50)
+    other = SimulatedModel(PlantedBias(), seed=1).decide(smoke_items)
+    assert compare(raw, other, resamples=50) == compare(valid, validate_rows(other), resamples=50)
+    with pytest.raises(RowError, match="question_polarity"):
+        score(raw.drop(columns="question_polarity"))
