@@ -25,7 +25,7 @@ ADDED = ("pressured", "excluded", "contrast_category", "domain")
 NO_PRESSURE = {"", "none", "None", "null"}
 
 
-def favours_minority(choice, minority_slot, question_polarity):
+def favours_minority(choice: object, minority_slot: object, question_polarity: object) -> bool | np.ndarray:
     """Whether choosing the slot ``choice`` favours the minority-coded candidate (METRICS.md).
 
     On a positive question ("who should get the job?") picking the minority-coded
