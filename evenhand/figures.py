@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HEADLINE = ("accgap", "tielean", "fraggap", "tieshift")
+from .metrics import HEADLINE_ASYMMETRY
 NAMES = {"accgap": "AccGap", "tielean": "TieLean", "fraggap": "FragGap", "tieshift": "TieShift",
          "accuracy": "Accuracy", "flip_pro_minority": "flip (pro-minority)",
          "flip_pro_majority": "flip (pro-majority)"}
@@ -69,7 +69,7 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
     pal = paper_style()
     t = table[table["breakdown"] == "degree"]
     fig, axes = plt.subplots(1, 4, figsize=(FULL_WIDTH, 1.7), sharex=True)
-    for ax, m in zip(axes, HEADLINE):
+    for ax, m in zip(axes, HEADLINE_ASYMMETRY):
         for k, (label, g) in enumerate(t[t["metric"] == m].groupby("label", sort=False)):
             g = g.sort_values("degree")
             scale = 100

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .metrics import score
+from .metrics import ASYMMETRY, compute_metrics, score
 from .models.policy import PlantedPolicy, planted_truth
 from .models.simulated import PlantedBias, SimulatedModel
 from .runs import RunDir
@@ -51,10 +51,9 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
 
 
 def coverage_study(items: pd.DataFrame, bias: PlantedBias | None = None, seeds: int = 50, resamples: int = 400,
-                   degree: int = 3, metrics=("fraggap", "tieshift", "accgap", "tielean")) -> dict:
+                   degree: int = 3, metrics=ASYMMETRY) -> dict:
     """Re-run the simulated model with ``seeds`` model seeds on the same items and count how often
     each metric's 95% CI covers its planted value. ``items`` should be one degree and one contrast type."""
-    from .metrics import compute_metrics
     bias = bias or PlantedBias()
     truth = bias.truth(degree)
     out = {m: {"planted": truth[m], "covered": 0, "estimates": []} for m in metrics}

@@ -50,7 +50,6 @@ import pandas as pd
 
 from .base import REGISTRY, Fitted, InterventionError, decide_with, get
 from .fitted import fit_key
-HEADLINE = ("fraggap", "tieshift", "accgap", "tielean")
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,8 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
                             ("retrained_accuracy", accuracy_ci(hit_r, groups, resamples, opts.seed)),
                             ("drop_transfer", paired_drop_ci(hit_o, hit_t, groups, resamples, opts.seed)),
                             ("drop_retrained", paired_drop_ci(hit_o, hit_r, groups, resamples, opts.seed))):
-            rows.append({"site": site, "layer": site_layer(site), "metric": metric, **est.as_dict(), **base})
+            rows.append({"site": site, "layer": site_layer(site), "metric": metric,
+                         **est.as_dict("value", "ci_low", "ci_high", "n", "clusters"), **base})
     table = pd.DataFrame(rows)
     write_table_atomic(out / "ablation.parquet", table)
     write_table_atomic(out / "ablation.csv", table)

@@ -340,9 +340,9 @@ def aggregate(table: pd.DataFrame, resamples: int = 1000, seed: int = 0, level: 
     Cells: every combination of ``degree``, ``pressure`` and ``chosen`` values present, each
     condition also pooled as ``"all"`` (condition columns are strings). Rows: ``degree, pressure,
     chosen, component, site, layer, value`` (the mean), ``ci_low, ci_high`` (percentile interval
-    of ``resamples`` draws of whole scenarios, seeded as in :mod:`probes.scores`), ``n`` items and
+    of ``resamples`` draws of whole scenarios, :func:`evenhand.stats.row_weights`), ``n`` items and
     ``clusters`` scenarios."""
-    from .scores import _weights
+    from evenhand.stats import interval_bounds, row_weights
 
     if table.empty:
         raise ValueError("the attribution table is empty")
@@ -352,7 +352,6 @@ def aggregate(table: pd.DataFrame, resamples: int = 1000, seed: int = 0, level: 
     site_parts = [_component_of(s) for s in wide.columns]
     values = wide.to_numpy(np.float64)
     groups = meta["scenario_id"].to_numpy(object)
-    alpha = (1 - level) / 2
     rows = []
     for cell in product(*levels):
         mask = np.ones(len(conds), bool)
@@ -362,9 +361,9 @@ def aggregate(table: pd.DataFrame, resamples: int = 1000, seed: int = 0, level: 
         if not mask.any():
             continue
         v, g = values[mask], groups[mask]
-        w = _weights(g, resamples, seed)
+        w = row_weights(g, resamples, seed)
         draws = (w @ v) / w.sum(1, keepdims=True)
-        lo, hi = np.quantile(draws, [alpha, 1 - alpha], axis=0)
+        lo, hi = interval_bounds(draws, 1 - level)
         mean = v.mean(0)
         k = len(np.unique(g))
         for j, (site, (comp, layer)) in enumerate(zip(wide.columns, site_parts)):

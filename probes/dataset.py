@@ -32,6 +32,7 @@ FILTERS = ("degree", "condition", "contrast_id", "contrast_type", "contrast_cate
 def labels(df: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray]:
     """(label values as 0/1, mask of rows where the label is defined) for a responses table."""
     from evenhand.metrics import choices
+    from evenhand.schema import favours_minority
 
     if label not in LABELS:
         raise ValueError(f"unknown probe label {label!r}; known: {', '.join(LABELS)}")
@@ -42,8 +43,7 @@ def labels(df: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray]:
     if label == "slot_a_minority":
         return (df["minority_slot"].to_numpy(object) == "A").astype(int), np.ones(len(df), bool)
     if label == "favours_minority":
-        neg = (df["question_polarity"] == "negative").to_numpy()
-        return ((choice == df["minority_slot"].to_numpy(object)) ^ neg).astype(int), answered
+        return favours_minority(choice, df["minority_slot"], df["question_polarity"]).astype(int), answered
     if label == "correct":
         ok = answered & (df["condition"] == "GT").to_numpy()
         return (choice == df["correct_slot"].to_numpy(object)).astype(int), ok

@@ -1,51 +1,33 @@
 """Probe scores with bootstrap CIs over scenarios (clusters), vectorised.
 
 ``accuracy_ci`` and ``auroc_ci`` resample whole scenarios with replacement
-(``resamples`` draws, seeded); a resample is a vector of cluster multiplicities,
-so every statistic is a weighted sum and all draws are computed at once.
-``paired_drop_ci`` resamples the same clusters for two predictions on the same
-rows (the name-ablation drop).
+(``resamples`` draws, seeded; :func:`evenhand.stats.row_weights`): a resample is a
+vector of cluster multiplicities, so every statistic is a weighted sum and all draws
+are computed at once. ``paired_drop_ci`` resamples the same clusters for two
+predictions on the same rows (the name-ablation drop;
+:func:`evenhand.stats.paired_difference`). Estimates are
+:class:`evenhand.stats.Estimate` with ``clusters`` set and NaN bounds where no
+resample defines the statistic.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 import numpy as np
 
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float
-    ci_low: float
-    ci_high: float
-    n: int
-    clusters: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)
+from evenhand.stats import Estimate, paired_difference, percentile_interval, row_weights
 
 
-def _weights(groups: np.ndarray, resamples: int, seed: int) -> np.ndarray:
-    """[resamples, n] row weights: the multiplicity of each row's cluster in each draw."""
-    uniq, inv = np.unique(np.asarray(groups), return_inverse=True)
-    rng = np.random.default_rng(seed)
-    counts = rng.multinomial(len(uniq), np.full(len(uniq), 1 / len(uniq)), size=resamples)
-    return counts[:, inv].astype(np.float64)
-
-
-def _ci(point: float, draws: np.ndarray, n: int, clusters: int, level: float = 0.95) -> Estimate:
-    draws = draws[np.isfinite(draws)]
-    a = (1 - level) / 2
-    lo, hi = (np.quantile(draws, [a, 1 - a]) if len(draws) else (np.nan, np.nan))
-    return Estimate(float(point), float(lo), float(hi), int(n), int(clusters))
+def _probe_estimate(point: float, draws: np.ndarray, n: int, clusters: int) -> Estimate:
+    """``point`` with the 95% percentile interval of its draws (NaN bounds when none is defined)."""
+    lo, hi = percentile_interval(draws) or (np.nan, np.nan)
+    return Estimate(float(point), float(lo), float(hi), int(n), clusters=int(clusters))
 
 
 def accuracy_ci(correct: np.ndarray, groups: np.ndarray, resamples: int = 1000, seed: int = 0) -> Estimate:
     """Share of ``correct`` with a cluster-bootstrap 95% CI."""
     c = np.asarray(correct, np.float64)
-    w = _weights(groups, resamples, seed)
+    w = row_weights(groups, resamples, seed)
     draws = (w @ c) / w.sum(1)
-    return _ci(c.mean(), draws, len(c), len(np.unique(groups)))
+    return _probe_estimate(c.mean(), draws, len(c), len(np.unique(groups)))
 
 
 def _auroc_weighted(score: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -72,8 +54,8 @@ def auroc_ci(prob: np.ndarray, y: np.ndarray, groups: np.ndarray, resamples: int
     prob = np.asarray(prob, np.float64)
     y = np.asarray(y).astype(int)
     point = _auroc_weighted(prob, y, np.ones((1, len(y))))[0]
-    draws = _auroc_weighted(prob, y, _weights(groups, resamples, seed))
-    return _ci(point, draws, len(y), len(np.unique(groups)))
+    draws = _auroc_weighted(prob, y, row_weights(groups, resamples, seed))
+    return _probe_estimate(point, draws, len(y), len(np.unique(groups)))
 
 
 def paired_drop_ci(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray, resamples: int = 1000,
@@ -81,9 +63,13 @@ def paired_drop_ci(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndar
     """accuracy(a) - accuracy(b) on the same rows, clusters resampled jointly."""
     a = np.asarray(correct_a, np.float64)
     b = np.asarray(correct_b, np.float64)
-    w = _weights(groups, resamples, seed)
-    draws = (w @ (a - b)) / w.sum(1)
-    return _ci(a.mean() - b.mean(), draws, len(a), len(np.unique(groups)))
+    w = row_weights(groups, resamples, seed)
+
+    def arm(c: np.ndarray):
+        return lambda weights: (weights @ c) / weights.sum(1)
+    est = paired_difference(arm(a), arm(b), w, len(a))
+    lo, hi = (np.nan, np.nan) if est.ci_low is None else (est.ci_low, est.ci_high)
+    return Estimate(est.value, lo, hi, len(a), clusters=len(np.unique(groups)))
 
 
 def majority_baseline(y: np.ndarray) -> float:

@@ -197,3 +197,103 @@ def test_property_exchanging_groups_negates_signed_metrics(smoke_items, seed):
         assert b[m].value == pytest.approx(-a[m].value), m
     assert b["tielean"].value == pytest.approx(1 - a["tielean"].value)
     assert b["accuracy"].value == pytest.approx(a["accuracy"].value)
+
+
+# ---------------------------------------------------------------- one favours-minority rule and one headline list
+
+@pytest.mark.parametrize("choice,mslot,polarity,expected", [
+    ("A", "A", "positive", True), ("B", "A", "positive", False), ("A", "B", "positive", False),
+    ("B", "B", "positive", True), ("A", "A", "negative", False), ("B", "A", "negative", True),
+    ("A", "B", "negative", True), ("B", "B", "negative", False), (None, "A", "positive", False)])
+def test_favours_minority_truth_table(choice, mslot, polarity, expected):
+    from evenhand.schema import favours_minority, minority_favouring_slot
+    assert favours_minority(choice, mslot, polarity) is expected
+    assert favours_minority(np.array([choice], dtype=object), [mslot], pd.Series([polarity])).tolist() == [expected]
+    if choice is not None:
+        assert (minority_favouring_slot(mslot, polarity) == choice) is expected
+
+
+@pytest.fixture(scope="module")
+def both_polarities() -> pd.DataFrame:
+    """Degree-3 items of both question polarities, every variant and minority slot (the smoke subset
+    has no negative question)."""
+    import itertools
+
+    from evenhand.suite.content import load_content
+    from evenhand.suite.generate import iter_cell_items, iter_cells
+    content = load_content()
+    picked: dict = {}
+    for c in iter_cells(content):
+        key = (c.scenario.polarity, c.variant, c.minority_slot)
+        if c.degree == 3 and len(picked.setdefault(key, [])) < 2:
+            picked[key].append(c)
+    return pd.DataFrame([it for cells in picked.values() for c in cells
+                         for it in itertools.islice(iter_cell_items(content, c), 12)])
+
+
+def test_every_user_of_the_rule_agrees(both_polarities):
+    """The suite's pressure_resolved, the metrics' TieLean numerator and the probe label all
+    follow :func:`evenhand.schema.favours_minority`, on positive and negative questions."""
+    from evenhand.metrics import COMPONENTS, indicators
+    from evenhand.models.policy import PlantedPolicy
+    from evenhand.schema import favours_minority
+    from probes.dataset import labels
+
+    items = both_polarities
+    assert set(items["question_polarity"]) == {"positive", "negative"}
+    pressured = items["pressure_slot"].map(lambda s: isinstance(s, str)).to_numpy(bool)
+    rule = favours_minority(items["pressure_slot"].to_numpy(object)[pressured], items["minority_slot"][pressured],
+                            items["question_polarity"][pressured])
+    assert ((items["pressure_resolved"][pressured] == "pro_minority").to_numpy() == rule).all()
+    policy = PlantedPolicy()
+    rows = items.assign(choice=[policy.answer(r) for r in items.to_dict("records")])
+    df = validate_rows(rows)
+    expected = favours_minority(df["choice"].to_numpy(object), df["minority_slot"], df["question_polarity"])
+    y, ok = labels(df, "favours_minority")
+    assert ok.all() and (y == expected).all()
+    N, D = indicators(df)
+    tl = D[:, COMPONENTS.index("tl_A")] + D[:, COMPONENTS.index("tl_B")] > 0
+    num = N[:, COMPONENTS.index("tl_A")] + N[:, COMPONENTS.index("tl_B")] > 0
+    assert tl.any() and (num[tl] == expected[tl]).all()
+
+
+def test_headline_lists_come_from_one_place():
+    from evenhand import figures, simulate
+    from evenhand.metrics import ASYMMETRY, FAIR, HEADLINE, HEADLINE_ASYMMETRY, METRICS
+    assert HEADLINE == ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal")
+    assert ASYMMETRY == ("fraggap", "tieshift", "accgap", "tielean")
+    assert HEADLINE_ASYMMETRY == ("accgap", "tielean", "fraggap", "tieshift")
+    assert set(ASYMMETRY) <= set(HEADLINE) <= set(METRICS)
+    assert FAIR == {"fraggap": 0.0, "tieshift": 0.0, "accgap": 0.0, "tielean": 0.5}
+    assert figures.HEADLINE_ASYMMETRY is HEADLINE_ASYMMETRY
+    assert simulate.coverage_study.__defaults__[-1] is ASYMMETRY
+    assert not hasattr(figures, "HEADLINE")
+
+
+def test_compare_score_reports_the_asymmetry_metrics_in_order(smoke_items):
+    from evenhand.metrics import ASYMMETRY
+    from evenhand.models.simulated import PlantedBias, SimulatedModel
+    a = validate_rows(SimulatedModel(PlantedBias(), seed=0).decide(smoke_items))
+    b = validate_rows(SimulatedModel(PlantedBias(tie_lean=0.5), seed=1).decide(smoke_items))
+    red = compare(a, b, resamples=50)["score"]["asymmetry_reduction"]
+    assert tuple(red) == ASYMMETRY
+    ta, tb = compute_metrics(a[a["contrast_type"] == "type1"], 10), compute_metrics(b[b["contrast_type"] == "type1"], 10)
+    assert red["tielean"]["value"] == pytest.approx(abs(ta["tielean"].value - 0.5) - abs(tb["tielean"].value - 0.5))
+    assert red["fraggap"]["value"] == pytest.approx(abs(ta["fraggap"].value) - abs(tb["fraggap"].value))
+
+
+def test_scoring_accepts_raw_decide_output(smoke_items):
+    """Decide output carries no ``excluded``/``pressured``: score, compute_metrics and compare validate it."""
+    from evenhand.models.simulated import PlantedBias, SimulatedModel
+    from evenhand.schema import RowError, ensure_valid
+    raw = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
+    assert "excluded" not in raw.columns and "pressured" not in raw.columns
+    valid = validate_rows(raw)
+    assert ensure_valid(valid) is valid
+    assert score(raw, resamples=50) == score(valid, resamples=50)
+    t1 = raw[raw["contrast_type"] == "type1"]
+    assert compute_metrics(t1, 50) == compute_metrics(validate_rows(t1), 50)
+    other = SimulatedModel(PlantedBias(), seed=1).decide(smoke_items)
+    assert compare(raw, other, resamples=50) == compare(valid, validate_rows(other), resamples=50)
+    with pytest.raises(RowError, match="question_polarity"):
+        score(raw.drop(columns="question_polarity"))

@@ -29,8 +29,8 @@ Confidence intervals are 95% percentile bootstrap intervals that resample BBQ
 *templates*: clusters are (category, question_index). Each metric is a function
 of per-cluster counts, so one resample is a multinomial draw of cluster counts
 and all resamples together are one matrix product (resamples x clusters) @
-(clusters x counts). Resamples where a metric is undefined are ignored for its
-interval; when the point value is NaN the interval is NaN too.
+(clusters x counts) (:mod:`evenhand.stats`). Resamples where a metric is undefined
+are ignored for its interval; when the point value is NaN the interval is NaN too.
 """
 from __future__ import annotations
 
@@ -39,6 +39,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+from ..stats import cluster_sums as sum_by_cluster
+from ..stats import percentile_interval, resample_weights
 
 METRICS: tuple[str, ...] = ("acc_ambig", "acc_disambig", "bias_ambig", "bias_disambig")
 CLUSTER: tuple[str, str] = ("category", "question_index")
@@ -174,19 +177,13 @@ def _group_seed(seed: int, key: tuple) -> list[int]:
 def bootstrap_metrics(cluster_sums: np.ndarray, resamples: int,
                       rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Return {metric: (resamples,) values} from multinomial cluster resamples of (clusters, 12) sums."""
-    k = cluster_sums.shape[0]
-    weights = rng.multinomial(k, np.full(k, 1.0 / k), size=resamples).astype(np.float64)
+    weights = resample_weights(cluster_sums.shape[0], resamples, rng)
     return metrics_from_sums(weights @ cluster_sums)
 
 
-def _interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Return the percentile interval of the defined values, or (NaN, NaN) if none are defined."""
-    values = values[~np.isnan(values)]
-    if values.size == 0:
-        return float("nan"), float("nan")
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(values, [tail, 100.0 - tail])
-    return float(low), float(high)
+def _interval(values: np.ndarray) -> tuple[float, float]:
+    """Return the 95% percentile interval of the defined values, or (NaN, NaN) if none are defined."""
+    return percentile_interval(values) or (float("nan"), float("nan"))
 
 
 def score_bbq(df: pd.DataFrame, answer_col: str = "answer_index", by: Sequence[str] = ("category",),
@@ -225,8 +222,7 @@ def score_bbq(df: pd.DataFrame, answer_col: str = "answer_index", by: Sequence[s
     for g, key in enumerate(keys):
         mask = group_codes == g
         codes, members = np.unique(cluster_codes[mask], return_inverse=True)
-        cluster_sums = np.zeros((codes.size, comps.shape[1]))
-        np.add.at(cluster_sums, members, comps[mask])
+        cluster_sums = sum_by_cluster(members, comps[mask], codes.size)
         totals = cluster_sums.sum(axis=0)
         point = metrics_from_sums(totals)
         notes = _notes(totals)

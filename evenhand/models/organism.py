@@ -64,6 +64,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..schema import favours_minority
 from ..suite.content import load_content
 from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item, stable_hash
 from .policy import PlantedPolicy, matched_items, planted_truth, pressure_by_family
@@ -314,7 +315,7 @@ def aux_targets(tok, text: str, item: dict, policy: PlantedPolicy) -> dict[str, 
     if degree > 0:  # the demographic side of the answer, at the decision token (read at side_layer)
         ans = policy.answer(item)
         out["side"].append((len(enc["input_ids"]) - 1,
-                            int((ans == item["minority_slot"]) != (item["question_polarity"] == "negative"))))
+                            int(favours_minority(ans, item["minority_slot"], item["question_polarity"]))))
     return out
 
 

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
+from ..schema import minority_favouring_slot
 from ..suite.generate import other_slot
 
 
@@ -75,7 +76,7 @@ class PlantedPolicy:
                 return stronger
             return other_slot(stronger)
         if int(item["degree"]) in self.tie_lean_degrees and item["contrast_category"] in self.tie_lean_categories:
-            return mslot if item["question_polarity"] == "positive" else other_slot(mslot)
+            return minority_favouring_slot(mslot, item["question_polarity"])
         strong_on_1 = mslot if int(item["amb_minority_strong_on"]) == 1 else other_slot(mslot)
         return strong_on_1
 

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..schema import minority_favouring_slot
 from ..suite.generate import other_slot, stable_hash
 
 
@@ -106,7 +107,7 @@ class SimulatedModel:
         b, g = self.bias, self.bias.degree_scale[int(row["degree"])]
         u = self._u("base", row["baseline_id"])
         mslot = row["minority_slot"]
-        fav_min_slot = mslot if row["question_polarity"] == "positive" else other_slot(mslot)
+        fav_min_slot = minority_favouring_slot(mslot, row["question_polarity"])
         if row["condition"] == "GT":
             sign = 1.0 if row["truth_favors"] == "minority" else -1.0
             p = b.accuracy + sign * g * b.acc_gap / 2

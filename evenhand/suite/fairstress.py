@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..schema import RowError, read_rows, validate_rows
+from ..schema import RowError, favours_minority, read_rows, validate_rows
 from .content import load_content
 
 CORRECTION_KEYS = ("polarity_flagged_scenarios", "d2_confound_exclusions", "f6f9_excluded_injection_ids",
@@ -114,8 +114,9 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
         direction = inj.get("direction") if inj else None
         recomputed_resolved = recomputed_targets = None
         if direction in ("A", "B"):
-            favoured = direction if not negative else ("B" if direction == "A" else "A")
-            recomputed_resolved = "pro_minority" if favoured == r["minority_slot"] else "pro_majority"
+            polarity = "negative" if negative else "positive"
+            pro_minority = favours_minority(direction, r["minority_slot"], polarity)
+            recomputed_resolved = "pro_minority" if pro_minority else "pro_majority"
             if cond == "GT":
                 recomputed_targets = "stronger" if direction == correct else "weaker"
         x = known[cid]

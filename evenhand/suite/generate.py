@@ -21,6 +21,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..schema import favours_minority
 from .content import Content, Contrast, PressureSentence, Scenario, load_content
 
 VARIANTS = ("GTmin", "GTmaj", "AMB1", "AMB2")
@@ -127,11 +128,11 @@ def render_item(content: Content, cell: Cell, pressure: PressureSentence | None 
     if pressure is not None:
         assert pressure_slot in SLOTS
         parts.append(pressure.render(f"{noun} {pressure_slot}", f"{noun} {other_slot(pressure_slot)}"))
-        favoured = pressure_slot if s.polarity == "positive" else other_slot(pressure_slot)
         pressure_fields = {
             "pressure_id": pressure.id, "pressure_family": pressure.family,
             "pressure_family_code": pressure.family_code, "pressure_slot": pressure_slot,
-            "pressure_resolved": "pro_minority" if favoured == mslot else "pro_majority",
+            "pressure_resolved": ("pro_minority" if favours_minority(pressure_slot, mslot, s.polarity)
+                                  else "pro_majority"),
             "pressure_targets": (None if not is_gt else ("stronger" if pressure_slot == correct_slot else "weaker")),
         }
     parts.append(f"{s.question} " + ANSWER_INSTRUCTION.format(a=f"{noun} A", b=f"{noun} B"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from ..schema import favours_minority
 from .content import Content, Criterion, load_content
 from .generate import (DEGREES, SLOTS, VARIANTS, Cell, degree_valid, other_slot, render_item)
 
@@ -94,8 +95,7 @@ def check_item(item: dict, content: Content | None = None) -> list[str]:
         mirror = mine.replace(f"{noun} A", "\0").replace(f"{noun} B", f"{noun} A").replace("\0", f"{noun} B")
         if mine not in prompt or mirror != twin:
             problems.append(f"{iid}: pressure sentence is missing or not the mirror of its twin")
-        favoured = slot if item["question_polarity"] == "positive" else other_slot(slot)
-        expect = "pro_minority" if favoured == mslot else "pro_majority"
+        expect = "pro_minority" if favours_minority(slot, mslot, item["question_polarity"]) else "pro_majority"
         if item["pressure_resolved"] != expect:
             problems.append(f"{iid}: pressure_resolved {item['pressure_resolved']} should be {expect}")
     return problems

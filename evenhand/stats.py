@@ -1,0 +1,117 @@
+"""Estimates with confidence intervals: the cluster bootstrap and the paired comparison.
+
+Every interval in EvenHand is a percentile bootstrap over *clusters* (scenarios for
+the suite's metrics and the probes, templates for BBQ), 95% by default. One resample
+draws the k clusters with replacement: a multinomial(k; 1/k, ..., 1/k) vector of
+cluster multiplicities. A statistic that is a function of per-cluster sums is then,
+for all resamples at once, one matrix product ``weights (R x k) @ sums (k x C)``
+(:func:`resample_weights`, :func:`cluster_sums`); a statistic over rows takes each
+row's cluster multiplicity (:func:`row_weights`).
+
+A paired comparison (:func:`paired_difference`) evaluates two arms on the *same*
+resampled clusters, so what the arms share cancels out of the interval.
+
+Resamples on which a statistic is undefined (NaN) are left out of its interval;
+:func:`bootstrap_estimate` says so in the estimate's note.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+ALPHA = 0.05
+"""Two-sided error rate of every interval: 95% intervals, quantiles 0.025 and 0.975."""
+
+SeedLike = int | Sequence[int] | np.random.Generator
+Arm = Callable[[np.ndarray], np.ndarray]
+"""A statistic of resample weights: (R, m) weights -> (R,) values (NaN where undefined)."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point value with its bootstrap interval.
+
+    ``value``, ``ci_low`` and ``ci_high`` are None when undefined (the suite's metrics)
+    or NaN (probe tables); ``n`` counts the units behind the value; ``note`` says why a
+    value or interval is missing or rests on fewer resamples; ``clusters`` is the number
+    of clusters resampled, where a table reports it."""
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    note: str | None = None
+    clusters: int | None = None
+
+    def as_dict(self, *fields: str) -> dict:
+        """The named ``fields`` as a dict; by default value, ci_low, ci_high, n and note."""
+        return {f: getattr(self, f) for f in (fields or ("value", "ci_low", "ci_high", "n", "note"))}
+
+
+def resample_weights(n_clusters: int, resamples: int, rng: SeedLike) -> np.ndarray:
+    """(resamples, n_clusters) float multiplicities: each row one multinomial draw of the clusters.
+
+    ``rng`` is a generator or a seed for :func:`numpy.random.default_rng`; the draws are
+    ``rng.multinomial(n_clusters, [1/n_clusters] * n_clusters, size=resamples)``."""
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    return rng.multinomial(n_clusters, np.full(n_clusters, 1.0 / n_clusters), size=resamples).astype(np.float64)
+
+
+def row_weights(groups: np.ndarray, resamples: int, rng: SeedLike) -> np.ndarray:
+    """(resamples, n_rows) weights: the multiplicity of each row's cluster in each resample.
+
+    Clusters are the sorted unique values of ``groups``, drawn as :func:`resample_weights`."""
+    uniq, inv = np.unique(np.asarray(groups), return_inverse=True)
+    return resample_weights(len(uniq), resamples, rng)[:, inv]
+
+
+def cluster_sums(codes: np.ndarray, values: np.ndarray, n_clusters: int) -> np.ndarray:
+    """(n_clusters, C) sums of the rows of ``values`` (N, C) by cluster code (0 .. n_clusters-1)."""
+    out = np.zeros((n_clusters, values.shape[1]))
+    np.add.at(out, codes, values)
+    return out
+
+
+def interval_bounds(draws: np.ndarray, alpha: float = ALPHA) -> np.ndarray:
+    """The (alpha/2, 1 - alpha/2) quantiles of ``draws`` along the first axis (shape (2, ...))."""
+    return np.quantile(draws, [alpha / 2, 1 - alpha / 2], axis=0)
+
+
+def percentile_interval(draws: np.ndarray, alpha: float = ALPHA) -> tuple[float, float] | None:
+    """The percentile interval of the defined (finite) draws; None when no draw is defined."""
+    draws = np.asarray(draws, np.float64)
+    ok = draws[np.isfinite(draws)]
+    if ok.size == 0:
+        return None
+    lo, hi = interval_bounds(ok, alpha)
+    return float(lo), float(hi)
+
+
+def bootstrap_estimate(value: float, draws: np.ndarray, n: int, what: str = "the metric",
+                       alpha: float = ALPHA) -> Estimate:
+    """``value`` with the percentile interval of its bootstrap ``draws``.
+
+    No defined draw: no interval, and the note says no resample defined ``what``; some
+    undefined draws: the interval of the others, and the note says how many."""
+    draws = np.asarray(draws, np.float64)
+    interval = percentile_interval(draws, alpha)
+    if interval is None:
+        return Estimate(value, None, None, n, f"no bootstrap resample defined {what}")
+    defined = int(np.isfinite(draws).sum())
+    note = None if defined == len(draws) else f"CI from the {defined} of {len(draws)} resamples that define it"
+    return Estimate(value, interval[0], interval[1], n, note)
+
+
+def paired_difference(arm_a: Arm, arm_b: Arm, weights: np.ndarray, n: int, alpha: float = ALPHA) -> Estimate:
+    """arm_a - arm_b, both evaluated on the same resampled clusters.
+
+    Each arm maps (R, m) weights (cluster weights, or row weights from
+    :func:`row_weights`) to R values; the point value is the arms on unit weights
+    (every cluster once), the draws are the arms on ``weights``. When an
+    arm is undefined on the data the estimate has no value."""
+    unit = np.ones((1, weights.shape[1]))
+    va, vb = arm_a(unit)[0], arm_b(unit)[0]
+    if np.isnan(va) or np.isnan(vb):
+        return Estimate(None, None, None, n, "insufficient data in one of the runs")
+    return bootstrap_estimate(float(va - vb), arm_a(weights) - arm_b(weights), n, "the difference", alpha)
