@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .parse import parse_choice
+from .schema import validate_rows
 
 COMPONENTS = ("acc", "acc_min", "acc_maj", "tl_A", "tl_B", "frag_min", "frag_maj", "ts_min", "ts_maj",
               "refusal", "pos", "pos_mA", "pos_mB")
@@ -250,7 +251,12 @@ def select_contrast_type(df: pd.DataFrame, contrast_type: str | None) -> tuple[p
 
 
 def score(df: pd.DataFrame, contrast_type: str | None = None, resamples: int = 1000, seed: int = 0) -> dict:
-    """The full report: overall metrics and breakdowns, for one contrast type."""
+    """The full report: overall metrics and breakdowns, for one contrast type.
+
+    ``df`` is response rows as :func:`evenhand.decide.decide` returns them, as read from a file, or
+    already validated: they are checked and normalised with :func:`evenhand.schema.validate_rows`
+    first (a bad row raises :class:`~evenhand.schema.RowError` naming the row and field)."""
+    df = validate_rows(df)
     sub, ctype, note = select_contrast_type(df, contrast_type)
     if len(sub) == 0:
         raise ValueError(f"no rows of contrast type {ctype}")
@@ -301,7 +307,8 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     differences with CIs, the exact McNemar test on matched GT baseline items,
     and the intervention score: asymmetry reduction (|gap(base)| - |gap(other)|,
     for FragGap, TieShift, AccGap and |TieLean - 0.5|) and accuracy loss
-    (Acc(base) - Acc(other)), each with a paired CI."""
+    (Acc(base) - Acc(other)), each with a paired CI. Rows are validated as for :func:`score`."""
+    base, other = validate_rows(base), validate_rows(other)
     base, ctype, _ = select_contrast_type(base, contrast_type)
     other, _, _ = select_contrast_type(other, ctype)
     common = sorted(set(base["item_id"]) & set(other["item_id"]))
