@@ -43,7 +43,7 @@ _EXPORTS = {
     "RunDir": ".runs", "RunError": ".runs",
 }
 _SUBMODULES = ("suite",)
-__all__ = sorted([*_EXPORTS, *_SUBMODULES, "ORGANISM", "__version__"])
+__all__ = sorted([*_EXPORTS, *_SUBMODULES, "ORGANISM"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
 
 

@@ -99,6 +99,18 @@ def test_items_from_a_file_and_the_run_config_use_the_same_loader(tmp_path):
                                                                      contrast_types=["type23"], limit=30))
 
 
+# ------------------------------------------------------------------ loading
+
+def test_load_model_by_preset_with_options_and_by_path():
+    lm = eh.load_model(eh.ORGANISM, chat_template="none")
+    assert lm.name == eh.ORGANISM and lm.spec.chat_template == "none"
+    assert lm.spec.dtype == eh.PRESETS[eh.ORGANISM].spec.dtype == "float32", "the preset's other fields are kept"
+    by_path = eh.load_model(eh.PRESETS[eh.ORGANISM].spec.model)
+    assert by_path.meta["weights"] == lm.meta["weights"]
+    with pytest.raises(TypeError):
+        eh.load_model(eh.ORGANISM, no_such_field=1)
+
+
 # ------------------------------------------------------------------ scoring raw decide output
 
 @pytest.fixture(scope="module")
