@@ -38,6 +38,7 @@ Not part of the test run (except ``--tiny``). Prints a short table, then a JSON 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
 import sys
@@ -50,10 +51,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import evenhand.decide as D  # noqa: E402
 from bench_models import SHAPES, paired, random_model  # noqa: E402
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model  # noqa: E402
 from evenhand.prompts import labels, model_text, user_message, uses_chat_template  # noqa: E402
+
+D = importlib.import_module("evenhand.decide")  # the engine module; evenhand.decide is the function
 
 CELL_SIZE = 19  # a baseline and 9 pressure families x 2 slots
 

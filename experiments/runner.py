@@ -30,27 +30,9 @@ def check_output_dir(path: str | Path) -> Path:
 
 
 def suite_items(s: SuiteConfig):
-    """The items a suite config selects, as a DataFrame."""
-    import pandas as pd
-
-    from evenhand.schema import read_rows
-    from evenhand.suite.subsets import iter_subset
-    if s.subset in ("smoke", "core"):
-        df = pd.DataFrame(list(iter_subset(s.subset, s.seed)))
-    elif s.subset == "organism_heldout":
-        import json
-
-        from evenhand.models.organism import COMMITTED, heldout_items
-        df = heldout_items(json.loads((COMMITTED / "organism.json").read_text()), seed=s.seed)
-    else:
-        df = read_rows(s.subset).drop(columns=["_line"], errors="ignore")
-    if s.degrees:
-        df = df[df["degree"].isin(s.degrees)]
-    if s.contrast_types:
-        df = df[df["contrast_type"].isin(s.contrast_types)]
-    if s.limit:
-        df = df.head(s.limit)
-    return df.reset_index(drop=True)
+    """The items a suite config selects, as a DataFrame (:func:`evenhand.suite.items`)."""
+    from evenhand.suite import items
+    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit)
 
 
 def finish_stages(cfg: RunConfig, spec, run, items, responses, get_model, progress: bool) -> dict:

@@ -1,5 +1,36 @@
 """The Intervention protocol, its registry and the nine debiasing methods.
 
-Empty until the interventions issue lands: this package holds only what exists."""
+A notebook needs::
 
-from .base import load_plugin  # noqa: E402,F401  (interventions.load_plugin(module_or_path) for user methods)
+    method = interventions.get("leace")                    # interventions.registered() lists them
+    fit_opts, apply_opts = method.split_options({"layers": "middle", "strength": 1.0})
+    fitted = method.fit(lm, train_items, fit_opts, seed=0)  # a Fitted: save(dir) / Fitted.load(dir)
+    responses = interventions.decide_with(method, fitted, items, lm, eh.DecideOptions(), apply_opts)
+    table = interventions.run_compare(interventions.load_config("compare.yaml"))
+
+A method of your own subclasses :class:`Intervention` (or :class:`EditingIntervention`,
+:class:`DirectionIntervention`) and is added with ``@interventions.register``; a module of your own
+is imported with :func:`load_plugin` (see docs/INTERVENTIONS.md). Names load on first use (PEP 562).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evenhand.lazy import lazy_exports
+
+_EXPORTS = {
+    "Intervention": ".base", "EditingIntervention": ".base", "DirectionIntervention": ".base",
+    "Fitted": ".base", "InterventionError": ".base", "KINDS": ".base",
+    "register": ".base", "get": ".base", "registered": ".base", "check_fitted": ".base", "decide_with": ".base",
+    "load_plugin": ".base",
+    "CompareConfig": ".compare", "parse_config": ".compare", "load_config": ".compare", "run_compare": ".compare",
+    "frontier_points": ".figures", "frontier_figure": ".figures",
+}
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:
+    from .base import (KINDS, DirectionIntervention, EditingIntervention, Fitted, Intervention, InterventionError,
+                       check_fitted, decide_with, get, load_plugin, register, registered)
+    from .compare import CompareConfig, load_config, parse_config, run_compare
+    from .figures import frontier_figure, frontier_points

@@ -66,6 +66,9 @@ PRESETS: dict[str, Preset] = {
 
 @dataclass
 class LoadedModel:
+    """A loaded model ready for decisions: the Hugging Face model and tokenizer (left padding), the spec
+    it was loaded from, its display name, where it came from, the device and dtype it runs in, and
+    ``meta["weights"]`` (a fingerprint of the weight files)."""
     model: object
     tokenizer: object
     spec: ModelSpec
@@ -215,8 +218,16 @@ def weights_fingerprint(where: str, gguf: str | None = None, revision: str | Non
     return h.hexdigest()[:16]
 
 
-def load_model(spec: ModelSpec | str) -> LoadedModel:
-    """Load model and tokenizer (left padding, a pad token) ready for batched decisions."""
+def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
+    """Load model and tokenizer (left padding, a pad token) ready for batched decisions.
+
+    ``spec`` is a :class:`ModelSpec` or what its ``model`` field takes: a preset name (:data:`PRESETS`;
+    ``"evenhand-organism"`` is the model organism), a Hugging Face id, a local directory or a ``.gguf``
+    file. ``options`` set other :class:`ModelSpec` fields (``dtype="bfloat16"``, ``device="cuda:1"``, ...);
+    fields set away from their default win over a preset's. Raises :class:`ModelLoadError` with a message
+    that says what to do (an id not in the local cache while offline, CUDA asked for but missing, ...)."""
+    if options:
+        spec = replace(ModelSpec(spec) if isinstance(spec, str) else spec, **options)
     spec = resolve_spec(spec)
     where, gguf, source = locate(spec)
     import torch

@@ -211,6 +211,7 @@ def parse_item_id(item_id: str, content: Content | None = None) -> tuple[Cell, P
 
 
 def item_by_id(item_id: str, content: Content | None = None) -> dict:
+    """The item with this id, rendered again from the content (the inverse of its ``item_id``)."""
     content = content or load_content()
     cell, pressure, pslot = parse_item_id(item_id, content)
     return render_item(content, cell, pressure, pslot)

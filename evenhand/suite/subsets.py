@@ -51,6 +51,7 @@ def subset_spec(name: str) -> SubsetSpec:
 
 
 def subset_size(name: str) -> int:
+    """The number of items of a named subset (``smoke``, ``core``)."""
     spec = subset_spec(name)
     strata = len(CONDITION_VARIANTS) * len(DEGREES) * len(CONTRAST_TYPES)
     return strata * spec.units_per_stratum * 4 * (1 + spec.pressured_per_cell)

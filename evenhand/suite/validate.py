@@ -102,6 +102,7 @@ def check_item(item: dict, content: Content | None = None) -> list[str]:
 
 
 def validate_items(items: Iterable[dict], content: Content | None = None) -> list[str]:
+    """The problems :func:`check_item` finds in each of ``items`` (empty when every item is sound)."""
     content = content or load_content()
     problems: list[str] = []
     for item in items:

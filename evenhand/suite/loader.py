@@ -1,0 +1,106 @@
+"""The item loader: a named subset, the organism's held-out set or a file of items, filtered.
+
+:func:`items` is what ``eh.suite.items(...)`` returns and what a run config's ``suite:`` section
+selects. :func:`spread` picks *n* items spread across scenarios: whole baseline groups (a
+baseline item and its pressured variants, so every pressured row keeps its baseline and the
+pressure metrics stay defined), taken round-robin over the scenarios in a seeded order, so
+*n* items cover as many scenarios as they can instead of the first few.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NAMED = ("smoke", "core", "organism_heldout")
+
+
+def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int] | None = None,
+          contrast_types: Sequence[str] | None = None, scenarios: Sequence[str] | None = None,
+          n: int | None = None, limit: int | None = None) -> "pd.DataFrame":
+    """Suite items as a DataFrame, one row per item (the fields of :func:`evenhand.suite.generate.render_item`).
+
+    Args:
+        subset: ``smoke`` (1,024 items), ``core`` (49,920), ``organism_heldout`` (the model organism's
+            held-out scenarios), or a path to a ``.jsonl``/``.parquet`` file of items.
+        seed: seed of the stratified subset (and of :func:`spread`'s order).
+        degrees: keep only these degrees (0-3).
+        contrast_types: keep only these contrast types (``type1``, ``type23``).
+        scenarios: keep only these scenario ids.
+        n: after the filters, keep ``n`` items spread across scenarios (:func:`spread`).
+        limit: after the filters, keep the first ``limit`` items (in the subset's order).
+
+    Raises:
+        ValueError: ``n`` and ``limit`` both given, or ``subset`` is neither a known name nor a file.
+    """
+    import pandas as pd
+
+    if n is not None and limit is not None:
+        raise ValueError("give n (a spread of scenarios) or limit (the first items), not both")
+    name = str(subset)
+    if name in ("smoke", "core"):
+        from .subsets import iter_subset
+        df = pd.DataFrame(list(iter_subset(name, seed)))
+    elif name == "organism_heldout":
+        import json
+
+        from ..models.organism import COMMITTED, heldout_items
+        df = heldout_items(json.loads((COMMITTED / "organism.json").read_text()), seed=seed)
+    elif Path(name).exists():
+        from ..schema import read_rows
+        df = read_rows(name).drop(columns=["_line"], errors="ignore")
+    else:
+        raise ValueError(f"unknown subset {name!r}: use one of {', '.join(NAMED)} or an existing .jsonl/.parquet "
+                         f"file of items")
+    if degrees:
+        df = df[df["degree"].isin(list(degrees))]
+    if contrast_types:
+        df = df[df["contrast_type"].isin(list(contrast_types))]
+    if scenarios:
+        df = df[df["scenario_id"].isin(list(scenarios))]
+    if n is not None:
+        df = spread(df, n, seed)
+    if limit:
+        df = df.head(limit)
+    return df.reset_index(drop=True)
+
+
+def spread(df: "pd.DataFrame", n: int, seed: int = 0) -> "pd.DataFrame":
+    """``n`` rows of ``df`` spread across scenarios, in ``df``'s order.
+
+    Rows are grouped by ``baseline_id`` (a baseline and its pressured variants); the scenarios are
+    visited round-robin in an order seeded by ``seed``, each visit taking the next of that
+    scenario's groups (also in a seeded order), until ``n`` rows are taken; the last group is cut
+    to fit (its baseline, first in the group, is kept). Deterministic from ``seed``.
+    """
+    import numpy as np
+
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    if n >= len(df):
+        return df
+    rng = np.random.default_rng(seed)
+    key = df["baseline_id"].where(df["baseline_id"].notna(), df["item_id"]).to_numpy(object)
+    pos: dict[str, list[int]] = {}
+    for i, k in enumerate(key):
+        pos.setdefault(k, []).append(i)
+    by_scenario: dict[str, list[str]] = {}
+    for k, rows in pos.items():
+        by_scenario.setdefault(df["scenario_id"].iat[rows[0]], []).append(k)
+    queues = [[g[i] for i in rng.permutation(len(g))] for g in by_scenario.values()]
+    queues = [queues[i] for i in rng.permutation(len(queues))]
+    taken: list[int] = []
+    depth = 0
+    while len(taken) < n:
+        for q in queues:
+            if depth < len(q):
+                group = pos[q[depth]]
+                group = sorted(group, key=lambda i: df["baseline_id"].iat[i] != df["item_id"].iat[i])
+                taken += group[:n - len(taken)]
+                if len(taken) == n:
+                    break
+        depth += 1
+    return df.iloc[sorted(taken)]
