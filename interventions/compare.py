@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -230,41 +229,37 @@ def _rows_for(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.Dat
 
 
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) a comparison; returns the tidy table and writes every output."""
+    """Run (or resume) a comparison; returns the tidy table and writes every output. The stages: the
+    model, the baseline, one per cell (each done once its responses are written), the table."""
     from evenhand.decide import DecideOptions, decide
     from evenhand.models.loading import load_model, locate, resolve_spec
     from evenhand.runs import RunDir, write_table_atomic
+    from evenhand.stages import LoadModel, Step, exists, open_run, run_stages
 
-    out = Path(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     locate(spec)
-    run = RunDir.open_or_create(out, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg),
-                                                                                              default=str))})
     train, ev = item_sets(cfg)
-    run.update_manifest(n_train_items=len(train), n_eval_items=len(ev),
-                        train_scenarios=sorted(train["scenario_id"].unique().tolist()),
-                        eval_scenarios=sorted(ev["scenario_id"].unique().tolist()))
-    lm = load_model(spec)
-    run.check_same_model(lm.describe())
-    run.update_manifest(model=lm.describe())
+    run = open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
+                   n_train_items=len(train), n_eval_items=len(ev),
+                   train_scenarios=sorted(train["scenario_id"].unique().tolist()),
+                   eval_scenarios=sorted(ev["scenario_id"].unique().tolist()))
+    model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
-    cdir = out / "cells"
-    base_file = cdir / "baseline" / "responses.parquet"
-    if not base_file.exists():
-        base_file.parent.mkdir(parents=True, exist_ok=True)
-        with run.timed("baseline"):
-            write_table_atomic(base_file, decide(ev, lm, opts, out_dir=base_file.parent))
-    base = pd.read_parquet(base_file)
-    rows = _rows_for("baseline", None, base, base, cfg.resamples, cfg.seed)
+    baseline = run.cell("baseline")
+
+    def decide_baseline(run: RunDir) -> None:
+        baseline.path.mkdir(parents=True, exist_ok=True)
+        write_table_atomic(baseline.responses_path, decide(ev, model(), opts, out_dir=baseline.path))
+
     fitted_cache: dict[str, Fitted] = {}
     grid = cells(cfg)
-    for i, cell in enumerate(grid):
-        f = cdir / cell.key / "responses.parquet"
-        if not f.exists():
-            t0 = time.perf_counter()
+
+    def cell_stage(i: int, cell: Cell) -> Step:
+        def go(run: RunDir) -> None:
+            lm = model()
             iv = get(cell.arm.name, **cell.options)
-            fdir = out / "fitted" / cell.fit_key
+            fdir = run.fitted_dir(cell.fit_key)
             if cell.fit_key in fitted_cache:
                 fitted = fitted_cache[cell.fit_key]
             elif (fdir / "fitted.json").exists():
@@ -282,14 +277,25 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
             if progress:
                 print(f"[{i + 1}/{len(grid)}] deciding under {cell.key}", flush=True)
             resp = decide_with(iv, fitted, ev, lm, opts)
-            f.parent.mkdir(parents=True, exist_ok=True)
-            write_table_atomic(f, resp)
-            run.record_timing(cell.key, time.perf_counter() - t0)
-        rows += _rows_for(cell.key, cell, base, pd.read_parquet(f), cfg.resamples, cfg.seed)
-    table = pd.DataFrame(rows)
-    write_table_atomic(out / "compare.parquet", table)
-    write_table_atomic(out / "compare.csv", table)
-    from .figures import frontier_figure
-    frontier_figure(table, out / "frontier")
-    run.finish()
-    return table
+            out = run.cell(cell.key)
+            out.path.mkdir(parents=True, exist_ok=True)
+            write_table_atomic(out.responses_path, resp)
+        return Step(cell.key, go, exists(lambda r: r.cell(cell.key).responses_path))
+
+    def table(run: RunDir) -> pd.DataFrame:
+        base = pd.read_parquet(baseline.responses_path)
+        rows = _rows_for("baseline", None, base, base, cfg.resamples, cfg.seed)
+        for cell in grid:
+            rows += _rows_for(cell.key, cell, base, pd.read_parquet(run.cell(cell.key).responses_path),
+                              cfg.resamples, cfg.seed)
+        t = pd.DataFrame(rows)
+        write_table_atomic(run.compare_table, t)
+        write_table_atomic(run.compare_csv, t)
+        from .figures import frontier_figure
+        frontier_figure(t, run.frontier_stem)
+        return t
+
+    final = Step("table", table)
+    run_stages(run, [model, Step("baseline", decide_baseline, exists(lambda r: baseline.responses_path)),
+                     *(cell_stage(i, c) for i, c in enumerate(grid)), final])
+    return final.result
