@@ -12,14 +12,21 @@ A comparison config (YAML, ``yaml.safe_load``; see
     mode: answer
     batch_size: 64
     resamples: 1000
-    controls: true                      # a random direction of the same norm for every steering method
+    controls: true                      # a random direction of the same norm for every direction-based method
     interventions:
       - name: fair_instruction
       - name: caa
         options: {layers: middle}
-        sweep: {alpha: [1, 4, 16]}      # one cell per value (fitted once)
+        sweep: {alpha: [1, 4, 16]}      # one cell per value (alpha is an apply option: fitted once)
       - name: loreft
         seeds: [0, 1, 2]
+
+Each arm's flat ``options`` (and swept values) are split into the method's fit
+and apply options by their dataclass fields (an unknown key is an error naming
+it). A fit is cached under its fit key (a hash of the fit options, the seed and
+the train item ids) in ``fitted/<name>-<key>/``, so a swept fit option gets one
+fit per value and a swept apply option reuses one fit; the random control of a
+direction-based method is derived from that fit (``fitted/<name>-<key>-random/``).
 
 Fitting uses items of train scenarios only, scoring uses items of held-out
 scenarios only (:func:`evenhand.models.policy.matched_items`: every pressured
@@ -40,9 +47,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .base import Fitted, InterventionError, decide_with, get
+from evenhand.runs import RunDir
 
-STEERING = ("caa", "ace", "leace")
+from .base import REGISTRY, Fitted, InterventionError, decide_with, get
+from .fitted import fit_key
 HEADLINE = ("fraggap", "tieshift", "accgap", "tielean")
 
 
@@ -83,8 +91,8 @@ def _require(d: dict, key: str, kind, where: str):
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     """Validate a comparison config dict (field-named errors)."""
-    from .base import REGISTRY, _load_builtin
-    _load_builtin()
+    from .base import registered
+    registered()  # loads the built-in methods
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: a comparison config must be a mapping")
     known = {"model", "output_dir", "split", "train", "eval", "seed", "mode", "batch_size", "resamples", "controls",
@@ -115,7 +123,13 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         seeds = a.get("seeds", [0])
         if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
             raise ValueError(f"{w}.seeds must be a list of integers")
-        get(name, **options, **{k: v[0] for k, v in sweep.items()})  # validates option names
+        try:  # option names and values: every swept value once
+            REGISTRY[name].split_options(options)
+            for k, vals in sweep.items():
+                for v in vals:
+                    REGISTRY[name].split_options({**options, k: v})
+        except InterventionError as exc:
+            raise ValueError(f"{w}: {exc}") from None
         arms.append(Arm(name, options, sweep, tuple(seeds)))
     split = raw.get("split") or {}
     train = raw.get("train") or {}
@@ -161,12 +175,11 @@ class Cell:
         raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
         return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
 
-    @property
-    def fit_key(self) -> str:
-        swept = set(self.arm.sweep)
-        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()) if k not in swept)
-        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
-        return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
+    def fit_dir(self, train_ids: list[str]) -> str:
+        """The directory name of this cell's fit: ``<name>-<fit key>`` (``-random`` for the control)."""
+        fit_opts, _ = get(self.arm.name).split_options(self.options)
+        key = fit_key(self.arm.name, fit_opts, self.seed, train_ids)
+        return f"{self.arm.name}-{key[:16]}" + ("-random" if self.control else "")
 
 
 def cells(cfg: CompareConfig) -> list[Cell]:
@@ -178,7 +191,7 @@ def cells(cfg: CompareConfig) -> list[Cell]:
         grid = [dict(zip(keys, vals)) for vals in itertools.product(*(arm.sweep[k] for k in keys))] or [{}]
         for g in grid:
             for seed in arm.seeds:
-                controls = [False, True] if (cfg.controls and arm.name in STEERING) else [False]
+                controls = [False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]
                 for c in controls:
                     out.append(Cell(arm, {**arm.options, **g}, seed, c))
     return out
@@ -233,7 +246,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     model, the baseline, one per cell (each done once its responses are written), the table."""
     from evenhand.decide import DecideOptions, decide
     from evenhand.models.loading import load_model, locate, resolve_spec
-    from evenhand.runs import RunDir, write_table_atomic
+    from evenhand.runs import write_table_atomic
     from evenhand.stages import LoadModel, Step, exists, open_run, run_stages
 
     spec = resolve_spec(cfg.model)
@@ -253,30 +266,18 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         write_table_atomic(baseline.responses_path, decide(ev, model(), opts, out_dir=baseline.path))
 
     fitted_cache: dict[str, Fitted] = {}
+    train_ids = train["item_id"].astype(str).tolist()
     grid = cells(cfg)
 
     def cell_stage(i: int, cell: Cell) -> Step:
         def go(run: RunDir) -> None:
-            lm = model()
-            iv = get(cell.arm.name, **cell.options)
-            fdir = run.fitted_dir(cell.fit_key)
-            if cell.fit_key in fitted_cache:
-                fitted = fitted_cache[cell.fit_key]
-            elif (fdir / "fitted.json").exists():
-                fitted = Fitted.load(fdir)
-            else:
-                if progress:
-                    print(f"[{i + 1}/{len(grid)}] fitting {cell.fit_key}", flush=True)
-                fit_opts = {**cell.options, **({"control": "random"} if cell.control else {})}
-                if cell.arm.name in ("loreft", "reft_r1") or "seed" in iv.defaults:
-                    fit_opts.setdefault("seed", cell.seed)
-                fitter = get(cell.arm.name, **fit_opts)
-                fitted = fitter.fit(lm, train, seed=cell.seed, progress=progress)
-                fitted.save(fdir)
-            fitted_cache[cell.fit_key] = fitted
+            method = get(cell.arm.name)
+            _, apply_opts = method.split_options(cell.options)
+            fitted = _fitted(method, cell, model(), train, train_ids, run, fitted_cache,
+                             f"[{i + 1}/{len(grid)}] " if progress else None)
             if progress:
                 print(f"[{i + 1}/{len(grid)}] deciding under {cell.key}", flush=True)
-            resp = decide_with(iv, fitted, ev, lm, opts)
+            resp = decide_with(method, fitted, ev, model(), opts, apply_opts)
             out = run.cell(cell.key)
             out.path.mkdir(parents=True, exist_ok=True)
             write_table_atomic(out.responses_path, resp)
@@ -299,3 +300,33 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     run_stages(run, [model, Step("baseline", decide_baseline, exists(lambda r: baseline.responses_path)),
                      *(cell_stage(i, c) for i, c in enumerate(grid)), final])
     return final.result
+
+
+def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], run: RunDir,
+            cache: dict[str, Fitted], progress: str | None) -> Fitted:
+    """The cell's fit: from memory, from the run's ``fitted/<fit dir>`` (checked against the fit key), or fitted
+    and saved.
+
+    A random control is derived from the method's own fit (fitted first if needed)."""
+    name = cell.fit_dir(train_ids)
+    if name in cache:
+        return cache[name]
+    fit_opts, _ = method.split_options(cell.options)
+    key = fit_key(method.name, fit_opts, cell.seed, train_ids)
+    fdir = run.fitted_dir(name)
+    if (fdir / "fitted.json").exists():
+        fitted = Fitted.load(fdir)
+        if fitted.key != key or fitted.name != method.name or (fitted.control == "random") != cell.control:
+            raise InterventionError(f"{fdir} holds a fit with another key ({fitted.key[:16]}), not {key[:16]}")
+    elif cell.control:
+        own = _fitted(method, Cell(cell.arm, cell.options, cell.seed, False), lm, train, train_ids, run, cache,
+                      progress)
+        fitted = method.random_control(own, cell.seed)
+        fitted.save(fdir)
+    else:
+        if progress is not None:
+            print(f"{progress}fitting {name}", flush=True)
+        fitted = method.fit(lm, train, fit_opts, seed=cell.seed, progress=progress is not None)
+        fitted.save(fdir)
+    cache[name] = fitted
+    return fitted
