@@ -137,6 +137,6 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         from evenhand.models.loading import load_model
         return load_model(spec)
     decided = Step("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
-    later = finish_stages(cfg, spec, items, decided, driver_model, progress)
-    run_stages(run, [model, decided, *later, *analysis_stages(cfg, progress)])
-    return run, (later[0].result if later[0].result is not None else run.read_metrics())
+    score, *cache = finish_stages(cfg, spec, items, decided, driver_model, progress)
+    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress)])
+    return run, (score.result if score.result is not None else run.read_metrics())

@@ -66,12 +66,11 @@ def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
     return report
 
 
-def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progress: bool) -> list[Stage]:
+def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progress: bool) -> list[Step]:
     """The stages after the decisions, shared by the local and the Ray backend: score the responses
     (``decided.result`` when the decisions ran now, else the saved table) into ``metrics.json``, and
     (when enabled) cache activations with the model ``get_model()`` returns."""
-    stages: list[Stage] = [Step("score", lambda run: score_run(cfg, run, decided.result),
-                                finished_with(lambda r: r.metrics_path))]
+    stages = [Step("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path))]
     if cfg.cache.enabled:
         from evenhand.activations import CacheOptions, cache_activations
         from evenhand.suite.content import load_content
@@ -162,6 +161,6 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
         run.write_responses(responses)
         return responses
     decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path))
-    later = finish_stages(cfg, spec, items, decided, model, progress)
-    run_stages(run, [model, decided, *later, *analysis_stages(cfg, progress, model)])
-    return run, (later[0].result if later[0].result is not None else run.read_metrics())
+    score, *cache = finish_stages(cfg, spec, items, decided, model, progress)
+    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, model)])
+    return run, (score.result if score.result is not None else run.read_metrics())

@@ -228,4 +228,5 @@ def sweep_cells_dirs(sweep_dir: str | Path) -> list[Path] | None:
     man = run.manifest() if run.exists() else {}
     if (man.get("config") or {}).get("kind") != "sweep":
         return None
-    return [RunDir(c["output_dir"]).path for c in man.get("cells", []) if RunDir(c["output_dir"]).responses_path.exists()]
+    cells = [RunDir(c["output_dir"]) for c in man.get("cells", [])]
+    return [c.path for c in cells if c.responses_path.exists()]
