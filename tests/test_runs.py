@@ -174,3 +174,37 @@ def test_find_lists_the_runs_under_a_directory(tmp_path):
     RunDir.create(tmp_path / "s" / "cells" / "x", {}, "v", {})
     write_json_atomic(tmp_path / "a" / "probes" / "p" / "manifest.json", {"kind": "probe_sweep"})  # no status
     assert [r.path.relative_to(tmp_path).as_posix() for r in RunDir.find(tmp_path)] == ["a", "s/cells/x"]
+
+
+def test_a_run_failing_after_its_decisions_resumes_without_deciding_again(tmp_path, smoke_items, monkeypatch):
+    """The runner's stages: a failure in ``score`` leaves the run failed there; the rerun skips the decisions
+    (written and recorded) and finishes; a third run skips every finished stage."""
+    import evenhand.decide
+    import experiments.runner as runner
+    from experiments.config import CacheConfig, RunConfig, SuiteConfig
+    from evenhand.models.loading import ModelSpec
+    from evenhand.models.tiny import save_tiny_model
+
+    model_dir = save_tiny_model(tmp_path / "m", "qwen2", smoke_items["prompt"].tolist(), seed=1)
+    write_table_atomic(tmp_path / "items.parquet", smoke_items.head(6))
+    cfg = RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
+                    suite=SuiteConfig(subset=str(tmp_path / "items.parquet")), batch_size=4, resamples=50,
+                    cache=CacheConfig(enabled=True, dtype="float32"))
+    decided, real_decide, real_score = [], evenhand.decide.decide, runner.score_run
+    monkeypatch.setattr(evenhand.decide, "decide", lambda *a, **k: decided.append(1) or real_decide(*a, **k))
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+    monkeypatch.setattr(runner, "score_run", broken)
+    with pytest.raises(OSError, match="disk full"):
+        runner.run_config(cfg, progress=False)
+    run = RunDir(tmp_path / "run")
+    assert run.status == "failed" and run.manifest()["error"]["stage"] == "score" and len(decided) == 1
+    assert run.manifest()["stages_done"] == ["load_model", "decide"] and not run.metrics_path.exists()
+    monkeypatch.setattr(runner, "score_run", real_score)
+    _, report = runner.run_config(cfg, progress=False)
+    assert len(decided) == 1 and run.status == "done" and report == run.read_metrics()
+    assert run.manifest()["stages_done"] == ["load_model", "decide", "score", "cache"]
+    stamp = run.metrics_path.stat().st_mtime_ns
+    _, again = runner.run_config(cfg, progress=False)
+    assert len(decided) == 1 and run.metrics_path.stat().st_mtime_ns == stamp and again == report
