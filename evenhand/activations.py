@@ -28,6 +28,7 @@ from .decide import _Halving, _left_pad, plan_batches, token_lengths
 from .models.loading import LoadedModel
 from .models.sites import expand, resolve
 from .prompts import model_text, user_message, uses_chat_template
+from .runs import RunDir
 from .shards import ShardDir, read_json, write_json
 
 _ORDER = {"resid_pre": 0, "attn_out": 1, "mlp_out": 2, "resid_post": 3}
@@ -99,7 +100,7 @@ class ActivationCache:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.manifest = read_json(self.path / "manifest.json")
+        self.manifest = read_json(RunDir(self.path).manifest_path)
         self._shards = ShardDir(self.path, "acts", "safetensors")
 
     @property
@@ -178,7 +179,7 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
                 "d_model": int(lm.model.config.get_text_config().hidden_size), "engine": engine}
     shards = ShardDir(out, "acts", "safetensors")
     shards.prepare()
-    mpath = out / "manifest.json"
+    mpath = RunDir(out).manifest_path
     if mpath.exists():
         old = read_json(mpath)
         if old["stored_sites"] != stored or old["dtype"] != opts.dtype or old["model"]["name"] != lm.name:
@@ -212,7 +213,7 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     cache = ActivationCache(out)
     ids = cache.item_ids()
     if {r["item_id"] for r in records} <= set(ids):
-        write_json(out / "index.json", {"n_items": len(ids), "item_ids": ids})
+        write_json(RunDir(out).cache_index_path, {"n_items": len(ids), "item_ids": ids})
     return cache
 
 

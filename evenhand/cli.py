@@ -165,8 +165,8 @@ def _modes(a) -> int:
     from .modes import mode_switch
     out, spec, items, lm = _prepare(a)
     table, _ = mode_switch(items, lm, out, a.batch_size, spec.chat_template, a.resamples, progress=not a.no_progress)
-    from .runs import write_table_atomic
-    write_table_atomic(out / "mode_switch.csv", table)
+    from .runs import RunDir, write_table_atomic
+    write_table_atomic(RunDir(out).mode_switch_csv, table)
     print(f"{lm.name}: {len(items):,} items decided in answer and logprob mode (95% CIs; difference paired)")
     for metric, g in table.groupby("metric", sort=False):
         parts = []
@@ -201,14 +201,10 @@ def _runs_list(a) -> int:
     root = Path(a.directory)
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory")
+    from .runs import RunDir
     rows = []
-    for m in sorted(root.rglob("manifest.json")):
-        try:
-            man = json.loads(m.read_text())
-        except (OSError, ValueError):
-            continue
-        if "status" not in man:
-            continue
+    for run in RunDir.find(root):
+        man, m = run.manifest(), run.manifest_path
         model = (man.get("model") or {}).get("name") if isinstance(man.get("model"), dict) else man.get("model")
         secs = sum(v for v in (man.get("timings") or {}).values() if isinstance(v, (int, float)))
         rows.append((str(m.parent.relative_to(root)) or ".", man.get("status"), model or "-",
@@ -332,16 +328,16 @@ def _prepare(a):
 
 def _decide(a) -> int:
     from .decide import DecideOptions, decide
-    from .runs import write_table_atomic
+    from .runs import RunDir
     out, spec, items, lm = _prepare(a)
     opts = DecideOptions(mode=a.mode, batch_size=a.batch_size, max_new_tokens=a.max_new_tokens,
                          reasoning_max_new_tokens=a.reasoning_max_new_tokens, chat_template=spec.chat_template,
                          prefix_reuse=a.prefix_reuse)
     table = decide(items, lm, opts, out_dir=out)
-    write_table_atomic(out / "responses.parquet", table)
+    resp = RunDir(out).write_responses(table)
     answered = table["choice"].notna().mean()
-    print(f"{len(table):,} responses in {out / 'responses.parquet'} ({answered:.1%} with an A/B choice); "
-          f"score them with `evenhand score {out / 'responses.parquet'}`")
+    print(f"{len(table):,} responses in {resp} ({answered:.1%} with an A/B choice); "
+          f"score them with `evenhand score {resp}`")
     return 0
 
 
@@ -380,7 +376,8 @@ def _probe_sweep(a) -> int:
     ds = from_run(a.run_dir, a.label, a.sites, _probe_filters(a))
     opts = _probe_options(a)
     table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples, text=a.text)
-    out = Path(a.out) if a.out else Path(a.run_dir) / "probes" / a.label
+    from .runs import RunDir
+    out = Path(a.out) if a.out else RunDir(a.run_dir).probe_dir(a.label).path
     write_sweep(table, out, ds, opts, run_dir=str(a.run_dir))
     print(_probe_text(table, ds))
     print(f"\nwrote {out}/probes.parquet (+ .csv, manifest.json) in {table.attrs['seconds']:.1f}s")
@@ -411,7 +408,8 @@ def _probe_text(table, ds) -> str:
 
 def _probe_ablation(a) -> int:
     from probes.ablation import name_ablation
-    out = Path(a.out) if a.out else Path(a.run_dir) / "ablation" / a.variant
+    from .runs import RunDir
+    out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
     table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, _probe_options(a), a.resamples,
                           a.batch_size)
     for site in dict.fromkeys(table["site"]):
@@ -427,7 +425,8 @@ def _probe_ablation(a) -> int:
 
 def _probe_attribution(a) -> int:
     from probes.attribution import run_attribution
-    out = Path(a.out) if a.out else Path(a.run_dir) / "attribution"
+    from .runs import RunDir
+    out = Path(a.out) if a.out else RunDir(a.run_dir).attribution_dir.path
     table = run_attribution(a.run_dir, out, a.degree, a.batch_size, a.resamples, a.seed, progress=not a.no_progress)
     t = table[(table["degree"] == "all") & (table["pressure"] == "all") & (table["chosen"] == "all")]
     total = t[t["component"] == "logit_diff"]
@@ -544,14 +543,14 @@ def _demo(a) -> int:
                           report["contrast_type"])
     print(score_table(report, truth=truth))
     from .runs import write_json_atomic
-    write_json_atomic(run.path / "planted_truth.json", {str(k): v for k, v in truth.items()})
+    write_json_atomic(run.planted_truth_path, {str(k): v for k, v in truth.items()})
     print("'planted' is the policy's own value on these same items.\n")
     from probes.dataset import from_run
     from probes.logistic import ProbeOptions
     from probes.sweep import probe_sweep, write_sweep
     ds = from_run(run.path, "favours_minority", filters={"degree": 3, "pressured": False})
     table, _ = probe_sweep(ds, ProbeOptions(), resamples=1000)
-    write_sweep(table, run.path / "probes" / "favours_minority", ds, ProbeOptions(), run_dir=str(run.path))
+    write_sweep(table, run.probe_dir("favours_minority").path, ds, ProbeOptions(), run_dir=str(run.path))
     print(_probe_text(table, ds))
     print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json, activations/, probes/)")
     return 0

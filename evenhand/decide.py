@@ -422,7 +422,8 @@ def decide(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: DecideOption
     order = {r["item_id"]: i for i, r in enumerate(records)}
     if len(order) != len(records):
         raise ValueError("items contain duplicate item_id values")
-    shards = ParquetShards(Path(out_dir) / "decisions") if out_dir is not None else None
+    from .runs import RunDir
+    shards = ParquetShards(RunDir(out_dir).decisions) if out_dir is not None else None
     done: set[str] = set()
     if shards is not None:
         shards.prepare()

@@ -199,11 +199,12 @@ def latex_table(table: pd.DataFrame, label: str | None = None) -> str:
 def metrics_table(run_dir: str | Path, resamples: int = 1000) -> pd.DataFrame:
     """A run's tidy metrics table (labelled with the directory's name), computed from its responses
     once and saved as ``RUN_DIR/tables/metrics_long.parquet``."""
-    from .runs import write_table_atomic
-    rd = Path(run_dir)
-    f = rd / "tables" / "metrics_long.parquet"
+    from .runs import RunDir, write_table_atomic
+    run = RunDir(run_dir)
+    rd = run.path
+    f = run.metrics_long_path
     if not f.exists():
-        resp = rd / "responses.parquet"
+        resp = run.responses_path
         if not resp.exists():
             raise FileNotFoundError(f"{resp} not found: is {rd} a finished run directory?")
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -227,32 +228,34 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
                 formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = 1000) -> list[Path]:
     """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
     A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures)."""
+    from .runs import RunDir
     if len(run_dirs) == 1:
         from experiments.sweep import sweep_cells_dirs
         cells = sweep_cells_dirs(run_dirs[0])
         if cells is not None:
             if not cells:
                 raise FileNotFoundError(f"{run_dirs[0]}: no finished cell to draw")
-            return run_figures(cells, Path(out) if out else Path(run_dirs[0]) / "figures", formats, resamples)
+            return run_figures(cells, Path(out) if out else RunDir(run_dirs[0]).figures, formats, resamples)
     table = pd.concat([metrics_table(rd, resamples) for rd in run_dirs], ignore_index=True)
-    out = Path(out) if out else Path(run_dirs[0]) / "figures"
+    first = RunDir(run_dirs[0])
+    out = Path(out) if out else first.figures
     out.mkdir(parents=True, exist_ok=True)
     paths = progression_figure(table, out / "progression", formats)
     if (table["breakdown"] == "contrast_category").any():
         paths += heatmap_figure(table, out / "fraggap_heatmap", formats=formats)
     if (table["breakdown"] == "pressure_family").any():
         paths += family_figure(table, out / "flips_by_family", formats=formats)
-    for p in sorted(Path(run_dirs[0]).glob("probes/*/probes.parquet")):
-        probes = pd.read_parquet(p)
-        ablations = [t for t in (pd.read_parquet(a) for a in sorted(Path(run_dirs[0]).glob("ablation/*/ablation.parquet")))
-                     if len(t) and t["label"].iloc[0] == p.parent.name and _same_rows(probes, t)]
-        paths += probe_figure(probes, out / f"probe_{p.parent.name}", formats, ablations)
-    attribution = Path(run_dirs[0]) / "attribution" / "attribution.parquet"
+    for p in first.probe_dirs():
+        probes = pd.read_parquet(p.probes_table)
+        ablations = [t for t in (pd.read_parquet(a.ablation_table) for a in first.ablation_dirs())
+                     if len(t) and t["label"].iloc[0] == p.path.name and _same_rows(probes, t)]
+        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations)
+    attribution = first.attribution_dir.attribution_table
     if attribution.exists():
         from probes.attribution import attribution_figure
         paths += attribution_figure(pd.read_parquet(attribution), out / "attribution", "degree", formats)
-    for rd in map(Path, run_dirs[:1]):
-        resp = pd.read_parquet(rd / "responses.parquet")
+    for rd in map(RunDir, run_dirs[:1]):
+        resp = rd.read_responses()
         if "mode" in resp.columns and (resp["mode"] == "reasoning").any():
             from .language import explanation_words, words_figure
             from .runs import write_table_atomic as _w

@@ -1,8 +1,8 @@
 """The same switch on our suite: one model, one item set, decided in ``logprob`` and in ``answer`` mode.
 
 FairStress found that the direction of a measured lean can flip with the way a
-benchmark asks. :func:`mode_switch` decides the items both ways (resumable:
-``OUT/answer/`` and ``OUT/logprob/``), scores each, and compares them on the
+benchmark asks. :func:`mode_switch` decides the items both ways (a run directory
+with a manifest; resumable: ``OUT/answer/`` and ``OUT/logprob/``), scores each, and compares them on the
 same items with the paired bootstrap of :func:`evenhand.metrics.compare`
 (``logprob`` minus ``answer``). :func:`switch_rows` turns that into a tidy
 table: per mode TieLean and AccGap (and accuracy, FragGap, TieShift) with CIs,
@@ -20,23 +20,43 @@ METRICS = ("tielean", "accgap", "accuracy", "fraggap", "tieshift")
 
 def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 16, chat_template: str = "auto",
                 resamples: int = 1000, seed: int = 0, progress: bool = True) -> tuple[pd.DataFrame, dict]:
-    """Decide ``items`` in both modes; returns (tidy table, raw comparison)."""
+    """Decide ``items`` in both modes; returns (tidy table, raw comparison). ``out_dir`` is a run directory
+    (:mod:`evenhand.stages`): a mode whose responses are written is skipped on a rerun."""
+    import hashlib
+    from dataclasses import asdict
+
     from .decide import DecideOptions, decide
     from .metrics import compare, score
-    from .runs import write_table_atomic
+    from .runs import RunDir
     from .schema import validate_rows
-    out = Path(out_dir)
-    resp = {}
-    for mode in ("answer", "logprob"):
-        d = out / mode
-        d.mkdir(parents=True, exist_ok=True)
-        table = decide(items, lm, DecideOptions(mode=mode, batch_size=batch_size, chat_template=chat_template,
-                                                progress=progress), out_dir=d)
-        write_table_atomic(d / "responses.parquet", table)
-        resp[mode] = validate_rows(table)
-    reports = {m: score(r, resamples=resamples, seed=seed) for m, r in resp.items()}
-    cmp = compare(resp["answer"], resp["logprob"], resamples=resamples, seed=seed)
-    return switch_rows(reports, cmp), {"reports": reports, "compare": cmp}
+    from .stages import LoadModel, Step, finished_with, open_run, run_stages
+    ids = hashlib.sha256("\n".join(map(str, items["item_id"])).encode()).hexdigest()[:16]
+    run = open_run(out_dir, {"kind": "mode_switch", "model": asdict(lm.spec), "chat_template": chat_template,
+                             "n_items": len(items), "items_sha256": ids},
+                   n_items=len(items), batch_size=batch_size, resamples=resamples, seeds={"bootstrap": seed})
+
+    def decide_in(mode: str) -> Step:
+        def go(run: RunDir) -> pd.DataFrame:
+            d = run.mode_dir(mode)
+            d.path.mkdir(parents=True, exist_ok=True)
+            table = decide(items, lm, DecideOptions(mode=mode, batch_size=batch_size, chat_template=chat_template,
+                                                    progress=progress), out_dir=d.path)
+            d.write_responses(table)
+            return table
+        return Step(mode, go, finished_with(lambda r: r.mode_dir(mode).responses_path))
+
+    modes = [decide_in(m) for m in ("answer", "logprob")]
+    result: dict = {}
+
+    def compared(run: RunDir) -> None:
+        resp = {s.name: validate_rows(s.result if s.result is not None else run.mode_dir(s.name).read_responses())
+                for s in modes}
+        reports = {m: score(r, resamples=resamples, seed=seed) for m, r in resp.items()}
+        cmp = compare(resp["answer"], resp["logprob"], resamples=resamples, seed=seed)
+        result.update(table=switch_rows(reports, cmp), raw={"reports": reports, "compare": cmp})
+
+    run_stages(run, [LoadModel(lambda: lm), *modes, Step("compare", compared)])
+    return result["table"], result["raw"]
 
 
 def switch_rows(reports: dict, cmp: dict) -> pd.DataFrame:

@@ -7,7 +7,6 @@ The page is a pure function of the run's saved files (``manifest.json``,
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 WORDS = {
@@ -54,7 +53,8 @@ def probe_lines(run: Path) -> list[str]:
 
     from probes.sweep import best_site
     out = []
-    for f in sorted(run.glob("probes/*/probes.parquet")):
+    from .runs import RunDir
+    for f in (d.probes_table for d in RunDir(run).probe_dirs()):
         t = pd.read_parquet(f)
         site = best_site(t)
         row = t[(t["site"] == site)].set_index("metric")
@@ -68,7 +68,7 @@ def probe_lines(run: Path) -> list[str]:
         if len(text):
             line += f"; text baseline (written reasoning) {_pct(text.iloc[0])}"
         out.append(line + ".")
-        for a in sorted(run.glob("ablation/*/ablation.parquet")):
+        for a in (d.ablation_table for d in RunDir(run).ablation_dirs()):
             ab = pd.read_parquet(a)
             ab = ab[(ab["site"] == site) & (ab["label"] == f.parent.name)].set_index("metric")
             if len(ab):
@@ -83,10 +83,12 @@ def probe_lines(run: Path) -> list[str]:
 def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path]:
     """Write ``RUN_DIR/report.md`` and ``report.html``; returns their paths."""
     from .figures import run_figures
-    run = Path(run_dir)
-    man = json.loads((run / "manifest.json").read_text())
-    metrics = json.loads((run / "metrics.json").read_text())
-    figs = [p for p in run_figures([run], run / "figures", ("pdf", "svg", "png"), resamples) if p.suffix == ".png"]
+    from .runs import RunDir
+    rd = RunDir(run_dir)
+    run = rd.path
+    man = rd.manifest()
+    metrics = rd.read_metrics()
+    figs = [p for p in run_figures([run], rd.figures, ("pdf", "svg", "png"), resamples) if p.suffix == ".png"]
     degrees = sorted(metrics["by_degree"], key=int)
     top = degrees[-1]
     model = man.get("model", {}).get("name") if isinstance(man.get("model"), dict) else man.get("model")
@@ -112,8 +114,8 @@ def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path
     lines += probe_lines(run)
     lines += ["", "## Figures", ""]
     for f in figs:
-        lines += [f"![{f.stem}](figures/{f.name})", ""]
-    md = run / "report.md"
+        lines += [f"![{f.stem}]({rd.figures.relative_to(run).as_posix()}/{f.name})", ""]
+    md = rd.report_md
     md.write_text("\n".join(lines) + "\n")
     body = []
     for line in lines:
@@ -138,7 +140,7 @@ def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path
             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
             "td,th{border-bottom:1px solid #ccc;padding:2px 8px}</style></head><body>"
             + "\n".join(_wrap_tables(body)) + "</body></html>\n")
-    out = run / "report.html"
+    out = rd.report_html
     out.write_text(page)
     return md, out
 

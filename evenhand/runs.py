@@ -1,10 +1,15 @@
-"""Run directories: a manifest, tidy tables and metrics, each written atomically.
+"""Run directories: one class owns the layout, the manifest, the status and the model spec.
 
 A run directory holds ``manifest.json`` (config, suite version, seeds, git SHA
-and dirty flag, package versions, hardware, timings), ``responses.parquet``
-and ``metrics.json``. Every file is written to a temporary file in the same
-directory, flushed, then renamed over its target, so a crash never leaves a
-half-written file and never destroys an earlier complete one.
+and dirty flag, package versions, hardware, the model and its weights
+fingerprint, status, finished stages, timings), ``responses.parquet``,
+``metrics.json`` and the outputs of the later stages (activations, probes,
+ablations, attribution, figures, a report page; a sweep's or a comparison's
+cells). :class:`RunDir` is the only place that names these paths. Every file is
+written to a temporary file in the same directory, flushed, then renamed over
+its target, so a crash never leaves a half-written file and never destroys an
+earlier complete one. The resumable stages that fill a run directory are in
+:mod:`evenhand.stages`.
 """
 from __future__ import annotations
 
@@ -22,6 +27,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .models.loading import ModelSpec
 
 PACKAGES = ("evenhand", "numpy", "pandas", "pyarrow", "pyyaml", "torch", "transformers", "nnsight",
             "transformer-lens", "pyvene", "scikit-learn", "seaborn")
@@ -112,14 +119,142 @@ def hardware() -> dict:
     return info
 
 
+def _at(relative: str, doc: str) -> property:
+    """A read-only property: the path ``relative`` under the run directory."""
+    return property(lambda self: self.path / relative, doc=doc)
+
+
+def _plain(obj):
+    return json.loads(json.dumps(obj, default=str))
+
+
+def _differences(old, new, prefix: str = "") -> list[str]:
+    """Dotted names of the fields where two plain config mappings differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for k in sorted(set(old) | set(new), key=str):
+            out += _differences(old.get(k), new.get(k), f"{prefix}{k}.") if k in old and k in new else [f"{prefix}{k}"]
+        return out
+    return [] if old == new else [prefix.rstrip(".") or "config"]
+
+
 class RunDir:
-    """One run's directory. ``RunDir.create`` checks it is writable before any work starts."""
+    """One run's directory: its layout (every path below is a property or method), its manifest,
+    its status (``running``, ``done``, ``failed``), the finished stages, the recorded model and the
+    resume checks (same config, same weights). ``RunDir.create`` checks it is writable before any
+    work starts; ``RunDir.open_or_create`` resumes a run of the same config.
+
+    The directories inside a run (a probe sweep's, an ablation's, a cell's, a mode's) are run
+    directories too, with the same file names: ``run.ablation_dir("label").responses_path``."""
+
+    MANIFEST = "manifest.json"
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RunDir) and self.path == other.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    # --- layout: files of a run ---
+    manifest_path = _at(MANIFEST, "``manifest.json``: config, provenance, model, status, stages, timings.")
+    responses_path = _at("responses.parquet", "The tidy responses table (one row per item).")
+    metrics_path = _at("metrics.json", "The scored metrics with CIs.")
+    decisions = _at("decisions", "``decisions/``: decide's resumable batch files.")
+    activations = _at("activations", "``activations/``: the activation cache.")
+    cache_index_path = _at("index.json", "An activation cache directory's list of cached item ids.")
+    tables = _at("tables", "``tables/``: derived tables.")
+    metrics_long_path = _at("tables/metrics_long.parquet", "The metrics as a tidy long table.")
+    figures = _at("figures", "``figures/``: every figure of the run.")
+    report_md = _at("report.md", "The report page (Markdown).")
+    report_html = _at("report.html", "The report page (HTML).")
+    planted_truth_path = _at("planted_truth.json", "The organism's planted metric values (demo).")
+    mode_switch_csv = _at("mode_switch.csv", "The answer-vs-logprob mode comparison table.")
+    # a probe sweep's, an ablation's and an attribution's directories
+    probes_table = _at("probes.parquet", "A probe sweep's tidy table (in ``probes/<label>/``).")
+    probes_csv = _at("probes.csv", "The probe sweep's table as CSV.")
+    ablation_table = _at("ablation.parquet", "A name ablation's tidy table (in ``ablation/<variant>/``).")
+    ablation_csv = _at("ablation.csv", "The name ablation's table as CSV.")
+    attribution_items_path = _at("attribution_items.parquet", "Per-item logit attribution (in ``attribution/``).")
+    attribution_table = _at("attribution.parquet", "The aggregated logit attribution.")
+    attribution_csv = _at("attribution.csv", "The aggregated logit attribution as CSV.")
+    # comparisons, BBQ studies and sweeps
+    compare_table = _at("compare.parquet", "A comparison's tidy table.")
+    compare_csv = _at("compare.csv", "A comparison's table as CSV.")
+    frontier_stem = _at("frontier", "A comparison's frontier figure (stem; .pdf/.svg/.png).")
+    answers_path = _at("answers.parquet", "A BBQ study's answers, every configuration.")
+    bbq_scores_path = _at("bbq_scores.parquet", "A BBQ study's scores.")
+    bbq_scores_csv = _at("bbq_scores.csv", "A BBQ study's scores as CSV.")
+    bias_figure_stem = _at("bias_by_configuration", "A BBQ study's figure (stem).")
+    sweep_table = _at("sweep.parquet", "A sweep's tidy table over every cell.")
+    sweep_csv = _at("sweep.csv", "A sweep's table as CSV.")
+
+    # --- layout: directories inside a run ---
+    def probe_dir(self, label: str) -> "RunDir":
+        """``probes/<label>/``: one probe sweep (``probes.parquet``, ``probes.csv``, ``manifest.json``)."""
+        return RunDir(self.path / "probes" / label)
+
+    def probe_dirs(self) -> list["RunDir"]:
+        """The probe sweeps written in this run, by label."""
+        return [RunDir(p.parent) for p in sorted(self.path.glob("probes/*/probes.parquet"))]
+
+    def ablation_dir(self, variant: str) -> "RunDir":
+        """``ablation/<variant>/``: one name ablation (its own responses, decisions, activations, table)."""
+        return RunDir(self.path / "ablation" / variant)
+
+    def ablation_dirs(self) -> list["RunDir"]:
+        """The name ablations written in this run, by variant."""
+        return [RunDir(p.parent) for p in sorted(self.path.glob("ablation/*/ablation.parquet"))]
+
+    @property
+    def attribution_dir(self) -> "RunDir":
+        """``attribution/``: the direct logit attribution."""
+        return RunDir(self.path / "attribution")
+
+    def cell(self, name: str) -> "RunDir":
+        """``cells/<name>/``: a sweep's or a comparison's cell."""
+        return RunDir(self.path / "cells" / name)
+
+    def mode_dir(self, mode: str) -> "RunDir":
+        """``<mode>/``: the decisions of one mode in a mode comparison."""
+        return RunDir(self.path / mode)
+
+    def fitted_dir(self, key: str) -> Path:
+        """``fitted/<key>/``: a comparison's saved fit."""
+        return self.path / "fitted" / key
+
+    def configuration_answers(self, name: str) -> Path:
+        """``answers/<name>.parquet``: one BBQ configuration's answers."""
+        return self.path / "answers" / f"{name}.parquet"
+
+    def ray_shard(self, k: int) -> "RunDir":
+        """``decisions/ray-KKKK/``: one Ray shard (its batch files in its own ``decisions/``)."""
+        return RunDir(self.decisions / f"ray-{k:04d}")
+
+    def ray_shards(self) -> list["RunDir"]:
+        """The Ray shards that wrote batch files, in shard order."""
+        return [RunDir(p) for p in sorted(self.decisions.glob("ray-*")) if (p / "decisions").is_dir()]
+
     @classmethod
-    def create(cls, path: str | Path, config: dict, suite_version: str, seeds: dict) -> "RunDir":
+    def find(cls, root: str | Path) -> list["RunDir"]:
+        """Every run directory under ``root`` (its own included) whose manifest has a status."""
+        out = []
+        for m in sorted(Path(root).rglob(cls.MANIFEST)):
+            try:
+                if "status" in json.loads(m.read_text()):
+                    out.append(cls(m.parent))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    # --- creating and resuming ---
+    @classmethod
+    def create(cls, path: str | Path, config: dict, suite_version: str | None, seeds: dict) -> "RunDir":
         run = cls(path)
         try:
             run.path.mkdir(parents=True, exist_ok=True)
@@ -138,18 +273,27 @@ class RunDir:
 
     @classmethod
     def open_or_create(cls, path: str | Path, config: dict) -> "RunDir":
-        """Resume the run in ``path`` if it was made from the same config; else start one there."""
+        """Resume the run in ``path`` if it was made from the same config (else refuse, naming the
+        fields that differ); start one there when it holds none."""
         run = cls(path)
-        if run.manifest_path.exists():
+        if run.exists():
             old = run.manifest()
-            if json.loads(json.dumps(old.get("config"), default=str)) != json.loads(json.dumps(config, default=str)):
-                raise RunError(f"{run.path} holds a run of a different config; choose another output_dir "
-                               f"or delete that directory")
+            run.check_same_config(config, old)
             old["status"] = "running"
+            old.pop("error", None)
             old["resumed"] = old.get("resumed", 0) + 1
             run.write_manifest(old)
             return run
         return cls.create(path, config, suite_version=None, seeds={})
+
+    def check_same_config(self, config: dict, manifest: dict | None = None) -> None:
+        """Raise RunError naming the config fields that differ from the recorded ones."""
+        old = _plain((manifest or self.manifest()).get("config"))
+        new = _plain(config)
+        if old != new:
+            fields = ", ".join(_differences(old, new)[:8])
+            raise RunError(f"{self.path} holds a run of a different config (fields that differ: {fields}); "
+                           f"choose another output_dir or delete that directory")
 
     def check_same_model(self, model: dict) -> None:
         """Refuse to resume a run whose model's weights changed since it started (a resumed run would
@@ -160,14 +304,29 @@ class RunDir:
             raise RunError(f"{self.path} was started with other weights for model {model.get('name')!r} "
                            f"(fingerprint {old}, now {new}); delete that directory or choose another output_dir")
 
-    def record_timing(self, stage: str, seconds: float) -> None:
-        m = self.manifest()
-        m.setdefault("timings", {})[stage] = round(seconds, 3)
-        self.write_manifest(m)
+    def record_model(self, model: dict) -> None:
+        """Check the weights are the ones the run started with, then record the model."""
+        self.check_same_model(model)
+        self.update_manifest(model=model)
 
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / "manifest.json"
+    def model_spec(self) -> "ModelSpec":
+        """The model a run was made with, rebuilt from its manifest: ``config.model`` (a spec mapping or a
+        name), else the spec recorded with the loaded model."""
+        from .models.loading import ModelSpec
+        manifest = self.manifest()
+        raw = (manifest.get("config") or {}).get("model")
+        if raw is None:
+            raw = (manifest.get("model") or {}).get("spec")
+        if isinstance(raw, str):
+            return ModelSpec(raw)
+        if not isinstance(raw, dict) or "model" not in raw:
+            raise ValueError(f"{self.manifest_path} names no model (config.model)")
+        return ModelSpec(**{k: v for k, v in raw.items() if k in ModelSpec.__dataclass_fields__})
+
+    # --- manifest, status, stages ---
+    def exists(self) -> bool:
+        """Whether a manifest was written here."""
+        return self.manifest_path.exists()
 
     def manifest(self) -> dict:
         return json.loads(self.manifest_path.read_text())
@@ -180,25 +339,61 @@ class RunDir:
         m.update(fields)
         self.write_manifest(m)
 
+    @property
+    def config(self) -> dict:
+        """The config the run was made from."""
+        return self.manifest().get("config") or {}
+
+    @property
+    def status(self) -> str | None:
+        """``running``, ``done`` or ``failed`` as the manifest says now (None without a readable manifest)."""
+        try:
+            return self.manifest().get("status")
+        except (OSError, ValueError):
+            return None
+
+    def stage_done(self, name: str) -> bool:
+        """Whether the manifest records stage ``name`` as finished."""
+        return self.exists() and name in (self.manifest().get("stages_done") or [])
+
+    def mark_stage_done(self, name: str, seconds: float) -> None:
+        """Record stage ``name`` as finished in ``seconds``."""
+        m = self.manifest()
+        m.setdefault("timings", {})[name] = round(seconds, 3)
+        m["stages_done"] = list(dict.fromkeys([*(m.get("stages_done") or []), name]))
+        self.write_manifest(m)
+
+    def record_timing(self, stage: str, seconds: float) -> None:
+        m = self.manifest()
+        m.setdefault("timings", {})[stage] = round(seconds, 3)
+        self.write_manifest(m)
+
     @contextmanager
     def timed(self, stage: str):
         t0 = time.perf_counter()
         yield
         self.record_timing(stage, time.perf_counter() - t0)
 
+    def finish(self) -> None:
+        self.update_manifest(status="done", finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    def fail(self, stage: str, error: BaseException) -> None:
+        """Mark the run failed in ``stage`` (a rerun of the same config resumes from there)."""
+        self.update_manifest(status="failed", error={"stage": stage, "type": type(error).__name__,
+                                                     "message": str(error)[:500]})
+
+    # --- tables ---
     def write_responses(self, df: "pd.DataFrame") -> Path:
-        out = self.path / "responses.parquet"
-        write_table_atomic(out, df)
-        return out
+        write_table_atomic(self.responses_path, df)
+        return self.responses_path
 
     def read_responses(self) -> "pd.DataFrame":
         import pandas as pd
-        return pd.read_parquet(self.path / "responses.parquet")
+        return pd.read_parquet(self.responses_path)
 
     def write_metrics(self, metrics: dict) -> Path:
-        out = self.path / "metrics.json"
-        write_json_atomic(out, metrics)
-        return out
+        write_json_atomic(self.metrics_path, metrics)
+        return self.metrics_path
 
-    def finish(self) -> None:
-        self.update_manifest(status="done", finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    def read_metrics(self) -> dict:
+        return json.loads(self.metrics_path.read_text())

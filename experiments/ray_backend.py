@@ -5,7 +5,7 @@
 - Items are split into ``workers x shards_per_worker`` shards by ``stable_hash(item_id)``; the shard of
   an item never depends on the number of items or on the order they come in.
 - Each actor (``max_restarts`` > 0) loads the model once and decides whole shards; a shard's decisions
-  go to their own directory ``OUT/decisions/ray-KKKK/decisions/`` as atomic batch files, so a shard that is
+  go to their own directory ``OUT/decisions/ray-KKKK/decisions/`` (``RunDir.ray_shard``) as atomic batch files, so a shard that is
   retried after its worker died (Ray re-submits it: ``max_task_retries``) resumes where it stopped:
   nothing is duplicated or lost.
 - When every shard is done the driver merges them in the items' order into ``responses.parquet``,
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, replace
+
 import pandas as pd
 
 
@@ -65,9 +66,9 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
     from evenhand.runs import RunDir
     from evenhand.shards import ParquetShards
-    from evenhand.suite.content import load_content
+    from evenhand.stages import LoadModel, Step, finished_with, open_run, run_stages
 
-    from .runner import analysis_stages, check_output_dir, finish_stages, suite_items
+    from .runner import analysis_stages, check_output_dir, finish_stages, run_info, suite_items
 
     if workers < 1 or shards_per_worker < 1:
         raise ValueError("workers and shards_per_worker must be at least 1")
@@ -77,68 +78,65 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
                          reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
                          progress=False, prefix_reuse=cfg.prefix_reuse)
-    run = RunDir.open_or_create(out, asdict(replace(cfg, model=spec)))
-    # the workers load the model; the driver fingerprints its files, as a local run does
-    model_desc = {"name": spec.model, "source": source, "spec": asdict(spec),
-                  "weights": weights_fingerprint(where, gguf, spec.revision)}
-    run.check_same_model(model_desc)
-    run.update_manifest(model=model_desc)
     items = suite_items(cfg.suite)
     n_shards = workers * shards_per_worker
-    shard_ids = [shard_of(i, n_shards) for i in items["item_id"]]
-    run.update_manifest(suite_version=load_content().version, n_items=len(items),
-                        seeds={"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed},
-                        backend={"name": "ray", "workers": workers, "gpus_per_worker": gpus_per_worker,
-                                 "shards": n_shards, "address": address})
-    started_here = not ray.is_initialized()
-    if started_here:
-        kw = {"address": address} if address else {"num_cpus": workers * threads_per_worker, "include_dashboard": False}
-        ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
-    try:
-        Worker = _worker_class(ray, max_restarts, max_restarts)
-        actors = [Worker.options(num_cpus=threads_per_worker, num_gpus=gpus_per_worker).remote(asdict(spec),
-                                                                                                threads_per_worker)
-                  for _ in range(workers)]
-        if _on_started is not None:
-            _on_started(actors)
-        records = items.to_dict("records")
-        by_shard: dict[int, list[dict]] = {}
-        for r, k in zip(records, shard_ids):
-            by_shard.setdefault(k, []).append(r)
-        t0 = time.perf_counter()
-        pending = {}
-        for j, (k, recs) in enumerate(sorted(by_shard.items())):
-            d = out / "decisions" / f"ray-{k:04d}"
-            pending[actors[j % workers].decide_shard.remote(recs, asdict(opts), str(d), _delay)] = k
-        done = 0
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            ray.get(ready[0])
-            done += len(by_shard[pending.pop(ready[0])])
-            if _on_progress is not None:
-                _on_progress(done, actors)
-            if progress:
-                print(f"ray: {done:,}/{len(records):,} items", flush=True)
-        run.record_timing("decide", time.perf_counter() - t0)
-    finally:
+    run = open_run(out, asdict(replace(cfg, model=spec)), **run_info(cfg, items),
+                   backend={"name": "ray", "workers": workers, "gpus_per_worker": gpus_per_worker,
+                            "shards": n_shards, "address": address})
+    # the workers load the model; the driver fingerprints its files, as a local run does
+    model = LoadModel(lambda: {"name": spec.model, "source": source, "spec": asdict(spec),
+                               "weights": weights_fingerprint(where, gguf, spec.revision)},
+                      describe=lambda desc: desc, name="model")
+
+    def decide_on_ray(run: RunDir) -> pd.DataFrame:
+        shard_ids = [shard_of(i, n_shards) for i in items["item_id"]]
+        started_here = not ray.is_initialized()
         if started_here:
-            ray.shutdown()
-    # decide(out_dir=D) writes its batch files under D/decisions
-    parts = [ParquetShards(p / "decisions").read_all() for p in sorted((out / "decisions").glob("ray-*"))
-             if (p / "decisions").is_dir()]
-    table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
-    order = {iid: i for i, iid in enumerate(items["item_id"])}
-    table = table[table["item_id"].isin(order)].drop_duplicates("item_id")
-    table = table.assign(_o=table["item_id"].map(order)).sort_values("_o").drop(columns="_o").reset_index(drop=True)
-    if len(table) != len(items):
-        raise RuntimeError(f"ray run incomplete: {len(table)} of {len(items)} items decided")
-    run.write_responses(table)
+            kw = {"address": address} if address else {"num_cpus": workers * threads_per_worker,
+                                                        "include_dashboard": False}
+            ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
+        try:
+            Worker = _worker_class(ray, max_restarts, max_restarts)
+            actors = [Worker.options(num_cpus=threads_per_worker, num_gpus=gpus_per_worker).remote(asdict(spec),
+                                                                                                    threads_per_worker)
+                      for _ in range(workers)]
+            if _on_started is not None:
+                _on_started(actors)
+            records = items.to_dict("records")
+            by_shard: dict[int, list[dict]] = {}
+            for r, k in zip(records, shard_ids):
+                by_shard.setdefault(k, []).append(r)
+            pending = {}
+            for j, (k, recs) in enumerate(sorted(by_shard.items())):
+                d = run.ray_shard(k).path
+                pending[actors[j % workers].decide_shard.remote(recs, asdict(opts), str(d), _delay)] = k
+            done = 0
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                ray.get(ready[0])
+                done += len(by_shard[pending.pop(ready[0])])
+                if _on_progress is not None:
+                    _on_progress(done, actors)
+                if progress:
+                    print(f"ray: {done:,}/{len(records):,} items", flush=True)
+        finally:
+            if started_here:
+                ray.shutdown()
+        # decide(out_dir=D) writes its batch files under D/decisions
+        parts = [ParquetShards(shard.decisions).read_all() for shard in run.ray_shards()]
+        table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+        order = {iid: i for i, iid in enumerate(items["item_id"])}
+        table = table[table["item_id"].isin(order)].drop_duplicates("item_id")
+        table = table.assign(_o=table["item_id"].map(order)).sort_values("_o").drop(columns="_o").reset_index(drop=True)
+        if len(table) != len(items):
+            raise RuntimeError(f"ray run incomplete: {len(table)} of {len(items)} items decided")
+        run.write_responses(table)
+        return table
 
     def driver_model():
         from evenhand.models.loading import load_model
         return load_model(spec)
-    report = finish_stages(cfg, spec, run, items, table, driver_model, progress)
-    analysis_stages(cfg, run, progress)
-    run.finish()
-    return run, report
-
+    decided = Step("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
+    score, *cache = finish_stages(cfg, spec, items, decided, driver_model, progress)
+    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress)])
+    return run, (score.result if score.result is not None else run.read_metrics())

@@ -1,17 +1,19 @@
-"""Turn a RunConfig into a run: suite -> decisions -> metrics -> summary (-> activation cache).
+"""Turn a RunConfig into a run: suite -> decisions -> metrics (-> activation cache -> analyses).
 
 Checks that cost nothing come first (config fields, output directory, where
 the model is), so a bad config fails in well under a second, before any
-model is loaded. A re-run of the same config in the same directory resumes.
+model is loaded. The run is a list of stages (:mod:`evenhand.stages`): a
+re-run of the same config in the same directory resumes, skipping the stages
+whose outputs are written.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
+from evenhand.stages import LoadModel, Stage, Step, finished_with, open_run, run_stages
 
 from .config import RunConfig, SuiteConfig
 
@@ -35,67 +37,92 @@ def suite_items(s: SuiteConfig):
     return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit)
 
 
-def finish_stages(cfg: RunConfig, spec, run, items, responses, get_model, progress: bool) -> dict:
-    """The stages after the decisions, shared by the local and the Ray backend: score the responses,
-    write the metrics, and (when enabled) cache activations with the model ``get_model()`` returns."""
+def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
+    """Score the run's responses (``responses``, else ``responses.parquet``) and write ``metrics.json``."""
     from evenhand.metrics import score
     from evenhand.schema import validate_rows
-    from evenhand.suite.content import load_content
-    with run.timed("score"):
-        report = score(validate_rows(responses), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
-                       seed=cfg.bootstrap_seed)
-        run.write_metrics(report)
-    if cfg.cache.enabled:
-        from evenhand.activations import CacheOptions, cache_activations
-        c = cfg.cache
-        copts = CacheOptions(sites=c.sites, batch_size=c.batch_size or cfg.batch_size, dtype=c.dtype,
-                             name_mean=c.name_mean, chat_template=spec.chat_template, progress=progress)
-        with run.timed("cache"):
-            cache_activations(items, get_model(), copts, run.path / "activations", load_content().version,
-                              engine=c.engine)
+    responses = run.read_responses() if responses is None else responses
+    report = score(validate_rows(responses), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
+                   seed=cfg.bootstrap_seed)
+    run.write_metrics(report)
     return report
 
 
-def analysis_stages(cfg: RunConfig, run: RunDir, progress: bool, lm=None) -> None:
+def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progress: bool) -> list[Step]:
+    """The stages after the decisions, shared by the local and the Ray backend: score the responses
+    (``decided.result`` when the decisions ran now, else the saved table) into ``metrics.json``, and
+    (when enabled) cache activations with the model ``get_model()`` returns."""
+    stages = [Step("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path))]
+    if cfg.cache.enabled:
+        from evenhand.activations import CacheOptions, cache_activations
+        from evenhand.suite.content import load_content
+        c = cfg.cache
+        copts = CacheOptions(sites=c.sites, batch_size=c.batch_size or cfg.batch_size, dtype=c.dtype,
+                             name_mean=c.name_mean, chat_template=spec.chat_template, progress=progress)
+        stages.append(Step("cache", lambda run: cache_activations(items, get_model(), copts, run.activations,
+                                                                  load_content().version, engine=c.engine),
+                           finished_with(lambda r: RunDir(r.activations).cache_index_path)))
+    return stages
+
+
+def analysis_stages(cfg: RunConfig, progress: bool, get_model=None) -> list[Stage]:
     """The optional stages after the cache, shared by both backends: the probe sweep
     (``OUT/probes/<label>/``), the name ablation (``OUT/ablation/<variant>/``; it re-decides with
-    ``lm`` or loads the model), the direct logit attribution (``OUT/attribution/``) and the figures and report page (``OUT/figures/``, ``OUT/report.md``)."""
+    ``get_model()`` or loads the model), the direct logit attribution (``OUT/attribution/``) and the figures
+    and report page (``OUT/figures/``, ``OUT/report.md``). Each is skipped once its outputs are written."""
+    stages: list[Stage] = []
     if cfg.probe is not None:
-        from probes.dataset import from_run
-        from probes.logistic import ProbeOptions
-        from probes.sweep import probe_sweep, write_sweep
         p = cfg.probe
-        filters = {k: v for k, v in (("degree", list(p.degrees) if p.degrees else None),
-                                     ("condition", list(p.conditions) if p.conditions else None),
-                                     ("pressured", p.pressured)) if v is not None}
-        with run.timed("probe"):
+
+        def probe(run: RunDir) -> None:
+            from probes.dataset import from_run
+            from probes.logistic import ProbeOptions
+            from probes.sweep import probe_sweep, write_sweep
+            filters = {k: v for k, v in (("degree", list(p.degrees) if p.degrees else None),
+                                         ("condition", list(p.conditions) if p.conditions else None),
+                                         ("pressured", p.pressured)) if v is not None}
             ds = from_run(run.path, p.label, p.sites, filters)
             opts = ProbeOptions(folds=p.folds, inner_folds=p.inner_folds, engine=p.engine, device=p.device,
                                 seed=p.seed)
             table, _ = probe_sweep(ds, opts, control=p.control, resamples=cfg.resamples, text=p.text)
-            write_sweep(table, run.path / "probes" / p.label, ds, opts, run_dir=str(run.path))
+            write_sweep(table, run.probe_dir(p.label).path, ds, opts, run_dir=str(run.path))
+        stages.append(Step("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table)))
     if cfg.ablation is not None:
-        from probes.ablation import name_ablation
-        from probes.logistic import ProbeOptions
         ab = cfg.ablation
-        opts = ProbeOptions(folds=ab.folds, inner_folds=ab.inner_folds, engine=ab.engine, seed=ab.seed)
-        for variant in ab.variants:
-            with run.timed(f"ablation_{variant}"):
-                name_ablation(run.path, run.path / "ablation" / variant, variant, ab.label, ab.degree,
+
+        def ablation(variant: str):
+            def go(run: RunDir) -> None:
+                from probes.ablation import name_ablation
+                from probes.logistic import ProbeOptions
+                opts = ProbeOptions(folds=ab.folds, inner_folds=ab.inner_folds, engine=ab.engine, seed=ab.seed)
+                name_ablation(run.path, run.ablation_dir(variant).path, variant, ab.label, ab.degree,
                               list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
-                              progress=progress, lm=lm)
+                              progress=progress, lm=get_model() if get_model is not None else None)
+            return Step(f"ablation_{variant}", go, finished_with(lambda r: r.ablation_dir(variant).ablation_table))
+        stages += [ablation(v) for v in ab.variants]
     if cfg.attribution is not None:
-        from probes.attribution import run_attribution
-        with run.timed("attribution"):
-            run_attribution(run.path, run.path / "attribution", cfg.attribution.degrees, cfg.attribution.batch_size,
+        def attribution(run: RunDir) -> None:
+            from probes.attribution import run_attribution
+            run_attribution(run.path, run.attribution_dir.path, cfg.attribution.degrees, cfg.attribution.batch_size,
                             cfg.resamples, cfg.bootstrap_seed, progress=progress)
+        stages.append(Step("attribution", attribution, finished_with(lambda r: r.attribution_dir.attribution_table)))
     if cfg.figures:
-        from evenhand.pages import write_report
-        with run.timed("figures"):
+        def figures(run: RunDir) -> None:
+            from evenhand.pages import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
+        stages.append(Step("figures", figures, finished_with(lambda r: r.report_html)))
+    return stages
+
+
+def run_info(cfg: RunConfig, items) -> dict:
+    """What a run's manifest records about its items beside the config."""
+    from evenhand.suite.content import load_content
+    return {"suite_version": load_content().version, "n_items": len(items),
+            "seeds": {"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed}}
 
 
 def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
+    """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
     from evenhand.decide import DecideOptions
 
     out = check_output_dir(cfg.output_dir)
@@ -104,26 +131,18 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
                          reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
                          progress=progress, prefix_reuse=cfg.prefix_reuse)
-    manifest_cfg = asdict(replace(cfg, model=spec))
-    run = RunDir.open_or_create(out, manifest_cfg)
-
     from evenhand.decide import decide
     from evenhand.models.loading import load_model
-    from evenhand.suite.content import load_content
 
     items = suite_items(cfg.suite)
-    run.update_manifest(suite_version=load_content().version, seeds={"suite": cfg.suite.seed,
-                                                                       "bootstrap": cfg.bootstrap_seed},
-                        n_items=len(items))
-    t0 = time.perf_counter()
-    lm = load_model(spec)
-    run.record_timing("load_model", time.perf_counter() - t0)
-    run.check_same_model(lm.describe())
-    run.update_manifest(model=lm.describe())
-    with run.timed("decide"):
-        responses = decide(items, lm, opts, out_dir=out)
+    run = open_run(out, asdict(replace(cfg, model=spec)), **run_info(cfg, items))
+    model = LoadModel(lambda: load_model(spec))
+
+    def decide_all(run: RunDir):
+        responses = decide(items, model(), opts, out_dir=run.path)
         run.write_responses(responses)
-    report = finish_stages(cfg, spec, run, items, responses, lambda: lm, progress)
-    analysis_stages(cfg, run, progress, lm)
-    run.finish()
-    return run, report
+        return responses
+    decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path))
+    score, *cache = finish_stages(cfg, spec, items, decided, model, progress)
+    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, model)])
+    return run, (score.result if score.result is not None else run.read_metrics())

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.runs import RunDir
+
 from .config import ConfigError, config_from_dict, read_yaml
 
 
@@ -106,7 +108,7 @@ def expand(data: dict) -> list[SweepCell]:
         for p, i, v in combo:
             _set_path(cfg, p, copy.deepcopy(v), f"sweep.{p}[{i}]")
         name = cell_name(params) if params else "single"
-        cfg["output_dir"] = str(Path(base["output_dir"]) / "cells" / name)
+        cfg["output_dir"] = str(RunDir(base["output_dir"]).cell(name).path)
         try:
             _validate(cfg)
         except (ConfigError, ValueError) as exc:
@@ -136,30 +138,24 @@ def load_sweep(path: str | Path) -> tuple[dict, list[SweepCell]]:
 
 
 def _cell_done(cell: SweepCell) -> bool:
-    m = Path(cell.data["output_dir"]) / "manifest.json"
-    if not m.exists():
-        return False
-    try:
-        return json.loads(m.read_text()).get("status") == "done"
-    except ValueError:
-        return False
+    return RunDir(cell.data["output_dir"]).status == "done"
 
 
 def _cell_rows(cell: SweepCell, resamples: int) -> pd.DataFrame:
     from evenhand.figures import metrics_table
-    out = Path(cell.data["output_dir"])
+    out = RunDir(cell.data["output_dir"])
     parts = []
     kind = study_kind(cell.data)
     if kind == "compare":
-        parts.append(pd.read_parquet(out / "compare.parquet").assign(table="compare"))
+        parts.append(pd.read_parquet(out.compare_table).assign(table="compare"))
     elif kind == "bbq":
-        parts.append(pd.read_parquet(out / "bbq_scores.parquet").assign(table="bbq"))
+        parts.append(pd.read_parquet(out.bbq_scores_path).assign(table="bbq"))
     else:
-        parts.append(metrics_table(out, resamples).assign(table="metrics"))
-        for p in sorted(out.glob("probes/*/probes.parquet")):
-            parts.append(pd.read_parquet(p).assign(table="probes"))
-        for p in sorted(out.glob("ablation/*/ablation.parquet")):
-            parts.append(pd.read_parquet(p).assign(table="ablation"))
+        parts.append(metrics_table(out.path, resamples).assign(table="metrics"))
+        for p in out.probe_dirs():
+            parts.append(pd.read_parquet(p.probes_table).assign(table="probes"))
+        for p in out.ablation_dirs():
+            parts.append(pd.read_parquet(p.ablation_table).assign(table="ablation"))
     df = pd.concat(parts, ignore_index=True)
     df.insert(0, "cell", cell.name)
     for i, (k, v) in enumerate(cell.params.items()):
@@ -169,34 +165,39 @@ def _cell_rows(cell: SweepCell, resamples: int) -> pd.DataFrame:
 
 def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_options: dict | None = None,
               _after_cell=None) -> tuple[Path, pd.DataFrame]:
-    """Run (or resume) every cell of a sweep config mapping; returns (sweep dir, tidy table)."""
-    from evenhand.runs import RunDir, write_table_atomic
+    """Run (or resume) every cell of a sweep config mapping; returns (sweep dir, tidy table).
+    Each cell is a stage, done when its run directory says ``done``."""
+    from evenhand.runs import write_table_atomic
+    from evenhand.stages import Step, open_run, run_stages
 
     from .runner import check_output_dir
     cells = expand(data)
     out = check_output_dir(data["output_dir"])
-    run = RunDir.open_or_create(out, {"kind": "sweep", "base": {k: v for k, v in data.items() if k != "sweep"},
-                                      "sweep": data.get("sweep") or {}})
-    run.update_manifest(cells=[{"name": c.name, "params": c.params, "output_dir": c.data["output_dir"]}
-                               for c in cells], backend=backend)
+    run = open_run(out, {"kind": "sweep", "base": {k: v for k, v in data.items() if k != "sweep"},
+                         "sweep": data.get("sweep") or {}},
+                   cells=[{"name": c.name, "params": c.params, "output_dir": c.data["output_dir"]} for c in cells],
+                   backend=backend)
     resamples = int(data.get("resamples", 1000))
-    for i, cell in enumerate(cells):
-        head = f"sweep cell {i + 1}/{len(cells)} {cell.name}"
-        if _cell_done(cell):
-            if progress:
-                print(f"{head}: done, skipped", flush=True)
-            continue
-        if progress:
-            print(f"{head}: running", flush=True)
-        with run.timed(f"cell {cell.name}"):
+    result: dict = {}
+
+    def cell_stage(cell: SweepCell) -> Step:
+        def go(run: RunDir) -> None:
             _run_cell(cell, backend, progress, ray_options or {})
-        if _after_cell is not None:
-            _after_cell(cell)
-    table = pd.concat([_cell_rows(c, resamples) for c in cells], ignore_index=True)
-    write_table_atomic(out / "sweep.parquet", table)
-    write_table_atomic(out / "sweep.csv", table)
-    run.finish()
-    return out, table
+            if _after_cell is not None:
+                _after_cell(cell)
+        return Step(f"cell {cell.name}", go, lambda run, name: _cell_done(cell))
+
+    def table(run: RunDir) -> None:
+        result["table"] = t = pd.concat([_cell_rows(c, resamples) for c in cells], ignore_index=True)
+        write_table_atomic(run.sweep_table, t)
+        write_table_atomic(run.sweep_csv, t)
+
+    def announce(i: int, n: int, stage, skipped: bool) -> None:
+        if progress and i <= len(cells):
+            print(f"sweep cell {i}/{len(cells)} {cells[i - 1].name}: {'done, skipped' if skipped else 'running'}",
+                  flush=True)
+    run_stages(run, [*map(cell_stage, cells), Step("table", table)], announce)
+    return out, result["table"]
 
 
 def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) -> None:
@@ -223,9 +224,9 @@ def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) 
 def sweep_cells_dirs(sweep_dir: str | Path) -> list[Path] | None:
     """The finished cells' run directories of a sweep directory (for figures); None when ``sweep_dir``
     is not a sweep directory."""
-    path = Path(sweep_dir) / "manifest.json"
-    man = json.loads(path.read_text()) if path.exists() else {}
+    run = RunDir(sweep_dir)
+    man = run.manifest() if run.exists() else {}
     if (man.get("config") or {}).get("kind") != "sweep":
         return None
-    dirs = [Path(c["output_dir"]) for c in man.get("cells", [])]
-    return [d for d in dirs if (d / "responses.parquet").exists()]
+    cells = [RunDir(c["output_dir"]) for c in man.get("cells", [])]
+    return [c.path for c in cells if c.responses_path.exists()]

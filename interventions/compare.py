@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
+
+from evenhand.runs import RunDir
 
 from .base import REGISTRY, Fitted, InterventionError, decide_with, get
 from .fitted import fit_key
@@ -240,63 +241,70 @@ def _rows_for(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.Dat
 
 
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) a comparison; returns the tidy table and writes every output."""
+    """Run (or resume) a comparison; returns the tidy table and writes every output. The stages: the
+    model, the baseline, one per cell (each done once its responses are written), the table."""
     from evenhand.decide import DecideOptions, decide
     from evenhand.models.loading import load_model, locate, resolve_spec
-    from evenhand.runs import RunDir, write_table_atomic
+    from evenhand.runs import write_table_atomic
+    from evenhand.stages import LoadModel, Step, exists, open_run, run_stages
 
-    out = Path(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     locate(spec)
-    run = RunDir.open_or_create(out, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg),
-                                                                                              default=str))})
     train, ev = item_sets(cfg)
-    run.update_manifest(n_train_items=len(train), n_eval_items=len(ev),
-                        train_scenarios=sorted(train["scenario_id"].unique().tolist()),
-                        eval_scenarios=sorted(ev["scenario_id"].unique().tolist()))
-    lm = load_model(spec)
-    run.check_same_model(lm.describe())
-    run.update_manifest(model=lm.describe())
+    run = open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
+                   n_train_items=len(train), n_eval_items=len(ev),
+                   train_scenarios=sorted(train["scenario_id"].unique().tolist()),
+                   eval_scenarios=sorted(ev["scenario_id"].unique().tolist()))
+    model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
-    cdir = out / "cells"
-    base_file = cdir / "baseline" / "responses.parquet"
-    if not base_file.exists():
-        base_file.parent.mkdir(parents=True, exist_ok=True)
-        with run.timed("baseline"):
-            write_table_atomic(base_file, decide(ev, lm, opts, out_dir=base_file.parent))
-    base = pd.read_parquet(base_file)
-    rows = _rows_for("baseline", None, base, base, cfg.resamples, cfg.seed)
+    baseline = run.cell("baseline")
+
+    def decide_baseline(run: RunDir) -> None:
+        baseline.path.mkdir(parents=True, exist_ok=True)
+        write_table_atomic(baseline.responses_path, decide(ev, model(), opts, out_dir=baseline.path))
+
     fitted_cache: dict[str, Fitted] = {}
     train_ids = train["item_id"].astype(str).tolist()
     grid = cells(cfg)
-    for i, cell in enumerate(grid):
-        f = cdir / cell.key / "responses.parquet"
-        if not f.exists():
-            t0 = time.perf_counter()
+
+    def cell_stage(i: int, cell: Cell) -> Step:
+        def go(run: RunDir) -> None:
             method = get(cell.arm.name)
             _, apply_opts = method.split_options(cell.options)
-            fitted = _fitted(method, cell, lm, train, train_ids, out / "fitted", fitted_cache,
+            fitted = _fitted(method, cell, model(), train, train_ids, run, fitted_cache,
                              f"[{i + 1}/{len(grid)}] " if progress else None)
             if progress:
                 print(f"[{i + 1}/{len(grid)}] deciding under {cell.key}", flush=True)
-            resp = decide_with(method, fitted, ev, lm, opts, apply_opts)
-            f.parent.mkdir(parents=True, exist_ok=True)
-            write_table_atomic(f, resp)
-            run.record_timing(cell.key, time.perf_counter() - t0)
-        rows += _rows_for(cell.key, cell, base, pd.read_parquet(f), cfg.resamples, cfg.seed)
-    table = pd.DataFrame(rows)
-    write_table_atomic(out / "compare.parquet", table)
-    write_table_atomic(out / "compare.csv", table)
-    from .figures import frontier_figure
-    frontier_figure(table, out / "frontier")
-    run.finish()
-    return table
+            resp = decide_with(method, fitted, ev, model(), opts, apply_opts)
+            out = run.cell(cell.key)
+            out.path.mkdir(parents=True, exist_ok=True)
+            write_table_atomic(out.responses_path, resp)
+        return Step(cell.key, go, exists(lambda r: r.cell(cell.key).responses_path))
+
+    def table(run: RunDir) -> pd.DataFrame:
+        base = pd.read_parquet(baseline.responses_path)
+        rows = _rows_for("baseline", None, base, base, cfg.resamples, cfg.seed)
+        for cell in grid:
+            rows += _rows_for(cell.key, cell, base, pd.read_parquet(run.cell(cell.key).responses_path),
+                              cfg.resamples, cfg.seed)
+        t = pd.DataFrame(rows)
+        write_table_atomic(run.compare_table, t)
+        write_table_atomic(run.compare_csv, t)
+        from .figures import frontier_figure
+        frontier_figure(t, run.frontier_stem)
+        return t
+
+    final = Step("table", table)
+    run_stages(run, [model, Step("baseline", decide_baseline, exists(lambda r: baseline.responses_path)),
+                     *(cell_stage(i, c) for i, c in enumerate(grid)), final])
+    return final.result
 
 
-def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], root: Path,
+def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], run: RunDir,
             cache: dict[str, Fitted], progress: str | None) -> Fitted:
-    """The cell's fit: from memory, from ``root/<fit dir>`` (checked against the fit key), or fitted and saved.
+    """The cell's fit: from memory, from the run's ``fitted/<fit dir>`` (checked against the fit key), or fitted
+    and saved.
 
     A random control is derived from the method's own fit (fitted first if needed)."""
     name = cell.fit_dir(train_ids)
@@ -304,13 +312,13 @@ def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], r
         return cache[name]
     fit_opts, _ = method.split_options(cell.options)
     key = fit_key(method.name, fit_opts, cell.seed, train_ids)
-    fdir = root / name
+    fdir = run.fitted_dir(name)
     if (fdir / "fitted.json").exists():
         fitted = Fitted.load(fdir)
         if fitted.key != key or fitted.name != method.name or (fitted.control == "random") != cell.control:
             raise InterventionError(f"{fdir} holds a fit with another key ({fitted.key[:16]}), not {key[:16]}")
     elif cell.control:
-        own = _fitted(method, Cell(cell.arm, cell.options, cell.seed, False), lm, train, train_ids, root, cache,
+        own = _fitted(method, Cell(cell.arm, cell.options, cell.seed, False), lm, train, train_ids, run, cache,
                       progress)
         fitted = method.random_control(own, cell.seed)
         fitted.save(fdir)

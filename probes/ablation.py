@@ -19,7 +19,6 @@ bootstrap CIs over scenarios.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -90,8 +89,8 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     already loaded (else it is loaded from the run's manifest)."""
     from evenhand.activations import ActivationCache, CacheOptions, cache_activations
     from evenhand.decide import DecideOptions, decide
-    from evenhand.models.loading import ModelSpec, load_model
-    from evenhand.runs import write_json_atomic, write_table_atomic
+    from evenhand.models.loading import load_model
+    from evenhand.runs import RunDir, write_table_atomic
 
     from .dataset import build_dataset, labels as make_labels
     from .logistic import ProbeOptions, fit_sites
@@ -99,22 +98,21 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     from .sweep import site_layer
 
     opts = opts or ProbeOptions()
-    run_dir, out = Path(run_dir), Path(out_dir)
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    responses = pd.read_parquet(run_dir / "responses.parquet")
+    source, out = RunDir(run_dir), RunDir(out_dir)
+    responses = source.read_responses()
     filt = {"degree": degree} if degree is not None else {}
-    orig = build_dataset(responses, ActivationCache(run_dir / "activations"), label, sites, filt)
+    orig = build_dataset(responses, ActivationCache(source.activations), label, sites, filt)
     items = ablate_items(orig.meta, variant)
-    spec = ModelSpec(**{k: v for k, v in manifest["config"]["model"].items() if k in ModelSpec.__dataclass_fields__})
+    spec = source.model_spec()
     lm = lm if lm is not None else load_model(spec)
-    out.mkdir(parents=True, exist_ok=True)
-    mode = manifest["config"].get("mode", "answer")
+    out.path.mkdir(parents=True, exist_ok=True)
+    mode = source.config.get("mode", "answer")
     abl_resp = decide(items, lm, DecideOptions(mode=mode, batch_size=batch_size, progress=progress,
-                                               chat_template=spec.chat_template), out_dir=out)
-    write_table_atomic(out / "responses.parquet", abl_resp)
+                                               chat_template=spec.chat_template), out_dir=out.path)
+    out.write_responses(abl_resp)
     cache = cache_activations(items, lm, CacheOptions(sites=tuple(orig.sites), batch_size=batch_size,
                                                       dtype="float32", progress=progress,
-                                                      chat_template=spec.chat_template), out / "activations")
+                                                      chat_template=spec.chat_template), out.activations)
     abl = build_dataset(abl_resp, cache, label, orig.sites)
     # pair rows answered in both runs
     src = dict(zip(abl.meta["item_id"], abl.meta["source_item_id"]))
@@ -142,10 +140,10 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
             rows.append({"site": site, "layer": site_layer(site), "metric": metric,
                          **est.as_dict("value", "ci_low", "ci_high", "n", "clusters"), **base})
     table = pd.DataFrame(rows)
-    write_table_atomic(out / "ablation.parquet", table)
-    write_table_atomic(out / "ablation.csv", table)
+    write_table_atomic(out.ablation_table, table)
+    write_table_atomic(out.ablation_csv, table)
     changed = float(np.mean(make_labels(abl.meta.iloc[ai], label)[0] != orig.y[oi]))
-    write_json_atomic(out / "manifest.json", {"kind": "name_ablation", "source_run": str(run_dir), "variant": variant,
-                                              "label": label, "degree": degree, "paired_items": len(pairs),
-                                              "label_changed_share": changed, "model": lm.describe()})
+    out.write_manifest({"kind": "name_ablation", "source_run": str(source.path), "variant": variant,
+                        "label": label, "degree": degree, "paired_items": len(pairs),
+                        "label_changed_share": changed, "model": lm.describe()})
     return table

@@ -58,7 +58,6 @@ directory.
 """
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Sequence
@@ -422,19 +421,6 @@ def attribution_figure(table: pd.DataFrame, stem, by: str = "degree",
     return save(fig, stem, formats)
 
 
-def _run_spec(manifest: dict, run_dir: Path):
-    from evenhand.models.loading import ModelSpec
-
-    raw = (manifest.get("config") or {}).get("model")
-    if raw is None:
-        raw = (manifest.get("model") or {}).get("spec")
-    if isinstance(raw, str):
-        return ModelSpec(raw)
-    if not isinstance(raw, dict) or "model" not in raw:
-        raise ValueError(f"{run_dir / 'manifest.json'} names no model (config.model)")
-    return ModelSpec(**{k: v for k, v in raw.items() if k in ModelSpec.__dataclass_fields__})
-
-
 def run_attribution(run_dir: str | Path, out_dir: str | Path | None = None, degrees: Sequence[int] | None = (1, 2, 3),
                     batch_size: int = 8, resamples: int = 1000, seed: int = 0, progress: bool = True,
                     formats: Sequence[str] = FORMATS) -> pd.DataFrame:
@@ -446,18 +432,18 @@ def run_attribution(run_dir: str | Path, out_dir: str | Path | None = None, degr
     ``attribution.parquet`` and ``.csv`` (:func:`aggregate`), ``manifest.json``, and the figures
     ``attribution.*`` (lines by degree), ``attribution_pressure.*`` and ``attribution_chosen.*``."""
     from evenhand.models.loading import load_model
-    from evenhand.runs import write_json_atomic, write_table_atomic
+    from evenhand.runs import RunDir, write_table_atomic
 
-    run_dir = Path(run_dir)
-    out = Path(out_dir) if out_dir is not None else run_dir / "attribution"
-    mpath, rpath = run_dir / "manifest.json", run_dir / "responses.parquet"
+    source = RunDir(run_dir)
+    run_dir = source.path
+    out = RunDir(out_dir) if out_dir is not None else source.attribution_dir
+    mpath, rpath = source.manifest_path, source.responses_path
     if not mpath.exists():
         raise FileNotFoundError(f"{mpath} not found: is {run_dir} a run directory?")
     if not rpath.exists():
         raise FileNotFoundError(f"{rpath} not found: is {run_dir} a finished run directory?")
-    manifest = json.loads(mpath.read_text())
-    spec = _run_spec(manifest, run_dir)
-    responses = pd.read_parquet(rpath)
+    spec = source.model_spec()
+    responses = source.read_responses()
     if degrees is not None:
         responses = responses[responses["degree"].isin(list(degrees))]
         if responses.empty:
@@ -466,14 +452,14 @@ def run_attribution(run_dir: str | Path, out_dir: str | Path | None = None, degr
     lm = load_model(spec)
     items = attribute(responses, lm, batch_size=batch_size, chat_template=spec.chat_template, progress=progress)
     table = aggregate(items, resamples=resamples, seed=seed)
-    out.mkdir(parents=True, exist_ok=True)
-    write_table_atomic(out / "attribution_items.parquet", items)
-    write_table_atomic(out / "attribution.parquet", table)
-    write_table_atomic(out / "attribution.csv", table)
+    out.path.mkdir(parents=True, exist_ok=True)
+    write_table_atomic(out.attribution_items_path, items)
+    write_table_atomic(out.attribution_table, table)
+    write_table_atomic(out.attribution_csv, table)
     figures = [str(p) for by, name in (("degree", "attribution"), ("pressure", "attribution_pressure"),
                                        ("chosen", "attribution_chosen"))
-               for p in attribution_figure(table, out / name, by, formats)]
-    write_json_atomic(out / "manifest.json", {
+               for p in attribution_figure(table, out.path / name, by, formats)]
+    out.write_manifest({
         "kind": "logit_attribution", "source_run": str(run_dir),
         "degrees": list(degrees) if degrees is not None else None,
         "n_items": int(items["item_id"].nunique()), "clusters": int(items["scenario_id"].nunique()),

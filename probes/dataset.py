@@ -118,12 +118,13 @@ def from_run(run_dir: str | Path, label: str = "favours_minority", sites: Sequen
              filters: dict | None = None) -> ProbeDataset:
     """The dataset of a run directory (``responses.parquet`` and ``activations/``)."""
     from evenhand.activations import ActivationCache
+    from evenhand.runs import RunDir
 
-    run_dir = Path(run_dir)
-    resp = run_dir / "responses.parquet"
+    run = RunDir(run_dir)
+    resp = run.responses_path
     if not resp.exists():
-        raise FileNotFoundError(f"{resp} not found: is {run_dir} a finished run directory?")
-    if not (run_dir / "activations" / "manifest.json").exists():
-        raise FileNotFoundError(f"{run_dir / 'activations'} holds no activation cache; run with cache enabled "
+        raise FileNotFoundError(f"{resp} not found: is {run.path} a finished run directory?")
+    if not RunDir(run.activations).manifest_path.exists():
+        raise FileNotFoundError(f"{run.activations} holds no activation cache; run with cache enabled "
                                 f"or `evenhand cache` first")
-    return build_dataset(pd.read_parquet(resp), ActivationCache(run_dir / "activations"), label, sites, filters)
+    return build_dataset(run.read_responses(), ActivationCache(run.activations), label, sites, filters)

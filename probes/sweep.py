@@ -135,14 +135,14 @@ def best_site(table: pd.DataFrame, metric: str = "accuracy") -> str:
 
 def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts: ProbeOptions, **info) -> Path:
     """``out_dir/probes.parquet``, ``probes.csv`` and ``manifest.json`` (atomic writes)."""
-    from evenhand.runs import write_json_atomic, write_table_atomic
+    from evenhand.runs import RunDir, write_table_atomic
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    write_table_atomic(out / "probes.parquet", table)
-    write_table_atomic(out / "probes.csv", table)
-    write_json_atomic(out / "manifest.json", {
+    out = RunDir(out_dir)
+    out.path.mkdir(parents=True, exist_ok=True)
+    write_table_atomic(out.probes_table, table)
+    write_table_atomic(out.probes_csv, table)
+    out.write_manifest({
         "kind": "probe_sweep", "label": ds.label, "filters": ds.filters, "sites": ds.sites, "n": len(ds),
         "clusters": int(len(np.unique(ds.groups))), "dropped_unlabelled": ds.dropped, "options": asdict(opts),
         "seconds": table.attrs.get("seconds"), **info})
-    return out
+    return out.path

@@ -65,7 +65,7 @@ def test_interrupted_sweep_resumes_to_the_same_table(tmp_path, monkeypatch, caps
     assert {"mode", "cell", "metric", "value", "ci_low", "ci_high", "n"} <= set(table_a.columns)
 
     import experiments.runner as runner
-    real = runner.finish_stages
+    real = runner.score_run
     calls = {"n": 0}
 
     def killed_in_second_cell(*args, **kwargs):
@@ -74,12 +74,12 @@ def test_interrupted_sweep_resumes_to_the_same_table(tmp_path, monkeypatch, caps
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runner, "finish_stages", killed_in_second_cell)
+    monkeypatch.setattr(runner, "score_run", killed_in_second_cell)
     part = _base(tmp_path / "b", sweep=sweep)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(part, progress=False)
     assert not (tmp_path / "b" / "sweep" / "sweep.parquet").exists()
-    monkeypatch.setattr(runner, "finish_stages", real)
+    monkeypatch.setattr(runner, "score_run", real)
     capsys.readouterr()
     _, table_b = run_sweep(part, progress=True)
     out = capsys.readouterr().out

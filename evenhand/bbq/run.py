@@ -197,42 +197,46 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
 
 
 def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) every configuration; returns the scores table and writes every output."""
+    """Run (or resume) every configuration; returns the scores table and writes every output. The stages:
+    the model, one per configuration (done once its answers are written), the scores."""
     from evenhand.models.loading import load_model, locate, resolve_spec
     from evenhand.runs import RunDir, write_table_atomic
+    from evenhand.stages import LoadModel, Step, exists, open_run, run_stages
 
     from .scoring import score_bbq
-    out = Path(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     locate(spec)
-    run = RunDir.open_or_create(out, {"kind": "bbq", **json.loads(json.dumps(asdict(cfg), default=str))})
     rows = sample_questions(load_bbq(cfg.data, cfg.categories), cfg.per_category, cfg.seed)
-    run.update_manifest(n_questions=len(rows), categories=sorted(rows["category"].unique().tolist()))
-    lm = load_model(spec)
-    run.check_same_model(lm.describe())
-    run.update_manifest(model=lm.describe())
-    parts = []
-    for name in cfg.configurations:
-        f = out / "answers" / f"{name}.parquet"
-        if not f.exists():
+    run = open_run(cfg.output_dir, {"kind": "bbq", **json.loads(json.dumps(asdict(cfg), default=str))},
+                   n_questions=len(rows), categories=sorted(rows["category"].unique().tolist()))
+    model = LoadModel(lambda: load_model(spec))
+
+    def configuration(name: str) -> Step:
+        def go(run: RunDir) -> None:
             if progress:
                 print(f"BBQ: {name} on {len(rows)} questions", flush=True)
-            with run.timed(name):
-                f.parent.mkdir(parents=True, exist_ok=True)
-                write_table_atomic(f, answer_configuration(lm, rows, name, cfg.batch_size, cfg.max_new_tokens))
-        parts.append(pd.read_parquet(f))
-    answers = pd.concat(parts, ignore_index=True)
-    write_table_atomic(out / "answers.parquet", answers)
-    joined = answers.merge(rows, on="uid", how="left")
-    joined["answer_index"] = joined["answer_index"].where(joined["answer_index"] >= 0, None)
-    per_cat = score_bbq(joined, by=("configuration", "category"), resamples=cfg.resamples, seed=cfg.seed)
-    overall = score_bbq(joined, by=("configuration",), resamples=cfg.resamples, seed=cfg.seed).assign(category="all")
-    table = pd.concat([overall, per_cat], ignore_index=True).assign(model=lm.name)
-    write_table_atomic(out / "bbq_scores.parquet", table)
-    write_table_atomic(out / "bbq_scores.csv", table)
-    bias_figure(table, out / "bias_by_configuration")
-    run.finish()
-    return table
+            f = run.configuration_answers(name)
+            f.parent.mkdir(parents=True, exist_ok=True)
+            write_table_atomic(f, answer_configuration(model(), rows, name, cfg.batch_size, cfg.max_new_tokens))
+        return Step(name, go, exists(lambda r: r.configuration_answers(name)))
+
+    def scores(run: RunDir) -> pd.DataFrame:
+        answers = pd.concat([pd.read_parquet(run.configuration_answers(n)) for n in cfg.configurations],
+                            ignore_index=True)
+        write_table_atomic(run.answers_path, answers)
+        joined = answers.merge(rows, on="uid", how="left")
+        joined["answer_index"] = joined["answer_index"].where(joined["answer_index"] >= 0, None)
+        per_cat = score_bbq(joined, by=("configuration", "category"), resamples=cfg.resamples, seed=cfg.seed)
+        overall = score_bbq(joined, by=("configuration",), resamples=cfg.resamples, seed=cfg.seed).assign(category="all")
+        table = pd.concat([overall, per_cat], ignore_index=True).assign(model=model().name)
+        write_table_atomic(run.bbq_scores_path, table)
+        write_table_atomic(run.bbq_scores_csv, table)
+        bias_figure(table, run.bias_figure_stem)
+        return table
+
+    final = Step("scores", scores)
+    run_stages(run, [model, *map(configuration, cfg.configurations), final])
+    return final.result
 
 
 def bias_figure(table: pd.DataFrame, stem: str | Path) -> list[Path]:
