@@ -13,7 +13,7 @@ degrees 1-3 by default.
 
 **Decision position.** The two labels (``Teacher A`` / ``Teacher B``) are
 tokenised as continuations of the prompt exactly as the logprob mode does
-(:func:`evenhand.decide.label_token_ids`); the sequence run is the prompt
+(:func:`evenhand.engine.scoring.label_token_ids`); the sequence run is the prompt
 plus the labels' common token prefix, and the difference is taken at its last
 position between the first tokens at which the labels differ. When the labels
 differ only in their last token (the usual case) this difference equals
@@ -101,7 +101,7 @@ def favoured_slot(item: dict) -> str:
 
 def decision_tokens(tokenizer, text: str, item: dict, special: bool) -> DecisionTokens:
     """The sequence and label tokens at which the two answers first diverge (see the module docstring)."""
-    from evenhand.decide import label_token_ids
+    from evenhand.engine.scoring import label_token_ids
     from evenhand.prompts import labels
 
     label_a, label_b = labels(item)
@@ -263,8 +263,8 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     import torch
     from tqdm.auto import tqdm
 
-    from evenhand.activations import _equal_length_groups, boot_bridge
-    from evenhand.decide import _Halving
+    from evenhand.activations import boot_bridge
+    from evenhand.engine.batching import Halving, equal_length_groups
     from evenhand.models.sites import n_layers
     from evenhand.prompts import model_text, user_message, uses_chat_template
 
@@ -283,11 +283,11 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     sites = component_sites(n_layers(lm.model))
     readout = _Readout(lm)
     run = _runner(lm, bridge if bridge is not None else boot_bridge(lm), seqs, sites, readout)
-    halving = _Halving(batch_size)
+    halving = Halving(batch_size)
     results: list[dict | None] = [None] * len(seqs)
     bar = tqdm(total=len(seqs), unit="item", disable=not progress, desc="attribution", dynamic_ncols=True)
     with torch.inference_mode():
-        for group in _equal_length_groups([len(s.ids) for s in seqs]):
+        for group in equal_length_groups([len(s.ids) for s in seqs]):
             for k in range(0, len(group), batch_size):
                 idx = group[k:k + batch_size]
                 for i, row in zip(idx, halving.run(run, idx)):
@@ -342,7 +342,7 @@ def aggregate(table: pd.DataFrame, resamples: int = 1000, seed: int = 0, level: 
     chosen, component, site, layer, value`` (the mean), ``ci_low, ci_high`` (percentile interval
     of ``resamples`` draws of whole scenarios, seeded as in :mod:`probes.scores`), ``n`` items and
     ``clusters`` scenarios."""
-    from .scores import _weights
+    from .scores import cluster_weights
 
     if table.empty:
         raise ValueError("the attribution table is empty")
@@ -362,7 +362,7 @@ def aggregate(table: pd.DataFrame, resamples: int = 1000, seed: int = 0, level: 
         if not mask.any():
             continue
         v, g = values[mask], groups[mask]
-        w = _weights(g, resamples, seed)
+        w = cluster_weights(g, resamples, seed)
         draws = (w @ v) / w.sum(1, keepdims=True)
         lo, hi = np.quantile(draws, [alpha, 1 - alpha], axis=0)
         mean = v.mean(0)

@@ -25,8 +25,9 @@ class Estimate:
         return asdict(self)
 
 
-def _weights(groups: np.ndarray, resamples: int, seed: int) -> np.ndarray:
-    """[resamples, n] row weights: the multiplicity of each row's cluster in each draw."""
+def cluster_weights(groups: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """[resamples, n] row weights of a cluster bootstrap over ``groups``: the multiplicity of each
+    row's cluster in each of ``resamples`` draws (seeded by ``seed``)."""
     uniq, inv = np.unique(np.asarray(groups), return_inverse=True)
     rng = np.random.default_rng(seed)
     counts = rng.multinomial(len(uniq), np.full(len(uniq), 1 / len(uniq)), size=resamples)
@@ -43,7 +44,7 @@ def _ci(point: float, draws: np.ndarray, n: int, clusters: int, level: float = 0
 def accuracy_ci(correct: np.ndarray, groups: np.ndarray, resamples: int = 1000, seed: int = 0) -> Estimate:
     """Share of ``correct`` with a cluster-bootstrap 95% CI."""
     c = np.asarray(correct, np.float64)
-    w = _weights(groups, resamples, seed)
+    w = cluster_weights(groups, resamples, seed)
     draws = (w @ c) / w.sum(1)
     return _ci(c.mean(), draws, len(c), len(np.unique(groups)))
 
@@ -72,7 +73,7 @@ def auroc_ci(prob: np.ndarray, y: np.ndarray, groups: np.ndarray, resamples: int
     prob = np.asarray(prob, np.float64)
     y = np.asarray(y).astype(int)
     point = _auroc_weighted(prob, y, np.ones((1, len(y))))[0]
-    draws = _auroc_weighted(prob, y, _weights(groups, resamples, seed))
+    draws = _auroc_weighted(prob, y, cluster_weights(groups, resamples, seed))
     return _ci(point, draws, len(y), len(np.unique(groups)))
 
 
@@ -81,7 +82,7 @@ def paired_drop_ci(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndar
     """accuracy(a) - accuracy(b) on the same rows, clusters resampled jointly."""
     a = np.asarray(correct_a, np.float64)
     b = np.asarray(correct_b, np.float64)
-    w = _weights(groups, resamples, seed)
+    w = cluster_weights(groups, resamples, seed)
     draws = (w @ (a - b)) / w.sum(1)
     return _ci(a.mean() - b.mean(), draws, len(a), len(np.unique(groups)))
 
