@@ -49,7 +49,7 @@ def register(cls: type["Intervention"]) -> type["Intervention"]:
 
 def get(name: str, **options) -> "Intervention":
     """An intervention instance by registry name."""
-    _load_builtin()
+    load_builtin()
     if name not in REGISTRY:
         raise InterventionError(f"unknown intervention {name!r}; registered: {', '.join(sorted(REGISTRY))}")
     return REGISTRY[name](**options)
@@ -57,12 +57,13 @@ def get(name: str, **options) -> "Intervention":
 
 def registered() -> list[dict]:
     """Name, kind and one-line description of every registered intervention."""
-    _load_builtin()
+    load_builtin()
     return [{"name": n, "kind": c.kind, "description": (c.__doc__ or "").strip().splitlines()[0]}
             for n, c in REGISTRY.items()]
 
 
-def _load_builtin() -> None:
+def load_builtin() -> None:
+    """Import the built-in methods so that they register themselves in :data:`REGISTRY`."""
     from . import learned, prompting, steered  # noqa: F401  (registration side effects)
 
 

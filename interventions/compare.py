@@ -84,8 +84,8 @@ def _require(d: dict, key: str, kind, where: str):
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     """Validate a comparison config dict (field-named errors)."""
-    from .base import REGISTRY, _load_builtin
-    _load_builtin()
+    from .base import REGISTRY, load_builtin
+    load_builtin()
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: a comparison config must be a mapping")
     known = {"model", "output_dir", "split", "train", "eval", "seed", "mode", "batch_size", "resamples", "controls",
