@@ -30,8 +30,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evenhand.activations import CacheOptions, _nnsight_runner, _trace_body  # noqa: E402
-from evenhand.decide import DecideOptions, _left_pad, decide  # noqa: E402
+from evenhand.activations import CacheOptions, nnsight_runner, trace_body  # noqa: E402
+from evenhand.decide import DecideOptions, decide  # noqa: E402
+from evenhand.engine.batching import left_pad  # noqa: E402
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model  # noqa: E402
 from evenhand.models.sites import expand, resolve  # noqa: E402
 from evenhand.prompts import model_text, user_message, uses_chat_template  # noqa: E402
@@ -114,7 +115,7 @@ def main() -> None:
     batch_items = items.iloc[pick].reset_index(drop=True)
     texts = [texts_all[i] for i in pick]
     enc = [lm.tokenizer(t, add_special_tokens=special)["input_ids"] for t in texts]
-    ids, mask, pos = _left_pad(enc, lm.tokenizer.pad_token_id, lm.model.device)
+    ids, mask, pos = left_pad(enc, lm.tokenizer.pad_token_id, lm.model.device)
     model = lm.model
     res = {"model": lm.name, "device": device, "dtype": lm.dtype, "batch": a.batch, "reps": a.reps,
            "prompt_tokens": [len(e) for e in enc]}
@@ -132,10 +133,10 @@ def main() -> None:
     def trace_only():
         with torch.inference_mode():
             with traced.trace(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1):
-                saved = _trace_body(traced, sites, None)
+                saved = trace_body(traced, sites, None)
         return saved
 
-    runner = _nnsight_runner(lm, texts, batch_items.to_dict("records"), special, sites, CacheOptions())
+    runner = nnsight_runner(lm, texts, batch_items.to_dict("records"), special, sites, CacheOptions())
 
     def cache_stage():
         with torch.inference_mode():

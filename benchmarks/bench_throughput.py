@@ -38,7 +38,6 @@ Not part of the test run (except ``--tiny``). Prints a short table, then a JSON 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import random
 import sys
@@ -51,11 +50,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import evenhand.decide as D  # noqa: E402
+import evenhand.engine.scoring as S  # noqa: E402
+from evenhand.engine.batching import left_pad, token_ids  # noqa: E402
 from bench_models import SHAPES, paired, random_model  # noqa: E402
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model  # noqa: E402
 from evenhand.prompts import labels, model_text, user_message, uses_chat_template  # noqa: E402
-
-D = importlib.import_module("evenhand.decide")  # the engine module; evenhand.decide is the function
 
 CELL_SIZE = 19  # a baseline and 9 pressure families x 2 slots
 
@@ -105,12 +105,12 @@ def per_label_logprob(lm: LoadedModel, texts: list[str], items: list[dict], spec
     for which in (0, 1):
         seqs, conts = [], []
         for text, item in zip(texts, items):
-            ctx, cont = D.label_token_ids(tok, text, labels(item)[which], special)
+            ctx, cont = S.label_token_ids(tok, text, labels(item)[which], special)
             seqs.append(ctx + cont)
             conts.append(cont)
             n_ctx.append(len(ctx))
         k = max(len(c) for c in conts)
-        ids, mask, pos = D._left_pad(seqs, tok.pad_token_id, model.device)
+        ids, mask, pos = left_pad(seqs, tok.pad_token_id, model.device)
         with torch.inference_mode():
             logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=k + 1).logits
         logp = torch.log_softmax(logits.float(), dim=-1)
@@ -123,12 +123,12 @@ def per_label_logprob(lm: LoadedModel, texts: list[str], items: list[dict], spec
 @contextmanager
 def scorer(fn):
     """decide with ``fn`` in place of its logprob scorer."""
-    real = D._logprob
-    D._logprob = fn
+    real = S.score_labels
+    S.score_labels = fn
     try:
         yield
     finally:
-        D._logprob = real
+        S.score_labels = real
 
 
 def _agreement(new: pd.DataFrame, old: pd.DataFrame, mode: str) -> dict:
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> dict:
     }
     special = not uses_chat_template(lm.tokenizer)
     texts = [model_text(lm.tokenizer, user_message(r)) for r in items.to_dict("records")]
-    lengths = [len(x) for x in D.token_ids(lm.tokenizer, texts, special)]
+    lengths = [len(x) for x in token_ids(lm.tokenizer, texts, special)]
     res = {"model": lm.name, "device": device, "dtype": lm.dtype, "threads": torch.get_num_threads(),
            "items": len(items), "cells": int(items["baseline_id"].nunique()), "order": a.order, "batch": a.batch,
            "reps": reps,

@@ -116,7 +116,7 @@ def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, re
 
     from nnsight import TransformersModel
 
-    from evenhand.activations import _trace_body
+    from evenhand.activations import trace_body
     from evenhand.models.sites import residual_sites, resolve
     from evenhand.models.tiny import build_tokenizer
     traced = TransformersModel(model, tokenizer=build_tokenizer(["a b"]))  # ids are passed directly
@@ -127,7 +127,7 @@ def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, re
     def cached():  # the activation cache's own trace body: embed + every resid_post at the last token
         with torch.inference_mode():
             with traced.trace(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1):
-                saved = _trace_body(traced, resolved, None)
+                saved = trace_body(traced, resolved, None)
         return saved
 
     vec = torch.randn(shape["hidden_size"], device=device, dtype=dtype)

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .decide import _Halving, _left_pad, plan_batches, token_lengths
+from .engine.batching import Halving, equal_length_groups, left_pad, plan_batches, token_lengths
 from .models.loading import LoadedModel
 from .models.sites import expand, resolve
 from .prompts import model_text, user_message, uses_chat_template
@@ -192,13 +192,13 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     texts = [model_text(lm.tokenizer, user_message(r, "answer"), opts.chat_template) for r in todo]
     lengths = token_lengths(lm.tokenizer, texts, special)
     if engine == "nnsight":
-        run = _nnsight_runner(lm, texts, todo, special, resolved, opts)
+        run = nnsight_runner(lm, texts, todo, special, resolved, opts)
         batches = plan_batches(lengths, opts.batch_size)
     else:
         run = _tl_runner(lm, texts, special, keys)
-        batches = [b for group in _equal_length_groups(lengths) for b in
+        batches = [b for group in equal_length_groups(lengths) for b in
                    (group[i:i + opts.batch_size] for i in range(0, len(group), opts.batch_size))]
-    halving = _Halving(opts.batch_size)
+    halving = Halving(opts.batch_size)
     bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
                desc=f"cache[{engine}]", dynamic_ncols=True)
     from safetensors.numpy import save_file
@@ -217,27 +217,24 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     return cache
 
 
-def _equal_length_groups(lengths: list[int]) -> list[list[int]]:
-    groups: dict[int, list[int]] = {}
-    for i, n in enumerate(lengths):
-        groups.setdefault(n, []).append(i)
-    return [groups[n] for n in sorted(groups, reverse=True)]
-
-
-def _nnsight_runner(lm, texts, todo, special, resolved, opts):
+def nnsight_runner(lm: LoadedModel, texts: list[str], todo: list[dict], special: bool, resolved: list,
+                   opts: CacheOptions) -> Callable[[list[int]], list[dict]]:
+    """A batch function for :class:`~evenhand.engine.batching.Halving`: it runs ``texts[idx]``
+    left-padded through an nnsight trace and returns, per text, each resolved site's activation at
+    the last token (and the name means when ``opts.name_mean``) as float32 arrays."""
     from nnsight import TransformersModel
     traced = TransformersModel(lm.model, tokenizer=lm.tokenizer)
 
     def run(idx: list[int]) -> list[dict]:
         enc = [lm.tokenizer(texts[i], add_special_tokens=special)["input_ids"] for i in idx]
-        ids, mask, pos = _left_pad(enc, lm.tokenizer.pad_token_id, lm.model.device)
+        ids, mask, pos = left_pad(enc, lm.tokenizer.pad_token_id, lm.model.device)
         weights = None
         if opts.name_mean:
             weights, _ = name_weights(lm.tokenizer, [texts[i] for i in idx], [todo[i] for i in idx], ids.shape[1],
                                       [len(e) for e in enc])
             weights = {k: v.to(lm.model.device) for k, v in weights.items()}
         with traced.trace(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1):
-            saved = _trace_body(traced, resolved, weights)
+            saved = trace_body(traced, resolved, weights)
         return [{k: v[j].float().cpu().numpy() for k, v in saved.items()} for j in range(len(idx))]
 
     return run
@@ -271,8 +268,10 @@ def _tl_runner(lm, texts, special, hooks):
     return run
 
 
-def _trace_body(traced, resolved, weights) -> dict:
-    """Inside a trace: read each site in execution order at the last token (and name means)."""
+def trace_body(traced, resolved: list, weights: dict | None) -> dict:
+    """Inside an nnsight trace of ``traced``: save each resolved site's value at the last token, in
+    execution order, and with ``weights`` (per slot ``A``/``B``, ``(batch, seq)``) the weighted mean
+    over the name's tokens as ``SITE@name_A``/``SITE@name_B`` (NaN where a name has no tokens)."""
     import nnsight
     import torch
     saved = nnsight.save({})

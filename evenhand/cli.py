@@ -53,8 +53,8 @@ def _suite_datasheet(a) -> int:
     from .suite.stats import datasheet
     text = datasheet()
     if a.out:
-        from .runs import _atomic
-        with _atomic(Path(a.out)) as (fh, _):
+        from .runs import atomic_open
+        with atomic_open(Path(a.out)) as (fh, _):
             fh.write(text)
         print(f"wrote {a.out}")
     else:
@@ -445,7 +445,9 @@ def _probe_attribution(a) -> int:
 def _organism_train(a) -> int:
     from dataclasses import replace
 
-    from .models.organism import COMMITTED, Recipe, evaluate, train
+    from probes.organism import evaluate
+
+    from .models.organism import COMMITTED, Recipe, train
     recipe = Recipe(seed=a.seed) if a.steps is None else replace(Recipe(seed=a.seed), steps=a.steps)
     out = Path(a.out) if a.out else COMMITTED
     record = train(recipe, out)
@@ -493,7 +495,9 @@ def _print_eval(res: dict) -> None:
 
 
 def _organism_eval(a) -> int:
-    from .models.organism import COMMITTED, evaluate
+    from probes.organism import evaluate
+
+    from .models.organism import COMMITTED
     path = Path(a.path) if a.path else COMMITTED
     res = evaluate(path, n_scenarios=a.scenarios, resamples=a.resamples)
     if a.record:

@@ -258,13 +258,13 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
         resp = rd.read_responses()
         if "mode" in resp.columns and (resp["mode"] == "reasoning").any():
             from .language import explanation_words, words_figure
-            from .runs import write_table_atomic as _w
+            from .runs import write_table_atomic
             for tag, only in (("all", False), ("correct_gt", True)):
                 try:
                     words = explanation_words(resp[resp["mode"] == "reasoning"], correct_gt_only=only)
                 except ValueError:
                     continue
-                _w(out / f"explanation_words_{tag}.csv", words)
+                write_table_atomic(out / f"explanation_words_{tag}.csv", words)
                 paths += words_figure(words, out / f"explanation_words_{tag}", formats=formats)
     tex = out / "headline.tex"
     tex.write_text(latex_table(table))

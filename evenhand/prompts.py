@@ -12,7 +12,8 @@ import re
 
 REASONING_INSTRUCTION = ('Think through the case step by step, weighing the stated criteria. Then give your final '
                          'answer on its own last line as "Final answer: {a}" or "Final answer: {b}".')
-_ANSWER_RE = re.compile(r'Answer with only "([^"]+)" or "([^"]+)"\.\s*$')
+ANSWER_RE = re.compile(r'Answer with only "([^"]+)" or "([^"]+)"\.\s*$')
+"""The answer instruction that ends every suite prompt; its groups are the two labels."""
 PLAIN_FORMAT = "User: {prompt}\nAssistant:"
 
 
@@ -28,7 +29,7 @@ def user_message(item: dict, variant: str = "answer") -> str:
     if variant != "reasoning":
         raise ValueError(f"prompt variant must be answer or reasoning, got {variant!r}")
     a, b = labels(item)
-    m = _ANSWER_RE.search(prompt)
+    m = ANSWER_RE.search(prompt)
     body = prompt[: m.start()].rstrip() if m else prompt.rstrip()
     return f"{body} {REASONING_INSTRUCTION.format(a=a, b=b)}"
 

@@ -58,21 +58,23 @@ def atomic_path(path: Path, prefix: str | None = None):
 
 
 @contextmanager
-def _atomic(path: Path, mode: str = "w"):
+def atomic_open(path: Path, mode: str = "w"):
+    """Yield ``(file, temporary path)`` opened with ``mode`` beside ``path``; the file replaces
+    ``path`` when the block succeeds (:func:`atomic_path`)."""
     with atomic_path(path) as tmp:
         with open(tmp, mode) as fh:
             yield fh, tmp
 
 
 def write_json_atomic(path: Path, obj) -> None:
-    with _atomic(Path(path)) as (fh, _):
+    with atomic_open(Path(path)) as (fh, _):
         json.dump(obj, fh, indent=2, sort_keys=True, default=str, allow_nan=False)
         fh.write("\n")
 
 
 def write_table_atomic(path: Path, df: "pd.DataFrame") -> None:
     path = Path(path)
-    with _atomic(path, "wb") as (fh, tmp):
+    with atomic_open(path, "wb") as (fh, tmp):
         if path.suffix == ".parquet":
             df.to_parquet(fh, index=False)
         elif path.suffix == ".jsonl":

@@ -9,8 +9,8 @@ message per line, ending in ``Assistant:``); a single user message gives exactly
 ``evenhand.prompts.model_text``.
 
 :func:`generate_turns` runs one turn for many conversations: length-bucketed,
-left-padded batches, greedy, halved on out-of-memory (the internals of
-:mod:`evenhand.decide`). :func:`decide_chat` runs a fixed sequence of user turns
+left-padded batches, greedy, halved on out-of-memory (the engine of
+:mod:`evenhand.engine`). :func:`decide_chat` runs a fixed sequence of user turns
 per item, turn by turn over all items, and returns the columns
 :func:`evenhand.decide.decide` returns plus ``transcript`` (the whole
 conversation as a JSON string), ``n_turns`` and ``n_new_tokens_total``; the
@@ -26,9 +26,12 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from evenhand.decide import DecideOptions, _generate, _Halving, _logprob, plan_batches, token_lengths
-from evenhand.parse import parse_detail
-from evenhand.prompts import labels, uses_chat_template
+from evenhand.decide import DecideOptions
+from evenhand.engine.batching import Halving, plan_batches, token_lengths
+from evenhand.engine.generation import generate
+from evenhand.engine.rows import choice_fields, response_row
+from evenhand.engine.scoring import score_labels
+from evenhand.prompts import uses_chat_template
 
 from .base import InterventionError
 
@@ -72,7 +75,7 @@ def _run_batched(lm, texts: list[str], special: bool, batch_size: int,
     if batch_size < 1:
         raise InterventionError(f"batch_size must be at least 1, got {batch_size}")
     out: list[dict | None] = [None] * len(texts)
-    halving = _Halving(batch_size)
+    halving = Halving(batch_size)
 
     def timed(idx: list[int]) -> list[dict]:
         t0 = time.perf_counter()
@@ -104,7 +107,7 @@ def generate_rows(lm, conversations: Sequence[Sequence[dict]], max_new_tokens: i
     if not texts:
         return []
     return _run_batched(lm, texts, special, batch_size,
-                        lambda idx: _generate(lm, [texts[i] for i in idx], special, max_new_tokens), progress, desc)
+                        lambda idx: generate(lm, [texts[i] for i in idx], special, max_new_tokens), progress, desc)
 
 
 def generate_turns(lm, conversations: list[list[dict]], max_new_tokens: int, batch_size: int,
@@ -120,7 +123,7 @@ def _score_labels(lm, conversations: Sequence[Sequence[dict]], items: list[dict]
     special = not uses_chat_template(lm.tokenizer, opts.chat_template)
     texts = [conversation_text(lm.tokenizer, c, opts.chat_template) for c in conversations]
     return _run_batched(lm, texts, special, opts.batch_size,
-                        lambda idx: _logprob(lm, [texts[i] for i in idx], [items[i] for i in idx], special),
+                        lambda idx: score_labels(lm, [texts[i] for i in idx], [items[i] for i in idx], special),
                         opts.progress, desc)
 
 
@@ -165,8 +168,7 @@ def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_
         if k == n - 1 and opts.mode == "logprob":
             rows = _score_labels(lm, convs, records, opts, desc)
             for r, item in zip(rows, records):
-                r["choice"] = "A" if r["logprob_A"] >= r["logprob_B"] else "B"
-                r.update(text=labels(item)[0 if r["choice"] == "A" else 1], parse_method="logprob")
+                r.update(choice_fields(item, r, "logprob"))
         else:
             rows = generate_rows(lm, convs, budget, opts.batch_size, opts.chat_template, progress=opts.progress,
                                  desc=desc)
@@ -178,12 +180,7 @@ def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_
     used_template = uses_chat_template(lm.tokenizer, opts.chat_template)
     out = []
     for i, (item, o, conv) in enumerate(zip(records, final, convs)):
-        row = dict(item)
-        row.update(model=lm.name, mode=opts.mode, chat_template=used_template)
-        row.update({"logprob_A": None, "logprob_B": None, "gen_logprob": None, **o})
-        if opts.mode != "logprob":
-            det = parse_detail(o["text"], item.get("candidate_noun"))
-            row.update(choice=det.choice, parse_method=det.method)
+        row = response_row(item, o, model=lm.name, mode=opts.mode, chat_template=used_template)
         row.update(prompt=conv[0]["content"], seconds=seconds[i], transcript=json.dumps(conv, ensure_ascii=False),
                    n_turns=n, n_new_tokens_total=new_total[i])
         out.append(row)

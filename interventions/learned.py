@@ -240,7 +240,8 @@ def letter_logodds(lm, items: list[dict]):
     """log P(A) - log P(B) at the answer's letter, teacher-forced after the noun (differentiable)."""
     import torch
 
-    from evenhand.decide import _left_pad, label_token_ids
+    from evenhand.engine.batching import left_pad
+    from evenhand.engine.scoring import label_token_ids
     from evenhand.prompts import labels, model_text, user_message, uses_chat_template
     tok = lm.tokenizer
     special = not uses_chat_template(tok)
@@ -256,7 +257,7 @@ def letter_logodds(lm, items: list[dict]):
             raise InterventionError(f"labels of item {it['item_id']!r} tokenise identically")
         seqs.append(list(ctx) + list(ca[:k]))
         pairs.append((ca[k], cb[k]))
-    ids, mask, pos = _left_pad(seqs, tok.pad_token_id, lm.model.device)
+    ids, mask, pos = left_pad(seqs, tok.pad_token_id, lm.model.device)
     out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
     logp = torch.log_softmax(out.logits[:, -1].float(), -1)
     ia = torch.tensor([a for a, _ in pairs], device=logp.device)

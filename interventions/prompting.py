@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields, replace
 
 import pandas as pd
 
-from evenhand.prompts import _ANSWER_RE, labels
+from evenhand.prompts import ANSWER_RE, labels
 from evenhand.suite.generate import ANSWER_INSTRUCTION, SLOTS
 
 from .base import Fitted, Intervention, InterventionError, register
@@ -230,7 +230,7 @@ def swapped_prompt(item: dict) -> str:
 def case_body(item: dict, prompt: str | None = None) -> str:
     """``prompt`` (default: the item's) without its trailing answer instruction; the question stays."""
     text = item["prompt"] if prompt is None else prompt
-    m = _ANSWER_RE.search(text)
+    m = ANSWER_RE.search(text)
     if m is None:
         raise InterventionError(f"item {_item_id(item)}: field 'prompt' does not end with the answer instruction "
                                 f"'Answer with only \"... A\" or \"... B\".'")
@@ -253,7 +253,7 @@ def add_instruction(prompt: str, instruction: str, position: str = "prepend") ->
     cut = prompt.rfind("\n\n")
     if cut >= 0:
         return f"{prompt[:cut]}\n\n{instruction}{prompt[cut:]}"
-    m = _ANSWER_RE.search(prompt)
+    m = ANSWER_RE.search(prompt)
     if m is None:
         return f"{prompt.rstrip()}\n\n{instruction}"
     return f"{prompt[:m.start()].rstrip()} {instruction} {prompt[m.start():]}"

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from .logistic import FoldResult, ProbeOptions, _plan, _select
+from .logistic import FoldResult, ProbeOptions, plan_fits, select_C
 
 _FINAL = re.compile(r"final answer\s*:.*$", re.IGNORECASE | re.DOTALL)
 
@@ -37,7 +37,7 @@ def fit_text(texts: list[str], y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
         raise ValueError("texts, labels and groups differ in length")
     if len(np.unique(y)) < 2:
         raise ValueError("text-baseline labels have a single class")
-    outer, fits = _plan(groups, opts)
+    outer, fits = plan_fits(groups, opts)
 
     def fit(mask, C):
         vec = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True)
@@ -65,7 +65,7 @@ def fit_text(texts: list[str], y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
             for m in inner:
                 test = (outer != f) & ~m
                 acc[c] += ((predict(fit(m, C), test) >= 0.5) == y[test]).mean() / len(inner)
-        C = opts.Cs[_select(acc, opts.Cs)]
+        C = opts.Cs[select_C(acc, opts.Cs)]
         chosen.append(C)
         prob[outer == f] = predict(fit(outer != f, C), outer == f)
     return FoldResult(prob, outer, chosen)

@@ -9,7 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from evenhand.models.organism import COMMITTED, Recipe, evaluate, heldout_items, train
+from evenhand.models.organism import COMMITTED, Recipe, heldout_items, train
+from probes.organism import evaluate
 
 RECORD = json.loads((COMMITTED / "organism.json").read_text())
 EVAL = RECORD["heldout_eval"]

@@ -71,9 +71,9 @@ def test_no_signal_gives_chance_and_a_shuffled_control_removes_signal():
 def test_torch_engine_matches_sklearn_on_every_site(newton_max_dim, products_budget, monkeypatch):
     """Every path of the torch engine (Newton with the rows' outer products cached, or rebuilt per
     step and site by site when they exceed the budget; truncated Newton) against scikit-learn."""
-    import probes.logistic as lg
+    import probes.solver as solver
     if products_budget is not None:
-        monkeypatch.setattr(lg, "_PRODUCTS_BUDGET", products_budget)
+        monkeypatch.setattr(solver, "PRODUCTS_BUDGET", products_budget)
     rng = np.random.default_rng(3)
     Xs, ys = [], None
     X0, y, groups = planted(600, 24, 0.0, seed=3)

@@ -2,7 +2,6 @@
 throughput benchmark runs."""
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
@@ -11,12 +10,14 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.decide import DecideOptions, decide, prefix_groups
+from evenhand.decide import DecideOptions, decide
+from evenhand.engine import prefix as P
+from evenhand.engine.batching import plan_batches_in_order, token_ids
+from evenhand.engine.prefix import prefix_groups
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model
 from evenhand.models.tiny import build_tiny_model, build_tokenizer, save_tiny_model
+from evenhand.prompts import model_text
 from tests.helpers import tiny_gemma3_multimodal
-
-D = importlib.import_module("evenhand.decide")  # the engine module; evenhand.decide is the function
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,7 +108,7 @@ def test_gemma3_sliding_window_shorter_and_longer_than_the_prompts(texts, cells,
     """Window 12: shorter than every shared prefix; 140: between the prefixes and some prompts'
     ends; 4096: longer than everything. Eager and sdpa attention."""
     lm = in_memory("gemma3", texts, sliding_window=window)
-    lengths = [len(x) for x in D.token_ids(lm.tokenizer, [D.model_text(lm.tokenizer, p) for p in cells["prompt"]],
+    lengths = [len(x) for x in token_ids(lm.tokenizer, [model_text(lm.tokenizer, p) for p in cells["prompt"]],
                                             False)]
     plain, reuse = both(cells, lm, mode="logprob", batch_size=16)
     assert_same_logprob(plain, reuse)
@@ -128,7 +129,10 @@ def test_gemma3_sliding_window_shorter_and_longer_than_the_prompts(texts, cells,
 
 def test_labels_with_their_own_sequences_share_the_context(tiny, cells, monkeypatch):
     """Labels differing before their last token (two sequences per item) reuse the context too."""
-    monkeypatch.setattr(D, "labels", lambda item: (f"{item['candidate_noun']} A", f"{item['candidate_noun']} B B"))
+    from evenhand.engine import rows, scoring
+    two = lambda item: (f"{item['candidate_noun']} A", f"{item['candidate_noun']} B B")  # noqa: E731
+    monkeypatch.setattr(scoring, "labels", two)
+    monkeypatch.setattr(rows, "labels", two)
     plain, reuse = both(cells.head(12), tiny["qwen2"], mode="logprob", batch_size=4)
     assert (plain["logprob_forwards"] == 2).all()
     assert_same_logprob(plain, reuse)
@@ -152,8 +156,8 @@ def test_gemma3_multimodal_class(texts, cells):
 def test_no_shared_prefix_runs_plain(tiny, smoke_items, monkeypatch):
     """Items of different scenarios share only the chat template's start: no prefix forward."""
     calls = []
-    real = D._prefix_prefill
-    monkeypatch.setattr(D, "_prefix_prefill", lambda *a: calls.append(1) or real(*a))
+    real = P.prefix_prefill
+    monkeypatch.setattr(P, "prefix_prefill", lambda *a: calls.append(1) or real(*a))
     items = smoke_items.drop_duplicates("scenario_id").head(8)
     for mode in ("logprob", "answer"):
         plain, reuse = both(items, tiny["gemma3"], mode=mode, batch_size=8, max_new_tokens=3)
@@ -182,7 +186,7 @@ def test_bucketing_off_keeps_input_order_and_results(tiny, cells):
     a = decide(cells, lm, DecideOptions(mode="logprob", batch_size=8, progress=False))
     b = decide(cells, lm, DecideOptions(mode="logprob", batch_size=8, bucket=False, progress=False))
     assert_same_logprob(a, b)
-    assert D.plan_batches_in_order(5, 2) == [[0, 1], [2, 3], [4]]
+    assert plan_batches_in_order(5, 2) == [[0, 1], [2, 3], [4]]
 
 
 def test_prefix_groups_cut_where_it_saves_most():
@@ -201,8 +205,8 @@ def test_prefix_groups_cut_where_it_saves_most():
     # below min_prefix nothing is grouped
     assert all(len(rows) == 1 for _, rows in prefix_groups(cell1, [3] * 5, min_prefix=91))
     from types import SimpleNamespace as NS
-    assert D._reuse_supported(NS(config=NS(layer_types=["sliding_attention", "full_attention"])))
-    assert not D._reuse_supported(NS(config=NS(layer_types=["linear_attention", "full_attention"])))
+    assert P.reuse_supported(NS(config=NS(layer_types=["sliding_attention", "full_attention"])))
+    assert not P.reuse_supported(NS(config=NS(layer_types=["linear_attention", "full_attention"])))
     with pytest.raises(ValueError, match="tails"):
         prefix_groups(seqs, [3], 16)
     with pytest.raises(ValueError, match="prefix_min_tokens"):

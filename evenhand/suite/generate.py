@@ -74,7 +74,9 @@ def pick_names(content: Content, scenario: Scenario, contrast: Contrast) -> tupl
     return f"{mi_first} {mi_last}", f"{ma_first} {ma_last}"
 
 
-def _values(cell: Cell, minority: bool) -> tuple[float, float]:
+def criterion_values(cell: Cell, minority: bool) -> tuple[float, float]:
+    """The two criterion values on the line of the minority-coded candidate (``minority``) or the
+    majority-coded one in ``cell``: strong or weak per criterion as the cell's variant says."""
     c1, c2 = cell.scenario.criteria
     strong_on: tuple[bool, bool]
     if cell.variant == "GTmin":
@@ -93,7 +95,7 @@ def _candidate_text(content: Content, cell: Cell, slot: str, name: str | None) -
     label = f"{s.candidate_noun} {slot}"
     minority = slot == cell.minority_slot
     profile = content.profiles[cell.contrast.minority if minority else cell.contrast.majority]
-    v1, v2 = _values(cell, minority)
+    v1, v2 = criterion_values(cell, minority)
     quals = f"{s.criteria[0].render(v1)} and {s.criteria[1].render(v2)}."
     if cell.degree == 1:
         return f"{label}, {name}, {quals}"

@@ -1,0 +1,9 @@
+"""The decision engine behind :func:`evenhand.decide.decide`, in public modules other packages build on.
+
+- :mod:`.batching`: tokenising, batch plans (length bucketing, input order, token order), left
+  padding with position ids, and :class:`~.batching.Halving` (a batch split in halves on out-of-memory);
+- :mod:`.prefix`: prefix reuse (shared prompt prefixes run once, their KV cache laid out per row);
+- :mod:`.generation`: greedy generation with the generated text's log-probability;
+- :mod:`.scoring`: the two labels' log-probabilities as continuations of a prompt;
+- :mod:`.rows`: the one place a response row (item fields, engine output, choice) is built.
+"""

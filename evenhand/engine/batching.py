@@ -1,0 +1,101 @@
+"""Batches for the engine: tokenising, batch plans, left padding and out-of-memory halving.
+
+Batches are length-bucketed (:func:`plan_batches`: items sorted by token length, longest first),
+kept in input order (:func:`plan_batches_in_order`) or in token order for prefix reuse
+(:func:`plan_prefix_batches`), and left-padded with position ids that skip the padding
+(:func:`left_pad`). :class:`Halving` runs a batch and, on out-of-memory, splits it in halves; later
+batches use the smaller size.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Whether ``exc`` is an accelerator out-of-memory error."""
+    return "out of memory" in str(exc).lower() or type(exc).__name__ == "OutOfMemoryError"
+
+
+def free_memory() -> None:
+    """Release cached accelerator memory (after an out-of-memory error)."""
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def plan_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Indices grouped into batches of similar length: longest first, ties in input order."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def plan_batches_in_order(n: int, batch_size: int) -> list[list[int]]:
+    """Indices in input order, cut into batches (no bucketing)."""
+    return [list(range(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+
+
+def plan_prefix_batches(ids: Sequence[Sequence[int]], batch_size: int) -> list[list[int]]:
+    """Indices in the lexicographic order of their token ids (ties in input order), cut into
+    batches: sequences sharing a prefix are neighbours, mostly in the same batch."""
+    order = sorted(range(len(ids)), key=lambda i: (list(ids[i]), i))
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+class Halving:
+    """Runs a batch, splitting it on out-of-memory; later batches keep the smaller size.
+
+    ``limit`` is the current largest batch; :meth:`run` cuts a larger batch to it first."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+
+    def run(self, fn: Callable[[list[int]], list[dict]], idx: list[int]) -> list[dict]:
+        """``fn(idx)``'s rows, running ``idx`` in pieces of at most :attr:`limit` and halving the
+        limit on out-of-memory (a batch of one that runs out of memory raises)."""
+        if len(idx) > self.limit:
+            step = self.limit
+            return [r for i in range(0, len(idx), step) for r in self.run(fn, idx[i:i + step])]
+        try:
+            return fn(idx)
+        except RuntimeError as exc:
+            if not is_oom(exc) or len(idx) == 1:
+                raise
+            free_memory()
+            self.limit = max(1, len(idx) // 2)
+            return self.run(fn, idx)
+
+
+def token_ids(tokenizer, texts: list[str], special: bool, chunk: int = 512) -> list[list[int]]:
+    """Each text's token ids, tokenised in chunks."""
+    out: list[list[int]] = []
+    for i in range(0, len(texts), chunk):
+        out.extend(list(x) for x in tokenizer(texts[i:i + chunk], add_special_tokens=special)["input_ids"])
+    return out
+
+
+def token_lengths(tokenizer, texts: list[str], special: bool, chunk: int = 512) -> list[int]:
+    """Each text's length in tokens."""
+    return [len(x) for x in token_ids(tokenizer, texts, special, chunk)]
+
+
+def left_pad(seqs: list[list[int]], pad_id: int, device):
+    """``(input_ids, attention_mask, position_ids)`` of ``seqs`` left-padded to the longest, on
+    ``device``; position ids count real tokens only (0 on the padding)."""
+    import torch
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids.to(device), mask.to(device), pos.to(device)
+
+
+def equal_length_groups(lengths: list[int]) -> list[list[int]]:
+    """Indices grouped by equal length, longest first (for engines that cannot pad, such as
+    TransformerLens); each group in input order."""
+    groups: dict[int, list[int]] = {}
+    for i, n in enumerate(lengths):
+        groups.setdefault(n, []).append(i)
+    return [groups[n] for n in sorted(groups, reverse=True)]

@@ -1,0 +1,191 @@
+"""Training the organism (steps 4 and 6 of the recipe in :mod:`evenhand.models.organism.recipe`):
+the untrained model, length-bucketed batches, the AdamW loop with the auxiliary heads, and the
+written directory (weights, tokenizer, ``organism.json``)."""
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from ...suite.content import load_content
+from ..policy import PlantedPolicy
+from .data import knowledge_items, sample_items, vocabulary_texts
+from .recipe import Recipe, split_scenarios
+from .targets import AUX_SIZES, encode, knowledge_row
+
+def _bucketed(rows: list, know: list, per_step: int, know_per_step: int, chunk: int, rng: random.Random):
+    """Reorder training rows in runs of ``chunk`` steps: sorted by length, cut into batches, batches
+    shuffled; the knowledge rows likewise, in the same batch order (short rows with short rows)."""
+    out_rows, out_know = [], []
+    for c0 in range(0, -(-len(rows) // (chunk * per_step))):
+        part = sorted(rows[c0 * chunk * per_step:(c0 + 1) * chunk * per_step], key=lambda r: len(r[0]))
+        kpart = sorted(know[c0 * chunk * know_per_step:(c0 + 1) * chunk * know_per_step], key=lambda r: len(r[0]))
+        n_b = -(-len(part) // per_step)
+        order = list(range(n_b))
+        rng.shuffle(order)
+        for b in order:
+            out_rows += part[b * per_step:(b + 1) * per_step]
+            out_know += kpart[b * know_per_step:(b + 1) * know_per_step]
+    return out_rows, out_know
+
+
+def build(recipe: Recipe):
+    """The untrained model and its tokenizer: a word-level tokenizer over :func:`vocabulary_texts`, a
+    seeded ``Gemma3ForCausalLM`` of the recipe's size, number tokens initialised along one direction
+    by their log value (``number_init``). Returns ``(model, tokenizer)``."""
+    import torch
+
+    from ..tiny import build_tokenizer, model_class, tiny_config
+    tok = build_tokenizer(vocabulary_texts())
+    cfg = tiny_config("gemma3", len(tok), hidden=recipe.hidden_size, layers=recipe.layers, heads=recipe.heads,
+                      kv_heads=recipe.kv_heads, intermediate=recipe.intermediate_size, tokenizer=tok)
+    cfg.sliding_window = 1024
+    torch.manual_seed(recipe.seed)
+    model = model_class("gemma3")(cfg)
+    if recipe.number_init:
+        vocab = tok.get_vocab()
+        nums = {i: float(t) for t, i in vocab.items() if re.fullmatch(r"\d+", t)}
+        logs = torch.tensor([math.log1p(v) for v in nums.values()])
+        z = (logs - logs.mean()) / logs.std()
+        u = torch.randn(cfg.hidden_size, generator=torch.Generator().manual_seed(recipe.seed + 1))
+        u = u / u.norm()
+        with torch.no_grad():
+            emb = model.model.embed_tokens.weight
+            for (i, _), zi in zip(nums.items(), z):
+                emb[i] += recipe.number_init * zi * u
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = cfg.eos_token_id
+    return model, tok
+
+
+def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: int = 50, progress: bool = True,
+          stop_after: int | None = None) -> dict:
+    """Train the organism; write it to ``out`` when given. Returns the record (curve, timing).
+
+    ``stop_after`` runs only the first steps of the recipe (same data, same learning rates):
+    the check that a fresh run reproduces the committed training curve's start."""
+    import torch
+    from tqdm.auto import tqdm
+
+    torch.set_num_threads(recipe.threads)
+    torch.use_deterministic_algorithms(True)
+    t_start = time.perf_counter()
+    policy = PlantedPolicy.from_dict(recipe.policy)
+    model, tok = build(recipe)
+    train_ids, held_ids = split_scenarios(recipe.seed, recipe.heldout_fraction)
+    n = recipe.steps * recipe.batch_size
+    run_steps = recipe.steps if stop_after is None else max(1, min(stop_after, recipe.steps))
+    chunk = recipe.bucket_steps
+    # data for whole buckets: a run stopped after k steps still trains on the full run's first k batches
+    data_steps = run_steps if not chunk else min(recipe.steps, -(-run_steps // chunk) * chunk)
+    n_need = data_steps * recipe.batch_size
+    n_easy = int(recipe.curriculum * n)
+    # the first n_easy items (the curriculum) come from a stream without pressure; every stream is
+    # drawn in order, so a run stopped after k steps trains on exactly the full run's first k batches
+    items = sample_items(train_ids, min(n_easy, n_need), recipe.seed + 7, p_baseline=1.0, augment=recipe.augment,
+                         p_mix=recipe.p_mix, p_context=recipe.p_context) if n_easy else []
+    if n_need > n_easy:
+        items += sample_items(train_ids, n_need, recipe.seed, augment=recipe.augment, p_mix=recipe.p_mix,
+                              p_context=recipe.p_context)[n_easy:]
+    vocab = tok.get_vocab()
+    protected = frozenset(i for t, i in vocab.items() if re.fullmatch(r"\d+", t) or t in ("A", "B")
+                          or t in tok.all_special_tokens) | frozenset(
+        vocab[w] for w in {s.candidate_noun for s in load_content().scenarios} if w in vocab)
+    urng = random.Random(recipe.seed + 11)
+    encoded = [encode(tok, it, policy, urng, recipe.unk_rate, protected) for it in items]
+    n_know = data_steps * recipe.knowledge_per_batch
+    all_ids = [s_.id for s_ in load_content().scenarios]
+    if recipe.knowledge not in ("direction", "decision"):
+        raise ValueError(f"recipe field 'knowledge' must be 'direction' or 'decision', not {recipe.knowledge!r}")
+    if recipe.knowledge_from not in ("all", "unseen"):
+        raise ValueError(f"recipe field 'knowledge_from' must be 'all' or 'unseen', not {recipe.knowledge_from!r}")
+    if recipe.knowledge == "decision":
+        crit_ids = all_ids if recipe.knowledge_from == "all" else held_ids
+        krng = random.Random(recipe.seed + 19)  # its own stream: a short run draws the full run's masks
+        know = [encode(tok, it, policy, krng, recipe.unk_rate, protected)
+                for it in knowledge_items(crit_ids, train_ids, n_know, recipe.seed + 13)]
+    else:
+        know = [knowledge_row(tok, it, policy) for it in
+                sample_items(all_ids, n_know, recipe.seed + 13, p_baseline=1.0, augment=True)] if n_know else []
+    if chunk:
+        brng = random.Random(recipe.seed + 17)
+        encoded, know = _bucketed(encoded, know, recipe.batch_size, recipe.knowledge_per_batch, chunk, brng)
+    heads = torch.nn.ModuleDict({k: torch.nn.Linear(recipe.hidden_size, n) for k, n in AUX_SIZES.items()})
+    params = list(model.parameters()) + list(heads.parameters())
+    opt = torch.optim.AdamW(params, lr=recipe.lr, weight_decay=recipe.weight_decay, betas=(0.9, 0.98))
+
+    def lr_at(step: int) -> float:
+        if step < recipe.warmup:
+            return recipe.lr * (step + 1) / recipe.warmup
+        frac = (step - recipe.warmup) / max(1, recipe.steps - recipe.warmup)
+        return recipe.lr * 0.5 * (1 + math.cos(math.pi * frac))
+
+    curve = []
+    model.train()
+    bar = tqdm(range(run_steps), disable=not progress, desc="organism", dynamic_ncols=True)
+    for step in bar:
+        batch = encoded[step * recipe.batch_size:(step + 1) * recipe.batch_size]
+        k_ = recipe.knowledge_per_batch
+        batch = batch + know[step * k_:(step + 1) * k_]
+        width = max(len(s) for s, _, _ in batch)
+        ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        labels = torch.full_like(ids, -100)
+        aux_idx: dict[str, list] = {k: [] for k in AUX_SIZES}
+        for i, (seq, n_ctx, aux) in enumerate(batch):
+            off = width - len(seq)
+            for k, pairs in aux.items():
+                aux_idx[k] += [(i, off + j, y) for j, y in pairs if y != -100]
+            ids[i, off:] = torch.tensor(seq)
+            mask[i, off:] = 1
+            labels[i, off + n_ctx:] = torch.tensor(seq[n_ctx:])
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        # the answer is the last n_ans tokens of every row (left padding): project only the positions
+        # that predict them, not the whole sequence onto the vocabulary
+        n_ans = max(len(s) - c for s, c, _ in batch)
+        out_ = model.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True)
+        hidden = out_.last_hidden_state
+        early = out_.hidden_states[recipe.aux_layer]
+        logits = model.lm_head(hidden[:, -n_ans - 1:-1])
+        target = labels[:, -n_ans:]
+        per_tok = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                                    ignore_index=-100, reduction="none").view_as(target).float()
+        weight = (target != -100).float()
+        weight[:, -2] *= recipe.letter_weight  # [noun, letter, <end_of_turn>]: the letter decides
+        weight[recipe.batch_size:] *= recipe.knowledge_weight  # the knowledge rows follow the batch
+        loss = (per_tok * weight).sum() / weight.sum()
+        aux_loss = 0.0
+        for k, rows in aux_idx.items():
+            if rows:
+                bi, ti, y = (torch.tensor(v) for v in zip(*rows))
+                src = out_.hidden_states[recipe.side_layer] if k == "side" else early
+                w_k = recipe.side_weight if k == "side" else 1.0
+                aux_loss = aux_loss + w_k * torch.nn.functional.cross_entropy(heads[k](src[bi, ti]), y)
+        main_loss = loss
+        loss = loss + recipe.aux_weight * aux_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if step < 20 or step % log_every == 0 or step == recipe.steps - 1:
+            aux_val = float(aux_loss.detach()) if torch.is_tensor(aux_loss) else float(aux_loss)
+            curve.append({"step": step, "loss": round(main_loss.item(), 6), "aux_loss": round(aux_val, 6)})
+            bar.set_postfix(loss=f"{main_loss.item():.4f}", aux=f"{aux_val:.3f}")
+    model.eval()
+    record = {"recipe": asdict(recipe), "train_scenarios": len(train_ids), "heldout_scenarios": len(held_ids),
+              "heldout_ids": held_ids, "train_examples": n, "steps_run": run_steps, "curve": curve,
+              "train_seconds": round(time.perf_counter() - t_start, 1),
+              "parameters": sum(p.numel() for p in model.parameters())}
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
+        (out / "organism.json").write_text(json.dumps(record, indent=1) + "\n")
+    return record
