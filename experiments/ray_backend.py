@@ -67,6 +67,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.shards import ParquetShards
     from evenhand.suite.content import load_content
 
+    from .config import options_for
     from .runner import analysis_stages, check_output_dir, finish_stages, suite_items
 
     if workers < 1 or shards_per_worker < 1:
@@ -74,9 +75,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     where, gguf, source = locate(spec)
-    opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
-                         reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
-                         progress=False, prefix_reuse=cfg.prefix_reuse)
+    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=False)
     run = RunDir.open_or_create(out, asdict(replace(cfg, model=spec)))
     # the workers load the model; the driver fingerprints its files, as a local run does
     model_desc = {"name": spec.model, "source": source, "spec": asdict(spec),

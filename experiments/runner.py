@@ -13,7 +13,7 @@ from pathlib import Path
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 
-from .config import RunConfig, SuiteConfig
+from .config import RunConfig, SuiteConfig, options_for
 
 
 def check_output_dir(path: str | Path) -> Path:
@@ -66,8 +66,8 @@ def finish_stages(cfg: RunConfig, spec, run, items, responses, get_model, progre
     if cfg.cache.enabled:
         from evenhand.activations import CacheOptions, cache_activations
         c = cfg.cache
-        copts = CacheOptions(sites=c.sites, batch_size=c.batch_size or cfg.batch_size, dtype=c.dtype,
-                             name_mean=c.name_mean, chat_template=spec.chat_template, progress=progress)
+        copts = options_for(CacheOptions, c, batch_size=c.batch_size or cfg.batch_size,
+                            chat_template=spec.chat_template, progress=progress)
         with run.timed("cache"):
             cache_activations(items, get_model(), copts, run.path / "activations", load_content().version,
                               engine=c.engine)
@@ -88,15 +88,14 @@ def analysis_stages(cfg: RunConfig, run: RunDir, progress: bool, lm=None) -> Non
                                      ("pressured", p.pressured)) if v is not None}
         with run.timed("probe"):
             ds = from_run(run.path, p.label, p.sites, filters)
-            opts = ProbeOptions(folds=p.folds, inner_folds=p.inner_folds, engine=p.engine, device=p.device,
-                                seed=p.seed)
+            opts = options_for(ProbeOptions, p)
             table, _ = probe_sweep(ds, opts, control=p.control, resamples=cfg.resamples, text=p.text)
             write_sweep(table, run.path / "probes" / p.label, ds, opts, run_dir=str(run.path))
     if cfg.ablation is not None:
         from probes.ablation import name_ablation
         from probes.logistic import ProbeOptions
         ab = cfg.ablation
-        opts = ProbeOptions(folds=ab.folds, inner_folds=ab.inner_folds, engine=ab.engine, seed=ab.seed)
+        opts = options_for(ProbeOptions, ab)
         for variant in ab.variants:
             with run.timed(f"ablation_{variant}"):
                 name_ablation(run.path, run.path / "ablation" / variant, variant, ab.label, ab.degree,
@@ -108,7 +107,7 @@ def analysis_stages(cfg: RunConfig, run: RunDir, progress: bool, lm=None) -> Non
             run_attribution(run.path, run.path / "attribution", cfg.attribution.degrees, cfg.attribution.batch_size,
                             cfg.resamples, cfg.bootstrap_seed, progress=progress)
     if cfg.figures:
-        from evenhand.pages import write_report
+        from .pages import write_report
         with run.timed("figures"):
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
 
@@ -119,9 +118,7 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     locate(spec)  # fails fast on a missing model
-    opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
-                         reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
-                         progress=progress, prefix_reuse=cfg.prefix_reuse)
+    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     manifest_cfg = asdict(replace(cfg, model=spec))
     run = RunDir.open_or_create(out, manifest_cfg)
 

@@ -218,14 +218,3 @@ def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) 
     else:
         from .runner import run_config
         run_config(cfg, progress=progress)
-
-
-def sweep_cells_dirs(sweep_dir: str | Path) -> list[Path] | None:
-    """The finished cells' run directories of a sweep directory (for figures); None when ``sweep_dir``
-    is not a sweep directory."""
-    path = Path(sweep_dir) / "manifest.json"
-    man = json.loads(path.read_text()) if path.exists() else {}
-    if (man.get("config") or {}).get("kind") != "sweep":
-        return None
-    dirs = [Path(c["output_dir"]) for c in man.get("cells", [])]
-    return [d for d in dirs if (d / "responses.parquet").exists()]
