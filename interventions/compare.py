@@ -142,11 +142,12 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
 
 
 def load_config(path: str | Path) -> CompareConfig:
-    import yaml
+    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
+    from evenhand.options import read_yaml
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"comparison config {p} not found")
-    return parse_config(yaml.safe_load(p.read_text()), str(p))
+    return parse_config(read_yaml(p), str(p))
 
 
 @dataclass(frozen=True)
