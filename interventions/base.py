@@ -1,160 +1,339 @@
-"""The intervention protocol: one small interface for the nine debiasing methods.
+"""The intervention protocol: fitting is separate from applying, options are declared, edits are owned.
 
-An :class:`Intervention` is a registered class with a ``name`` and a ``kind``:
+An :class:`Intervention` is a registered class with a ``name``, a ``kind`` and two
+frozen dataclasses of options:
+
+- ``FitOptions``: what fitting depends on (layers, rank, steps, ...). A fit is made
+  by ``fit(lm, train_items, fit_options, seed=...)``; the returned :class:`Fitted`
+  stores the fit options, the seed and the fit key (a hash of the fit options, the
+  seed and the training item ids, :func:`interventions.fitted.fit_key`).
+- ``ApplyOptions``: what applying depends on (strength, alpha, prompt variant, ...).
+  Applying always takes the fitted object plus apply options; nothing about how a
+  fit is applied is kept on the instance (instances hold no options at all).
+
+The seed is one argument of ``fit``, never an option. A flat options mapping (as in
+a comparison config) is split by the dataclasses' fields with :meth:`split_options`;
+an unknown key is an error that names it.
+
+Kinds:
 
 - ``prompt``: changes what the model reads (``rewrite`` one item) or runs a
-  multi-turn procedure (override ``decide``); ``fit`` is a no-op.
-- ``activation``: edits activations through hooks; ``fit`` computes directions
-  or erasers from activations of *train* scenarios.
-- ``learned``: trains a small intervention (pyvene) on train scenarios.
+  multi-turn procedure (override ``decide``); nothing to fit.
+- ``activation`` and ``learned`` (:class:`EditingIntervention`): the method declares
+  its edits (site name -> edit, e.g. the hooks of :mod:`steering.hooks`) with
+  ``edits(fitted, lm, apply_options)``; the base class applies them in
+  ``apply(fitted, lm, apply_options)`` and removes them on exit, then checks that no
+  hook is left and no parameter changed (:class:`InterventionError` otherwise).
+  Subclasses may not override ``fit``, ``apply`` or ``decide``.
+- :class:`DirectionIntervention` (activation methods whose fit is a set of
+  directions) also gets ``random_control(fitted, seed)``: the same fit with every
+  direction replaced by a seeded random direction of the same norm. The comparison
+  runs this control beside every such method, and the test suite checks it for
+  every registered one.
 
-``fit(lm, train_items, seed=...)`` returns a frozen :class:`Fitted` (name,
-JSON parameters, tensors) that saves to and loads from a directory
-(``fitted.json`` + ``tensors.safetensors``; never pickle). Decisions under an
-intervention go through :func:`decide_with`; activation and learned methods act
-inside ``apply(fitted, lm)``, a context manager that leaves the model exactly as
-it was on exit (hooks removed, no weight touched; tested bit for bit).
+:func:`register` adds a class to the registry after checking its declarations;
+:func:`load_plugin` imports a user module (or file) that registers more methods.
 """
 from __future__ import annotations
 
+import abc
 import contextlib
-import json
+import importlib
+import importlib.util
+import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pandas as pd
 
+from .fitted import Fitted, InterventionError, fit_key, options_json
+from .model_state import ModelState
+
 KINDS = ("prompt", "activation", "learned")
+EDITING_KINDS = ("activation", "learned")
+_SEALED = ("fit", "apply")  # owned by the base class: every method's fits and edits go through them
+
+
 REGISTRY: dict[str, type["Intervention"]] = {}
 
 
-class InterventionError(ValueError):
-    """A bad intervention name, option or fitted file."""
+@dataclass(frozen=True)
+class NoOptions:
+    """No options."""
 
 
-def register(cls: type["Intervention"]) -> type["Intervention"]:
-    """Class decorator: add ``cls`` to the registry (a duplicate name is an error)."""
+class Intervention:
+    """Base class; subclasses set ``name``, ``kind``, ``FitOptions``/``ApplyOptions`` and implement their part."""
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "prompt"
+    FitOptions: ClassVar[type] = NoOptions
+    ApplyOptions: ClassVar[type] = NoOptions
+    has_random_control: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__ == __name__:
+            return
+        sealed = _SEALED + (("decide",) if cls.kind in EDITING_KINDS else ())
+        for attr in sealed:
+            if attr in cls.__dict__:
+                raise InterventionError(f"{cls.__name__} overrides {attr}(); the base class owns fitting and applying "
+                                        f"(implement fit_parameters() and, for a model edit, edits())")
+
+    # --- options ---------------------------------------------------------------------------
+    @classmethod
+    def split_options(cls, flat: dict | None = None) -> tuple[Any, Any]:
+        """(fit options, apply options) from one flat mapping; an unknown key is an error naming it."""
+        flat = dict(flat or {})
+        fit_names = [f.name for f in fields(cls.FitOptions)]
+        apply_names = [f.name for f in fields(cls.ApplyOptions)]
+        unknown = sorted(set(flat) - set(fit_names) - set(apply_names))
+        if unknown:
+            raise InterventionError(f"{cls.name}: unknown option(s) {', '.join(unknown)}; "
+                                    f"fit options: {', '.join(fit_names) or 'none'}; "
+                                    f"apply options: {', '.join(apply_names) or 'none'}")
+        return (cls._build(cls.FitOptions, {k: v for k, v in flat.items() if k in fit_names}),
+                cls._build(cls.ApplyOptions, {k: v for k, v in flat.items() if k in apply_names}))
+
+    @classmethod
+    def defaults(cls) -> dict:
+        """Every option's default, fit and apply options together (a flat mapping)."""
+        return {**options_json(cls.FitOptions()), **options_json(cls.ApplyOptions())}
+
+    @classmethod
+    def _build(cls, kind: type, values: dict):
+        try:
+            return kind(**values)
+        except TypeError as exc:
+            raise InterventionError(f"{cls.name}: {exc}") from None
+
+    @classmethod
+    def fit_options(cls, options=None):
+        """``options`` as this method's ``FitOptions`` (None: the defaults; a mapping is built and checked)."""
+        return cls._coerce(cls.FitOptions, options)
+
+    @classmethod
+    def apply_options(cls, options=None):
+        """``options`` as this method's ``ApplyOptions`` (None: the defaults; a mapping is built and checked)."""
+        return cls._coerce(cls.ApplyOptions, options)
+
+    @classmethod
+    def _coerce(cls, kind: type, options) -> Any:
+        if options is None:
+            return kind()
+        if isinstance(options, dict):
+            return cls._build(kind, options)
+        if not isinstance(options, kind):
+            raise InterventionError(f"{cls.name}: expected {kind.__qualname__}, got {type(options).__qualname__}")
+        return options
+
+    def fit_options_of(self, fitted: Fitted):
+        """The fit options ``fitted`` was made with, as this method's ``FitOptions``."""
+        check_fitted(self, fitted)
+        return self.fit_options(fitted.fit_options)
+
+    # --- fitting -----------------------------------------------------------------------------
+    def fit(self, lm, train_items: pd.DataFrame | None = None, options=None, *, seed: int = 0,
+            progress: bool = False) -> Fitted:
+        """Fit on ``train_items`` with ``options`` (this method's ``FitOptions``; None: the defaults) and ``seed``.
+
+        The model is checked to be unchanged afterwards (no hook left, no parameter changed)."""
+        opts = self.fit_options(options)
+        ids = [] if train_items is None else train_items["item_id"].astype(str).tolist()
+        model = getattr(lm, "model", None)
+        before = ModelState.capture(model) if model is not None else None
+        info, tensors = self.fit_parameters(lm, train_items, opts, int(seed), progress)
+        if before is not None:
+            before.check(model, f"{self.name}: fitting")
+        return Fitted(self.name, options_json(opts), int(seed), fit_key(self.name, opts, seed, ids), "none", info,
+                      tensors)
+
+    def fit_parameters(self, lm, train_items: pd.DataFrame | None, options, seed: int,
+                       progress: bool) -> tuple[dict, dict]:
+        """(JSON info, named tensors) of a fit. Prompt methods: nothing to fit."""
+        return {}, {}
+
+    # --- prompt methods ----------------------------------------------------------------------
+    def rewrite(self, item: dict, options=None) -> dict:
+        """The item as the model should see it (prompt methods)."""
+        return item
+
+    def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
+        """Decisions under this intervention: rewrite the items with the apply ``options``, then decide."""
+        from evenhand.decide import decide
+        options = self.apply_options(options)
+        rows = [self.rewrite(dict(r), options) for r in items.to_dict("records")]
+        return decide(pd.DataFrame(rows), lm, opts)
+
+
+class EditingIntervention(Intervention, abc.ABC):
+    """A method that edits the model's hidden states: it declares edits, the base class applies them."""
+    kind = "activation"
+
+    @abc.abstractmethod
+    def fit_parameters(self, lm, train_items: pd.DataFrame | None, options, seed: int,
+                       progress: bool) -> tuple[dict, dict]:
+        """(JSON info, named tensors) of a fit on ``train_items`` with fit ``options`` and ``seed``."""
+
+    @abc.abstractmethod
+    def edits(self, fitted: Fitted, lm, options) -> dict:
+        """Site name -> edit (or list of edits) from the fitted object and the apply ``options``."""
+
+    @contextlib.contextmanager
+    def apply(self, fitted: Fitted, lm, options=None) -> Iterator[None]:
+        """Inside this context the model runs with the fitted edits at the apply ``options``.
+
+        On exit every hook is removed; then the model is checked to hold exactly the hooks
+        and parameters it held before (:class:`InterventionError` naming what changed)."""
+        from steering.hooks import steer
+        check_fitted(self, fitted)
+        edits = self.edits(fitted, lm, self.apply_options(options))
+        before = ModelState.capture(lm.model)
+        try:
+            with steer(lm.model, edits):
+                yield
+        finally:
+            before.check(lm.model, f"{self.name}: after apply")
+
+    def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
+        """Decisions with the edits applied."""
+        from evenhand.decide import decide
+        with self.apply(fitted, lm, options):
+            return decide(items, lm, opts)
+
+
+class DirectionIntervention(EditingIntervention, abc.ABC):
+    """An activation method whose fit is directions (tensors named ``<site>/direction``).
+
+    It gets the random-direction control: :meth:`random_control`."""
+    kind = "activation"
+    has_random_control = True
+
+    def random_control(self, fitted: Fitted, seed: int) -> Fitted:
+        """``fitted`` with its directions replaced by seeded random directions (:meth:`control_tensors`)."""
+        check_fitted(self, fitted)
+        if fitted.control != "none":
+            raise InterventionError(f"{self.name}: the fitted object is already a {fitted.control} control")
+        return fitted.replace_tensors(self.control_tensors(fitted, int(seed)), "random")
+
+    def control_tensors(self, fitted: Fitted, seed: int) -> dict:
+        """Each ``<site>/direction`` (k-th in order) as a random direction of the same norm, seed ``seed*1000+k``."""
+        import torch
+
+        from steering.directions import random_like
+        keys = [k for k in fitted.tensors if k.endswith("/direction")]
+        if not keys:
+            raise InterventionError(f"{self.name}: the fitted object has no '<site>/direction' tensor to randomise")
+        out = {}
+        for k, key in enumerate(keys):
+            v = fitted.tensors[key]
+            out[key] = torch.tensor(random_like(v.detach().cpu().double().numpy(), seed * 1000 + k), dtype=v.dtype)
+        return out
+
+
+def check_fitted(intervention: Intervention, fitted: Fitted) -> None:
+    """Raise :class:`InterventionError` unless ``fitted`` was made by ``intervention``'s method."""
+    if fitted.name != intervention.name:
+        raise InterventionError(f"fitted object is for {fitted.name!r}, not {intervention.name!r}")
+
+
+def decide_with(intervention: Intervention, fitted: Fitted, items: pd.DataFrame, lm, opts,
+                options=None) -> pd.DataFrame:
+    """Decide ``items`` under a fitted intervention applied with the apply ``options`` (None: the defaults).
+
+    The table gains an ``intervention`` column. Rows keep the original item fields (a
+    rewritten prompt is kept in ``shown_prompt``) so the metrics code scores them like
+    any other responses."""
+    check_fitted(intervention, fitted)
+    table = intervention.decide(fitted, items, lm, opts, intervention.apply_options(options))
+    original = items.set_index("item_id")["prompt"]
+    if "prompt" in table.columns:
+        table = table.assign(shown_prompt=table["prompt"], prompt=table["item_id"].map(original))
+    return table.assign(intervention=intervention.name)
+
+
+# --- the registry ----------------------------------------------------------------------------
+def register(cls: type[Intervention]) -> type[Intervention]:
+    """Class decorator: check ``cls``'s declarations and add it to the registry (a duplicate name is an error)."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise InterventionError(f"{cls.__name__} has no registry name")
     if cls.kind not in KINDS:
         raise InterventionError(f"{cls.__name__}.kind must be one of {', '.join(KINDS)}, got {cls.kind!r}")
+    if (cls.kind in EDITING_KINDS) != issubclass(cls, EditingIntervention):
+        raise InterventionError(f"{cls.__name__}: kind {cls.kind!r} needs "
+                                f"{'an EditingIntervention' if cls.kind in EDITING_KINDS else 'a non-editing'} base")
+    declared = {}
+    for attr in ("FitOptions", "ApplyOptions"):
+        kind = getattr(cls, attr)
+        if not (is_dataclass(kind) and kind.__dataclass_params__.frozen):
+            raise InterventionError(f"{cls.__name__}.{attr} must be a frozen dataclass")
+        try:
+            kind()
+        except TypeError:
+            raise InterventionError(f"{cls.__name__}.{attr}: every option needs a default") from None
+        declared[attr] = {f.name for f in fields(kind)}
+    both = declared["FitOptions"] & declared["ApplyOptions"]
+    if both:
+        raise InterventionError(f"{cls.__name__}: option(s) {', '.join(sorted(both))} declared as fit and as apply "
+                                f"options")
+    reserved = (declared["FitOptions"] | declared["ApplyOptions"]) & {"seed", "control"}
+    if reserved:
+        raise InterventionError(f"{cls.__name__}: {', '.join(sorted(reserved))} cannot be an option (the seed is an "
+                                f"argument of fit; the random control is random_control())")
     if name in REGISTRY and REGISTRY[name] is not cls:
         raise InterventionError(f"an intervention named {name!r} is already registered ({REGISTRY[name].__name__})")
     REGISTRY[name] = cls
     return cls
 
 
-def get(name: str, **options) -> "Intervention":
-    """An intervention instance by registry name."""
+def get(name: str) -> Intervention:
+    """The intervention registered as ``name`` (instances hold no options)."""
     _load_builtin()
     if name not in REGISTRY:
         raise InterventionError(f"unknown intervention {name!r}; registered: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name](**options)
+    return REGISTRY[name]()
 
 
 def registered() -> list[dict]:
-    """Name, kind and one-line description of every registered intervention."""
+    """Name, kind, one-line description, fit and apply options (with defaults) of every registered intervention."""
     _load_builtin()
-    return [{"name": n, "kind": c.kind, "description": (c.__doc__ or "").strip().splitlines()[0]}
+    return [{"name": n, "kind": c.kind, "description": (c.__doc__ or "").strip().splitlines()[0],
+             "fit_options": options_json(c.FitOptions()), "apply_options": options_json(c.ApplyOptions()),
+             "random_control": c.has_random_control}
             for n, c in REGISTRY.items()]
 
 
+def load_plugin(module_or_path: str | Path):
+    """Import a user module that registers interventions: a dotted module name or a ``.py`` file path.
+
+    Returns the module. Meant for an explicit user argument (e.g. a CLI flag), never for a
+    value read from a config file."""
+    _load_builtin()
+    target = str(module_or_path)
+    path = Path(target)
+    if target.endswith(".py") or path.exists():
+        if not path.is_file():
+            raise InterventionError(f"plugin {target!r}: no such file")
+        mod_name = f"evenhand_plugin_{path.stem}"
+        loaded = sys.modules.get(mod_name)
+        if loaded is not None and Path(loaded.__file__ or "").resolve() == path.resolve():
+            return loaded  # already imported: its classes are registered
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise InterventionError(f"plugin {target!r}: not an importable Python file")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(mod_name, None)
+            raise
+        return module
+    return importlib.import_module(target)
+
+
 def _load_builtin() -> None:
-    from . import learned, prompting, steered  # noqa: F401  (registration side effects)
-
-
-@dataclass(frozen=True)
-class Fitted:
-    """A fitted intervention: everything needed to apply it, saved as JSON + safetensors."""
-    name: str
-    options: dict = field(default_factory=dict)
-    info: dict = field(default_factory=dict)
-    tensors: dict = field(default_factory=dict, repr=False)
-
-    def save(self, path: str | Path) -> Path:
-        from safetensors.torch import save_file
-
-        from evenhand.runs import write_json_atomic
-        out = Path(path)
-        out.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().to("cpu").contiguous() for k, v in self.tensors.items()}
-        save_file(tensors, str(out / "tensors.safetensors"))
-        write_json_atomic(out / "fitted.json", {"name": self.name, "options": self.options, "info": self.info,
-                                                "tensors": sorted(tensors)})
-        return out
-
-    @classmethod
-    def load(cls, path: str | Path) -> "Fitted":
-        from safetensors.torch import load_file
-        path = Path(path)
-        meta_file = path / "fitted.json"
-        if not meta_file.exists():
-            raise InterventionError(f"{path} holds no fitted intervention (fitted.json missing)")
-        meta = json.loads(meta_file.read_text())
-        for k in ("name", "options", "info", "tensors"):
-            if k not in meta:
-                raise InterventionError(f"{meta_file}: field {k!r} is missing")
-        tensors = load_file(str(path / "tensors.safetensors")) if meta["tensors"] else {}
-        if sorted(tensors) != sorted(meta["tensors"]):
-            raise InterventionError(f"{path}: tensors.safetensors does not hold the tensors fitted.json lists")
-        return cls(meta["name"], meta["options"], meta["info"], tensors)
-
-
-class Intervention:
-    """Base class; subclasses set ``name``, ``kind``, ``defaults`` and implement their part."""
-    name: ClassVar[str] = ""
-    kind: ClassVar[str] = "prompt"
-    defaults: ClassVar[dict] = {}
-
-    def __init__(self, **options):
-        unknown = set(options) - set(self.defaults)
-        if unknown:
-            raise InterventionError(f"{self.name}: unknown option(s) {', '.join(sorted(unknown))}; "
-                                    f"known: {', '.join(sorted(self.defaults)) or 'none'}")
-        self.options = {**self.defaults, **options}
-
-    # --- fitting -------------------------------------------------------------------------
-    def fit(self, lm, train_items: pd.DataFrame | None = None, seed: int = 0, progress: bool = False) -> Fitted:
-        """Prompt methods: nothing to fit."""
-        return Fitted(self.name, dict(self.options))
-
-    # --- prompt methods ------------------------------------------------------------------
-    def rewrite(self, item: dict) -> dict:
-        """The item as the model should see it (prompt methods)."""
-        return item
-
-    def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts) -> pd.DataFrame:
-        """Decisions under this intervention. Default: rewrite the items, or apply, then decide."""
-        from evenhand.decide import decide
-        if self.kind == "prompt":
-            rows = [self.rewrite(dict(r)) for r in items.to_dict("records")]
-            return decide(pd.DataFrame(rows), lm, opts)
-        with self.apply(fitted, lm):
-            return decide(items, lm, opts)
-
-    # --- activation / learned methods -----------------------------------------------------
-    @contextlib.contextmanager
-    def apply(self, fitted: Fitted, lm) -> Iterator[None]:
-        """Activation and learned methods edit the model only inside this context."""
-        yield
-
-
-def check_fitted(intervention: Intervention, fitted: Fitted) -> None:
-    if fitted.name != intervention.name:
-        raise InterventionError(f"fitted object is for {fitted.name!r}, not {intervention.name!r}")
-
-
-def decide_with(intervention: Intervention, fitted: Fitted, items: pd.DataFrame, lm, opts) -> pd.DataFrame:
-    """Decide ``items`` under a fitted intervention; the table gains an ``intervention`` column.
-
-    Rows keep the original item fields (a rewritten prompt is kept in ``shown_prompt``) so the
-    metrics code scores them like any other responses."""
-    check_fitted(intervention, fitted)
-    table = intervention.decide(fitted, items, lm, opts)
-    original = items.set_index("item_id")["prompt"]
-    if "prompt" in table.columns:
-        table = table.assign(shown_prompt=table["prompt"], prompt=table["item_id"].map(original))
-    return table.assign(intervention=intervention.name)
+    from . import prompting, steered, learned  # noqa: F401  (registration side effects, in table order)

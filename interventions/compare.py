@@ -12,14 +12,21 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
     mode: answer
     batch_size: 64
     resamples: 1000
-    controls: true                      # a random direction of the same norm for every steering method
+    controls: true                      # a random direction of the same norm for every direction-based method
     interventions:
       - name: fair_instruction
       - name: caa
         options: {layers: middle}
-        sweep: {alpha: [1, 4, 16]}      # one cell per value (fitted once)
+        sweep: {alpha: [1, 4, 16]}      # one cell per value (alpha is an apply option: fitted once)
       - name: loreft
         seeds: [0, 1, 2]
+
+Each arm's flat ``options`` (and swept values) are split into the method's fit
+and apply options by their dataclass fields (an unknown key is an error naming
+it). A fit is cached under its fit key (a hash of the fit options, the seed and
+the train item ids) in ``fitted/<name>-<key>/``, so a swept fit option gets one
+fit per value and a swept apply option reuses one fit; the random control of a
+direction-based method is derived from that fit (``fitted/<name>-<key>-random/``).
 
 Fitting uses items of train scenarios only, scoring uses items of held-out
 scenarios only (:func:`evenhand.models.policy.matched_items`: every pressured
@@ -41,9 +48,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .base import Fitted, InterventionError, decide_with, get
-
-STEERING = ("caa", "ace", "leace")
+from .base import REGISTRY, Fitted, InterventionError, decide_with, get
+from .fitted import fit_key
 HEADLINE = ("fraggap", "tieshift", "accgap", "tielean")
 
 
@@ -122,8 +128,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     errors name the file and the field)."""
     from evenhand.options import ConfigError, Rules, build
 
-    from .base import REGISTRY, _load_builtin
-    _load_builtin()
+    from .base import registered
+    registered()  # loads the built-in methods
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
     rules = Rules(choices={"mode": ("answer", "reasoning", "logprob")},
@@ -142,7 +148,13 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         for k, v in sweep.items():
             if not isinstance(v, list) or not v:
                 raise ConfigError(f"{w}.sweep.{k} must be a non-empty list")
-        get(a.name, **options, **{k: v[0] for k, v in sweep.items()})  # validates option names
+        try:  # option names and values: every swept value once
+            REGISTRY[a.name].split_options(options)
+            for k, vals in sweep.items():
+                for v in vals:
+                    REGISTRY[a.name].split_options({**options, k: v})
+        except InterventionError as exc:
+            raise ConfigError(f"{w}: {exc}") from None
         arms.append(Arm(a.name, options, sweep, a.seeds))
     split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
     if not 0 < split.heldout_fraction < 1:
@@ -176,12 +188,11 @@ class Cell:
         raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
         return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
 
-    @property
-    def fit_key(self) -> str:
-        swept = set(self.arm.sweep)
-        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()) if k not in swept)
-        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
-        return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
+    def fit_dir(self, train_ids: list[str]) -> str:
+        """The directory name of this cell's fit: ``<name>-<fit key>`` (``-random`` for the control)."""
+        fit_opts, _ = get(self.arm.name).split_options(self.options)
+        key = fit_key(self.arm.name, fit_opts, self.seed, train_ids)
+        return f"{self.arm.name}-{key[:16]}" + ("-random" if self.control else "")
 
 
 def cells(cfg: CompareConfig) -> list[Cell]:
@@ -193,7 +204,7 @@ def cells(cfg: CompareConfig) -> list[Cell]:
         grid = [dict(zip(keys, vals)) for vals in itertools.product(*(arm.sweep[k] for k in keys))] or [{}]
         for g in grid:
             for seed in arm.seeds:
-                controls = [False, True] if (cfg.controls and arm.name in STEERING) else [False]
+                controls = [False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]
                 for c in controls:
                     out.append(Cell(arm, {**arm.options, **g}, seed, c))
     return out
@@ -272,30 +283,19 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     base = pd.read_parquet(base_file)
     rows = _rows_for("baseline", None, base, base, cfg.resamples, cfg.seed)
     fitted_cache: dict[str, Fitted] = {}
+    train_ids = train["item_id"].astype(str).tolist()
     grid = cells(cfg)
     for i, cell in enumerate(grid):
         f = cdir / cell.key / "responses.parquet"
         if not f.exists():
             t0 = time.perf_counter()
-            iv = get(cell.arm.name, **cell.options)
-            fdir = out / "fitted" / cell.fit_key
-            if cell.fit_key in fitted_cache:
-                fitted = fitted_cache[cell.fit_key]
-            elif (fdir / "fitted.json").exists():
-                fitted = Fitted.load(fdir)
-            else:
-                if progress:
-                    print(f"[{i + 1}/{len(grid)}] fitting {cell.fit_key}", flush=True)
-                fit_opts = {**cell.options, **({"control": "random"} if cell.control else {})}
-                if cell.arm.name in ("loreft", "reft_r1") or "seed" in iv.defaults:
-                    fit_opts.setdefault("seed", cell.seed)
-                fitter = get(cell.arm.name, **fit_opts)
-                fitted = fitter.fit(lm, train, seed=cell.seed, progress=progress)
-                fitted.save(fdir)
-            fitted_cache[cell.fit_key] = fitted
+            method = get(cell.arm.name)
+            _, apply_opts = method.split_options(cell.options)
+            fitted = _fitted(method, cell, lm, train, train_ids, out / "fitted", fitted_cache,
+                             f"[{i + 1}/{len(grid)}] " if progress else None)
             if progress:
                 print(f"[{i + 1}/{len(grid)}] deciding under {cell.key}", flush=True)
-            resp = decide_with(iv, fitted, ev, lm, opts)
+            resp = decide_with(method, fitted, ev, lm, opts, apply_opts)
             f.parent.mkdir(parents=True, exist_ok=True)
             write_table_atomic(f, resp)
             run.record_timing(cell.key, time.perf_counter() - t0)
@@ -307,3 +307,32 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     frontier_figure(table, out / "frontier")
     run.finish()
     return table
+
+
+def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], root: Path,
+            cache: dict[str, Fitted], progress: str | None) -> Fitted:
+    """The cell's fit: from memory, from ``root/<fit dir>`` (checked against the fit key), or fitted and saved.
+
+    A random control is derived from the method's own fit (fitted first if needed)."""
+    name = cell.fit_dir(train_ids)
+    if name in cache:
+        return cache[name]
+    fit_opts, _ = method.split_options(cell.options)
+    key = fit_key(method.name, fit_opts, cell.seed, train_ids)
+    fdir = root / name
+    if (fdir / "fitted.json").exists():
+        fitted = Fitted.load(fdir)
+        if fitted.key != key or fitted.name != method.name or (fitted.control == "random") != cell.control:
+            raise InterventionError(f"{fdir} holds a fit with another key ({fitted.key[:16]}), not {key[:16]}")
+    elif cell.control:
+        own = _fitted(method, Cell(cell.arm, cell.options, cell.seed, False), lm, train, train_ids, root, cache,
+                      progress)
+        fitted = method.random_control(own, cell.seed)
+        fitted.save(fdir)
+    else:
+        if progress is not None:
+            print(f"{progress}fitting {name}", flush=True)
+        fitted = method.fit(lm, train, fit_opts, seed=cell.seed, progress=progress is not None)
+        fitted.save(fdir)
+    cache[name] = fitted
+    return fitted

@@ -1,9 +1,10 @@
 """Learned interventions built on pyvene's intervention classes: LoReFT and ReFT-r1.
 
 Both are small modules applied to one site's hidden state at every position
-(prompt and generated tokens) through the same hooks as the steering methods
-(:func:`steering.hooks.steer`), so leaving the context restores the model
-exactly. They are pyvene ``TrainableIntervention`` subclasses, built from
+(prompt and generated tokens): each declares one edit (:class:`ModuleEdit` at
+its site) that the base class applies and removes, checking on exit that the
+model is exactly as before. Neither has apply options: the fit is the edit.
+They are pyvene ``TrainableIntervention`` subclasses, built from
 pyvene's orthogonal ``LowRankRotateLayer``:
 
 - ``loreft`` (Wu et al. 2024): ``h + R^T (W h + b - R h)``, ``R`` a rank-r
@@ -23,13 +24,13 @@ decision is read as the next-token distribution at the letter of the answer
 """
 from __future__ import annotations
 
-import contextlib
 import random
-from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pandas as pd
 
-from .base import Fitted, Intervention, InterventionError, register
+from .base import EditingIntervention, Fitted, InterventionError, register
+from .steered import check_number, check_positive
 
 
 def _pyvene():
@@ -113,59 +114,95 @@ def swapped_item(item: dict) -> dict:
     return out
 
 
-class _Learned(Intervention):
+def _check_learned(name: str, o) -> None:
+    if o.layer != "middle" and (isinstance(o.layer, bool) or not isinstance(o.layer, int)):
+        raise InterventionError(f"{name}: option layer must be 'middle' or a layer index, got {o.layer!r}")
+    for opt in ("steps", "batch_size", "max_train") + (("rank",) if hasattr(o, "rank") else ()):
+        check_positive(name, opt, getattr(o, opt))
+    for opt in ("lr", "consistency"):
+        check_number(name, opt, getattr(o, opt))
+
+
+@dataclass(frozen=True)
+class LoReFTFit:
+    """Fit options of ``loreft``: site layer, rank, training steps, learning rate, batch, loss weight, data cap."""
+    layer: str | int = "middle"
+    rank: int = 4
+    steps: int = 150
+    lr: float = 5e-3
+    batch_size: int = 16
+    consistency: float = 1.0
+    max_train: int = 512
+
+    def __post_init__(self):
+        _check_learned("loreft", self)
+
+
+@dataclass(frozen=True)
+class ReFTR1Fit:
+    """Fit options of ``reft_r1`` (rank one by construction): as ``loreft``'s without ``rank``."""
+    layer: str | int = "middle"
+    steps: int = 150
+    lr: float = 5e-3
+    batch_size: int = 16
+    consistency: float = 1.0
+    max_train: int = 512
+
+    def __post_init__(self):
+        _check_learned("reft_r1", self)
+
+
+class _Learned(EditingIntervention):
     kind = "learned"
-    defaults = {"layer": "middle", "rank": 4, "steps": 150, "lr": 5e-3, "batch_size": 16, "consistency": 1.0,
-                "seed": 0, "max_train": 512}
     module_kind = "loreft"
 
-    def _rank(self) -> int:
-        return 1 if self.module_kind == "reft_r1" else int(self.options["rank"])
+    def _rank(self, options) -> int:
+        return int(getattr(options, "rank", 1))
 
-    def _site(self, lm) -> str:
+    def _site(self, lm, options) -> str:
         from evenhand.models.sites import n_layers
         n = n_layers(lm.model)
-        layer = self.options["layer"]
-        layer = n // 2 if layer == "middle" else int(layer)
+        layer = n // 2 if options.layer == "middle" else int(options.layer)
         if not 0 <= layer < n:
             raise InterventionError(f"layer {layer} out of range: the model has {n} layers")
         return f"blocks.{layer}.resid_post"
 
-    def fit(self, lm, train_items: pd.DataFrame | None = None, seed: int = 0, progress: bool = False) -> Fitted:
+    def fit_parameters(self, lm, train_items: pd.DataFrame | None, options, seed: int,
+                       progress: bool) -> tuple[dict, dict]:
+        """Train the module on identity-swapped pairs of ``train_items`` (the model's weights stay frozen)."""
         import torch
         from tqdm.auto import tqdm
 
         from steering.hooks import steer
         if train_items is None or len(train_items) == 0:
             raise InterventionError(f"{self.name} needs train items")
-        seed = int(self.options["seed"]) if seed == 0 else seed
         rows = train_items[train_items["degree"].astype(int) > 0].to_dict("records")
         if not rows:
             raise InterventionError(f"{self.name}: train items need identity cues (degree > 0)")
         rng = random.Random(seed)
         rng.shuffle(rows)
-        rows = rows[: int(self.options["max_train"])]
+        rows = rows[: options.max_train]
         pairs = [(r, swapped_item(r)) for r in rows]
-        site = self._site(lm)
+        site = self._site(lm, options)
         d = int(lm.model.config.get_text_config().hidden_size)
         torch.manual_seed(seed)
-        module = make_module(self.module_kind, d, self._rank()).to(lm.model.device)
+        module = make_module(self.module_kind, d, self._rank(options)).to(lm.model.device)
         params = [p for p in module.parameters() if p.requires_grad]
-        opt = torch.optim.Adam(params, lr=float(self.options["lr"]))
+        opt = torch.optim.Adam(params, lr=float(options.lr))
         frozen = [p.requires_grad for p in lm.model.parameters()]
         for p in lm.model.parameters():
             p.requires_grad_(False)
         was_training = lm.model.training
         lm.model.eval()
         curve = []
-        steps, bs = int(self.options["steps"]), int(self.options["batch_size"])
+        steps, bs = options.steps, options.batch_size
         try:
             with steer(lm.model, {site: ModuleEdit(module)}):
                 for step in tqdm(range(steps), disable=not progress, desc=self.name):
                     batch = [pairs[(step * bs + i) % len(pairs)] for i in range(bs)]
                     lo_x = letter_logodds(lm, [a for a, _ in batch])
                     lo_s = letter_logodds(lm, [b for _, b in batch])
-                    loss = self.options["consistency"] * ((lo_x - lo_s) ** 2).mean()
+                    loss = float(options.consistency) * ((lo_x - lo_s) ** 2).mean()
                     gt = [i for i, (a, _) in enumerate(batch) if a["condition"] == "GT"]
                     if gt:
                         tgt = torch.tensor([1.0 if batch[i][0]["correct_slot"] == "A" else 0.0 for i in gt],
@@ -182,9 +219,8 @@ class _Learned(Intervention):
                 p.requires_grad_(g)
             lm.model.train(was_training)
         tensors = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
-        return Fitted(self.name, dict(self.options), {"site": site, "embed_dim": d, "rank": self._rank(),
-                                                       "n_pairs": len(pairs), "seed": seed, "curve": curve},
-                      tensors)
+        return {"site": site, "embed_dim": d, "rank": self._rank(options), "n_pairs": len(pairs),
+                "curve": curve}, tensors  # the seed is Fitted.seed
 
     def module(self, fitted: Fitted):
         import torch
@@ -195,12 +231,9 @@ class _Learned(Intervention):
             p.requires_grad_(False)
         return m.to(torch.float32)
 
-    @contextlib.contextmanager
-    def apply(self, fitted: Fitted, lm) -> Iterator[None]:
-        from steering.hooks import steer
-        m = self.module(fitted).to(lm.model.device)
-        with steer(lm.model, {fitted.info["site"]: ModuleEdit(m)}):
-            yield
+    def edits(self, fitted: Fitted, lm, options) -> dict:
+        """The trained module at its site."""
+        return {fitted.info["site"]: ModuleEdit(self.module(fitted).to(lm.model.device))}
 
 
 def letter_logodds(lm, items: list[dict]):
@@ -236,6 +269,7 @@ class LoReFT(_Learned):
     """LoReFT (pyvene intervention): a low-rank representation edit trained for identity-swap consistency and GT accuracy."""
     name = "loreft"
     module_kind = "loreft"
+    FitOptions = LoReFTFit
 
 
 @register
@@ -243,4 +277,5 @@ class ReFTR1(_Learned):
     """ReFT-r1 (pyvene intervention): a rank-1 learned steering edit trained on the same objective."""
     name = "reft_r1"
     module_kind = "reft_r1"
+    FitOptions = ReFTR1Fit
 

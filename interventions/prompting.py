@@ -31,7 +31,7 @@ explicit / implicit sentences of the two profiles of the item's contrast.
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, fields, replace
 
 import pandas as pd
 
@@ -259,55 +259,54 @@ def add_instruction(prompt: str, instruction: str, position: str = "prepend") ->
     return f"{prompt[:m.start()].rstrip()} {instruction} {prompt[m.start():]}"
 
 
-def _choice(intervention: Intervention, option: str, allowed) -> None:
-    value = intervention.options[option]
+def _choice(name: str, option: str, value, allowed) -> None:
     if value not in allowed:
-        raise InterventionError(f"{intervention.name}: option {option} must be one of {', '.join(allowed)}, "
-                                f"got {value!r}")
+        raise InterventionError(f"{name}: option {option} must be one of {', '.join(allowed)}, got {value!r}")
 
 
-def _budgets(intervention: Intervention, options: tuple[str, ...]) -> list[int]:
-    out = []
-    for opt in options:
-        v = intervention.options[opt]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InterventionError(f"{intervention.name}: option {opt} must be a positive integer, got {v!r}")
-        out.append(v)
-    return out
+def _budget(name: str, option: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InterventionError(f"{name}: option {option} must be a positive integer, got {value!r}")
 
 
 # === the interventions ======================================================================
+@dataclass(frozen=True)
+class FairInstructionOptions:
+    """Apply options of ``fair_instruction``: which instruction, and where it goes."""
+    variant: str = "criteria_only"
+    position: str = "prepend"
+
+    def __post_init__(self):
+        _choice("fair_instruction", "variant", self.variant, tuple(FAIR_INSTRUCTIONS))
+        _choice("fair_instruction", "position", self.position, POSITIONS)
+
+    @property
+    def instruction(self) -> str:
+        """The instruction text of ``variant``."""
+        return FAIR_INSTRUCTIONS[self.variant]
+
+
 @register
 class FairInstruction(Intervention):
     """Instruct the model to decide on the stated criteria only / that discrimination is illegal."""
     name = "fair_instruction"
     kind = "prompt"
-    defaults = {"variant": "criteria_only", "position": "prepend"}
+    ApplyOptions = FairInstructionOptions
 
-    def __init__(self, **options):
-        super().__init__(**options)
-        _choice(self, "variant", tuple(FAIR_INSTRUCTIONS))
-        _choice(self, "position", POSITIONS)
-
-    @property
-    def instruction(self) -> str:
-        return FAIR_INSTRUCTIONS[self.options["variant"]]
-
-    def rewrite(self, item: dict) -> dict:
-        return {**item, "prompt": add_instruction(item["prompt"], self.instruction, self.options["position"])}
+    def rewrite(self, item: dict, options: FairInstructionOptions | None = None) -> dict:
+        o = self.apply_options(options)
+        return {**item, "prompt": add_instruction(item["prompt"], o.instruction, o.position)}
 
 
-@register
-class IdentityBlind(Intervention):
-    """Blind the prompt: names to neutral labels, identity and correlate sentences removed."""
-    name = "identity_blind"
-    kind = "prompt"
-    defaults = {"name_mode": "label", "name_labels": dict(NEUTRAL_LABELS)}
+@dataclass(frozen=True)
+class IdentityBlindOptions:
+    """Apply options of ``identity_blind``: names to neutral labels (``label``) or dropped, and the labels."""
+    name_mode: str = "label"
+    name_labels: dict = field(default_factory=lambda: dict(NEUTRAL_LABELS))
 
-    def __init__(self, **options):
-        super().__init__(**options)
-        _choice(self, "name_mode", NAME_MODES)
-        nl = self.options["name_labels"]
+    def __post_init__(self):
+        _choice("identity_blind", "name_mode", self.name_mode, NAME_MODES)
+        nl = self.name_labels
         if not isinstance(nl, dict) or set(nl) != set(SLOTS) or not all(isinstance(v, str) and v.strip()
                                                                          for v in nl.values()):
             raise InterventionError(f"identity_blind: option name_labels must map A and B to non-empty strings, "
@@ -315,8 +314,17 @@ class IdentityBlind(Intervention):
         if nl["A"] == nl["B"]:
             raise InterventionError("identity_blind: option name_labels must give A and B different labels")
 
-    def rewrite(self, item: dict) -> dict:
-        return {**item, "prompt": blind_prompt(item, self.options["name_mode"], self.options["name_labels"])}
+
+@register
+class IdentityBlind(Intervention):
+    """Blind the prompt: names to neutral labels, identity and correlate sentences removed."""
+    name = "identity_blind"
+    kind = "prompt"
+    ApplyOptions = IdentityBlindOptions
+
+    def rewrite(self, item: dict, options: IdentityBlindOptions | None = None) -> dict:
+        o = self.apply_options(options)
+        return {**item, "prompt": blind_prompt(item, o.name_mode, o.name_labels)}
 
 
 class ChatProcedure(Intervention, abc.ABC):
@@ -324,40 +332,61 @@ class ChatProcedure(Intervention, abc.ABC):
     kind = "prompt"
     budget_options: tuple[str, ...] = ()
 
-    def __init__(self, **options):
-        super().__init__(**options)
-        self.budgets()
-
-    def budgets(self) -> list[int]:
-        """The new-token budget of each turn, from the options."""
-        return _budgets(self, self.budget_options)
+    def budgets(self, options=None) -> list[int]:
+        """The new-token budget of each turn, from the apply options (None: the defaults)."""
+        o = self.apply_options(options)
+        return [getattr(o, opt) for opt in self.budget_options]
 
     @abc.abstractmethod
     def user_turns(self, item: dict) -> list[str]:
         """The user messages of the chat for ``item``, in order."""
 
-    def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts) -> pd.DataFrame:
+    def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
+        """The chat of every item, turn by turn (:func:`interventions.chat.decide_chat`)."""
         records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
         turns = [self.user_turns(r) for r in records]
-        return decide_chat(records, lm, opts, turns, self.budgets(), self.name)
+        return decide_chat(records, lm, opts, turns, self.budgets(options), self.name)
+
+
+@dataclass(frozen=True)
+class SelfCritiqueOptions:
+    """Apply options of ``self_critique``: the new-token budget of each of its three turns."""
+    answer_max_new_tokens: int = 8
+    critique_max_new_tokens: int = 128
+    final_max_new_tokens: int = 8
+
+    def __post_init__(self):
+        for f in fields(self):
+            _budget("self_critique", f.name, getattr(self, f.name))
 
 
 @register
 class SelfCritique(ChatProcedure):
     """Answer, critique the answer for identity and pressure influence, then answer again."""
     name = "self_critique"
-    defaults = {"answer_max_new_tokens": 8, "critique_max_new_tokens": 128, "final_max_new_tokens": 8}
+    ApplyOptions = SelfCritiqueOptions
     budget_options = ("answer_max_new_tokens", "critique_max_new_tokens", "final_max_new_tokens")
 
     def user_turns(self, item: dict) -> list[str]:
         return [item["prompt"], CRITIQUE_REQUEST, FINAL_AFTER_CRITIQUE.format(instruction=answer_instruction(item))]
 
 
+@dataclass(frozen=True)
+class CounterfactualCotOptions:
+    """Apply options of ``counterfactual_cot``: the budget of each reasoning turn and of the final turn."""
+    reason_max_new_tokens: int = 128
+    final_max_new_tokens: int = 8
+
+    def __post_init__(self):
+        for f in fields(self):
+            _budget("counterfactual_cot", f.name, getattr(self, f.name))
+
+
 @register
 class CounterfactualCot(ChatProcedure):
     """Reason about the case and its identity-swapped twin, then give the decision that holds under both."""
     name = "counterfactual_cot"
-    defaults = {"reason_max_new_tokens": 128, "final_max_new_tokens": 8}
+    ApplyOptions = CounterfactualCotOptions
     budget_options = ("reason_max_new_tokens", "reason_max_new_tokens", "final_max_new_tokens")
 
     def user_turns(self, item: dict) -> list[str]:

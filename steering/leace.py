@@ -17,7 +17,8 @@ by an amount read off in whitened coordinates.
 
 Implemented here with numpy (float64) because the ``concept-erasure`` package is not
 available offline; :meth:`LeaceEraser.as_affine` gives the same map as a
-:class:`steering.hooks.Affine` edit for :func:`steering.hooks.steer`.
+:class:`steering.hooks.Affine` edit for :func:`steering.hooks.steer`; the ``leace``
+intervention (:mod:`interventions.steered`) applies exactly this eraser.
 """
 from __future__ import annotations
 

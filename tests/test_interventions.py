@@ -1,8 +1,14 @@
-"""Every registered intervention on a tiny random Gemma3: fit, save/load, decide, exact restore."""
+"""Every registered intervention on a tiny random Gemma3: fit, save/load, decide, exact restore, controls.
+
+The per-method tests are parametrised over the registry (the built-in methods and every plugin in
+``examples/``, a file there that registers a method), so a newly registered method gets them without editing any list here."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -10,22 +16,44 @@ import torch
 from evenhand.decide import DecideOptions
 from evenhand.models.loading import load_model
 from evenhand.models.tiny import save_tiny_model
-from interventions.base import (REGISTRY, Fitted, Intervention, InterventionError, decide_with, get, register,
-                                registered)
+from interventions.base import (REGISTRY, DirectionIntervention, EditingIntervention, Fitted, Intervention,
+                                InterventionError, decide_with, get, load_plugin, register, registered)
 
-NAMES = ["fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
-         "loreft", "reft_r1"]
+ROOT = Path(__file__).resolve().parents[1]
+PLUGINS = sorted(p for p in (ROOT / "examples").glob("*.py") if "@register" in p.read_text())  # method plugins
+for _plugin in PLUGINS:
+    load_plugin(_plugin)
+NINE = ["fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
+        "loreft", "reft_r1"]
+REGISTERED = sorted(r["name"] for r in registered())
+CONTROLLED = [n for n in REGISTERED if REGISTRY[n].has_random_control]
+# Speed only: smaller fits and budgets for the tiny model. A method missing here runs with its defaults.
 FAST = {"caa": {"batch_size": 8}, "ace": {"batch_size": 8}, "leace": {"batch_size": 8, "layers": [0, 1]},
         "loreft": {"steps": 3, "batch_size": 4, "rank": 2}, "reft_r1": {"steps": 3, "batch_size": 4},
         "self_critique": {"critique_max_new_tokens": 4, "final_max_new_tokens": 4},
         "counterfactual_cot": {"reason_max_new_tokens": 4, "final_max_new_tokens": 4}}
+COMPARE = {"train": {"scenarios": 3, "max_items": 40}, "eval": {"scenarios": 1}, "mode": "logprob",
+           "batch_size": 32, "resamples": 20}
+
+
+def compare_config(model: str, out: Path, arms: list[dict], controls: bool = True):
+    from interventions.compare import parse_config
+    return parse_config({"model": model, "output_dir": str(out), **COMPARE, "controls": controls,
+                         "interventions": arms})
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory, smoke_items):
-    d = save_tiny_model(tmp_path_factory.mktemp("iv") / "g", "gemma3", smoke_items["prompt"].tolist() +
-                        ["the first candidate", "the second candidate"], seed=3)
-    return load_model(str(d))
+def model_dir(tmp_path_factory, smoke_items):
+    from interventions.compare import item_sets
+    train, ev = item_sets(compare_config("m", Path("x"), [{"name": "caa"}]))
+    texts = smoke_items["prompt"].tolist() + train["prompt"].tolist() + ev["prompt"].tolist()
+    return save_tiny_model(tmp_path_factory.mktemp("iv") / "g", "gemma3", texts +
+                           ["the first candidate", "the second candidate"], seed=3)
+
+
+@pytest.fixture(scope="module")
+def lm(model_dir):
+    return load_model(str(model_dir))
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +68,20 @@ def eval_items(smoke_items):
     return smoke_items[smoke_items["degree"] > 0].tail(6).reset_index(drop=True)
 
 
+@pytest.fixture(scope="module")
+def fits(lm, train_items):
+    """One fit per registered method (made on first use), shared by the per-method tests."""
+    cache: dict[str, Fitted] = {}
+
+    def fit(name: str) -> Fitted:
+        if name not in cache:
+            method = get(name)
+            fit_opts, _ = method.split_options(FAST.get(name, {}))
+            cache[name] = method.fit(lm, train_items, fit_opts, seed=0)
+        return cache[name]
+    return fit
+
+
 def logits(lm, items):
     from evenhand.prompts import model_text, user_message
     texts = [model_text(lm.tokenizer, user_message(r)) for r in items.to_dict("records")]
@@ -50,14 +92,19 @@ def logits(lm, items):
 
 def test_the_nine_methods_are_registered():
     rows = registered()
-    assert [r["name"] for r in rows if r["name"] in NAMES] and {r["name"] for r in rows} >= set(NAMES)
+    assert {r["name"] for r in rows} >= set(NINE) and set(NINE) <= set(REGISTERED)
     kinds = {r["name"]: r["kind"] for r in rows}
-    assert {kinds[n] for n in NAMES[:4]} == {"prompt"}
+    assert {kinds[n] for n in NINE[:4]} == {"prompt"}
     assert {kinds[n] for n in ("caa", "ace", "leace")} == {"activation"}
     assert {kinds[n] for n in ("loreft", "reft_r1")} == {"learned"}
+    assert {n for n in NINE if REGISTRY[n].has_random_control} == {"caa", "ace", "leace"}
+    for r in rows:  # fit and apply options are declared separately, never the seed
+        assert not set(r["fit_options"]) & set(r["apply_options"]) and "seed" not in r["fit_options"]
+    assert set(get("caa").split_options({})[0].__dataclass_fields__) == {"layers", "batch_size"}
+    assert set(get("leace").split_options({})[1].__dataclass_fields__) == {"strength"}
 
 
-def test_registry_rejects_duplicates_and_unknowns():
+def test_registry_rejects_duplicates_unknowns_and_bad_declarations():
     with pytest.raises(InterventionError, match="already registered"):
         @register
         class Dup(Intervention):
@@ -67,28 +114,52 @@ def test_registry_rejects_duplicates_and_unknowns():
     assert REGISTRY["caa"].__name__ == "CAA"
     with pytest.raises(InterventionError, match="unknown intervention"):
         get("sorcery")
-    with pytest.raises(InterventionError, match="unknown option"):
-        get("caa", alphaa=2)
+    with pytest.raises(InterventionError, match="unknown option.*alphaa"):
+        get("caa").split_options({"alphaa": 2})
+    with pytest.raises(InterventionError, match="option layers"):
+        get("caa").split_options({"layers": "top"})
+    with pytest.raises(InterventionError, match="overrides apply"):
+        class Free(DirectionIntervention):
+            def apply(self, fitted, lm, options=None):
+                return None
+
+    @dataclass(frozen=True)
+    class Seeded:
+        seed: int = 0
+    with pytest.raises(InterventionError, match="seed cannot be an option"):
+        @register
+        class SeedOption(Intervention):
+            """x"""
+            name = "seed_option"
+            FitOptions = Seeded
+
+    @dataclass
+    class Mutable:
+        strength: float = 1.0
+    with pytest.raises(InterventionError, match="frozen dataclass"):
+        @register
+        class MutableOption(Intervention):
+            """x"""
+            name = "mutable_option"
+            ApplyOptions = Mutable
+    assert not {"seed_option", "mutable_option"} & set(REGISTRY)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_every_intervention_fits_saves_decides_and_restores(name, lm, train_items, eval_items, tmp_path):
-    iv = get(name, **FAST.get(name, {}))
+@pytest.mark.parametrize("name", REGISTERED)
+def test_every_registered_method_decides_and_restores(name, lm, fits, train_items, eval_items):
+    method = get(name)
     before = logits(lm, eval_items)
     params = {k: v.clone() for k, v in lm.model.state_dict().items()}
-    fitted = iv.fit(lm, train_items, seed=0)
+    fitted = fits(name)
     assert torch.equal(logits(lm, eval_items), before), "fitting changed the model"
-    fitted.save(tmp_path / "f")
-    assert not list(tmp_path.glob("**/*.pkl")) and json.loads((tmp_path / "f" / "fitted.json").read_text())
-    loaded = Fitted.load(tmp_path / "f")
-    assert loaded.name == name and sorted(loaded.tensors) == sorted(fitted.tensors)
-    for k in fitted.tensors:
-        assert torch.equal(loaded.tensors[k], fitted.tensors[k].cpu())
-    if iv.kind != "prompt":
-        with iv.apply(loaded, lm):
+    _, apply_opts = method.split_options(FAST.get(name, {}))
+    if isinstance(method, EditingIntervention):
+        with method.apply(fitted, lm, apply_opts):
             inside = logits(lm, eval_items)
         assert inside.shape == before.shape
-    out = decide_with(iv, loaded, eval_items, lm, DecideOptions(batch_size=4, max_new_tokens=4, progress=False))
+        assert torch.equal(logits(lm, eval_items), before)
+    out = decide_with(method, fitted, eval_items, lm, DecideOptions(batch_size=4, max_new_tokens=4, progress=False),
+                      apply_opts)
     assert len(out) == len(eval_items) and (out["intervention"] == name).all()
     assert out["item_id"].tolist() == eval_items["item_id"].tolist()
     assert out["prompt"].tolist() == eval_items["prompt"].tolist()  # scored on the original items
@@ -98,9 +169,65 @@ def test_every_intervention_fits_saves_decides_and_restores(name, lm, train_item
         assert torch.equal(v, params[k])
 
 
-def test_restored_after_an_exception(lm, train_items, eval_items):
-    iv = get("ace", batch_size=8)
-    fitted = iv.fit(lm, train_items)
+@pytest.mark.parametrize("name", REGISTERED)
+def test_every_registered_method_round_trips(name, lm, fits, train_items, eval_items, tmp_path):
+    method = get(name)
+    fitted = fits(name)
+    fit_opts, apply_opts = method.split_options(FAST.get(name, {}))
+    assert fitted.name == name and fitted.seed == 0 and fitted.control == "none" and len(fitted.key) == 64
+    assert method.fit_options_of(fitted) == fit_opts
+    fitted.save(tmp_path / "f")
+    assert not list(tmp_path.glob("**/*.pkl")) and json.loads((tmp_path / "f" / "fitted.json").read_text())
+    loaded = Fitted.load(tmp_path / "f")
+    assert (loaded.name, loaded.fit_options, loaded.seed, loaded.key, loaded.control, loaded.info) == (
+        fitted.name, fitted.fit_options, fitted.seed, fitted.key, fitted.control, fitted.info)
+    assert list(loaded.tensors) == list(fitted.tensors)
+    for k in fitted.tensors:
+        assert torch.equal(loaded.tensors[k], fitted.tensors[k].cpu())
+    if isinstance(method, EditingIntervention):
+        with method.apply(fitted, lm, apply_opts):
+            want = logits(lm, eval_items)
+        with method.apply(loaded, lm, apply_opts):
+            assert torch.equal(logits(lm, eval_items), want)
+
+
+@pytest.mark.parametrize("name", CONTROLLED)
+def test_every_direction_method_gets_a_random_control(name, lm, fits, eval_items, tmp_path):
+    from interventions.compare import cells
+    method = get(name)
+    fitted = fits(name)
+    control = method.random_control(fitted, seed=1)
+    assert control.control == "random" and control.key == fitted.key and list(control.tensors) == list(fitted.tensors)
+    changed = [k for k in fitted.tensors if not torch.equal(control.tensors[k], fitted.tensors[k])]
+    assert changed
+    for k in changed:
+        if k.endswith("/direction"):
+            assert torch.allclose(control.tensors[k].norm(), fitted.tensors[k].norm(), rtol=1e-5)
+    assert torch.equal(method.random_control(fitted, seed=1).tensors[changed[0]], control.tensors[changed[0]])
+    assert not torch.equal(method.random_control(fitted, seed=2).tensors[changed[0]], control.tensors[changed[0]])
+    loaded = Fitted.load(control.save(tmp_path / "c"))
+    assert loaded.control == "random"
+    with pytest.raises(InterventionError, match="already a random control"):
+        method.random_control(control, seed=1)
+    cfg = compare_config("m", tmp_path, [{"name": name}])
+    assert [c.control for c in cells(cfg)] == [False, True]
+
+
+def test_the_seed_is_one_argument_of_fit(lm, fits, train_items):
+    """The seed is never an option: it is the argument of fit, recorded in the Fitted and its key."""
+    loreft = get("loreft")
+    opts, _ = loreft.split_options(FAST["loreft"])
+    a, b = fits("loreft"), loreft.fit(lm, train_items, opts, seed=0)
+    c = loreft.fit(lm, train_items, opts, seed=1)
+    assert a.key == b.key and all(torch.equal(a.tensors[k], b.tensors[k]) for k in a.tensors)
+    assert c.seed == 1 and c.key != a.key and any(not torch.equal(a.tensors[k], c.tensors[k]) for k in a.tensors)
+    with pytest.raises(InterventionError, match="unknown option.*seed"):
+        loreft.split_options({"seed": 1})
+
+
+def test_restored_after_an_exception(lm, fits, eval_items):
+    iv = get("ace")
+    fitted = fits("ace")
     before = logits(lm, eval_items)
     with pytest.raises(RuntimeError, match="boom"):
         with iv.apply(fitted, lm):
@@ -108,13 +235,13 @@ def test_restored_after_an_exception(lm, train_items, eval_items):
     assert torch.equal(logits(lm, eval_items), before)
 
 
-def test_activation_methods_change_logits_and_controls_differ(lm, train_items, eval_items):
+def test_activation_methods_change_logits_and_controls_differ(lm, fits, eval_items):
     before = logits(lm, eval_items)
-    for name, opts in (("caa", {"alpha": 8.0, "batch_size": 8}), ("ace", {"batch_size": 8})):
-        iv = get(name, **opts)
-        f = iv.fit(lm, train_items)
-        c = get(name, **{**opts, "control": "random"}).fit(lm, train_items)
-        with iv.apply(f, lm):
+    for name, opts in (("caa", {"alpha": 8.0}), ("ace", {})):
+        iv = get(name)
+        f = fits(name)
+        c = iv.random_control(f, seed=0)
+        with iv.apply(f, lm, opts):
             steered = logits(lm, eval_items)
         assert not torch.equal(steered, before), name
         k = next(iter(f.tensors))
@@ -123,28 +250,174 @@ def test_activation_methods_change_logits_and_controls_differ(lm, train_items, e
             assert torch.allclose(f.tensors[k].norm(), c.tensors[k].norm(), rtol=1e-5)
 
 
+def test_apply_checks_that_the_model_is_restored(lm, eval_items):
+    """The base class owns the edits: an edit that leaves a hook or changes a weight is caught on exit."""
+    class _Bad(DirectionIntervention):
+        name = "bad"
+        effect = "hook"
+
+        def fit_parameters(self, lm, train_items, options, seed, progress):
+            if self.effect == "fit":
+                lm.model.model.norm.register_forward_hook(lambda *a: None)
+            return {}, {}
+
+        def edits(self, fitted, lm, options):
+            model, effect = lm.model, self.effect
+
+            def edit(h):
+                if effect == "hook":
+                    model.model.norm.register_forward_hook(lambda *a: None)
+                else:
+                    next(model.parameters()).data.mul_(1.0001)
+                return h
+            return {"blocks.0.resid_post": edit}
+
+    state = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    hooks = dict(lm.model.model.norm._forward_hooks)
+    bad = _Bad()
+    fitted = bad.fit(lm, None)
+    with pytest.raises(InterventionError, match="not as it was: hook"):
+        with bad.apply(fitted, lm):
+            logits(lm, eval_items.head(1))
+    for key in set(lm.model.model.norm._forward_hooks) - set(hooks):
+        del lm.model.model.norm._forward_hooks[key]
+    bad.effect = "weight"
+    with pytest.raises(InterventionError, match="parameter .* changed"):
+        with bad.apply(fitted, lm):
+            logits(lm, eval_items.head(1))
+    lm.model.load_state_dict(state)
+    bad.effect = "fit"
+    with pytest.raises(InterventionError, match="fitting: the model is not as it was: hook"):
+        bad.fit(lm, None)
+    for key in set(lm.model.model.norm._forward_hooks) - set(hooks):
+        del lm.model.model.norm._forward_hooks[key]
+    assert dict(lm.model.model.norm._forward_hooks) == hooks
+    with pytest.raises(InterventionError, match="fitted object is for"):
+        with get("ace").apply(fitted, lm):
+            pass
+
+
+def test_leace_applies_the_apply_options_given_not_the_fit(lm, train_items, eval_items, tmp_path):
+    """A saved LEACE fit holds only fit options; the strength is the one given when applying."""
+    leace = get("leace")
+    fitted = leace.fit(lm, train_items, {"layers": [1], "batch_size": 8}, seed=0)
+    assert fitted.fit_options == {"layers": [1], "batch_size": 8} and "strength" not in json.dumps(fitted.fit_options)
+    loaded = Fitted.load(fitted.save(tmp_path / "leace"))
+    assert "strength" not in (tmp_path / "leace" / "fitted.json").read_text()
+    before = logits(lm, eval_items)
+    with leace.apply(fitted, lm, leace.ApplyOptions(strength=1.0)):
+        full = logits(lm, eval_items)
+    with leace.apply(loaded, lm, leace.ApplyOptions(strength=0.0)):
+        assert torch.equal(logits(lm, eval_items), before)  # strength 0 is the identity map
+    with leace.apply(loaded, lm, {"strength": 1.0}):
+        assert torch.equal(logits(lm, eval_items), full)
+    with leace.apply(loaded, lm, leace.ApplyOptions(strength=0.5)):
+        half = logits(lm, eval_items)
+    assert not torch.equal(half, full) and not torch.equal(half, before) and not torch.equal(full, before)
+    assert list(leace.edits(loaded, lm, leace.ApplyOptions())) == ["blocks.1.resid_post"]  # the fit's layers
+
+
+def test_leace_method_applies_the_eraser_it_fits(lm, train_items):
+    """One LEACE implementation: the method's edit is steering.leace's fitted eraser."""
+    from interventions.steered import concept_activations
+    from steering.leace import fit_leace
+    leace = get("leace")
+    fitted = leace.fit(lm, train_items, {"layers": [2], "batch_size": 8})
+    _, z, sites, acts = concept_activations(lm, train_items, [2], 8)
+    X = acts[sites[0]].astype(np.float64)
+    want = fit_leace(X, z)(X)
+    edit = leace.edits(fitted, lm, leace.ApplyOptions())[sites[0]]
+    got = edit(torch.from_numpy(X)).numpy()
+    scale = np.abs(X).max()
+    assert np.allclose(got, want, atol=1e-4 * scale) and np.abs(got - X).max() > 1e-3 * scale
+    zc = z - z.mean()
+    assert np.abs((got - got.mean(0)).T @ zc).max() < 1e-3 * np.abs((X - X.mean(0)).T @ zc).max()
+
+
 def test_fitted_load_errors_name_the_problem(tmp_path):
     with pytest.raises(InterventionError, match="fitted.json"):
         Fitted.load(tmp_path)
     (tmp_path / "fitted.json").write_text(json.dumps({"name": "caa"}))
-    with pytest.raises(InterventionError, match="options"):
+    with pytest.raises(InterventionError, match="fit_options"):
         Fitted.load(tmp_path)
 
 
-def test_compare_config_errors_name_the_field():
-    from interventions.compare import parse_config
+def test_compare_config_errors_name_the_field(tmp_path):
+    from interventions.compare import cells, parse_config
     with pytest.raises(ValueError, match="model"):
         parse_config({"output_dir": "x", "interventions": []})
     with pytest.raises(ValueError, match=r"interventions\[0\].name"):
         parse_config({"model": "m", "output_dir": "x", "interventions": [{"name": "nope"}]})
     with pytest.raises(ValueError, match="sweep.alpha"):
         parse_config({"model": "m", "output_dir": "x", "interventions": [{"name": "caa", "sweep": {"alpha": 2}}]})
+    with pytest.raises(ValueError, match=r"interventions\[0\].*unknown option.*alphaa"):
+        parse_config({"model": "m", "output_dir": "x", "interventions": [{"name": "caa", "options": {"alphaa": 1}}]})
+    with pytest.raises(ValueError, match=r"interventions\[0\].*option layers"):
+        parse_config({"model": "m", "output_dir": "x",
+                      "interventions": [{"name": "caa", "sweep": {"layers": [0, "top"]}}]})
     cfg = parse_config({"model": "m", "output_dir": "x", "interventions": [
         {"name": "caa", "sweep": {"alpha": [1, 2]}}, {"name": "loreft", "seeds": [0, 1]}]})
-    from interventions.compare import cells
     keys = [c.key for c in cells(cfg)]
     assert len(keys) == len(set(keys)) == 2 * 2 + 2  # caa: 2 alphas x (method, random control); loreft: 2 seeds
-    assert len({c.fit_key for c in cells(cfg) if c.arm.name == "caa"}) == 2  # alpha sweeps reuse one fit
+    ids = ["i1", "i2"]
+    caa = [c for c in cells(cfg) if c.arm.name == "caa"]
+    assert len({c.fit_dir(ids) for c in caa}) == 2  # alpha is an apply option: one fit (+ its control)
+    assert len({c.fit_dir(ids) for c in cells(cfg) if c.arm.name == "loreft"}) == 2  # one fit per seed
+    assert caa[0].fit_dir(ids) != caa[0].fit_dir(ids + ["i3"])  # the training items are in the key
+    swept = parse_config({"model": "m", "output_dir": "x", "interventions": [
+        {"name": "caa", "sweep": {"layers": [0, 2]}}, {"name": "loreft", "sweep": {"rank": [2, 4]}}]})
+    dirs = [c.fit_dir(ids) for c in cells(swept)]
+    assert len(dirs) == len(set(dirs)) == 2 * 2 + 2  # every swept fit option gets its own fit
+
+
+def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path):
+    """caa's layers swept in a comparison: each value is fitted on its own (distinct fits, distinct tensors)."""
+    from interventions.compare import run_compare
+    cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "caa", "options": {"batch_size": 16},
+                                                              "sweep": {"layers": [0, 2], "alpha": [1.0, 4.0]}}],
+                         controls=False)
+    table = run_compare(cfg, progress=False)
+    assert table["cell"].nunique() == 1 + 4
+    fitted = {p.name: Fitted.load(p) for p in sorted((tmp_path / "cmp" / "fitted").iterdir())}
+    assert len(fitted) == 2  # two layers, each fitted once; the two alphas reuse each fit
+    by_layer = {f.fit_options["layers"]: f for f in fitted.values()}
+    assert set(by_layer) == {0, 2}
+    assert by_layer[0].info["sites"] == ["blocks.0.resid_post"]
+    assert by_layer[2].info["sites"] == ["blocks.2.resid_post"]
+    assert by_layer[0].key != by_layer[2].key
+    v0, v2 = (next(iter(f.tensors.values())) for f in (by_layer[0], by_layer[2]))
+    assert not torch.allclose(v0, v2)
+    cells = sorted(p.name for p in (tmp_path / "cmp" / "cells").iterdir())
+    responses = {c: pd.read_parquet(tmp_path / "cmp" / "cells" / c / "responses.parquet") for c in cells
+                 if c != "baseline"}
+    lp = {c: r["logprob_A"].to_numpy() for c, r in responses.items()}
+    assert len({tuple(np.round(v, 6)) for v in lp.values()}) == 4  # four distinct edits
+
+
+def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, lm, train_items, eval_items,
+                                                                     tmp_path):
+    """The tenth method (examples/directional_ablation.py) is written outside the package in under 50 lines."""
+    from interventions.compare import run_compare
+    path = ROOT / "examples" / "directional_ablation.py"
+    assert len(path.read_text().splitlines()) < 50
+    assert path.read_text() in (ROOT / "docs" / "INTERVENTIONS.md").read_text()  # the docs show it as it is
+    assert load_plugin(path) is load_plugin(str(path))  # loading twice is harmless
+    assert "directional_ablation" in REGISTERED and "directional_ablation" in CONTROLLED
+    method = get("directional_ablation")
+    fitted = method.fit(lm, train_items, {"layer": 1, "batch_size": 8}, seed=0)
+    loaded = Fitted.load(fitted.save(tmp_path / "f"))
+    assert loaded.info["sites"] == ["blocks.1.resid_post"] and loaded.fit_options == {"layer": 1, "batch_size": 8}
+    before = logits(lm, eval_items)
+    with method.apply(loaded, lm, {"strength": 1.0}):
+        assert not torch.equal(logits(lm, eval_items), before)
+    assert torch.equal(logits(lm, eval_items), before)
+    cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "directional_ablation",
+                                                              "options": {"layer": 1, "batch_size": 16}}])
+    table = run_compare(cfg, progress=False)
+    assert set(table["intervention"]) == {"baseline", "directional_ablation"}
+    assert sorted(table.drop_duplicates("cell")["control"].tolist()) == [False, False, True]
+    with pytest.raises(InterventionError, match="no such file"):
+        load_plugin(tmp_path / "missing.py")
 
 
 def test_frontier_figure_from_a_table(tmp_path):

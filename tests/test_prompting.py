@@ -20,13 +20,17 @@ MIRROR = {"GTmin": "GTmaj", "GTmaj": "GTmin", "AMB1": "AMB2", "AMB2": "AMB1"}
 
 
 def make(name: str, **options):
-    """``get`` once the whole package imports; the registry directly while sibling modules are missing."""
+    """(method, its apply options from ``options``); ``get`` once the whole package imports, the registry
+    directly while sibling modules are missing."""
     try:
-        return get(name, **options)
+        method = get(name)
     except ModuleNotFoundError as exc:
         if exc.name not in ("interventions.learned", "interventions.steered"):
             raise
-        return REGISTRY[name](**options)
+        method = REGISTRY[name]()
+    fit_options, apply_options = method.split_options(options)
+    assert fit_options == method.FitOptions()  # prompt methods fit nothing
+    return method, apply_options
 
 
 def negative_items() -> list[dict]:
@@ -76,8 +80,9 @@ def test_registry():
         assert cls.name == name and cls.kind == "prompt"
         doc = (cls.__doc__ or "").strip()
         assert doc and "\n" not in doc
-        inst = make(name)
-        assert inst.options == cls.defaults
+        inst, opts = make(name)
+        assert inst.defaults() == cls.defaults() and opts == cls.ApplyOptions()
+        assert not [f for f in cls.FitOptions.__dataclass_fields__]  # prompt methods: apply options only
         with pytest.raises(InterventionError, match="unknown option"):
             make(name, no_such_option=1)
     try:
@@ -89,34 +94,35 @@ def test_registry():
 
 def test_fitted_options_roundtrip(tmp_path):
     for name in NAMES:
-        inst = make(name)
+        inst, _ = make(name)
         fitted = inst.fit(None)
-        assert fitted.name == name and fitted.options == inst.options
-        assert type(fitted).load(fitted.save(tmp_path / name)).options == inst.options
+        assert fitted.name == name and fitted.fit_options == {} and fitted.tensors == {}
+        loaded = type(fitted).load(fitted.save(tmp_path / name))
+        assert (loaded.fit_options, loaded.key, loaded.seed) == (fitted.fit_options, fitted.key, fitted.seed)
 
 
 # --- fair_instruction ---------------------------------------------------------------------
 @pytest.mark.parametrize("variant", ["criteria_only", "illegal", "both"])
 @pytest.mark.parametrize("position", ["prepend", "append"])
 def test_fair_instruction(sample, variant, position):
-    fi = make("fair_instruction", variant=variant, position=position)
+    fi, opts = make("fair_instruction", variant=variant, position=position)
     for item in sample:
-        out = fi.rewrite(dict(item))
+        out = fi.rewrite(dict(item), opts)
         assert {k: v for k, v in out.items() if k != "prompt"} == {k: v for k, v in item.items() if k != "prompt"}
         new = out["prompt"]
         paras, orig = new.split("\n\n"), item["prompt"].split("\n\n")
-        assert paras.count(fi.instruction) == 1
-        assert [p for p in paras if p != fi.instruction] == orig
+        assert paras.count(opts.instruction) == 1
+        assert [p for p in paras if p != opts.instruction] == orig
         if position == "prepend":
-            assert paras[0] == fi.instruction
+            assert paras[0] == opts.instruction
         else:
-            assert paras[-2] == fi.instruction and paras[-1] == orig[-1]
+            assert paras[-2] == opts.instruction and paras[-1] == orig[-1]
         assert new.endswith(P.answer_instruction(item))
         assert ("stated criteria only" in new) == (variant in ("criteria_only", "both"))
         assert ("it is illegal to discriminate on the basis of race, sex, religion, age, disability or other "
                 "protected characteristics" in new.lower()) == (variant in ("illegal", "both"))
         reasoning = user_message(out, "reasoning")
-        assert fi.instruction in reasoning and "Answer with only" not in reasoning
+        assert opts.instruction in reasoning and "Answer with only" not in reasoning
 
 
 def test_fair_instruction_one_paragraph_append():
@@ -134,14 +140,14 @@ def test_fair_instruction_bad_options():
 
 # --- identity_blind ---------------------------------------------------------------------
 def test_identity_blind_equals_degree0(smoke_items):
-    ib, drop = make("identity_blind"), make("identity_blind", name_mode="drop")
+    (ib, label_opts), (_, drop_opts) = make("identity_blind"), make("identity_blind", name_mode="drop")
     labels = P.NEUTRAL_LABELS
     for item in smoke_items.to_dict("records") + negative_items():
-        out = ib.rewrite(dict(item))
+        out = ib.rewrite(dict(item), label_opts)
         assert {k: v for k, v in out.items() if k != "prompt"} == {k: v for k, v in item.items() if k != "prompt"}
         blinded = out["prompt"]
         d0 = degree0_prompt(item)
-        assert drop.rewrite(dict(item))["prompt"] == d0
+        assert ib.rewrite(dict(item), drop_opts)["prompt"] == d0
         unlabelled = blinded
         for lab in labels.values():
             unlabelled = unlabelled.replace(f", {lab},", "")
@@ -157,19 +163,20 @@ def test_identity_blind_equals_degree0(smoke_items):
 
 def test_identity_blind_labels_and_errors(sample):
     d1 = next(r for r in sample if r["degree"] == 1)
-    out = make("identity_blind", name_labels={"A": "candidate one", "B": "candidate two"}).rewrite(d1)["prompt"]
+    ib, opts = make("identity_blind", name_labels={"A": "candidate one", "B": "candidate two"})
+    out = ib.rewrite(d1, opts)["prompt"]
     assert "A, candidate one," in out and "B, candidate two," in out
     with pytest.raises(InterventionError, match="name_labels"):
         make("identity_blind", name_labels={"A": "same", "B": "same"})
     with pytest.raises(InterventionError, match="name_mode"):
         make("identity_blind", name_mode="mask")
     with pytest.raises(InterventionError, match="'names'"):
-        make("identity_blind").rewrite({**d1, "names": None})
+        ib.rewrite({**d1, "names": None})
     d3 = next(r for r in sample if r["degree"] == 3)
     with pytest.raises(InterventionError, match="contrast_id"):
-        make("identity_blind").rewrite({**d3, "contrast_id": "nope"})
+        ib.rewrite({**d3, "contrast_id": "nope"})
     with pytest.raises(InterventionError, match="does not carry"):
-        make("identity_blind").rewrite({**d3, "degree": 2})
+        ib.rewrite({**d3, "degree": 2})
 
 
 # --- swapping -----------------------------------------------------------------------------
@@ -199,8 +206,8 @@ def test_swapped_prompt_cues_change_slot(sample):
 
 # --- multi-turn messages ------------------------------------------------------------------
 def test_self_critique_turns(sample):
-    sc = make("self_critique")
-    assert sc.budgets() == [8, 128, 8]
+    sc, opts = make("self_critique")
+    assert sc.budgets() == sc.budgets(opts) == [8, 128, 8]
     for item in sample:
         t1, t2, t3 = sc.user_turns(item)
         assert t1 == item["prompt"]
@@ -213,8 +220,9 @@ def test_self_critique_turns(sample):
 
 
 def test_counterfactual_turns(sample):
-    cf = make("counterfactual_cot")
-    assert cf.budgets() == [128, 128, 8]
+    cf, opts = make("counterfactual_cot")
+    assert cf.budgets(opts) == [128, 128, 8]
+    assert cf.budgets(make("counterfactual_cot", reason_max_new_tokens=5)[1]) == [5, 5, 8]
     for item in sample:
         t1, t2, t3 = cf.user_turns(item)
         body = P.case_body(item)
@@ -261,7 +269,7 @@ def lm(tmp_path_factory, smoke_items):
     from evenhand.models.tiny import save_tiny_model
     items = smoke_items.to_dict("records")[:64]
     texts = smoke_items["prompt"].tolist() + [P.CRITIQUE_REQUEST, P.CF_SECOND, P.CF_FINAL, P.CF_FIRST]
-    texts += [t for r in items for t in make("counterfactual_cot").user_turns(r)]
+    texts += [t for r in items for t in make("counterfactual_cot")[0].user_turns(r)]
     return load_model(str(save_tiny_model(tmp_path_factory.mktemp("tiny") / "gemma3", "gemma3", texts, seed=3)))
 
 
@@ -286,10 +294,10 @@ def test_generate_turns_tiny(lm, six):
     ("counterfactual_cot", {"reason_max_new_tokens": 5, "final_max_new_tokens": 4}),
 ])
 def test_multi_turn_end_to_end(lm, six, name, options):
-    inter = make(name, **options)
+    inter, apply_opts = make(name, **options)
     fitted = inter.fit(lm)
     opts = DecideOptions(batch_size=4, progress=False)
-    table = decide_with(inter, fitted, six, lm, opts)
+    table = decide_with(inter, fitted, six, lm, opts, apply_opts)
     plain = decide(six, lm, DecideOptions(batch_size=4, max_new_tokens=2, progress=False))
     assert len(table) == len(six) and table["item_id"].tolist() == six["item_id"].tolist()
     assert set(plain.columns) <= set(table.columns)
@@ -308,28 +316,29 @@ def test_multi_turn_end_to_end(lm, six, name, options):
         det = parse_detail(conv[-1]["content"], item["candidate_noun"])
         assert (row["choice"], row["parse_method"]) == (det.choice, det.method)
         assert row["mode"] == "answer" and row["n_new_tokens"] <= options["final_max_new_tokens"]
-        assert row["n_new_tokens_total"] <= sum(inter.budgets())
+        assert row["n_new_tokens_total"] <= sum(inter.budgets(apply_opts))
 
 
 def test_multi_turn_logprob_and_plain(lm, six):
-    inter = make("self_critique", answer_max_new_tokens=2, critique_max_new_tokens=3)
+    inter, apply_opts = make("self_critique", answer_max_new_tokens=2, critique_max_new_tokens=3)
     table = decide_with(inter, inter.fit(lm), six.head(3), lm,
-                        DecideOptions(mode="logprob", batch_size=2, progress=False, chat_template="none"))
+                        DecideOptions(mode="logprob", batch_size=2, progress=False, chat_template="none"), apply_opts)
     assert table["choice"].isin(["A", "B"]).all() and (table["parse_method"] == "logprob").all()
     assert table["logprob_A"].notna().all() and (~table["chat_template"]).all()
     for row in table.to_dict("records"):
         conv = json.loads(row["transcript"])
         assert len(conv) == 6 and conv[-1]["content"] == f"{row['candidate_noun']} {row['choice']}"
     with pytest.raises(InterventionError, match="mode"):
-        decide_with(inter, inter.fit(lm), six.head(1), lm, DecideOptions(mode="reasoning", progress=False))
+        decide_with(inter, inter.fit(lm), six.head(1), lm, DecideOptions(mode="reasoning", progress=False),
+                    apply_opts)
 
 
 @pytest.mark.parametrize("name", ["fair_instruction", "identity_blind"])
 def test_rewrite_end_to_end(lm, six, name):
-    inter = make(name)
+    inter, opts = make(name)
     table = decide_with(inter, inter.fit(lm), six, lm, DecideOptions(batch_size=4, max_new_tokens=2,
-                                                                      progress=False))
+                                                                      progress=False), opts)
     assert table["item_id"].tolist() == six["item_id"].tolist()
     assert table["prompt"].tolist() == six["prompt"].tolist()
-    assert table["shown_prompt"].tolist() == [inter.rewrite(dict(r))["prompt"] for r in six.to_dict("records")]
+    assert table["shown_prompt"].tolist() == [inter.rewrite(dict(r), opts)["prompt"] for r in six.to_dict("records")]
     assert (table["intervention"] == name).all()

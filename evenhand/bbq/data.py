@@ -37,7 +37,8 @@ from typing import Any
 import pandas as pd
 
 ENV_VAR = "EVENHAND_BBQ_DIR"
-_SHARED_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "bbq"
+#: The six BBQ categories shipped inside the package (CC-BY-4.0; see files/README.md).
+PACKAGED_DIR = Path(__file__).resolve().parent / "files"
 
 COLUMNS: tuple[str, ...] = (
     "category", "example_id", "question_index", "question_polarity", "context_condition",
@@ -71,9 +72,10 @@ class BBQTargetWarning(UserWarning):
 
 
 def default_dir() -> Path:
-    """Return the BBQ data folder: ``$EVENHAND_BBQ_DIR`` if set, else the shared folder."""
+    """Return the BBQ data folder: ``$EVENHAND_BBQ_DIR`` if set, else the six categories shipped in the
+    package (``evenhand/bbq/files/``)."""
     env = os.environ.get(ENV_VAR)
-    return Path(env).expanduser() if env else _SHARED_DIR
+    return Path(env).expanduser() if env else PACKAGED_DIR
 
 
 DEFAULT_DIR: Path = default_dir()
