@@ -158,8 +158,9 @@ def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags:
               choices: Mapping[str, Iterable] | None = None, defaults: Mapping[str, object] | None = None) -> None:
     """Add ``--field-name`` flags for the fields ``names`` of dataclass ``cls``: type, default and help
     from the field (its docstring); ``flags`` renames a flag, ``choices`` restricts its values and
-    ``defaults`` gives a default the dataclass leaves to its caller (a field without a default).
-    A bool field defaulting to False becomes a switch; a tuple field takes one or more values."""
+    ``defaults`` gives a default the dataclass leaves to its caller. A field without a default is a
+    required flag; a bool field defaulting to False becomes a switch; a tuple field takes one or more
+    values."""
     hints = typing.get_type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}
     docs = field_docs(cls)
@@ -175,20 +176,22 @@ def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags:
             default = None
         flag = (flags or {}).get(name, "--" + name.replace("_", "-"))
         kw: dict = {"dest": flag.lstrip("-").replace("-", "_"), "default": default}
+        if f.default is MISSING and f.default_factory is MISSING and not (defaults and name in defaults):
+            kw = {"dest": kw["dest"], "required": True}  # no default on the dataclass: the flag is required
         if name in docs:
             kw["help"] = docs[name].replace("%", "%%")
         tp = hints[name]
         if typing.get_origin(tp) in (typing.Union, types.UnionType):
             tp = [a for a in typing.get_args(tp) if a is not type(None)][0]
         if tp is bool:
-            if default:
+            if default or kw.get("required"):
                 raise ValueError(f"{cls.__name__}.{name}: a switch must default to False")
             parser.add_argument(flag, action="store_true", **{k: v for k, v in kw.items() if k != "default"})
             continue
         if typing.get_origin(tp) is tuple:
             kw["nargs"] = "+"
             tp = typing.get_args(tp)[0]
-            if default is not None:
+            if default is not None and "default" in kw:
                 kw["default"] = list(default)
         if tp in (int, float):
             kw["type"] = tp

@@ -58,13 +58,20 @@ def test_flags_take_defaults_and_help_from_the_dataclass():
 def test_cli_defaults_are_the_option_dataclasses_defaults():
     from evenhand.activations import CacheOptions
     from evenhand.decide import DecideOptions
+    from evenhand.models.loading import ModelSpec
     from experiments.cli import build_parser
+    from experiments.config import SuiteConfig
     from probes.logistic import ProbeOptions
     p = build_parser()
     d = p.parse_args(["decide", "--model", "m", "--out", "o"])
     assert (d.mode, d.batch_size, d.max_new_tokens, d.reasoning_max_new_tokens, d.prefix_reuse) == (
         DecideOptions.mode, DecideOptions.batch_size, DecideOptions.max_new_tokens,
         DecideOptions.reasoning_max_new_tokens, DecideOptions.prefix_reuse)
+    assert d.model == "m" and (d.dtype, d.device, d.chat_template) == (
+        ModelSpec.dtype, ModelSpec.device, ModelSpec.chat_template)
+    assert (d.subset, d.seed, d.limit) == (SuiteConfig.subset, SuiteConfig.seed, SuiteConfig.limit)
+    with pytest.raises(SystemExit):  # ModelSpec.model has no default: --model is required
+        p.parse_args(["decide", "--out", "o"])
     c = p.parse_args(["cache", "--model", "m", "--out", "o"])
     assert (tuple(c.sites), c.cache_dtype, c.name_mean, c.dtype) == (
         CacheOptions.sites, CacheOptions.dtype, CacheOptions.name_mean, "auto")

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 
 from evenhand.decide import DecideOptions
-from evenhand.options import add_flags
+from evenhand.models.loading import ModelSpec
+from evenhand.options import add_flags, options_from_args
+from experiments.config import SuiteConfig
+
+MODEL_FLAGS = ("model", "dtype", "device", "attn_implementation", "trust_remote_code", "chat_template")
+"""The ModelSpec fields that the model commands take as flags."""
+SUITE_FLAGS = ("subset", "seed", "limit")
+"""The SuiteConfig fields that the model commands take as flags."""
 
 
 def boot_args(x: argparse.ArgumentParser) -> None:
@@ -19,31 +26,22 @@ def boot_args(x: argparse.ArgumentParser) -> None:
 
 def model_args(x: argparse.ArgumentParser) -> None:
     """The flags of the commands that load a model and decide a subset (`decide`, `cache`, `modes`)."""
-    x.add_argument("--model", required=True, help="Hugging Face id, local directory, .gguf file or preset")
-    x.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    x.add_argument("--device", default="auto")
-    x.add_argument("--attn-implementation", default=None)
-    x.add_argument("--trust-remote-code", action="store_true")
-    x.add_argument("--chat-template", default="auto", choices=["auto", "none"])
-    x.add_argument("--subset", default="smoke", help="smoke, core or an items file")
-    x.add_argument("--seed", type=int, default=0)
-    x.add_argument("--limit", type=int, default=None)
+    add_flags(x, ModelSpec, MODEL_FLAGS,
+              choices={"dtype": ("auto", "float32", "bfloat16", "float16"), "chat_template": ("auto", "none")})
+    add_flags(x, SuiteConfig, SUITE_FLAGS)
     x.add_argument("--out", required=True)
     add_flags(x, DecideOptions, ["batch_size"])
 
 
 def model_spec(a: argparse.Namespace):
     """The :class:`~evenhand.models.loading.ModelSpec` the model flags describe."""
-    from evenhand.models.loading import ModelSpec
-    return ModelSpec(a.model, dtype=a.dtype, device=a.device, attn_implementation=a.attn_implementation,
-                     trust_remote_code=a.trust_remote_code, chat_template=a.chat_template)
+    return options_from_args(ModelSpec, a, MODEL_FLAGS)
 
 
 def items(a: argparse.Namespace):
     """The suite items the subset flags select."""
-    from experiments.config import SuiteConfig
     from experiments.runner import suite_items
-    return suite_items(SuiteConfig(subset=a.subset, seed=a.seed, limit=a.limit))
+    return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
 
 
 def prepare(a: argparse.Namespace):
