@@ -12,11 +12,11 @@ the ``label`` column tells them apart):
 - :func:`family_figure`: flip rates under pro-minority and pro-majority pressure by family;
 - :func:`probe_figure`: probe accuracy by layer with the control and the majority baseline
   (from ``probes/<label>/probes.parquet``);
-- :func:`latex_table`: the headline metrics by degree with CIs (booktabs);
-- for reasoning-mode runs, the explanation-language words (:mod:`evenhand.language`), for all
-  choices and for correct choices on GT items, as a table and a figure.
+- :func:`latex_table`: the headline metrics by degree with CIs (booktabs).
 
-``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all.
+:func:`metrics_table` computes and keeps a run's table once. The walker over run and sweep
+directories that draws them all (``evenhand figures RUN_DIR [RUN_DIR ...]``) is
+:func:`experiments.figures.run_figures`.
 """
 from __future__ import annotations
 
@@ -210,63 +210,3 @@ def metrics_table(run_dir: str | Path, resamples: int = 1000) -> pd.DataFrame:
         f.parent.mkdir(parents=True, exist_ok=True)
         write_table_atomic(f, metrics_long(pd.read_parquet(resp), rd.name, resamples))
     return pd.read_parquet(f)
-
-
-def _same_rows(probes: pd.DataFrame, ablation: pd.DataFrame) -> bool:
-    """Whether an ablation's probes were fitted on the probe sweep's rows (its filters: the ablated
-    degree only), so that the two can share a figure."""
-    import json
-    if "filters" not in probes.columns or "degree" not in ablation.columns:
-        return False
-    filters = json.loads(probes["filters"].iloc[0] or "{}")
-    degree = filters.pop("degree", None)
-    degrees = degree if isinstance(degree, list) else [degree]
-    return not filters and degrees == [int(ablation["degree"].iloc[0])]
-
-
-def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
-                formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = 1000) -> list[Path]:
-    """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
-    A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures)."""
-    from .runs import RunDir
-    if len(run_dirs) == 1:
-        from experiments.sweep import sweep_cells_dirs
-        cells = sweep_cells_dirs(run_dirs[0])
-        if cells is not None:
-            if not cells:
-                raise FileNotFoundError(f"{run_dirs[0]}: no finished cell to draw")
-            return run_figures(cells, Path(out) if out else RunDir(run_dirs[0]).figures, formats, resamples)
-    table = pd.concat([metrics_table(rd, resamples) for rd in run_dirs], ignore_index=True)
-    first = RunDir(run_dirs[0])
-    out = Path(out) if out else first.figures
-    out.mkdir(parents=True, exist_ok=True)
-    paths = progression_figure(table, out / "progression", formats)
-    if (table["breakdown"] == "contrast_category").any():
-        paths += heatmap_figure(table, out / "fraggap_heatmap", formats=formats)
-    if (table["breakdown"] == "pressure_family").any():
-        paths += family_figure(table, out / "flips_by_family", formats=formats)
-    for p in first.probe_dirs():
-        probes = pd.read_parquet(p.probes_table)
-        ablations = [t for t in (pd.read_parquet(a.ablation_table) for a in first.ablation_dirs())
-                     if len(t) and t["label"].iloc[0] == p.path.name and _same_rows(probes, t)]
-        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations)
-    attribution = first.attribution_dir.attribution_table
-    if attribution.exists():
-        from probes.attribution import attribution_figure
-        paths += attribution_figure(pd.read_parquet(attribution), out / "attribution", "degree", formats)
-    for rd in map(RunDir, run_dirs[:1]):
-        resp = rd.read_responses()
-        if "mode" in resp.columns and (resp["mode"] == "reasoning").any():
-            from .language import explanation_words, words_figure
-            from .runs import write_table_atomic
-            for tag, only in (("all", False), ("correct_gt", True)):
-                try:
-                    words = explanation_words(resp[resp["mode"] == "reasoning"], correct_gt_only=only)
-                except ValueError:
-                    continue
-                write_table_atomic(out / f"explanation_words_{tag}.csv", words)
-                paths += words_figure(words, out / f"explanation_words_{tag}", formats=formats)
-    tex = out / "headline.tex"
-    tex.write_text(latex_table(table))
-    paths.append(tex)
-    return paths

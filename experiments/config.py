@@ -1,28 +1,25 @@
-"""Run configs: YAML files mapped onto frozen dataclasses, validated field by field.
-
-YAML is read with ``yaml.safe_load`` only (no code runs from a config). Every
-error names the field (``suite.subset``) and says what was expected; an
-unknown field suggests the closest known one.
+"""Run configs: YAML files mapped onto frozen dataclasses, validated field by field by the one
+builder, :func:`evenhand.options.build` (``yaml.safe_load`` only; every error names the field, e.g.
+``suite.subset``, and says what was expected; an unknown field suggests the closest known one).
+The field checks beyond the types are :data:`RULES`. A field that an option dataclass of the engine
+also has (:class:`~evenhand.decide.DecideOptions`, :class:`~evenhand.activations.CacheOptions`,
+:class:`~probes.logistic.ProbeOptions`) takes its default from there, and the runner passes every
+shared field on (:func:`options_for`), so the two cannot drift apart.
 """
 from __future__ import annotations
 
-import difflib
-import types
-import typing
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
+from evenhand.activations import CacheOptions
+from evenhand.decide import DecideOptions
 from evenhand.models.loading import ModelSpec
+from evenhand.options import ConfigError, Rules, build, read_yaml
+from probes.logistic import ProbeOptions
 
 MODES = ("answer", "reasoning", "logprob")
 LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority")
 ENGINES = ("auto", "torch", "sklearn")
-
-
-class ConfigError(ValueError):
-    """A config is invalid; the message names the field."""
 
 
 @dataclass(frozen=True)
@@ -46,11 +43,11 @@ class CacheConfig:
     """The activation cache (optional stage)."""
     enabled: bool = False
     """Cache activations after deciding."""
-    sites: tuple[str, ...] = ("residual",)
+    sites: tuple[str, ...] = CacheOptions.sites
     """Site names or shorthands (residual, all)."""
-    dtype: str = "float16"
+    dtype: str = CacheOptions.dtype
     """float16 | float32."""
-    name_mean: bool = False
+    name_mean: bool = CacheOptions.name_mean
     """Also cache the mean over each candidate's name tokens."""
     engine: str = "nnsight"
     """nnsight | transformer_lens."""
@@ -71,19 +68,19 @@ class ProbeConfig:
     """Keep only these conditions (GT, AMB)."""
     pressured: bool | None = None
     """true: pressured items only; false: baselines only; absent: both."""
-    engine: str = "auto"
+    engine: str = ProbeOptions.engine
     """auto | torch | sklearn."""
-    device: str = "cpu"
+    device: str = ProbeOptions.device
     """Device of the torch engine."""
-    folds: int = 5
+    folds: int = ProbeOptions.folds
     """Outer folds, grouped by scenario."""
-    inner_folds: int = 3
+    inner_folds: int = ProbeOptions.inner_folds
     """Inner folds choosing the regularisation."""
     control: bool = True
     """Fit the shuffled-label control task too."""
     text: bool = False
     """Also the text baseline (TF-IDF of the written reasoning; needs mode: reasoning)."""
-    seed: int = 0
+    seed: int = ProbeOptions.seed
     """Seed of the folds and the control labels."""
 
 
@@ -98,13 +95,15 @@ class AblationConfig:
     """The degree of the items ablated (names appear at degree 1)."""
     sites: tuple[str, ...] | None = None
     """Sites (default: every cached site)."""
-    engine: str = "auto"
+    engine: str = ProbeOptions.engine
     """auto | torch | sklearn."""
-    folds: int = 5
+    device: str = ProbeOptions.device
+    """Device of the torch engine."""
+    folds: int = ProbeOptions.folds
     """Outer folds, grouped by scenario."""
-    inner_folds: int = 3
+    inner_folds: int = ProbeOptions.inner_folds
     """Inner folds."""
-    seed: int = 0
+    seed: int = ProbeOptions.seed
     """Seed of the folds."""
 
 
@@ -126,15 +125,15 @@ class RunConfig:
     """The run directory (created; a re-run of the same config resumes it)."""
     suite: SuiteConfig = field(default_factory=SuiteConfig)
     """Which items."""
-    mode: str = "answer"
+    mode: str = DecideOptions.mode
     """answer | reasoning | logprob."""
-    batch_size: int = 8
+    batch_size: int = DecideOptions.batch_size
     """Items per batch (halved automatically on out-of-memory)."""
-    max_new_tokens: int = 8
+    max_new_tokens: int = DecideOptions.max_new_tokens
     """Generation budget in answer mode."""
-    reasoning_max_new_tokens: int = 512
+    reasoning_max_new_tokens: int = DecideOptions.reasoning_max_new_tokens
     """Generation budget in reasoning mode."""
-    prefix_reuse: bool = False
+    prefix_reuse: bool = DecideOptions.prefix_reuse
     """Run each shared prompt prefix (a cell's text before its pressure sentence) once and reuse its KV
     cache for the cell's items (same decisions; 2.1x faster in logprob mode and 1.7x in answer mode on
     CPU, benchmarks/bench_throughput.py). Off by default: not yet checked in bfloat16."""
@@ -166,97 +165,17 @@ TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label
 POSITIVE = {"batch_size", "max_new_tokens", "reasoning_max_new_tokens", "resamples", "suite.limit", "cache.batch_size",
             "attribution.batch_size"}
 AT_LEAST_TWO = {"probe.folds", "probe.inner_folds", "ablation.folds", "ablation.inner_folds"}
+RULES = Rules(choices=CHOICES, tuple_choices=TUPLE_CHOICES, positive=frozenset(POSITIVE),
+              at_least_two=frozenset(AT_LEAST_TWO))
+"""The run config's checks beyond the field types."""
 
-
-def _check(value, tp, where: str):
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _check(value, inner[0], where)
-    if is_dataclass(tp):
-        if tp is ModelSpec and isinstance(value, str):
-            return ModelSpec(value)
-        if not isinstance(value, dict):
-            raise ConfigError(f"config field '{where}' must be a mapping, got {type(value).__name__}")
-        return build(tp, value, where + ".")
-    if origin is tuple:
-        if isinstance(value, (str, int)):
-            value = [value]
-        if not isinstance(value, list):
-            raise ConfigError(f"config field '{where}' must be a list, got {type(value).__name__}")
-        return tuple(_check(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"config field '{where}' must be true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"config field '{where}' must be an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"config field '{where}' must be a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"config field '{where}' must be a string, got {value!r}")
-        return value
-    raise ConfigError(f"config field '{where}': unsupported type {tp}")
-
-
-def build(cls, data: dict, prefix: str = ""):
-    """Map a mapping onto dataclass ``cls``, checking names, types and allowed values."""
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in fields(cls)}
-    for key in data:
-        if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1)
-            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f"; known: {', '.join(known)}"
-            raise ConfigError(f"config field '{prefix}{key}' is not known{hint}")
-    kwargs = {}
-    for name, f in known.items():
-        where = prefix + name
-        if name not in data:
-            if f.default is MISSING and f.default_factory is MISSING:
-                raise ConfigError(f"config field '{where}' is required")
-            continue
-        value = _check(data[name], hints[name], where)
-        if where in CHOICES and value not in CHOICES[where]:
-            allowed = ", ".join(str(c) for c in CHOICES[where] if c is not None)
-            raise ConfigError(f"config field '{where}' must be one of {allowed}, got {value!r}")
-        if where in POSITIVE and value is not None and value < 1:
-            raise ConfigError(f"config field '{where}' must be at least 1, got {value}")
-        if where in AT_LEAST_TWO and value < 2:
-            raise ConfigError(f"config field '{where}' must be at least 2, got {value}")
-        if where in TUPLE_CHOICES and value is not None:
-            bad = [v for v in value if v not in TUPLE_CHOICES[where]]
-            if bad:
-                allowed = ", ".join(map(str, TUPLE_CHOICES[where]))
-                raise ConfigError(f"config field '{where}' may only list {allowed}, got {bad[0]!r}")
-        kwargs[name] = value
-    return cls(**kwargs)
-
-
-def read_yaml(path: str | Path) -> dict:
-    """A config file's mapping (``yaml.safe_load``), with errors that name the file."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a config is a mapping of fields")
-    return data
+__all__ = ["ConfigError", "RunConfig", "SuiteConfig", "CacheConfig", "ProbeConfig", "AblationConfig",
+           "AttributionConfig", "RULES", "config_from_dict", "load_config", "options_for", "read_yaml"]
 
 
 def config_from_dict(data: dict) -> RunConfig:
     """A validated RunConfig from a mapping (the body of a config file, or one cell of a sweep)."""
-    cfg = build(RunConfig, data)
+    cfg = build(RunConfig, data, rules=RULES)
     if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
         raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout or an existing items file, "
                           f"got {cfg.suite.subset!r}")
@@ -270,8 +189,17 @@ def config_from_dict(data: dict) -> RunConfig:
 
 
 def load_config(path: str | Path) -> RunConfig:
+    """A validated RunConfig from a config file (not a sweep)."""
     data = read_yaml(path)
     if "sweep" in data:
         raise ConfigError(f"{path} is a sweep (it has a 'sweep' field): run it with `evenhand run`, "
                           f"or load it with experiments.sweep.load_sweep")
     return config_from_dict(data)
+
+
+def options_for(cls, section, **extra):
+    """An option dataclass ``cls`` (DecideOptions, CacheOptions, ProbeOptions) from every field that the
+    config ``section`` shares with it, plus ``extra`` (which wins)."""
+    from dataclasses import fields as dc_fields
+    names = {f.name for f in dc_fields(cls)} & {f.name for f in dc_fields(section)}
+    return cls(**({n: getattr(section, n) for n in names} | extra))

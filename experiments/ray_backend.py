@@ -68,6 +68,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.shards import ParquetShards
     from evenhand.stages import LoadModel, Step, finished_with, open_run, run_stages
 
+    from .config import options_for
     from .runner import analysis_stages, check_output_dir, finish_stages, run_info, suite_items
 
     if workers < 1 or shards_per_worker < 1:
@@ -75,9 +76,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     where, gguf, source = locate(spec)
-    opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
-                         reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
-                         progress=False, prefix_reuse=cfg.prefix_reuse)
+    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=False)
     items = suite_items(cfg.suite)
     n_shards = workers * shards_per_worker
     run = open_run(out, asdict(replace(cfg, model=spec)), **run_info(cfg, items),

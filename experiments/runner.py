@@ -15,7 +15,7 @@ from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, Step, finished_with, open_run, run_stages
 
-from .config import RunConfig, SuiteConfig
+from .config import RunConfig, SuiteConfig, options_for
 
 
 def check_output_dir(path: str | Path) -> Path:
@@ -57,8 +57,8 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
         from evenhand.activations import CacheOptions, cache_activations
         from evenhand.suite.content import load_content
         c = cfg.cache
-        copts = CacheOptions(sites=c.sites, batch_size=c.batch_size or cfg.batch_size, dtype=c.dtype,
-                             name_mean=c.name_mean, chat_template=spec.chat_template, progress=progress)
+        copts = options_for(CacheOptions, c, batch_size=c.batch_size or cfg.batch_size,
+                            chat_template=spec.chat_template, progress=progress)
         stages.append(Step("cache", lambda run: cache_activations(items, get_model(), copts, run.activations,
                                                                   load_content().version, engine=c.engine),
                            finished_with(lambda r: RunDir(r.activations).cache_index_path)))
@@ -82,8 +82,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None) -> list[Stag
                                          ("condition", list(p.conditions) if p.conditions else None),
                                          ("pressured", p.pressured)) if v is not None}
             ds = from_run(run.path, p.label, p.sites, filters)
-            opts = ProbeOptions(folds=p.folds, inner_folds=p.inner_folds, engine=p.engine, device=p.device,
-                                seed=p.seed)
+            opts = options_for(ProbeOptions, p)
             table, _ = probe_sweep(ds, opts, control=p.control, resamples=cfg.resamples, text=p.text)
             write_sweep(table, run.probe_dir(p.label).path, ds, opts, run_dir=str(run.path))
         stages.append(Step("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table)))
@@ -94,7 +93,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None) -> list[Stag
             def go(run: RunDir) -> None:
                 from probes.ablation import name_ablation
                 from probes.logistic import ProbeOptions
-                opts = ProbeOptions(folds=ab.folds, inner_folds=ab.inner_folds, engine=ab.engine, seed=ab.seed)
+                opts = options_for(ProbeOptions, ab)
                 name_ablation(run.path, run.ablation_dir(variant).path, variant, ab.label, ab.degree,
                               list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
                               progress=progress, lm=get_model() if get_model is not None else None)
@@ -108,7 +107,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None) -> list[Stag
         stages.append(Step("attribution", attribution, finished_with(lambda r: r.attribution_dir.attribution_table)))
     if cfg.figures:
         def figures(run: RunDir) -> None:
-            from evenhand.pages import write_report
+            from .pages import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
         stages.append(Step("figures", figures, finished_with(lambda r: r.report_html)))
     return stages
@@ -128,9 +127,7 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     locate(spec)  # fails fast on a missing model
-    opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, max_new_tokens=cfg.max_new_tokens,
-                         reasoning_max_new_tokens=cfg.reasoning_max_new_tokens, chat_template=spec.chat_template,
-                         progress=progress, prefix_reuse=cfg.prefix_reuse)
+    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     from evenhand.decide import decide
     from evenhand.models.loading import load_model
 

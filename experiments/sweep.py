@@ -219,14 +219,3 @@ def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) 
     else:
         from .runner import run_config
         run_config(cfg, progress=progress)
-
-
-def sweep_cells_dirs(sweep_dir: str | Path) -> list[Path] | None:
-    """The finished cells' run directories of a sweep directory (for figures); None when ``sweep_dir``
-    is not a sweep directory."""
-    run = RunDir(sweep_dir)
-    man = run.manifest() if run.exists() else {}
-    if (man.get("config") or {}).get("kind") != "sweep":
-        return None
-    cells = [RunDir(c["output_dir"]) for c in man.get("cells", [])]
-    return [c.path for c in cells if c.responses_path.exists()]

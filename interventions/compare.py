@@ -1,6 +1,6 @@
 """Compare interventions against the baseline on the same held-out items.
 
-A comparison config (YAML, ``yaml.safe_load``; see
+A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
 ``experiments/configs/compare_interventions.yaml``)::
 
     model: evenhand-organism            # preset, HF id or local path
@@ -80,85 +80,99 @@ class CompareConfig:
     controls: bool = True
 
 
-def _require(d: dict, key: str, kind, where: str):
-    if key not in d:
-        raise ValueError(f"{where}: field {key!r} is required")
-    if not isinstance(d[key], kind):
-        raise ValueError(f"{where}: field {key!r} must be {getattr(kind, '__name__', kind)}, got {d[key]!r}")
-    return d[key]
+@dataclass(frozen=True)
+class _Split:
+    seed: int = CompareConfig.split_seed
+    heldout_fraction: float = CompareConfig.heldout_fraction
+
+
+@dataclass(frozen=True)
+class _Train:
+    scenarios: int = CompareConfig.train_scenarios
+    degrees: tuple[int, ...] = CompareConfig.train_degrees
+    max_items: int = CompareConfig.train_max_items
+
+
+@dataclass(frozen=True)
+class _Eval:
+    scenarios: int = CompareConfig.eval_scenarios
+    degrees: tuple[int, ...] = CompareConfig.eval_degrees
+
+
+@dataclass(frozen=True)
+class _ArmFile:
+    name: str
+    options: dict | None = None
+    sweep: dict | None = None
+    seeds: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class _CompareFile:
+    """A comparison config file's shape (sections as in the module docstring); defaults are CompareConfig's."""
+    model: str
+    output_dir: str
+    interventions: tuple[_ArmFile, ...]
+    split: _Split | None = None
+    train: _Train | None = None
+    eval: _Eval | None = None
+    seed: int = CompareConfig.seed
+    mode: str = CompareConfig.mode
+    batch_size: int = CompareConfig.batch_size
+    resamples: int = CompareConfig.resamples
+    controls: bool = CompareConfig.controls
 
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
-    """Validate a comparison config dict (field-named errors)."""
+    """Validate a comparison config dict with the one config builder (:func:`evenhand.options.build`;
+    errors name the file and the field)."""
+    from evenhand.options import ConfigError, Rules, build
+
     from .base import registered
     registered()  # loads the built-in methods
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}: a comparison config must be a mapping")
-    known = {"model", "output_dir", "split", "train", "eval", "seed", "mode", "batch_size", "resamples", "controls",
-             "interventions"}
-    unknown = set(raw) - known
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    model = _require(raw, "model", str, where)
-    out = _require(raw, "output_dir", str, where)
+        raise ConfigError(f"{where}: a comparison config must be a mapping")
+    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob")},
+                  positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
+                                      "eval.scenarios"}))
+    try:
+        f = build(_CompareFile, raw, rules=rules)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     arms = []
-    for i, a in enumerate(_require(raw, "interventions", list, where)):
+    for i, a in enumerate(f.interventions):
         w = f"{where}: interventions[{i}]"
-        if not isinstance(a, dict):
-            raise ValueError(f"{w} must be a mapping with a name")
-        name = _require(a, "name", str, w)
-        if name not in REGISTRY:
-            raise ValueError(f"{w}.name: unknown intervention {name!r}; registered: {', '.join(sorted(REGISTRY))}")
-        bad = set(a) - {"name", "options", "sweep", "seeds"}
-        if bad:
-            raise ValueError(f"{w}: unknown field(s) {', '.join(sorted(bad))}")
-        options = a.get("options") or {}
-        sweep = a.get("sweep") or {}
-        if not isinstance(options, dict) or not isinstance(sweep, dict):
-            raise ValueError(f"{w}: options and sweep must be mappings")
+        if a.name not in REGISTRY:
+            raise ConfigError(f"{w}.name: unknown intervention {a.name!r}; registered: {', '.join(sorted(REGISTRY))}")
+        options, sweep = a.options or {}, a.sweep or {}
         for k, v in sweep.items():
             if not isinstance(v, list) or not v:
-                raise ValueError(f"{w}.sweep.{k} must be a non-empty list")
-        seeds = a.get("seeds", [0])
-        if not isinstance(seeds, list) or not all(isinstance(s, int) for s in seeds):
-            raise ValueError(f"{w}.seeds must be a list of integers")
+                raise ConfigError(f"{w}.sweep.{k} must be a non-empty list")
         try:  # option names and values: every swept value once
-            REGISTRY[name].split_options(options)
+            REGISTRY[a.name].split_options(options)
             for k, vals in sweep.items():
                 for v in vals:
-                    REGISTRY[name].split_options({**options, k: v})
+                    REGISTRY[a.name].split_options({**options, k: v})
         except InterventionError as exc:
-            raise ValueError(f"{w}: {exc}") from None
-        arms.append(Arm(name, options, sweep, tuple(seeds)))
-    split = raw.get("split") or {}
-    train = raw.get("train") or {}
-    ev = raw.get("eval") or {}
-    for sect, keys in (("split", split), ("train", train), ("eval", ev)):
-        if not isinstance(keys, dict):
-            raise ValueError(f"{where}: {sect} must be a mapping")
-    bad = (set(split) - {"seed", "heldout_fraction"}) | (set(train) - {"scenarios", "degrees", "max_items"}) | (
-        set(ev) - {"scenarios", "degrees"})
-    if bad:
-        raise ValueError(f"{where}: unknown split/train/eval field(s) {', '.join(sorted(bad))}")
-    cfg = CompareConfig(
-        model=model, output_dir=out, interventions=tuple(arms), split_seed=int(split.get("seed", 0)),
-        heldout_fraction=float(split.get("heldout_fraction", 0.2)), train_scenarios=int(train.get("scenarios", 40)),
-        train_degrees=tuple(int(x) for x in train.get("degrees", [1, 2, 3])),
-        train_max_items=int(train.get("max_items", 800)), eval_scenarios=int(ev.get("scenarios", 16)),
-        eval_degrees=tuple(int(x) for x in ev.get("degrees", [3])), seed=int(raw.get("seed", 0)),
-        mode=str(raw.get("mode", "answer")), batch_size=int(raw.get("batch_size", 64)),
-        resamples=int(raw.get("resamples", 1000)), controls=bool(raw.get("controls", True)))
-    if not 0 < cfg.heldout_fraction < 1:
-        raise ValueError(f"{where}: split.heldout_fraction must be in (0, 1)")
-    return cfg
+            raise ConfigError(f"{w}: {exc}") from None
+        arms.append(Arm(a.name, options, sweep, a.seeds))
+    split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
+    if not 0 < split.heldout_fraction < 1:
+        raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
+    return CompareConfig(
+        model=f.model, output_dir=f.output_dir, interventions=tuple(arms), split_seed=split.seed,
+        heldout_fraction=split.heldout_fraction, train_scenarios=train.scenarios, train_degrees=train.degrees,
+        train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_degrees=ev.degrees, seed=f.seed,
+        mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls)
 
 
 def load_config(path: str | Path) -> CompareConfig:
-    import yaml
+    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
+    from evenhand.options import read_yaml
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"comparison config {p} not found")
-    return parse_config(yaml.safe_load(p.read_text()), str(p))
+    return parse_config(read_yaml(p), str(p))
 
 
 @dataclass(frozen=True)

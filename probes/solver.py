@@ -18,12 +18,10 @@ The cross-validation protocol that poses these problems (folds, choice of C) is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .logistic import ProbeOptions
+from .options import ProbeOptions
 
 
 def sklearn_fit(X: np.ndarray, y: np.ndarray, mask: np.ndarray, C: float, opts: ProbeOptions):

@@ -127,7 +127,7 @@ def test_bad_released_rows(tmp_path, native):
         load_fairstress(p, None)
     c = tmp_path / "c.json"
     c.write_text(json.dumps({"polarity_flagged_scenarios": []}))
-    r = subprocess.run([sys.executable, "-m", "evenhand.cli", "suite", "import-fairstress", str(p), "--corrections",
+    r = subprocess.run([sys.executable, "-m", "experiments.cli", "suite", "import-fairstress", str(p), "--corrections",
                         str(c), "--out", str(tmp_path / "o.parquet")], capture_output=True, text=True)
     assert r.returncode == 2 and "missing key 'd2_confound_exclusions'" in r.stderr
     assert not (tmp_path / "o.parquet").exists()

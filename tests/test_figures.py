@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from evenhand.figures import latex_table, metrics_long, run_figures
+from evenhand.figures import latex_table, metrics_long
+from experiments.figures import run_figures
 
 
 def test_figures_and_latex_from_a_simulated_run(tmp_path, capsys):
-    from evenhand.cli import main
+    from experiments.cli import main
     assert main(["simulate", "--form", "policy", "--out", str(tmp_path / "sim"), "--resamples", "50"]) == 0
     paths = run_figures([tmp_path / "sim"], tmp_path / "fig", ("pdf", "png"), resamples=50)
     names = {p.name for p in paths}
@@ -30,8 +31,8 @@ def test_figures_and_latex_from_a_simulated_run(tmp_path, capsys):
 
 
 def test_report_page_states_numbers_in_words(tmp_path):
-    from evenhand.cli import main
-    from evenhand.pages import sentence
+    from experiments.cli import main
+    from experiments.pages import sentence
     assert main(["simulate", "--form", "policy", "--out", str(tmp_path / "sim"), "--resamples", "50"]) == 0
     assert main(["report", str(tmp_path / "sim"), "--resamples", "50"]) == 0
     md = (tmp_path / "sim" / "report.md").read_text()
@@ -44,7 +45,7 @@ def test_report_page_states_numbers_in_words(tmp_path):
 
 def test_figures_are_byte_for_byte_reproducible(tmp_path):
     """Deleting the figures and drawing them again from the same tables gives identical files."""
-    from evenhand.cli import main
+    from experiments.cli import main
     assert main(["simulate", "--form", "policy", "--out", str(tmp_path / "sim"), "--resamples", "50"]) == 0
     first = {p.name: p.read_bytes() for p in run_figures([tmp_path / "sim"], tmp_path / "fig", resamples=50)}
     for name in first:

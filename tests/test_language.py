@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.language import explanation_words, tokens, weighted_log_odds
+from probes.language import explanation_words, tokens, weighted_log_odds
 
 
 def corpus(seed=0):

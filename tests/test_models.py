@@ -225,7 +225,7 @@ def test_kill_minus_9_resumes_to_the_same_table(tiny_dirs, tiny, smoke_items, tm
 
 
 def test_run_config_end_to_end(tiny_dirs, tmp_path):
-    from evenhand.cli import main
+    from experiments.cli import main
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(f"model: {tiny_dirs['llama']}\noutput_dir: {tmp_path / 'run'}\n"
                    "suite: {subset: smoke, limit: 24}\nmode: logprob\nbatch_size: 8\nresamples: 50\n"
@@ -266,7 +266,7 @@ def test_cli_failures_are_fast(tmp_path, tiny_dirs):
         p = tmp_path / f"c{i}.yaml"
         p.write_text(text)
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "evenhand.cli", "run", str(p)], capture_output=True, text=True,
+        r = subprocess.run([sys.executable, "-m", "experiments.cli", "run", str(p)], capture_output=True, text=True,
                            env=env)
         assert time.perf_counter() - t0 < 3.0  # process start included; the check itself is immediate
         assert r.returncode == 2 and message in r.stderr, r.stderr

@@ -115,7 +115,7 @@ def test_name_ablation_lowers_the_probe_at_degree_1(tmp_path):
 def test_mode_switch_on_the_organism_agrees_with_itself(tmp_path):
     """Greedy answers and label log-probabilities read the same letter distribution: on the organism the two
     modes must agree, so the switch reports no difference (a known answer for the BBQ issue's suite switch)."""
-    from evenhand.cli import main
+    from experiments.cli import main
     items = heldout_items(RECORD, 2, degrees=[3])
     from evenhand.runs import write_table_atomic
     write_table_atomic(tmp_path / "items.parquet", items)

@@ -48,7 +48,7 @@ def test_unwritable_output_directory(tmp_path):
 
 
 def test_demo_run_directory(tmp_path):
-    from evenhand.cli import main
+    from experiments.cli import main
     assert main(["demo", "--out", str(tmp_path / "demo"), "--scenarios", "3", "--no-progress"]) == 0
     d = tmp_path / "demo" / "run"
     assert {p.name for p in d.iterdir()} >= {"manifest.json", "responses.parquet", "metrics.json", "activations",

@@ -13,7 +13,7 @@ from evenhand.schema import REQUIRED, RowError, load_rows
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "evenhand.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "experiments.cli", *args], capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")

@@ -153,7 +153,7 @@ def test_datasheet_is_generated_and_committed_copy_matches():
 
 
 def _cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "evenhand.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "experiments.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def test_cli_stats_json():
@@ -169,7 +169,7 @@ def test_cli_stats_json():
 def test_cli_export_smoke_fast_and_bounded(tmp_path):
     out = tmp_path / "smoke.jsonl"
     # VmHWM (peak resident set of this process image; unlike ru_maxrss it is not inherited across exec)
-    code = ("import time, sys, re; from evenhand.cli import main; t=time.perf_counter(); "
+    code = ("import time, sys, re; from experiments.cli import main; t=time.perf_counter(); "
             f"rc=main(['suite','export','--subset','smoke','--out',{str(out)!r}]); "
             "hwm=re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1); "
             "print(time.perf_counter()-t, hwm); sys.exit(rc)")

@@ -92,7 +92,7 @@ def test_interrupted_sweep_resumes_to_the_same_table(tmp_path, monkeypatch, caps
         resp = pd.read_parquet(tmp_path / "b" / "sweep" / "cells" / cell / "responses.parquet")
         assert len(resp) == 96 and resp["item_id"].is_unique
     # a sweep directory draws its cells as lines of one figure set
-    from evenhand.figures import run_figures
+    from experiments.figures import run_figures
     paths = run_figures([tmp_path / "b" / "sweep"], formats=("png",), resamples=40)
     assert (tmp_path / "b" / "sweep" / "figures" / "progression.png") in paths
     long = pd.concat([pd.read_parquet(tmp_path / "b" / "sweep" / "cells" / c / "tables" / "metrics_long.parquet")
@@ -126,7 +126,7 @@ def test_run_config_with_probe_text_baseline_and_figures(tmp_path):
 
 
 def test_attribution_cli_names_a_missing_run(tmp_path, capsys):
-    from evenhand.cli import main
+    from experiments.cli import main
     assert main(["probe", "attribution", str(tmp_path / "nope"), "--no-progress"]) == 2
     assert "manifest.json not found" in capsys.readouterr().err
 

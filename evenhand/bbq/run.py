@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evenhand.options import ConfigError, Rules, build
+
 from .data import load_bbq, render_mc, render_yes_no
 
 CONFIGURATIONS = {
@@ -55,37 +57,28 @@ class BBQConfig:
     resamples: int = 1000
 
 
+RULES = Rules(tuple_choices={"configurations": tuple(CONFIGURATIONS)}, at_least_two=frozenset({"per_category"}),
+              positive=frozenset({"batch_size", "max_new_tokens", "resamples"}))
+"""The BBQ config's checks beyond the field types."""
+
+
 def parse_config(raw: dict, where: str = "config") -> BBQConfig:
-    """Validate a BBQ config mapping (errors name the field)."""
+    """Validate a BBQ config mapping with the one config builder (errors name the file and the field)."""
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}: a BBQ config must be a mapping")
-    known = set(BBQConfig.__dataclass_fields__)
-    unknown = set(raw) - known
-    if unknown:
-        raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
-    for k in ("model", "output_dir"):
-        if not isinstance(raw.get(k), str):
-            raise ValueError(f"{where}: field {k!r} is required (a string)")
-    confs = tuple(raw.get("configurations", CONFIGURATIONS))
-    bad = [c for c in confs if c not in CONFIGURATIONS]
-    if bad:
-        raise ValueError(f"{where}: configurations: unknown {bad}; known: {', '.join(CONFIGURATIONS)}")
-    per = raw.get("per_category", 60)
-    if not isinstance(per, int) or per < 2:
-        raise ValueError(f"{where}: per_category must be an integer >= 2")
-    cats = raw.get("categories")
-    return BBQConfig(model=raw["model"], output_dir=raw["output_dir"], data=raw.get("data"),
-                     categories=tuple(cats) if cats else None, per_category=per, seed=int(raw.get("seed", 0)),
-                     configurations=confs, batch_size=int(raw.get("batch_size", 16)),
-                     max_new_tokens=int(raw.get("max_new_tokens", 4)), resamples=int(raw.get("resamples", 1000)))
+        raise ConfigError(f"{where}: a BBQ config must be a mapping")
+    try:
+        return build(BBQConfig, raw, rules=RULES)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def load_config(path: str | Path) -> BBQConfig:
-    import yaml
+    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
+    from evenhand.options import read_yaml
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"BBQ config {p} not found")
-    return parse_config(yaml.safe_load(p.read_text()), str(p))
+    return parse_config(read_yaml(p), str(p))
 
 
 def sample_questions(df: pd.DataFrame, per_category: int, seed: int) -> pd.DataFrame:

@@ -58,8 +58,8 @@ def weighted_log_odds(group_i: Iterable[str], group_j: Iterable[str], background
 def explanation_words(responses: pd.DataFrame, correct_gt_only: bool = False, prior_total: float = 1000.0,
                       min_count: int = 3) -> pd.DataFrame:
     """Words of explanations favouring the minority-coded (i) vs the majority-coded (j) candidate."""
-    from probes.dataset import labels
-    from probes.text import strip_answer
+    from .dataset import labels
+    from .text import strip_answer
     if "text" not in responses.columns:
         raise ValueError("responses have no text column (run in reasoning mode)")
     y, ok = labels(responses, "favours_minority")
@@ -80,7 +80,7 @@ def words_figure(table: pd.DataFrame, stem, k: int = 12, formats=("pdf", "svg", 
     """The ``k`` most distinctive words of each side, by z."""
     import matplotlib.pyplot as plt
 
-    from .plotting import COLUMN_WIDTH, paper_style, save
+    from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     top = pd.concat([table.head(k), table.tail(k)]).drop_duplicates("word").sort_values("z")
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.13 * len(top) + 0.6))

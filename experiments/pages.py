@@ -2,7 +2,7 @@
 
 The page is a pure function of the run's saved files (``manifest.json``,
 ``metrics.json``, the figure tables); figures are (re)drawn by
-:func:`evenhand.figures.run_figures` when missing.
+:func:`experiments.figures.run_figures` when missing.
 """
 from __future__ import annotations
 

@@ -1,0 +1,55 @@
+"""What several commands share: the bootstrap flags, the model-and-items flags and the start of a
+model run (cheap checks first, then the items and the model)."""
+from __future__ import annotations
+
+import argparse
+
+from evenhand.decide import DecideOptions
+from evenhand.models.loading import ModelSpec
+from evenhand.options import add_flags, options_from_args
+from experiments.config import SuiteConfig
+
+MODEL_FLAGS = ("model", "dtype", "device", "attn_implementation", "trust_remote_code", "chat_template")
+"""The ModelSpec fields that the model commands take as flags."""
+SUITE_FLAGS = ("subset", "seed", "limit")
+"""The SuiteConfig fields that the model commands take as flags."""
+
+
+def boot_args(x: argparse.ArgumentParser) -> None:
+    """The flags of the commands that score with a cluster bootstrap (`score`, `compare`)."""
+    x.add_argument("--contrast-type", choices=["type1", "type23"], default=None,
+                   help="never pooled; default type1 when present")
+    x.add_argument("--json", action="store_true")
+    x.add_argument("--resamples", type=int, default=1000)
+    x.add_argument("--seed", type=int, default=0)
+
+
+def model_args(x: argparse.ArgumentParser) -> None:
+    """The flags of the commands that load a model and decide a subset (`decide`, `cache`, `modes`)."""
+    add_flags(x, ModelSpec, MODEL_FLAGS,
+              choices={"dtype": ("auto", "float32", "bfloat16", "float16"), "chat_template": ("auto", "none")})
+    add_flags(x, SuiteConfig, SUITE_FLAGS)
+    x.add_argument("--out", required=True)
+    add_flags(x, DecideOptions, ["batch_size"])
+
+
+def model_spec(a: argparse.Namespace):
+    """The :class:`~evenhand.models.loading.ModelSpec` the model flags describe."""
+    return options_from_args(ModelSpec, a, MODEL_FLAGS)
+
+
+def items(a: argparse.Namespace):
+    """The suite items the subset flags select."""
+    from experiments.runner import suite_items
+    return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
+
+
+def prepare(a: argparse.Namespace):
+    """The shared start of `decide`, `cache` and `modes`: cheap checks first, then items and the model.
+    Returns (output directory, resolved spec, items, loaded model)."""
+    from evenhand.models.loading import load_model, locate, resolve_spec
+    from experiments.runner import check_output_dir
+    out = check_output_dir(a.out)
+    spec = resolve_spec(model_spec(a))
+    locate(spec)
+    return out, spec, items(a), load_model(spec)

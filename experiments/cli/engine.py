@@ -1,0 +1,54 @@
+"""`evenhand decide` and `evenhand cache`: decisions only, or the activation cache only (resumable)."""
+from __future__ import annotations
+
+import argparse
+
+from evenhand.activations import CacheOptions
+from evenhand.decide import MODES, DecideOptions
+from evenhand.options import add_flags, options_from_args
+
+from .common import model_args, prepare
+
+DECIDE_FLAGS = ("mode", "batch_size", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse")
+"""The DecideOptions fields that `decide` takes as flags (batch_size among the model flags)."""
+CACHE_FLAG_NAMES = {"dtype": "--cache-dtype"}
+"""CacheOptions.dtype's flag (--dtype is the model's)."""
+
+
+def _decide(a) -> int:
+    from evenhand.decide import decide
+    from evenhand.runs import RunDir
+    out, spec, items, lm = prepare(a)
+    opts = options_from_args(DecideOptions, a, DECIDE_FLAGS, chat_template=spec.chat_template)
+    table = decide(items, lm, opts, out_dir=out)
+    resp = RunDir(out).write_responses(table)
+    answered = table["choice"].notna().mean()
+    print(f"{len(table):,} responses in {resp} ({answered:.1%} with an A/B choice); "
+          f"score them with `evenhand score {resp}`")
+    return 0
+
+
+def _cache(a) -> int:
+    from evenhand.activations import cache_activations
+    from evenhand.suite.content import load_content
+    out, spec, items, lm = prepare(a)
+    opts = options_from_args(CacheOptions, a, ("sites", "batch_size", "dtype", "name_mean"), CACHE_FLAG_NAMES,
+                             chat_template=spec.chat_template)
+    cache = cache_activations(items, lm, opts, out, load_content().version, engine=a.engine)
+    print(f"cached {len(cache.item_ids()):,} items x {len(cache.sites)} sites ({a.cache_dtype}) in {out}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `decide` and `cache` to the top-level subparsers ``sub``."""
+    s = sub.add_parser("decide", help="decisions only (resumable), written to OUT/responses.parquet")
+    model_args(s)
+    add_flags(s, DecideOptions, ["mode", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse"],
+              choices={"mode": MODES})
+    s.set_defaults(fn=_decide)
+    s = sub.add_parser("cache", help="activation cache only (resumable)")
+    model_args(s)
+    add_flags(s, CacheOptions, ["sites", "dtype", "name_mean"], flags=CACHE_FLAG_NAMES,
+              choices={"dtype": ("float16", "float32")})
+    s.add_argument("--engine", default="nnsight", choices=["nnsight", "transformer_lens"])
+    s.set_defaults(fn=_cache)

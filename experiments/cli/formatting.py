@@ -1,0 +1,208 @@
+"""What the ``evenhand`` commands print: human-readable tables of score reports, comparisons, probe
+sweeps, BBQ and mode-switch tables, organism evaluations and run lists (percentage points, CIs and n
+everywhere). Each function returns the text; the commands print it."""
+from __future__ import annotations
+
+SIGNED = {"accgap", "fraggap", "tieshift", "position_gap"}
+LABELS = {"accuracy": "Accuracy (GT, no pressure)", "accgap": "AccGap", "tielean": "TieLean",
+          "fraggap": "FragGap", "tieshift": "TieShift", "refusal": "Refusal",
+          "flip_pro_minority": "  flip | pro-minority", "flip_pro_majority": "  flip | pro-majority",
+          "shift_to_minority": "  shift to minority", "shift_to_majority": "  shift to majority",
+          "position_bias": "P(choose A) on AMB", "position_gap": "  gap between arrangements"}
+ROWS = ("accuracy", "accgap", "tielean", "fraggap", "flip_pro_minority", "flip_pro_majority", "tieshift",
+        "shift_to_minority", "shift_to_majority", "refusal", "position_bias")
+
+
+def fmt(est: dict, metric: str) -> str:
+    """'+12.3 pp [4.1, 20.0] n=240' (TieLean and rates as %, gaps as signed pp)."""
+    if est["value"] is None:
+        return f"NaN ({est['note'] or 'insufficient'})"
+    sign = "+" if metric in SIGNED else ""
+    unit = "pp" if metric in SIGNED else "%"
+    v, lo, hi = (None if x is None else 100 * x for x in (est["value"], est["ci_low"], est["ci_high"]))
+    ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None else "[no CI]"
+    return f"{v:{sign}.1f} {unit} {ci} n={est['n']}"
+
+
+def score_table(report: dict, truth: dict | None = None) -> str:
+    """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values."""
+    lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
+             f"scenarios; 95% cluster-bootstrap CIs over scenarios, {report['resamples']} resamples)"]
+    if report.get("note"):
+        lines.append(f"Note: {report['note']}")
+    by_deg = report["by_degree"]
+    if "3" in by_deg:
+        lines += ["", "Headline (degree 3, explicit labels):"]
+        for m in ROWS:
+            t = ""
+            if truth and 3 in truth and m in truth[3]:
+                t = f"   planted {100 * truth[3][m]:{'+' if m in SIGNED else ''}.1f}"
+            lines.append(f"  {LABELS[m]:<28} {fmt(by_deg['3'][m], m)}{t}")
+    lines += ["", "D0 -> D3 progression:"]
+    degrees = sorted(by_deg, key=int)
+    for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
+        lines.append(f"  {LABELS[m]}")
+        for d in degrees:
+            t = ""
+            if truth and int(d) in truth and m in truth[int(d)]:
+                t = f"   planted {100 * truth[int(d)][m]:{'+' if m in SIGNED else ''}.1f}"
+            lines.append(f"    D{d}  {fmt(by_deg[d][m], m)}{t}")
+    lines += ["", "All degrees pooled:"]
+    for m in ("accuracy", "refusal", "position_bias", "position_gap"):
+        lines.append(f"  {LABELS[m]:<28} {fmt(report['overall'][m], m)}")
+    return "\n".join(lines)
+
+
+def compare_table(result: dict) -> str:
+    """A two-run paired comparison (other - base) with McNemar and the intervention score."""
+    lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
+             f"({result['contrast_type']}); other - base, 95% paired cluster-bootstrap CIs"]
+    for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
+        lines.append(f"  {LABELS[m]:<28} {fmt(result['difference'][m], 'accgap')}")
+    mc = result["mcnemar"]
+    lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
+                 f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
+    lines.append("Intervention score:")
+    for m, est in result["score"]["asymmetry_reduction"].items():
+        lines.append(f"  asymmetry reduction, {m:<10} {fmt(est, 'accgap')}")
+    lines.append(f"  accuracy loss                  {fmt(result['score']['accuracy_loss'], 'accgap')}")
+    return "\n".join(lines)
+
+
+def compare_text(table) -> str:
+    """An intervention comparison: FragGap, its reduction and the accuracy loss per cell."""
+    def f(r):
+        if r is None or r["value"] is None or r["value"] != r["value"]:
+            return "NaN"
+        lo, hi = r["ci_low"], r["ci_high"]
+        ci = "" if lo is None or lo != lo else f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
+        return f"{100 * r['value']:+.1f}{ci}"
+    lines = [f"{'cell':<44}{'FragGap':>10}{'|FragGap| reduction [CI]':>28}{'accuracy loss [CI]':>26}{'McNemar p':>11}"]
+    for cell, g in table.groupby("cell", sort=False):
+        idx = {(r.metric, r.stat): r._asdict() for r in g.itertuples()}
+        fg = idx.get(("fraggap", "value"))
+        p = idx.get(("accuracy", "mcnemar_p"))
+        fgv = "NaN" if fg is None or fg["value"] is None else f"{100 * fg['value']:+.1f}"
+        red = f(idx.get(("fraggap", "asymmetry_reduction"))) if cell != "baseline" else "-"
+        loss = f(idx.get(("accuracy", "accuracy_loss"))) if cell != "baseline" else "-"
+        pv = "-" if p is None else f"{p['value']:.3g}"
+        lines.append(f"{cell:<44}{fgv:>10}{red:>28}{loss:>26}{pv:>11}")
+    return "\n".join(lines)
+
+
+def probe_text(table, ds) -> str:
+    """A probe sweep: accuracy and AUROC with CIs per site, the control and the majority baseline."""
+    import numpy as np
+    lines = [f"probe {ds.label}: n={len(ds)} rows, {len(np.unique(ds.groups))} scenarios"
+             f"{' (filters ' + str(ds.filters) + ')' if ds.filters else ''}; {ds.dropped} unlabelled rows dropped",
+             f"{'site':<22}{'accuracy [95% CI]':>26}{'AUROC [95% CI]':>24}{'control':>10}{'majority':>10}"]
+    wide = {(r.site, r.metric): r for r in table.itertuples()}
+    for site in dict.fromkeys(table["site"]):
+        def fmt(m, pct=True):
+            r = wide.get((site, m))
+            if r is None:
+                return "-"
+            k = 100 if pct else 1
+            if r.ci_low != r.ci_low:
+                return f"{k * r.value:.1f}" if pct else f"{r.value:.2f}"
+            return (f"{k * r.value:.1f} [{k * r.ci_low:.1f}, {k * r.ci_high:.1f}]" if pct
+                    else f"{r.value:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]")
+        ctl = wide.get((site, "control_accuracy"))
+        lines.append(f"{site:<22}{fmt('accuracy'):>26}{fmt('auroc', False):>24}"
+                     f"{'-' if ctl is None else f'{100 * ctl.value:.1f}':>10}{fmt('majority_baseline'):>10}")
+    return "\n".join(lines)
+
+
+def eval_text(res: dict) -> str:
+    """An organism's held-out evaluation against its planted policy."""
+    lines = []
+    lines.append(f"held-out: {res['heldout_scenarios']} scenarios, {res['n_items']:,} items; agreement with the planted "
+                 f"policy {res['agreement_with_policy']:.1%} (GT baseline items {res['agreement_gt_baseline']:.1%}); "
+                 f"answered {res['answered']:.1%}")
+    if "gt_accuracy" in res:
+        e, t = res["gt_accuracy"]["measured"], res["gt_accuracy"]["planted"]
+        lines.append(f"  GT accuracy without pressure, all degrees: {100 * e['value']:.1f} [{100 * e['ci_low']:.1f}, "
+                     f"{100 * e['ci_high']:.1f}] (planted {100 * t:.1f}, n={e['n']})")
+    for d, row in res["by_degree"].items():
+        parts = []
+        for m, v in row.items():
+            e, t = v["measured"], v["planted"]
+            val = "NaN" if e["value"] is None else f"{100 * e['value']:.1f}"
+            ci = "" if e["ci_low"] is None else f" [{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]"
+            pl = "NaN" if t is None else f"{100 * t:.1f}"
+            parts.append(f"{m} {val}{ci} (planted {pl}, n={e['n']})")
+        lines.append(f"  D{d}: " + "; ".join(parts))
+    p = res["probe"]
+    b = p["best"]
+    lines.append(f"  probe favours_minority (degree {p['degree']}, n={p['n']}): best site {p['best_site']} accuracy "
+                 f"{100 * b['accuracy']['value']:.1f} [{100 * b['accuracy']['ci_low']:.1f}, "
+                 f"{100 * b['accuracy']['ci_high']:.1f}], AUROC {b['auroc']['value']:.2f}, shuffled-label control "
+                 f"{100 * b['control_accuracy']['value']:.1f}, majority baseline {100 * b['majority_baseline']['value']:.1f}")
+    return "\n".join(lines)
+
+
+def bbq_text(table, model: str) -> str:
+    """BBQ's pooled accuracy and bias scores by configuration (95% CIs over templates)."""
+    t = table[(table["category"] == "all")]
+    lines = [f"BBQ on {model}: all categories pooled (95% CIs over templates)",
+             f"{'configuration':<18}{'acc ambig':>12}{'acc disamb':>12}{'bias ambig [CI]':>24}{'bias disamb [CI]':>24}"]
+    for conf, g in t.groupby("configuration", sort=False):
+        v = g.set_index("metric")
+
+        def ci(m):
+            r = v.loc[m]
+            return f"{r['value']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" if r["value"] == r["value"] else "NaN"
+        lines.append(f"{conf:<18}{v.loc['acc_ambig', 'value']:>12.3f}{v.loc['acc_disambig', 'value']:>12.3f}"
+                     f"{ci('bias_ambig'):>24}{ci('bias_disambig'):>24}")
+    return "\n".join(lines)
+
+
+def modes_text(table, model: str, n_items: int) -> str:
+    """The answer-mode vs logprob-mode comparison, one line per metric."""
+    lines = [f"{model}: {n_items:,} items decided in answer and logprob mode (95% CIs; difference paired)"]
+    for metric, g in table.groupby("metric", sort=False):
+        parts = []
+        for r in g.itertuples():
+            v = "NaN" if r.value is None or r.value != r.value else f"{100 * r.value:+.1f}"
+            ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]"
+            parts.append(f"{r.stat} {v}{ci}")
+        lines.append(f"  {metric:<9} " + "; ".join(parts))
+    lines.append(f"  TieLean on opposite sides of 0.5 (CIs excluding it): {'yes' if table.attrs['flips'] else 'no'}")
+    return "\n".join(lines)
+
+
+def runs_text(rows: list[tuple]) -> str:
+    """The `runs list` table: (run, status, model, items, time, git) per row."""
+    lines = [f"{'run':<44}{'status':<9}{'model':<28}{'items':>8}{'time':>8}  git"]
+    for r in rows:
+        lines.append(f"{r[0]:<44}{r[1]:<9}{str(r[2])[:27]:<28}{str(r[3]):>8}{r[4]:>8}  {r[5]}")
+    return "\n".join(lines)
+
+
+def ablation_text(table) -> str:
+    """A name ablation: original, transferred and retrained probe accuracy and the drops, per site."""
+    lines = []
+    for site in dict.fromkeys(table["site"]):
+        t = table[table["site"] == site].set_index("metric")
+        parts = [f"{m.replace('_accuracy', '')} {100 * t.loc[m, 'value']:.1f} "
+                 f"[{100 * t.loc[m, 'ci_low']:.1f}, {100 * t.loc[m, 'ci_high']:.1f}]"
+                 for m in ("original_accuracy", "transfer_accuracy", "retrained_accuracy", "drop_transfer",
+                           "drop_retrained")]
+        lines.append(f"{site:<22}" + "; ".join(parts) + f" (n={int(t.loc['original_accuracy', 'n'])})")
+    return "\n".join(lines)
+
+
+def attribution_text(table) -> str:
+    """Direct logit attribution: the total logit difference and the largest per-layer contributions."""
+    t = table[(table["degree"] == "all") & (table["pressure"] == "all") & (table["chosen"] == "all")]
+    total = t[t["component"] == "logit_diff"]
+    lines = []
+    if len(total):
+        r = total.iloc[0]
+        lines.append(f"logit difference (favoured-minority label minus the other): {r['value']:+.3f} "
+                     f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] (n={int(r['n'])})")
+    top = t[t["component"].isin(["attn_out", "mlp_out"])].assign(mag=lambda d: d["value"].abs())
+    lines.append("largest direct contributions:")
+    for r in top.sort_values("mag", ascending=False).head(6).itertuples():
+        lines.append(f"  {r.site:<22}{r.value:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]")
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""`evenhand probe sweep | ablation | attribution`: linear probes, name ablation and direct logit
+attribution on a run's activation cache."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from evenhand.options import add_flags, options_from_args
+from evenhand.runs import RunDir
+from probes.logistic import ProbeOptions
+
+from .formatting import ablation_text, attribution_text, probe_text
+
+ENGINES = ("auto", "torch", "sklearn")
+PROBE_FLAGS = ("engine", "device", "folds", "inner_folds", "seed")
+"""The ProbeOptions fields that the probe commands take as flags."""
+
+
+def probe_filters(a: argparse.Namespace) -> dict:
+    """The row filters of `probe sweep` (degree, condition, contrast, pressured)."""
+    f = {}
+    if a.degree is not None:
+        f["degree"] = a.degree
+    if a.condition:
+        f["condition"] = a.condition
+    if a.contrast:
+        f["contrast_id"] = a.contrast
+    if a.pressured is not None:
+        f["pressured"] = a.pressured == "yes"
+    return f
+
+
+def probe_options(a: argparse.Namespace):
+    """The :class:`~probes.logistic.ProbeOptions` the probe flags describe."""
+    return options_from_args(ProbeOptions, a, PROBE_FLAGS)
+
+
+def _probe_sweep(a) -> int:
+    from probes.dataset import from_run
+    from probes.sweep import probe_sweep, write_sweep
+    ds = from_run(a.run_dir, a.label, a.sites, probe_filters(a))
+    opts = probe_options(a)
+    table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples, text=a.text)
+    out = Path(a.out) if a.out else RunDir(a.run_dir).probe_dir(a.label).path
+    write_sweep(table, out, ds, opts, run_dir=str(a.run_dir))
+    print(probe_text(table, ds))
+    print(f"\nwrote {out}/probes.parquet (+ .csv, manifest.json) in {table.attrs['seconds']:.1f}s")
+    return 0
+
+
+def _probe_ablation(a) -> int:
+    from probes.ablation import name_ablation
+    out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
+    table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, probe_options(a), a.resamples,
+                          a.batch_size)
+    text = ablation_text(table)
+    if text:
+        print(text)
+    print(f"\nwrote {out}/ablation.parquet (+ .csv, manifest.json, responses.parquet, activations/)")
+    return 0
+
+
+def _probe_attribution(a) -> int:
+    from probes.attribution import run_attribution
+    out = Path(a.out) if a.out else RunDir(a.run_dir).attribution_dir.path
+    table = run_attribution(a.run_dir, out, a.degree, a.batch_size, a.resamples, a.seed, progress=not a.no_progress)
+    print(attribution_text(table))
+    print(f"\nwrote {out}/attribution.parquet (+ .csv, attribution_items.parquet, manifest.json, figures)")
+    return 0
+
+
+def _probe_args(x: argparse.ArgumentParser) -> None:
+    x.add_argument("run_dir")
+    x.add_argument("--label", default="favours_minority",
+                   choices=["favours_minority", "correct", "pressure_followed", "slot_a_minority"])
+    x.add_argument("--sites", nargs="+", default=None, help="default: every cached site")
+    add_flags(x, ProbeOptions, ["engine", "device", "folds", "inner_folds"], choices={"engine": ENGINES})
+    x.add_argument("--resamples", type=int, default=1000)
+    add_flags(x, ProbeOptions, ["seed"])
+    x.add_argument("--out", default=None)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `probe` command group to the top-level subparsers ``sub``."""
+    pr = sub.add_parser("probe", help="linear probes on a run's activation cache").add_subparsers(
+        dest="probe_command", required=True)
+    s = pr.add_parser("sweep", help="one probe per site, with a shuffled-label control")
+    _probe_args(s)
+    s.add_argument("--degree", type=int, nargs="+", default=None)
+    s.add_argument("--condition", nargs="+", default=None, choices=["GT", "AMB"])
+    s.add_argument("--contrast", nargs="+", default=None)
+    s.add_argument("--pressured", default=None, choices=["yes", "no"])
+    s.add_argument("--no-control", action="store_true")
+    s.add_argument("--text", action="store_true",
+                   help="also the text baseline: the label from the written reasoning (reasoning-mode runs)")
+    s.set_defaults(fn=_probe_sweep)
+    s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
+    _probe_args(s)
+    s.add_argument("--variant", default="label", choices=["label", "degree0"])
+    s.add_argument("--degree", type=int, default=1)
+    s.add_argument("--batch-size", type=int, default=32)
+    s.set_defaults(fn=_probe_ablation)
+    s = pr.add_parser("attribution", help="direct logit attribution of the decision by layer (TransformerLens)")
+    s.add_argument("run_dir")
+    s.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3])
+    s.add_argument("--batch-size", type=int, default=8)
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default=None, help="default: RUN_DIR/attribution")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=_probe_attribution)

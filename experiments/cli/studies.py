@@ -1,0 +1,96 @@
+"""`evenhand compare`, `bbq`, `modes` and `interventions list`: the studies that compare
+configurations of one model."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from .common import boot_args, model_args, prepare
+from .formatting import bbq_text, compare_table, compare_text, modes_text
+
+
+def _compare(a) -> int:
+    if a.other is None:
+        if not str(a.base).endswith((".yaml", ".yml")):
+            raise ValueError("compare takes a comparison config (.yaml) or two response files (BASE OTHER)")
+        return _compare_interventions(a)
+    from evenhand.metrics import compare
+    from evenhand.schema import load_rows
+    result = compare(load_rows(a.base), load_rows(a.other), contrast_type=a.contrast_type, resamples=a.resamples,
+                     seed=a.seed)
+    print(json.dumps(result, indent=2) if a.json else compare_table(result))
+    return 0
+
+
+def _compare_interventions(a) -> int:
+    from interventions.compare import load_config
+    return run_comparison(load_config(a.base), progress=not a.no_progress)
+
+
+def run_comparison(cfg, progress: bool) -> int:
+    """Run a parsed comparison config and print its table (`compare CONFIG.yaml`, `run CONFIG.yaml`)."""
+    from interventions.compare import run_compare
+    table = run_compare(cfg, progress=progress)
+    print(compare_text(table))
+    print(f"\nwrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
+    return 0
+
+
+def bbq(a: argparse.Namespace) -> int:
+    """`evenhand bbq CONFIG.yaml` (also `run` on a BBQ config): run it and print the pooled table."""
+    from evenhand.bbq.run import load_config, run_bbq
+    cfg = load_config(a.config)
+    table = run_bbq(cfg, progress=not a.no_progress)
+    print(bbq_text(table, cfg.model))
+    print(f"\nwrote {cfg.output_dir}/bbq_scores.parquet (+ .csv), answers.parquet, bias_by_configuration.pdf/svg/png")
+    return 0
+
+
+def _modes(a) -> int:
+    from evenhand.modes import mode_switch
+    from evenhand.runs import RunDir, write_table_atomic
+    out, spec, items, lm = prepare(a)
+    table, _ = mode_switch(items, lm, out, a.batch_size, spec.chat_template, a.resamples, progress=not a.no_progress)
+    write_table_atomic(RunDir(out).mode_switch_csv, table)
+    print(modes_text(table, lm.name, len(items)))
+    print(f"\nwrote {out}/mode_switch.csv, answer/, logprob/")
+    return 0
+
+
+def _interventions_list(a) -> int:
+    from interventions.base import registered
+    rows = registered()
+    if a.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']:<18}{r['kind']:<12}{r['description']}")
+    return 0
+
+
+def register_compare(sub: argparse._SubParsersAction) -> None:
+    """Add `compare` to the top-level subparsers ``sub``."""
+    s = sub.add_parser("compare", help="interventions against the baseline (CONFIG.yaml), or two runs (BASE OTHER)")
+    s.add_argument("base", help="a comparison config (.yaml), or the base run's responses")
+    s.add_argument("other", nargs="?", default=None, help="the other run's responses (two-run form)")
+    s.add_argument("--no-progress", action="store_true")
+    boot_args(s)
+    s.set_defaults(fn=_compare)
+
+
+def register_modes_bbq_interventions(sub: argparse._SubParsersAction) -> None:
+    """Add `modes`, `bbq` and `interventions list` to the top-level subparsers ``sub``."""
+    s = sub.add_parser("modes", help="the suite decided in answer and in logprob mode on one model, compared")
+    model_args(s)
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=_modes)
+    s = sub.add_parser("bbq", help="BBQ asked five ways on one model (CONFIG.yaml)")
+    s.add_argument("config")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=bbq)
+    iv = sub.add_parser("interventions", help="the registered debiasing interventions").add_subparsers(
+        dest="interventions_command", required=True)
+    s = iv.add_parser("list", help="name, kind and description of each")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=_interventions_list)

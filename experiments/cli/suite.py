@@ -1,0 +1,115 @@
+"""`evenhand suite ...`: counts, export, one item, the datasheet, validation and the FairStress import."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+
+def _suite_stats(a) -> int:
+    from evenhand.suite.stats import suite_stats
+    st = suite_stats(a.subset, a.seed)
+    if a.json:
+        print(json.dumps(st, indent=2))
+        return 0
+    print(f"EvenHand suite {st['suite_version']}")
+    for k in ("scenarios", "domains", "contrasts", "degrees", "pressure_families", "pressure_sentences",
+              "negative_polarity_scenarios", "items_per_cell", "cells_full", "items_full"):
+        print(f"  {k:<30} {st[k]:,}")
+    if a.subset:
+        print(f"  items in subset {a.subset!r} (seed {a.seed}): {st['items_subset']:,}")
+        for k, v in st["subset_breakdown"].items():
+            if k not in ("domain", "contrast_id"):
+                print(f"    by {k}: " + ", ".join(f"{kk}={vv}" for kk, vv in v.items()))
+    return 0
+
+
+def _suite_export(a) -> int:
+    from evenhand.suite.export import items_for, write_items
+    t0 = time.perf_counter()
+    n = write_items(items_for(a.subset, a.seed), a.out, a.limit)
+    print(f"wrote {n:,} items of {a.subset!r} (seed {a.seed}) to {a.out} in {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+def _suite_show(a) -> int:
+    from evenhand.suite.generate import item_by_id
+    item = item_by_id(a.item_id)
+    if a.json:
+        print(json.dumps(item, indent=2, ensure_ascii=False))
+        return 0
+    print(item.pop("prompt"))
+    print("-" * 72)
+    for k, v in item.items():
+        print(f"{k:<24} {v}")
+    return 0
+
+
+def _suite_datasheet(a) -> int:
+    from evenhand.suite.stats import datasheet
+    text = datasheet()
+    if a.out:
+        from evenhand.runs import atomic_path
+        with atomic_path(Path(a.out)) as tmp:
+            Path(tmp).write_text(text)
+        print(f"wrote {a.out}")
+    else:
+        print(text, end="")
+    return 0
+
+
+def _suite_validate(a) -> int:
+    from evenhand.suite.content import validate_content
+    from evenhand.suite.validate import validate_suite
+    problems = validate_content()
+    n, item_problems = validate_suite(full=a.full)
+    for p in problems + item_problems[:50]:
+        print(p)
+    total = len(problems) + len(item_problems)
+    print(f"content checked; {n:,} rendered items checked; {total} problem(s)")
+    return 1 if total else 0
+
+
+def _suite_import(a) -> int:
+    from evenhand.runs import write_table_atomic
+    from evenhand.suite.fairstress import load_fairstress, released_disagreements
+    df = load_fairstress(a.rows, a.corrections)
+    write_table_atomic(Path(a.out), df)
+    ex = df["exclusion_reason"].value_counts().to_dict()
+    print(f"wrote {len(df):,} rows to {a.out}; excluded: {ex or 'none'}; negative-polarity scenarios: "
+          f"{df.loc[df['question_polarity'] == 'negative', 'scenario_id'].nunique()}")
+    print(f"pressured rows without a matching baseline: {(df['baseline_id'] == 'missing-baseline').sum():,}; "
+          f"released resolved/targets differing from METRICS.md on positive questions: {released_disagreements(df)}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the `suite` command group to the top-level subparsers ``sub``."""
+    suite = sub.add_parser("suite", help="the decision suite").add_subparsers(dest="suite_command", required=True)
+    s = suite.add_parser("stats", help="counts of the suite (and of a subset)")
+    s.add_argument("--subset", choices=["smoke", "core"])
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=_suite_stats)
+    s = suite.add_parser("export", help="write a subset's items to JSONL or parquet")
+    s.add_argument("--subset", required=True, choices=["smoke", "core", "full"])
+    s.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--limit", type=int, default=None, help="stop after this many items")
+    s.set_defaults(fn=_suite_export)
+    s = suite.add_parser("show", help="one item's prompt and fields")
+    s.add_argument("item_id")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=_suite_show)
+    s = suite.add_parser("datasheet", help="the generated datasheet (Markdown)")
+    s.add_argument("--out")
+    s.set_defaults(fn=_suite_datasheet)
+    s = suite.add_parser("validate", help="check the content and rendered items")
+    s.add_argument("--full", action="store_true", help="also every cell's baseline (slow)")
+    s.set_defaults(fn=_suite_validate)
+    s = suite.add_parser("import-fairstress", help="map released FairStress rows onto EvenHand's schema")
+    s.add_argument("rows", help="released rows, .jsonl or .parquet")
+    s.add_argument("--corrections", help="the maintainers' corrections JSON")
+    s.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
+    s.set_defaults(fn=_suite_import)

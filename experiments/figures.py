@@ -1,0 +1,91 @@
+"""Figures over run and sweep directories: :func:`run_figures` walks one or more finished run
+directories (or a sweep directory, standing for its finished cells), computes each run's tidy metrics
+table once (:func:`evenhand.figures.metrics_table`) and draws every figure that the run's files
+support:
+
+- the progression, the FragGap heatmap, flips by pressure family and the LaTeX table
+  (:mod:`evenhand.figures`);
+- probe accuracy by layer, with a matching name ablation (``probes/<label>/probes.parquet``,
+  ``ablation/*/ablation.parquet``);
+- direct logit attribution (``attribution/attribution.parquet``, :mod:`probes.attribution`);
+- for reasoning-mode runs, the explanation-language words (:mod:`probes.language`), for all
+  choices and for correct choices on GT items, as a table and a figure.
+
+``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from evenhand.figures import family_figure, heatmap_figure, latex_table, metrics_table, probe_figure, progression_figure
+from evenhand.runs import RunDir, write_table_atomic
+
+
+def sweep_cells_dirs(sweep_dir: str | Path) -> list[Path] | None:
+    """The finished cells' run directories of a sweep directory (for figures); None when ``sweep_dir``
+    is not a sweep directory."""
+    run = RunDir(sweep_dir)
+    man = run.manifest() if run.exists() else {}
+    if (man.get("config") or {}).get("kind") != "sweep":
+        return None
+    cells = [RunDir(c["output_dir"]) for c in man.get("cells", [])]
+    return [c.path for c in cells if c.responses_path.exists()]
+
+
+def _same_rows(probes: pd.DataFrame, ablation: pd.DataFrame) -> bool:
+    """Whether an ablation's probes were fitted on the probe sweep's rows (its filters: the ablated
+    degree only), so that the two can share a figure."""
+    if "filters" not in probes.columns or "degree" not in ablation.columns:
+        return False
+    filters = json.loads(probes["filters"].iloc[0] or "{}")
+    degree = filters.pop("degree", None)
+    degrees = degree if isinstance(degree, list) else [degree]
+    return not filters and degrees == [int(ablation["degree"].iloc[0])]
+
+
+def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
+                formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = 1000) -> list[Path]:
+    """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
+    A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures)."""
+    if len(run_dirs) == 1:
+        cells = sweep_cells_dirs(run_dirs[0])
+        if cells is not None:
+            if not cells:
+                raise FileNotFoundError(f"{run_dirs[0]}: no finished cell to draw")
+            return run_figures(cells, Path(out) if out else RunDir(run_dirs[0]).figures, formats, resamples)
+    table = pd.concat([metrics_table(rd, resamples) for rd in run_dirs], ignore_index=True)
+    first = RunDir(run_dirs[0])
+    out = Path(out) if out else first.figures
+    out.mkdir(parents=True, exist_ok=True)
+    paths = progression_figure(table, out / "progression", formats)
+    if (table["breakdown"] == "contrast_category").any():
+        paths += heatmap_figure(table, out / "fraggap_heatmap", formats=formats)
+    if (table["breakdown"] == "pressure_family").any():
+        paths += family_figure(table, out / "flips_by_family", formats=formats)
+    for p in first.probe_dirs():
+        probes = pd.read_parquet(p.probes_table)
+        ablations = [t for t in (pd.read_parquet(a.ablation_table) for a in first.ablation_dirs())
+                     if len(t) and t["label"].iloc[0] == p.path.name and _same_rows(probes, t)]
+        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations)
+    attribution = first.attribution_dir.attribution_table
+    if attribution.exists():
+        from probes.attribution import attribution_figure
+        paths += attribution_figure(pd.read_parquet(attribution), out / "attribution", "degree", formats)
+    resp = first.read_responses()
+    if "mode" in resp.columns and (resp["mode"] == "reasoning").any():
+        from probes.language import explanation_words, words_figure
+        for tag, only in (("all", False), ("correct_gt", True)):
+            try:
+                words = explanation_words(resp[resp["mode"] == "reasoning"], correct_gt_only=only)
+            except ValueError:
+                continue
+            write_table_atomic(out / f"explanation_words_{tag}.csv", words)
+            paths += words_figure(words, out / f"explanation_words_{tag}", formats=formats)
+    tex = out / "headline.tex"
+    tex.write_text(latex_table(table))
+    paths.append(tex)
+    return paths
