@@ -100,7 +100,7 @@ def favoured_slot(item: dict) -> str:
 
 def decision_tokens(tokenizer, text: str, item: dict, special: bool) -> DecisionTokens:
     """The sequence and label tokens at which the two answers first diverge (see the module docstring)."""
-    from evenhand.decide import label_token_ids
+    from evenhand.engine.scoring import label_token_ids
     from evenhand.prompts import labels
 
     label_a, label_b = labels(item)
@@ -262,8 +262,8 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     import torch
     from tqdm.auto import tqdm
 
-    from evenhand.activations import _equal_length_groups, boot_bridge
-    from evenhand.decide import _Halving
+    from evenhand.activations import boot_bridge
+    from evenhand.engine.batching import Halving, equal_length_groups
     from evenhand.models.sites import n_layers
     from evenhand.prompts import model_text, user_message, uses_chat_template
 
@@ -282,11 +282,11 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     sites = component_sites(n_layers(lm.model))
     readout = _Readout(lm)
     run = _runner(lm, bridge if bridge is not None else boot_bridge(lm), seqs, sites, readout)
-    halving = _Halving(batch_size)
+    halving = Halving(batch_size)
     results: list[dict | None] = [None] * len(seqs)
     bar = tqdm(total=len(seqs), unit="item", disable=not progress, desc="attribution", dynamic_ncols=True)
     with torch.inference_mode():
-        for group in _equal_length_groups([len(s.ids) for s in seqs]):
+        for group in equal_length_groups([len(s.ids) for s in seqs]):
             for k in range(0, len(group), batch_size):
                 idx = group[k:k + batch_size]
                 for i, row in zip(idx, halving.run(run, idx)):

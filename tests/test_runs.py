@@ -179,7 +179,8 @@ def test_find_lists_the_runs_under_a_directory(tmp_path):
 def test_a_run_failing_after_its_decisions_resumes_without_deciding_again(tmp_path, smoke_items, monkeypatch):
     """The runner's stages: a failure in ``score`` leaves the run failed there; the rerun skips the decisions
     (written and recorded) and finishes; a third run skips every finished stage."""
-    import evenhand.decide
+    import importlib
+
     import experiments.runner as runner
     from experiments.config import CacheConfig, RunConfig, SuiteConfig
     from evenhand.models.loading import ModelSpec
@@ -190,8 +191,9 @@ def test_a_run_failing_after_its_decisions_resumes_without_deciding_again(tmp_pa
     cfg = RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
                     suite=SuiteConfig(subset=str(tmp_path / "items.parquet")), batch_size=4, resamples=50,
                     cache=CacheConfig(enabled=True, dtype="float32"))
-    decided, real_decide, real_score = [], evenhand.decide.decide, runner.score_run
-    monkeypatch.setattr(evenhand.decide, "decide", lambda *a, **k: decided.append(1) or real_decide(*a, **k))
+    engine = importlib.import_module("evenhand.decide")  # the module (``evenhand.decide`` is also the function)
+    decided, real_decide, real_score = [], engine.decide, runner.score_run
+    monkeypatch.setattr(engine, "decide", lambda *a, **k: decided.append(1) or real_decide(*a, **k))
 
     def broken(*args, **kwargs):
         raise OSError("disk full")
