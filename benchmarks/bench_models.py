@@ -7,7 +7,7 @@ of ``--reps`` repetitions after a warm-up:
       read in one nnsight trace, vs a plain forward of the same padded batch
       (both with logits_to_keep=1; the full-logits forward is printed too);
       and the whole cache stage per batch (tokenising, tracing, copying to host);
-  (b) answer mode (evenhand.decide, 8 greedy tokens, parsing) vs a bare batched
+  (b) answer mode (evenhand.decisions, 8 greedy tokens, parsing) vs a bare batched
       ``generate`` loop (tokenise, generate 8 greedy tokens, decode);
   (c) logprob mode (both labels scored) vs a plain forward with logits_to_keep=1.
 
@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from evenhand.activations import CacheOptions, nnsight_runner, trace_body  # noqa: E402
-from evenhand.decide import DecideOptions, decide  # noqa: E402
+from evenhand.decisions import DecideOptions, decide  # noqa: E402
 from evenhand.engine.batching import left_pad  # noqa: E402
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model  # noqa: E402
 from evenhand.models.sites import expand, resolve  # noqa: E402

@@ -1,4 +1,4 @@
-"""Throughput of evenhand.decide on one device: each change as a ratio against the version before it.
+"""Throughput of evenhand.decisions on one device: each change as a ratio against the version before it.
 
 The prompts: a matched set of real suite items (:func:`evenhand.models.policy.matched_items`):
 for each cell (scenario, degree, contrast, variant, slot order) its baseline and one sentence
@@ -50,7 +50,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import evenhand.decide as D  # noqa: E402
+import evenhand.decisions as D  # noqa: E402
 import evenhand.engine.scoring as S  # noqa: E402
 from evenhand.engine.batching import left_pad, token_ids  # noqa: E402
 from bench_models import SHAPES, paired, random_model  # noqa: E402

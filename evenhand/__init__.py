@@ -9,14 +9,12 @@ The public API, for a notebook (``import evenhand as eh``)::
     report = eh.score(responses)                    # FairStress metrics with cluster-bootstrap CIs
 
 Names load on first use (PEP 562), so ``import evenhand`` imports neither torch nor transformers.
-``eh.decide`` is the function :func:`evenhand.decide.decide`; the engine module it lives in is
-reached with ``from evenhand.decide import ...``.
+``eh.decide`` is the function :func:`evenhand.decisions.decide` (its module is named ``decisions`` so
+that importing it never shadows the function on the package).
 """
 from __future__ import annotations
 
-import sys
-import types
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .lazy import lazy_exports
 
@@ -32,7 +30,7 @@ _EXPORTS = {
     "ModelLoadError": ".models.loading", "PRESETS": ".models.loading",
     "SimulatedModel": ".models.simulated", "PlantedPolicy": ".models.policy",
     # deciding
-    "decide": ".decide", "DecideOptions": ".decide",
+    "decide": ".decisions", "DecideOptions": ".decisions",
     # caching
     "cache": ".activations:cache_activations", "cache_activations": ".activations",
     "CacheOptions": ".activations", "ActivationCache": ".activations",
@@ -47,26 +45,11 @@ __all__ = sorted([*_EXPORTS, *_SUBMODULES, "ORGANISM"])
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
 
 
-class _Package(types.ModuleType):
-    """The package's module type: keeps ``evenhand.decide`` the function.
-
-    Importing the submodule :mod:`evenhand.decide` binds the package attribute of the same name to
-    the module; this binds the module's ``decide`` function instead, so ``eh.decide(...)`` works
-    whichever of the two was imported first."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "decide" and isinstance(value, types.ModuleType):
-            value = value.decide
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
 if TYPE_CHECKING:
     from . import suite
     from .activations import ActivationCache, CacheOptions, cache_activations
     from .activations import cache_activations as cache
-    from .decide import DecideOptions, decide
+    from .decisions import DecideOptions, decide
     from .metrics import HEADLINE, compare, score
     from .models.loading import PRESETS, LoadedModel, ModelLoadError, ModelSpec, load_model
     from .models.policy import PlantedPolicy

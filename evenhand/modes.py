@@ -25,7 +25,7 @@ def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 
     import hashlib
     from dataclasses import asdict
 
-    from .decide import DecideOptions, decide
+    from .decisions import DecideOptions, decide
     from .metrics import compare, score
     from .runs import RunDir
     from .schema import validate_rows

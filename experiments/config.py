@@ -2,7 +2,7 @@
 builder, :func:`evenhand.options.build` (``yaml.safe_load`` only; every error names the field, e.g.
 ``suite.subset``, and says what was expected; an unknown field suggests the closest known one).
 The field checks beyond the types are :data:`RULES`. A field that an option dataclass of the engine
-also has (:class:`~evenhand.decide.DecideOptions`, :class:`~evenhand.activations.CacheOptions`,
+also has (:class:`~evenhand.decisions.DecideOptions`, :class:`~evenhand.activations.CacheOptions`,
 :class:`~probes.logistic.ProbeOptions`) takes its default from there, and the runner passes every
 shared field on (:func:`options_for`), so the two cannot drift apart.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evenhand.activations import CacheOptions
-from evenhand.decide import DecideOptions
+from evenhand.decisions import DecideOptions
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from probes.logistic import ProbeOptions

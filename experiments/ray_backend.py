@@ -45,7 +45,7 @@ def _worker_class(ray, max_restarts: int, max_task_retries: int):
             return os.getpid()
 
         def decide_shard(self, records: list[dict], opts: dict, out_dir: str, delay: float = 0.0) -> int:
-            from evenhand.decide import DecideOptions, decide
+            from evenhand.decisions import DecideOptions, decide
             if delay:
                 time.sleep(delay)
             table = decide(pd.DataFrame(records), self.lm, DecideOptions(**opts), out_dir=out_dir)
@@ -62,7 +62,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise RuntimeError("the ray backend needs Ray: pip install -e '.[ray]'") from exc
-    from evenhand.decide import DecideOptions
+    from evenhand.decisions import DecideOptions
     from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
     from evenhand.runs import RunDir
     from evenhand.shards import ParquetShards

@@ -122,13 +122,13 @@ def run_info(cfg: RunConfig, items) -> dict:
 
 def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
-    from evenhand.decide import DecideOptions
+    from evenhand.decisions import DecideOptions
 
     out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     locate(spec)  # fails fast on a missing model
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
-    from evenhand.decide import decide
+    from evenhand.decisions import decide
     from evenhand.models.loading import load_model
 
     items = suite_items(cfg.suite)

@@ -15,7 +15,7 @@ written (here 4 cells). Every cell is a complete config (validated before
 anything runs, errors name the axis and value) with ``output_dir`` set to
 ``OUTPUT_DIR/cells/<cell name>``, and runs exactly as it would alone. Cells
 whose run directory says ``done`` are skipped, and a cell that was
-interrupted resumes from its saved batches (see :mod:`evenhand.decide`), so
+interrupted resumes from its saved batches (see :mod:`evenhand.decisions`), so
 a sweep killed half-way and run again finishes with the same table as an
 uninterrupted one (tested).
 

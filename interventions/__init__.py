@@ -21,8 +21,8 @@ from evenhand.lazy import lazy_exports
 _EXPORTS = {
     "Intervention": ".base", "EditingIntervention": ".base", "DirectionIntervention": ".base",
     "Fitted": ".base", "InterventionError": ".base", "KINDS": ".base",
-    "register": ".base", "get": ".base", "registered": ".base", "check_fitted": ".base", "decide_with": ".base",
-    "load_plugin": ".base",
+    "register": ".base", "check_fitted": ".base", "decide_with": ".base",
+    "get": ".registry", "registered": ".registry", "load_plugin": ".registry",
     "CompareConfig": ".compare", "parse_config": ".compare", "load_config": ".compare", "run_compare": ".compare",
     "frontier_points": ".figures", "frontier_figure": ".figures",
 }
@@ -31,6 +31,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:
     from .base import (KINDS, DirectionIntervention, EditingIntervention, Fitted, Intervention, InterventionError,
-                       check_fitted, decide_with, get, load_plugin, register, registered)
+                       check_fitted, decide_with, register)
+    from .registry import get, load_plugin, registered
     from .compare import CompareConfig, load_config, parse_config, run_compare
     from .figures import frontier_figure, frontier_points

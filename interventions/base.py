@@ -31,19 +31,17 @@ Kinds:
   runs this control beside every such method, and the test suite checks it for
   every registered one.
 
-:func:`register` adds a class to the registry after checking its declarations;
-:func:`load_plugin` imports a user module (or file) that registers more methods.
+:func:`register` adds a class to the registry after checking its declarations. Looking methods up
+(:func:`interventions.registry.get`, ``registered``) and importing user modules (``load_plugin``)
+live in :mod:`interventions.registry`, which imports the built-in methods: they import this module,
+never the other way round.
 """
 from __future__ import annotations
 
 import abc
 import contextlib
-import importlib
-import importlib.util
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, fields, is_dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -162,7 +160,7 @@ class Intervention:
 
     def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
         """Decisions under this intervention: rewrite the items with the apply ``options``, then decide."""
-        from evenhand.decide import decide
+        from evenhand.decisions import decide
         options = self.apply_options(options)
         rows = [self.rewrite(dict(r), options) for r in items.to_dict("records")]
         return decide(pd.DataFrame(rows), lm, opts)
@@ -199,7 +197,7 @@ class EditingIntervention(Intervention, abc.ABC):
 
     def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
         """Decisions with the edits applied."""
-        from evenhand.decide import decide
+        from evenhand.decisions import decide
         with self.apply(fitted, lm, options):
             return decide(items, lm, opts)
 
@@ -287,53 +285,3 @@ def register(cls: type[Intervention]) -> type[Intervention]:
         raise InterventionError(f"an intervention named {name!r} is already registered ({REGISTRY[name].__name__})")
     REGISTRY[name] = cls
     return cls
-
-
-def get(name: str) -> Intervention:
-    """The intervention registered as ``name`` (instances hold no options)."""
-    _load_builtin()
-    if name not in REGISTRY:
-        raise InterventionError(f"unknown intervention {name!r}; registered: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name]()
-
-
-def registered() -> list[dict]:
-    """Name, kind, one-line description, fit and apply options (with defaults) of every registered intervention."""
-    _load_builtin()
-    return [{"name": n, "kind": c.kind, "description": (c.__doc__ or "").strip().splitlines()[0],
-             "fit_options": options_json(c.FitOptions()), "apply_options": options_json(c.ApplyOptions()),
-             "random_control": c.has_random_control}
-            for n, c in REGISTRY.items()]
-
-
-def load_plugin(module_or_path: str | Path):
-    """Import a user module that registers interventions: a dotted module name or a ``.py`` file path.
-
-    Returns the module. Meant for an explicit user argument (e.g. a CLI flag), never for a
-    value read from a config file."""
-    _load_builtin()
-    target = str(module_or_path)
-    path = Path(target)
-    if target.endswith(".py") or path.exists():
-        if not path.is_file():
-            raise InterventionError(f"plugin {target!r}: no such file")
-        mod_name = f"evenhand_plugin_{path.stem}"
-        loaded = sys.modules.get(mod_name)
-        if loaded is not None and Path(loaded.__file__ or "").resolve() == path.resolve():
-            return loaded  # already imported: its classes are registered
-        spec = importlib.util.spec_from_file_location(mod_name, path)
-        if spec is None or spec.loader is None:
-            raise InterventionError(f"plugin {target!r}: not an importable Python file")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[mod_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            sys.modules.pop(mod_name, None)
-            raise
-        return module
-    return importlib.import_module(target)
-
-
-def _load_builtin() -> None:
-    from . import prompting, steered, learned  # noqa: F401  (registration side effects, in table order)

@@ -12,7 +12,7 @@ message per line, ending in ``Assistant:``); a single user message gives exactly
 left-padded batches, greedy, halved on out-of-memory (the engine of
 :mod:`evenhand.engine`). :func:`decide_chat` runs a fixed sequence of user turns
 per item, turn by turn over all items, and returns the columns
-:func:`evenhand.decide.decide` returns plus ``transcript`` (the whole
+:func:`evenhand.decisions.decide` returns plus ``transcript`` (the whole
 conversation as a JSON string), ``n_turns`` and ``n_new_tokens_total``; the
 choice comes from the final turn only (generated and parsed in ``answer`` mode,
 scored as the two labels' log-probabilities after the final user turn in
@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from evenhand.decide import DecideOptions
+from evenhand.decisions import DecideOptions
 from evenhand.engine.batching import Halving, plan_batches, token_lengths
 from evenhand.engine.generation import generate
 from evenhand.engine.rows import choice_fields, response_row
@@ -136,7 +136,7 @@ def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_
     and parse; logprob: score both labels). Batch size, chat template and progress come from
     ``opts``; its token budgets are not used. Returns one row per item in the items' order:
     the item fields (``prompt`` = the first user message) plus the columns of
-    :func:`evenhand.decide.decide` (``text``, ``n_new_tokens``, ``n_prompt_tokens``,
+    :func:`evenhand.decisions.decide` (``text``, ``n_new_tokens``, ``n_prompt_tokens``,
     ``gen_logprob`` and ``batch_size`` describe the final turn; ``seconds`` sums all turns)
     and ``transcript``, ``n_turns``, ``n_new_tokens_total``."""
     records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)

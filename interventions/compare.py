@@ -49,8 +49,9 @@ import pandas as pd
 
 from evenhand.runs import RunDir
 
-from .base import REGISTRY, Fitted, InterventionError, decide_with, get
+from .base import REGISTRY, Fitted, InterventionError, decide_with
 from .fitted import fit_key
+from .registry import get
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     errors name the file and the field)."""
     from evenhand.options import ConfigError, Rules, build
 
-    from .base import registered
+    from .registry import registered
     registered()  # loads the built-in methods
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
@@ -257,7 +258,7 @@ def _rows_for(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.Dat
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) a comparison; returns the tidy table and writes every output. The stages: the
     model, the baseline, one per cell (each done once its responses are written), the table."""
-    from evenhand.decide import DecideOptions, decide
+    from evenhand.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model, locate, resolve_spec
     from evenhand.runs import write_table_atomic
     from evenhand.stages import LoadModel, Step, exists, open_run, run_stages

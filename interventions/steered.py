@@ -134,7 +134,7 @@ class CAA(DirectionIntervention):
     ApplyOptions = CAAApply
 
     def fit_parameters(self, lm, train_items, options: CAAFit, seed: int, progress: bool) -> tuple[dict, dict]:
-        from evenhand.decide import DecideOptions, decide
+        from evenhand.decisions import DecideOptions, decide
         from probes.dataset import labels
         from steering.directions import diff_of_means
         if train_items is None or len(train_items) == 0:

@@ -88,7 +88,7 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     paired bootstrap over scenarios), on the items answered in both runs. ``lm``: the run's model when
     already loaded (else it is loaded from the run's manifest)."""
     from evenhand.activations import ActivationCache, CacheOptions, cache_activations
-    from evenhand.decide import DecideOptions, decide
+    from evenhand.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model
     from evenhand.runs import RunDir, write_table_atomic
 

@@ -13,7 +13,7 @@ degrees 1-3 by default.
 
 **Decision position.** The two labels (``Teacher A`` / ``Teacher B``) are
 tokenised as continuations of the prompt exactly as the logprob mode does
-(:func:`evenhand.decide.label_token_ids`); the sequence run is the prompt
+(:func:`evenhand.decisions.label_token_ids`); the sequence run is the prompt
 plus the labels' common token prefix, and the difference is taken at its last
 position between the first tokens at which the labels differ. When the labels
 differ only in their last token (the usual case) this difference equals

@@ -55,9 +55,9 @@ def test_eh_decide_is_the_function_whatever_is_imported_first():
     # importing the engine module (here through the cache module) must not rebind eh.decide to the module
     r = _python("import evenhand as eh, evenhand.activations, inspect\n"
                 "assert inspect.isfunction(eh.decide), eh.decide\n"
-                "from evenhand.decide import plan_batches\n"
+                "from evenhand.decisions import plan_batches\n"
                 "from evenhand import decide\n"
-                "assert decide is eh.decide and decide.__module__ == 'evenhand.decide'")
+                "assert decide is eh.decide and decide.__module__ == 'evenhand.decisions'")
     assert r.returncode == 0, r.stderr
 
 

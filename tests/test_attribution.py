@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from evenhand.activations import boot_bridge
-from evenhand.decide import DecideOptions, decide
+from evenhand.decisions import DecideOptions, decide
 from evenhand.models.loading import ModelSpec
 from evenhand.prompts import continuation, labels, model_text, user_message
 from probes.attribution import (COMPONENTS, CONDITIONS, aggregate, attribute, attribution_figure, decision_tokens,

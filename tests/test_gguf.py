@@ -40,7 +40,7 @@ def test_cache_equals_hidden_states(real, smoke_items, tmp_path):
 
 
 def test_decides_in_both_modes(real, smoke_items):
-    from evenhand.decide import DecideOptions, decide
+    from evenhand.decisions import DecideOptions, decide
     items = smoke_items.head(4)
     for mode in ("answer", "logprob"):
         r = decide(items, real, DecideOptions(mode=mode, batch_size=4, progress=False))

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.decide import DecideOptions
+from evenhand.decisions import DecideOptions
 from evenhand.models.loading import load_model
 from evenhand.models.tiny import save_tiny_model
 from interventions.base import (REGISTRY, DirectionIntervention, EditingIntervention, Fitted, Intervention,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from evenhand.activations import CacheOptions, cache_activations
-from evenhand.decide import DecideOptions, decide
+from evenhand.decisions import DecideOptions, decide
 from evenhand.models.loading import ModelLoadError, ModelSpec, load_model, locate
 from evenhand.models.sites import SiteError, expand, resolve
 from evenhand.models.tiny import ARCHITECTURES
@@ -188,7 +188,7 @@ def test_decide_resumes_and_skips_done(tiny, smoke_items, tmp_path):
 KILL_SCRIPT = textwrap.dedent("""
     import sys, pandas as pd
     from evenhand.models.loading import load_model
-    from evenhand.decide import decide, DecideOptions
+    from evenhand.decisions import decide, DecideOptions
     items = pd.read_parquet(sys.argv[2])
     lm = load_model(sys.argv[1])
     decide(items, lm, DecideOptions(mode="reasoning", batch_size=2, reasoning_max_new_tokens=24,

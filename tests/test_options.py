@@ -57,7 +57,7 @@ def test_flags_take_defaults_and_help_from_the_dataclass():
 
 def test_cli_defaults_are_the_option_dataclasses_defaults():
     from evenhand.activations import CacheOptions
-    from evenhand.decide import DecideOptions
+    from evenhand.decisions import DecideOptions
     from evenhand.models.loading import ModelSpec
     from experiments.cli import build_parser
     from experiments.config import SuiteConfig

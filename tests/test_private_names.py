@@ -35,8 +35,8 @@ def private_uses(source: str) -> list[tuple[int, str]]:
 
 
 def test_the_check_finds_private_imports():
-    src = "import evenhand.decide as d\nfrom evenhand.decide import _x, y\nfrom . import __version__\nd._z()\n"
-    assert private_uses(src) == [(2, "from evenhand.decide import _x"), (4, "d._z")]
+    src = "import evenhand.decisions as d\nfrom evenhand.decisions import _x, y\nfrom . import __version__\nd._z()\n"
+    assert private_uses(src) == [(2, "from evenhand.decisions import _x"), (4, "d._z")]
 
 
 def test_no_module_imports_another_modules_underscore_names():

@@ -7,12 +7,13 @@ import pandas as pd
 import pytest
 
 import interventions.prompting as P
-from evenhand.decide import DecideOptions, decide
+from evenhand.decisions import DecideOptions, decide
 from evenhand.parse import parse_detail
 from evenhand.prompts import PLAIN_FORMAT, model_text, user_message
 from evenhand.suite.content import load_content
 from evenhand.suite.generate import DEGREES, Cell, degree_valid, other_slot, parse_item_id, render_item
-from interventions.base import REGISTRY, InterventionError, decide_with, get, registered
+from interventions.base import REGISTRY, InterventionError, decide_with
+from interventions.registry import get, registered
 from interventions.chat import conversation_text, generate_turns
 
 NAMES = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot")

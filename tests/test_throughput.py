@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.decide import DecideOptions, decide
+from evenhand.decisions import DecideOptions, decide
 from evenhand.engine import prefix as P
 from evenhand.engine.batching import plan_batches_in_order, token_ids
 from evenhand.engine.prefix import prefix_groups

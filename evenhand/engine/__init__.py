@@ -1,4 +1,4 @@
-"""The decision engine behind :func:`evenhand.decide.decide`, in public modules other packages build on.
+"""The decision engine behind :func:`evenhand.decisions.decide`, in public modules other packages build on.
 
 - :mod:`.batching`: tokenising, batch plans (length bucketing, input order, token order), left
   padding with position ids, and :class:`~.batching.Halving` (a batch split in halves on out-of-memory);

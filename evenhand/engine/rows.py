@@ -1,6 +1,6 @@
 """The one place a response row is built: item fields, engine output and the choice.
 
-:func:`response_row` is what :func:`evenhand.decide.decide` writes per item and what multi-turn
+:func:`response_row` is what :func:`evenhand.decisions.decide` writes per item and what multi-turn
 procedures (``interventions.chat``) write for their final turn, so both tables have the same columns.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from evenhand.decide import DecideOptions
+from evenhand.decisions import DecideOptions
 from evenhand.models.loading import ModelSpec
 from evenhand.options import add_flags, options_from_args
 from experiments.config import SuiteConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from evenhand.activations import CacheOptions
-from evenhand.decide import MODES, DecideOptions
+from evenhand.decisions import MODES, DecideOptions
 from evenhand.options import add_flags, options_from_args
 
 from .common import model_args, prepare
@@ -16,7 +16,7 @@ CACHE_FLAG_NAMES = {"dtype": "--cache-dtype"}
 
 
 def _decide(a) -> int:
-    from evenhand.decide import decide
+    from evenhand.decisions import decide
     from evenhand.runs import RunDir
     out, spec, items, lm = prepare(a)
     opts = options_from_args(DecideOptions, a, DECIDE_FLAGS, chat_template=spec.chat_template)

@@ -58,7 +58,7 @@ def _modes(a) -> int:
 
 
 def _interventions_list(a) -> int:
-    from interventions.base import registered
+    from interventions.registry import registered
     rows = registered()
     if a.json:
         print(json.dumps(rows, indent=2))

@@ -51,7 +51,7 @@ def heldout_responses(path: str | Path = COMMITTED, n_scenarios: int | None = No
                       batch_size: int = 64, progress: bool = False) -> HeldoutRun:
     """Load the organism at ``path`` and decide its held-out items (the first ``n_scenarios`` held-out
     scenarios, or all) in answer mode."""
-    from ...decide import DecideOptions, decide
+    from ...decisions import DecideOptions, decide
     from ...schema import validate_rows
     from ..loading import load_model
 
