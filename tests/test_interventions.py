@@ -17,7 +17,8 @@ from evenhand.decisions import DecideOptions
 from evenhand.models.loading import load_model
 from evenhand.models.tiny import save_tiny_model
 from interventions.base import (REGISTRY, DirectionIntervention, EditingIntervention, Fitted, Intervention,
-                                InterventionError, decide_with, get, load_plugin, register, registered)
+                                InterventionError, decide_with, register)
+from interventions.registry import get, load_plugin, registered
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = sorted(p for p in (ROOT / "examples").glob("*.py") if "@register" in p.read_text())  # method plugins
@@ -432,3 +433,13 @@ def test_frontier_figure_from_a_table(tmp_path):
                      "ci_low": loss - .01, "ci_high": loss + .01, "n": 10})
     paths = frontier_figure(pd.DataFrame(rows), tmp_path / "frontier")
     assert [p.suffix for p in paths] == [".pdf", ".svg", ".png"] and all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_cli_loads_a_plugin_for_any_command(capsys, tmp_path):
+    """`evenhand --plugin FILE ...` registers the user's method before the command runs; a plugin that
+    cannot be imported is a one-line error naming it, not a traceback."""
+    from experiments.cli import main
+    assert main(["--plugin", str(ROOT / "examples" / "directional_ablation.py"), "interventions", "list"]) == 0
+    assert "directional_ablation" in capsys.readouterr().out
+    assert main(["--plugin", "no_such_module_evenhand", "interventions", "list"]) == 2
+    assert "--plugin no_such_module_evenhand" in capsys.readouterr().err

@@ -14,6 +14,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The full ``evenhand`` argument parser (every command, flag and default)."""
     p = argparse.ArgumentParser(prog="evenhand", description="Measure asymmetric demographic bias in LLM decisions.")
     p.add_argument("--version", action="version", version=f"evenhand {__version__}")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                   help="import a module or .py file that registers interventions of your own before the command "
+                        "runs (repeatable; see docs/INTERVENTIONS.md)")
     sub = p.add_subparsers(dest="command", required=True)
     suite.register(sub)
     score.register_score(sub)
@@ -37,6 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     from evenhand.schema import RowError
     from evenhand.suite.content import ContentError
     try:
+        if args.plugin:
+            from interventions.registry import load_plugin
+            for plugin in args.plugin:
+                try:
+                    load_plugin(plugin)
+                except ImportError as exc:
+                    raise ValueError(f"--plugin {plugin}: {exc}") from exc
         return args.fn(args)
     except (RowError, ContentError, RunError, ModelLoadError, KeyError, ValueError, TypeError,
             FileNotFoundError) as exc:
