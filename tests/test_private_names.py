@@ -10,8 +10,9 @@ PACKAGES = ("evenhand", "probes", "steering", "interventions", "experiments", "b
 
 
 def private_uses(source: str) -> list[tuple[int, str]]:
-    """``(line, name)`` of every ``from X import _name`` and every ``module._name`` on an imported name
-    (dunder names such as ``__version__`` are public)."""
+    """``(line, name)`` of every ``from X import _name`` and every ``module._name`` on a name imported from
+    this project's packages (dunder names such as ``__version__`` are public; other libraries' private
+    names, such as ``argparse._SubParsersAction`` in a type hint, are theirs to keep)."""
     tree = ast.parse(source)
     imported: set[str] = set()
     found = []
@@ -19,14 +20,19 @@ def private_uses(source: str) -> list[tuple[int, str]]:
     def private(name: str) -> bool:
         return name.startswith("_") and not name.startswith("__")
 
+    def ours(module: str | None, level: int) -> bool:
+        return level > 0 or (module or "").split(".")[0] in PACKAGES
+
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
+            if not ours(node.module, node.level):
+                continue
             for a in node.names:
                 imported.add(a.asname or a.name)
                 if private(a.name):
                     found.append((node.lineno, f"from {'.' * node.level}{node.module or ''} import {a.name}"))
         elif isinstance(node, ast.Import):
-            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names if ours(a.name, 0))
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and private(node.attr) and isinstance(node.value, ast.Name) \
                 and node.value.id in imported:
@@ -35,8 +41,10 @@ def private_uses(source: str) -> list[tuple[int, str]]:
 
 
 def test_the_check_finds_private_imports():
-    src = "import evenhand.decisions as d\nfrom evenhand.decisions import _x, y\nfrom . import __version__\nd._z()\n"
-    assert private_uses(src) == [(2, "from evenhand.decisions import _x"), (4, "d._z")]
+    src = ("import evenhand.decisions as d\nfrom evenhand.decisions import _x, y\nfrom . import __version__\nd._z()\n"
+           "import argparse\nfrom .base import _hidden\nx: argparse._SubParsersAction\n")
+    assert private_uses(src) == [(2, "from evenhand.decisions import _x"), (6, "from .base import _hidden"),
+                                 (4, "d._z")]
 
 
 def test_no_module_imports_another_modules_underscore_names():
