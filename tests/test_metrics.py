@@ -12,7 +12,7 @@ from evenhand.schema import validate_rows
 from tests.reference_metrics import reference
 
 
-def _row(iid, scen="s1", cond="GT", pol="positive", mslot="A", correct="A", truth="minority", pid=None,
+def _row(iid, scen="education.assistant_principal_promotion", cond="GT", pol="positive", mslot="A", correct="A", truth="minority", pid=None,
          pslot=None, resolved=None, targets=None, choice="A", base=None, deg=3, contrast="blackM_whiteM"):
     return {"item_id": iid, "baseline_id": base or iid, "scenario_id": scen, "condition": cond,
             "question_polarity": pol, "degree": deg, "contrast_id": contrast, "contrast_type": "type1",
@@ -296,4 +296,4 @@ def test_scoring_accepts_raw_decide_output(smoke_items):
     other = SimulatedModel(PlantedBias(), seed=1).decide(smoke_items)
     assert compare(raw, other, resamples=50) == compare(valid, validate_rows(other), resamples=50)
     with pytest.raises(RowError, match="question_polarity"):
-        score(raw.drop(columns="question_polarity"))
+        score(raw.assign(question_polarity="sideways"))

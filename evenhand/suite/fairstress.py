@@ -90,7 +90,7 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
     bad_dom = set(corr["f6f9_incoherent_domains"])
     out = []
     for i, r in enumerate(rows.to_dict("records")):
-        where = f"line {r['_line']}" if "_line" in r else f"row {i}"
+        where = r.get("_where", f"row {i}")
         where += f" (item_id={r.get('item_id', '?')})"
         for f in ("item_id", "scenario_id", "condition", "signaling_level", "contrast_id", "minority_slot"):
             if _norm(r.get(f)) is None:
