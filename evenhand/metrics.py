@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 
 from .parse import parse_choice
-from .schema import ensure_valid, favours_minority, load_rows
+from .schema import ensure_valid, load_rows
+from .sides import favours_minority
 from .stats import Estimate, bootstrap_estimate, paired_difference, resample_weights
 from .stats import cluster_sums as _sum_by_cluster
 

@@ -8,8 +8,7 @@ file that lacks some of :data:`REQUIRED` is joined to the suite by ``item_id``
 suite's items. Files are read by :mod:`evenhand.rowfiles` (JSONL, JSON, CSV,
 parquet, gzip'd or not). Validation gathers every problem and raises one
 :class:`RowError` naming the row and field of each (the first 20, with counts
-per kind). :func:`favours_minority` is the one rule for which side a choice
-favours.
+per kind). Which side a choice favours: :mod:`evenhand.sides`.
 """
 from __future__ import annotations
 
@@ -23,6 +22,9 @@ import pandas as pd
 from .problems import Problem, RowError, raise_problems
 from .rowfiles import ORDER, WHERE, read_table
 
+__all__ = ["REQUIRED", "OPTIONAL", "ADDED", "RowError", "Problem", "read_rows", "validate_rows", "ensure_valid",
+           "load_rows"]
+
 REQUIRED = ("item_id", "baseline_id", "scenario_id", "condition", "question_polarity", "degree", "contrast_id",
             "contrast_type", "minority_slot", "correct_slot", "truth_favors", "pressure_id", "pressure_family",
             "pressure_slot", "pressure_resolved", "pressure_targets")
@@ -34,24 +36,6 @@ FAIRSTRESS = "fairstress"
 """The ``source`` of released FairStress rows (`evenhand suite import-fairstress`): their scenario ids are the
 release's own, so they are not checked against the suite's."""
 _TRUE, _FALSE = {"true", "1", "yes", "t", "y"}, {"false", "0", "no", "f", "n", ""}
-
-
-def favours_minority(choice: object, minority_slot: object, question_polarity: object) -> bool | np.ndarray:
-    """Whether choosing the slot ``choice`` favours the minority-coded candidate (docs/METRICS.md).
-
-    On a positive question ("who should get the job?") picking the minority-coded
-    candidate's slot favours them; on a negative question ("who should be laid off?")
-    picking the other slot does. Scalars give a bool; arrays or Series give a bool array,
-    elementwise. A missing choice (None) compares as not the minority slot: mask
-    unanswered rows yourself."""
-    picked = np.asarray(choice, dtype=object) == np.asarray(minority_slot, dtype=object)
-    favours = picked ^ (np.asarray(question_polarity, dtype=object) == "negative")
-    return bool(favours) if np.ndim(favours) == 0 else np.asarray(favours, dtype=bool)
-
-
-def minority_favouring_slot(minority_slot: str, question_polarity: str) -> str:
-    """The slot ('A' or 'B') whose choice favours the minority-coded candidate (:func:`favours_minority`)."""
-    return "A" if favours_minority("A", minority_slot, question_polarity) else "B"
 
 
 def _missing(v) -> bool:
@@ -171,7 +155,7 @@ def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
     joined = any(f not in df.columns for f in REQUIRED)
     if joined:
         from .suite.join import join_suite  # here: the suite's modules import this one
-        df, skip, join_problems = join_suite(df, where, order)
+        df, skip, join_problems = join_suite(df, REQUIRED, where, order)
         problems += join_problems
     from .suite.content import load_content  # here, so the suite's modules can import this rule
     content = load_content()

@@ -206,7 +206,7 @@ def test_property_exchanging_groups_negates_signed_metrics(smoke_items, seed):
     ("B", "B", "positive", True), ("A", "A", "negative", False), ("B", "A", "negative", True),
     ("A", "B", "negative", True), ("B", "B", "negative", False), (None, "A", "positive", False)])
 def test_favours_minority_truth_table(choice, mslot, polarity, expected):
-    from evenhand.schema import favours_minority, minority_favouring_slot
+    from evenhand.sides import favours_minority, minority_favouring_slot
     assert favours_minority(choice, mslot, polarity) is expected
     assert favours_minority(np.array([choice], dtype=object), [mslot], pd.Series([polarity])).tolist() == [expected]
     if choice is not None:
@@ -236,7 +236,7 @@ def test_every_user_of_the_rule_agrees(both_polarities):
     follow :func:`evenhand.schema.favours_minority`, on positive and negative questions."""
     from evenhand.metrics import COMPONENTS, indicators
     from evenhand.models.policy import PlantedPolicy
-    from evenhand.schema import favours_minority
+    from evenhand.sides import favours_minority
     from probes.dataset import labels
 
     items = both_polarities

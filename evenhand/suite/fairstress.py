@@ -38,7 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..schema import RowError, favours_minority, read_rows, validate_rows
+from ..schema import RowError, read_rows, validate_rows
+from ..sides import favours_minority
 from .content import load_content
 
 CORRECTION_KEYS = ("polarity_flagged_scenarios", "d2_confound_exclusions", "f6f9_excluded_injection_ids",

@@ -10,12 +10,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ..problems import Problem
-from ..schema import REQUIRED
 from .content import load_content
 from .generate import item_by_id
 
-JOINED = REQUIRED + ("domain", "contrast_category", "candidate_noun")
-"""The item fields a joined row takes from the suite."""
+EXTRA = ("domain", "contrast_category", "candidate_noun")
+"""The item fields a joined row takes from the suite besides the required ones."""
 
 
 def _missing(v: object) -> bool:
@@ -29,19 +28,21 @@ def _same(given: object, ours: object) -> bool:
         return str(given).strip() == str(ours)
 
 
-def join_suite(df: pd.DataFrame, where: list[str], order: list[int]) -> tuple[pd.DataFrame, set[int], list[Problem]]:
-    """``df`` with :data:`JOINED` filled from the suite's items by ``item_id``.
+def join_suite(df: pd.DataFrame, required: tuple[str, ...], where: list[str],
+               order: list[int]) -> tuple[pd.DataFrame, set[int], list[Problem]]:
+    """``df`` with the ``required`` item fields and :data:`EXTRA` filled from the suite's items by ``item_id``.
 
     Returns the joined frame, the positions of rows that could not be joined (each has a problem)
     and the problems: an id that is not a suite item's, another ``suite_version``, a given item
     field that disagrees with the suite's."""
     content = load_content()
-    absent = [f for f in REQUIRED if f not in df.columns]
+    joined = tuple(required) + EXTRA
+    absent = [f for f in required if f not in df.columns]
     problems: list[Problem] = []
     failed: set[int] = set()
-    filled = {f: [None] * len(df) for f in JOINED}
+    filled = {f: [None] * len(df) for f in joined}
     versions = df["suite_version"].tolist() if "suite_version" in df.columns else [None] * len(df)
-    given = {f: df[f].tolist() for f in JOINED if f in df.columns}
+    given = {f: df[f].tolist() for f in joined if f in df.columns}
     for i, iid in enumerate(df["item_id"].tolist()):
         if _missing(iid):
             problems.append(Problem(order[i], where[i], "item_id", "missing value", "is missing"))
@@ -67,10 +68,10 @@ def join_suite(df: pd.DataFrame, where: list[str], order: list[int]) -> tuple[pd
                 problems.append(Problem(order[i], where[i], f, "disagrees with the suite",
                                         f"is {vals[i]!r} but suite item {iid} has {item[f]!r}"))
                 failed.add(i)
-        for f in JOINED:
+        for f in joined:
             filled[f][i] = item[f]
     out = df.copy()
-    for f in JOINED:
+    for f in joined:
         out[f] = filled[f]
     out["suite_version"] = content.version
     return out, failed, problems
