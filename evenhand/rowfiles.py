@@ -72,6 +72,8 @@ def _decode(data: bytes, path: Path) -> tuple[str, dict[int, str]]:
 
 def _utf8_problems(row: dict, order: int, where: str, why: str) -> list[Problem]:
     fields = [k for k, v in row.items() if isinstance(v, str) and "\ufffd" in v]
+    if row.get("item_id") is not None:
+        where += f" (item_id={row['item_id']})"
     msg = f"has bytes that are not UTF-8 ({why}): save the file as UTF-8"
     if not fields:
         return [Problem(order, where, None, "not UTF-8", msg)]

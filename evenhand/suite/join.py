@@ -59,8 +59,7 @@ def join_suite(df: pd.DataFrame, required: tuple[str, ...], where: list[str],
             item = item_by_id(str(iid), content)
         except KeyError as exc:
             problems.append(Problem(order[i], where[i], "item_id", "unknown item id",
-                                    f"is not an item of suite {content.version} ({exc.args[0]}); a row that is not "
-                                    f"needs every required field, and the file has no {', '.join(absent)}"))
+                                    f"is not an item of suite {content.version} ({exc.args[0]})"))
             failed.add(i)
             continue
         for f, vals in given.items():
@@ -70,6 +69,10 @@ def join_suite(df: pd.DataFrame, required: tuple[str, ...], where: list[str],
                 failed.add(i)
         for f in joined:
             filled[f][i] = item[f]
+    if any(p.kind == "unknown item id" for p in problems):
+        problems.append(Problem(-1, "", None, "missing column",
+                                f"the file has no column {', '.join(absent)}: without them only rows whose item_id is "
+                                f"a suite item's can be scored (every field: docs/METRICS.md)"))
     out = df.copy()
     for f in joined:
         out[f] = filled[f]
