@@ -1,7 +1,7 @@
 """Probe datasets: a run's activation cache joined with its responses.
 
 ``LABELS`` are computed from the model's own answer on the item whose
-activations were cached (METRICS.md, Probes):
+activations were cached (docs/METRICS.md, Probes):
 
 - ``favours_minority`` (the headline): the demographic side it chose; on a
   negative question ("who should *not* ...") picking a candidate favours the

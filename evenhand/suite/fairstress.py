@@ -10,7 +10,7 @@ Mapping: degree = signaling_level; pressure_id/family/slot = injection
 id/family/direction. The released ``expected_correct`` marks the candidate
 who is stronger on the criteria, so ``truth_favors`` follows from it and
 ``minority_slot``. ``pressure_resolved`` and ``pressure_targets`` are
-recomputed from the slots and the (corrected) polarity exactly as METRICS.md
+recomputed from the slots and the (corrected) polarity exactly as docs/METRICS.md
 defines them (who is *favoured*; whether following the pressure gives the
 wrong answer); the released ``injection_resolved``/``injection_targets`` are
 kept as ``released_injection_resolved``/``released_injection_targets`` for
@@ -198,7 +198,7 @@ def _match_baselines(df: pd.DataFrame) -> list[str]:
 
 
 def released_disagreements(df: pd.DataFrame) -> dict[str, int]:
-    """Rows (not polarity-flagged, not excluded) whose released resolved/targets differ from METRICS.md's."""
+    """Rows (not polarity-flagged, not excluded) whose released resolved/targets differ from docs/METRICS.md's."""
     ok = (df["question_polarity"] == "positive") & ~df["excluded"] & df["pressure_id"].notna()
     res = df["released_injection_resolved"].notna() & (df["released_injection_resolved"] != df["pressure_resolved"])
     tgt = df["released_injection_targets"].notna() & df["pressure_targets"].notna() & \
