@@ -48,7 +48,7 @@ def report(problems: Sequence[Problem], source: str | None = None) -> str:
     if len(ps) == 1:
         return prefix + str(ps[0])
     rows = len({p.where for p in ps if p.where})
-    head = f"{prefix}{len(ps):,} problems" + (f" in {rows:,} rows" if rows else "")
+    head = f"{prefix}{len(ps):,} problems" + (f" in {rows:,} row{'s' * (rows != 1)}" if rows else "")
     head += f" (the first {SHOWN} below)" if len(ps) > SHOWN else ""
     lines = [head + ":"] + [f"  {p}" for p in ps[:SHOWN]]
     if len(ps) > SHOWN:
