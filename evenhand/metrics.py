@@ -1,4 +1,4 @@
-"""The METRICS.md metrics, as pure functions of validated response rows.
+"""The docs/METRICS.md metrics, as pure functions of validated response rows.
 
 Every metric is a function of per-scenario *component sums* (numerator and
 denominator counts), so the cluster bootstrap over ``scenario_id`` is one
@@ -26,12 +26,14 @@ toward the minority-coded candidate. Values are fractions.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
 
 from .parse import parse_choice
-from .schema import ensure_valid, favours_minority
+from .schema import ensure_valid, load_rows
+from .sides import favours_minority
 from .stats import Estimate, bootstrap_estimate, paired_difference, resample_weights
 from .stats import cluster_sums as _sum_by_cluster
 
@@ -239,10 +241,15 @@ def select_contrast_type(df: pd.DataFrame, contrast_type: str | None) -> tuple[p
     return df[df["contrast_type"] == contrast_type], contrast_type, note
 
 
-def score(df: pd.DataFrame, contrast_type: str | None = None, resamples: int = 1000, seed: int = 0) -> dict:
+def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None, resamples: int = 1000,
+          seed: int = 0) -> dict:
     """The full report: overall metrics and breakdowns, for one contrast type.
 
-    ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`)."""
+    ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`), or the path
+    of a file of rows (:func:`evenhand.schema.load_rows`: ``item_id`` + ``text`` or ``choice`` is enough for
+    the suite's items)."""
+    if isinstance(df, (str, os.PathLike)):
+        df = load_rows(df)
     sub, ctype, note = select_contrast_type(ensure_valid(df), contrast_type)
     if len(sub) == 0:
         raise ValueError(f"no rows of contrast type {ctype}")

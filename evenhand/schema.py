@@ -1,20 +1,29 @@
 """The response-row schema that scoring needs, and a loader that validates it.
 
-Scoring needs only item fields and a choice (METRICS.md): rows from any
+Scoring needs only item fields and a choice (docs/METRICS.md): rows from any
 source (our suite, the released FairStress rows, a user's own) are accepted
-as long as they carry :data:`REQUIRED` and either ``choice`` or ``text``.
-Every error names the row (1-based line for JSONL, 0-based row for parquet)
-and the field. :func:`favours_minority` is the one rule for which side a
-choice favours.
+as long as they carry :data:`REQUIRED` and either ``choice`` or ``text``; a
+file that lacks some of :data:`REQUIRED` is joined to the suite by ``item_id``
+(:mod:`evenhand.suite.join`), so ``item_id`` + ``text`` is enough for the
+suite's items. Files are read by :mod:`evenhand.rowfiles` (JSONL, JSON, CSV,
+parquet, gzip'd or not). Validation gathers every problem and raises one
+:class:`RowError` naming the row and field of each (the first 20, with counts
+per kind). Which side a choice favours: :mod:`evenhand.sides`.
 """
 from __future__ import annotations
 
-import json
+import difflib
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .problems import Problem, RowError, raise_problems
+from .rowfiles import ORDER, WHERE, read_table
+
+__all__ = ["REQUIRED", "OPTIONAL", "ADDED", "RowError", "Problem", "read_rows", "validate_rows", "ensure_valid",
+           "load_rows"]
 
 REQUIRED = ("item_id", "baseline_id", "scenario_id", "condition", "question_polarity", "degree", "contrast_id",
             "contrast_type", "minority_slot", "correct_slot", "truth_favors", "pressure_id", "pressure_family",
@@ -23,28 +32,10 @@ OPTIONAL = ("domain", "contrast_category", "candidate_noun", "excluded")
 ADDED = ("pressured", "excluded", "contrast_category", "domain")
 """The columns :func:`validate_rows` adds or normalises: rows that carry them all count as validated."""
 NO_PRESSURE = {"", "none", "None", "null"}
-
-
-def favours_minority(choice: object, minority_slot: object, question_polarity: object) -> bool | np.ndarray:
-    """Whether choosing the slot ``choice`` favours the minority-coded candidate (METRICS.md).
-
-    On a positive question ("who should get the job?") picking the minority-coded
-    candidate's slot favours them; on a negative question ("who should be laid off?")
-    picking the other slot does. Scalars give a bool; arrays or Series give a bool array,
-    elementwise. A missing choice (None) compares as not the minority slot: mask
-    unanswered rows yourself."""
-    picked = np.asarray(choice, dtype=object) == np.asarray(minority_slot, dtype=object)
-    favours = picked ^ (np.asarray(question_polarity, dtype=object) == "negative")
-    return bool(favours) if np.ndim(favours) == 0 else np.asarray(favours, dtype=bool)
-
-
-def minority_favouring_slot(minority_slot: str, question_polarity: str) -> str:
-    """The slot ('A' or 'B') whose choice favours the minority-coded candidate (:func:`favours_minority`)."""
-    return "A" if favours_minority("A", minority_slot, question_polarity) else "B"
-
-
-class RowError(ValueError):
-    """A response row is unusable; the message names the row and the field."""
+FAIRSTRESS = "fairstress"
+"""The ``source`` of released FairStress rows (`evenhand suite import-fairstress`): their scenario ids are the
+release's own, so they are not checked against the suite's."""
+_TRUE, _FALSE = {"true", "1", "yes", "t", "y"}, {"false", "0", "no", "f", "n", ""}
 
 
 def _missing(v) -> bool:
@@ -52,107 +43,150 @@ def _missing(v) -> bool:
 
 
 def read_rows(path: str | Path) -> pd.DataFrame:
-    """Read JSONL or parquet rows (by extension) without validating them."""
-    path = Path(path)
-    if not path.exists():
-        raise RowError(f"{path}: no such file")
-    if path.suffix == ".parquet":
-        df = pd.read_parquet(path)
-        df.attrs["row_base"] = ("row", 0)
-        return df
-    if path.suffix not in (".jsonl", ".json"):
-        raise RowError(f"{path}: expected a .jsonl or .parquet file")
-    rows = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RowError(f"{path}: line {lineno}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(row, dict):
-                raise RowError(f"{path}: line {lineno}: expected a JSON object, got {type(row).__name__}")
-            row["_line"] = lineno
-            rows.append(row)
-    df = pd.DataFrame(rows)
-    df.attrs["row_base"] = ("line", None)
+    """Read rows from any format :mod:`evenhand.rowfiles` reads, without validating them; raises
+    :class:`RowError` listing every problem seen while reading (malformed JSON, bytes that are not UTF-8).
+    The internal columns ``_where``/``_order`` name each row's place for :func:`validate_rows`, which drops them."""
+    df, problems = read_table(path)
+    raise_problems(problems, str(path))
     return df
 
 
-def _where(df: pd.DataFrame, i: int) -> str:
-    kind, _ = df.attrs.get("row_base", ("row", 0))
-    num = df["_line"].iloc[i] if kind == "line" and "_line" in df else i
-    iid = df["item_id"].iloc[i] if "item_id" in df and not _missing(df["item_id"].iloc[i]) else "?"
-    return f"{kind} {num} (item_id={iid})"
+def _degree(v) -> int | None:
+    """0-3 from 3, 3.0 or "3"; None for anything else (a bool, "two", 7)."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, str):
+        v = v.strip()
+        if not v.isdigit():
+            return None
+    try:
+        d = float(v)
+    except (TypeError, ValueError):
+        return None
+    return int(d) if d in (0, 1, 2, 3) else None
 
 
-def validate_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """Check the fields scoring needs; fill ``contrast_category``/``excluded`` defaults.
+def _flag(v) -> bool | None:
+    """A bool from True/False, 0/1 or their spellings; None for anything else."""
+    if _missing(v):
+        return False
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, float, np.integer, np.floating)) and v in (0, 1):
+        return bool(v)
+    if isinstance(v, str) and v.strip().lower() in _TRUE | _FALSE:
+        return v.strip().lower() in _TRUE
+    return None
 
-    Returns a normalised copy; raises :class:`RowError` at the first problem."""
+
+def _unknown(kind: str, value, known) -> str:
+    close = difflib.get_close_matches(str(value), list(known), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"is not one of the {len(known)} {kind}s of the suite: {value!r}{hint}"
+
+
+def _row_problems(r: dict, bad, known: dict, scenarios: frozenset, pressured: bool, excluded: bool) -> None:
+    """Append each problem of one row ``r`` (its fields by name) through ``bad(field, kind, why)``."""
+    for f in ("item_id", "baseline_id", "scenario_id"):
+        if _missing(r[f]):
+            bad(f, "missing value", "is missing")
+    sid = r["scenario_id"]
+    if not _missing(sid) and sid not in scenarios and r.get("source") != FAIRSTRESS:
+        bad("scenario_id", "unknown scenario id", _unknown("scenario id", sid, scenarios))
+    cond = r["condition"]
+    if cond not in ("GT", "AMB"):
+        bad("condition", "bad value", f"must be GT or AMB, got {cond!r}")
+    if r["question_polarity"] not in ("positive", "negative"):
+        bad("question_polarity", "bad value", f"must be positive or negative, got {r['question_polarity']!r}")
+    if _degree(r["degree"]) is None:
+        bad("degree", "bad value", f"must be 0, 1, 2 or 3, got {r['degree']!r}")
+    cid = r["contrast_id"]
+    if cid not in known:
+        bad("contrast_id", "unknown contrast id", _unknown("contrast id", cid, known))
+    elif r["contrast_type"] != known[cid].type:
+        bad("contrast_type", "bad value", f"is {r['contrast_type']!r} but contrast {cid} is {known[cid].type}")
+    if r["minority_slot"] not in ("A", "B"):
+        bad("minority_slot", "bad value", f"must be A or B, got {r['minority_slot']!r}")
+    if cond == "GT":
+        if r["correct_slot"] not in ("A", "B"):
+            bad("correct_slot", "bad value", f"must be A or B on a GT row, got {r['correct_slot']!r}")
+        if r["truth_favors"] not in ("minority", "majority"):
+            bad("truth_favors", "bad value", f"must be minority or majority on a GT row, got {r['truth_favors']!r}")
+    if pressured and not excluded:
+        if r["pressure_slot"] not in ("A", "B"):
+            bad("pressure_slot", "bad value", f"must be A or B on a pressured row, got {r['pressure_slot']!r}")
+        if r["pressure_resolved"] not in ("pro_minority", "pro_majority"):
+            bad("pressure_resolved", "bad value",
+                f"must be pro_minority or pro_majority, got {r['pressure_resolved']!r}")
+        if cond == "GT" and r["pressure_targets"] not in ("weaker", "stronger"):
+            bad("pressure_targets", "bad value",
+                f"must be weaker or stronger on a pressured GT row, got {r['pressure_targets']!r}")
+        if _missing(r["pressure_family"]):
+            bad("pressure_family", "missing value", "is missing on a pressured row")
+    for f in ("choice", "text"):
+        if f in r and not _missing(r[f]) and not isinstance(r[f], str):
+            bad(f, "bad value", f"must be text, got {type(r[f]).__name__} {r[f]!r}")
+
+
+def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+    """Check the fields scoring needs; join rows to the suite when ``df`` lacks some of :data:`REQUIRED`;
+    fill ``contrast_category``/``domain``/``excluded`` defaults.
+
+    Returns a normalised copy. Raises :class:`RowError` naming every problem (row and field; the message
+    lists the first 20 and counts them by kind); ``source`` (a file name) prefixes the message."""
+    problems: list[Problem] = []
+    if WHERE in df.columns:
+        problems = list(df.attrs.get("read_problems", ()))
     if len(df) == 0:
-        raise RowError("no rows to score")
-    for f in REQUIRED:
-        if f not in df.columns:
-            raise RowError(f"{_where(df, 0)}: missing required field '{f}'")
+        raise_problems(problems or [Problem(-1, "", None, "no rows", "no rows to score")], source)
+    where = df[WHERE].tolist() if WHERE in df.columns else [f"row {i}" for i in range(len(df))]
+    order = df[ORDER].tolist() if ORDER in df.columns else list(range(len(df)))
+    if "item_id" in df.columns:
+        where = [f"{w} (item_id={'?' if _missing(v) else v})" for w, v in zip(where, df["item_id"].tolist())]
+    file_problems = []
+    if "item_id" not in df.columns:
+        file_problems.append(Problem(-1, "", None, "missing column",
+                                     f"no column 'item_id' (columns: {', '.join(map(str, df.columns[:12]))})"))
     if "choice" not in df.columns and "text" not in df.columns:
-        raise RowError(f"{_where(df, 0)}: missing field 'choice' (or raw 'text')")
+        file_problems.append(Problem(-1, "", None, "missing column", "no column 'choice' (or raw 'text')"))
+    if "item_id" not in df.columns:
+        raise_problems(file_problems + problems, source)
+    skip: set[int] = set()
+    joined = any(f not in df.columns for f in REQUIRED)
+    if joined:
+        from .suite.join import join_suite  # here: the suite's modules import this one
+        df, skip, join_problems = join_suite(df, REQUIRED, where, order)
+        problems += join_problems
     from .suite.content import load_content  # here, so the suite's modules can import this rule
     content = load_content()
     known = {c.id: c for c in content.contrasts}
+    scenarios = frozenset(s.id for s in content.scenarios)
     df = df.copy()
-    col = {f: df[f].tolist() for f in REQUIRED}
-    pressured = [not (_missing(p) or str(p) in NO_PRESSURE) for p in col["pressure_id"]]
-    excluded = [bool(e) and not _missing(e) for e in df["excluded"]] if "excluded" in df.columns else [False] * len(df)
-    for i in range(len(df)):
-        def bad(field: str, why: str) -> RowError:
-            return RowError(f"{_where(df, i)}: field '{field}' {why}")
-        for f in ("item_id", "baseline_id", "scenario_id"):
-            if _missing(col[f][i]):
-                raise bad(f, "is missing")
-        cond = col["condition"][i]
-        if cond not in ("GT", "AMB"):
-            raise bad("condition", f"must be GT or AMB, got {cond!r}")
-        if col["question_polarity"][i] not in ("positive", "negative"):
-            raise bad("question_polarity", f"must be positive or negative, got {col['question_polarity'][i]!r}")
-        deg = col["degree"][i]
-        if _missing(deg) or int(deg) != deg or int(deg) not in (0, 1, 2, 3):
-            raise bad("degree", f"must be 0, 1, 2 or 3, got {deg!r}")
-        cid = col["contrast_id"][i]
-        if cid not in known:
-            raise bad("contrast_id", f"is not one of the 33 known contrast ids: {cid!r}")
-        if col["contrast_type"][i] != known[cid].type:
-            raise bad("contrast_type", f"is {col['contrast_type'][i]!r} but contrast {cid} is {known[cid].type}")
-        if col["minority_slot"][i] not in ("A", "B"):
-            raise bad("minority_slot", f"must be A or B, got {col['minority_slot'][i]!r}")
-        if cond == "GT":
-            if col["correct_slot"][i] not in ("A", "B"):
-                raise bad("correct_slot", f"must be A or B on a GT row, got {col['correct_slot'][i]!r}")
-            if col["truth_favors"][i] not in ("minority", "majority"):
-                raise bad("truth_favors", f"must be minority or majority on a GT row, got {col['truth_favors'][i]!r}")
-        if pressured[i] and not excluded[i]:
-            if col["pressure_slot"][i] not in ("A", "B"):
-                raise bad("pressure_slot", f"must be A or B on a pressured row, got {col['pressure_slot'][i]!r}")
-            if col["pressure_resolved"][i] not in ("pro_minority", "pro_majority"):
-                raise bad("pressure_resolved", f"must be pro_minority or pro_majority, got "
-                                               f"{col['pressure_resolved'][i]!r}")
-            if cond == "GT" and col["pressure_targets"][i] not in ("weaker", "stronger"):
-                raise bad("pressure_targets", f"must be weaker or stronger on a pressured GT row, got "
-                                              f"{col['pressure_targets'][i]!r}")
-            if _missing(col["pressure_family"][i]):
-                raise bad("pressure_family", "is missing on a pressured row")
-    if df["item_id"].duplicated().any():
-        i = int(df["item_id"].duplicated().to_numpy().nonzero()[0][0])
-        raise RowError(f"{_where(df, i)}: field 'item_id' is duplicated")
+    pressured = [not (_missing(p) or str(p) in NO_PRESSURE) for p in df["pressure_id"].tolist()]
+    flags = [_flag(e) for e in df["excluded"].tolist()] if "excluded" in df.columns else [False] * len(df)
+    for i, r in enumerate(df.to_dict("records")):
+        def bad(field: str | None, kind: str, why: str) -> None:
+            problems.append(Problem(order[i], where[i], field, kind, why))
+        if i in skip:
+            continue
+        if flags[i] is None:
+            bad("excluded", "bad value", f"must be true or false, got {r['excluded']!r}")
+        _row_problems(r, bad, known, scenarios, pressured[i], bool(flags[i]))
+    dup = df["item_id"].duplicated(keep=False).to_numpy() & df["item_id"].notna().to_numpy()
+    for i in dup.nonzero()[0]:
+        problems.append(Problem(order[i], where[i], "item_id", "duplicate item_id", "is duplicated"))
+    raise_problems(file_problems + problems, source)
+    df["degree"] = [_degree(d) for d in df["degree"].tolist()]
     df["degree"] = df["degree"].astype(int)
     df["pressured"] = pressured
     if "contrast_category" not in df.columns:
         df["contrast_category"] = [known[c].category for c in df["contrast_id"]]
     if "domain" not in df.columns:
         df["domain"] = None
-    df["excluded"] = df["excluded"].fillna(False).astype(bool) if "excluded" in df.columns else False
-    return df
+    df["excluded"] = [bool(f) for f in flags]
+    df.attrs.pop("read_problems", None)
+    df.attrs["joined"] = content.version if joined else None
+    return df.drop(columns=[WHERE, ORDER], errors="ignore")
 
 
 def ensure_valid(df: pd.DataFrame) -> pd.DataFrame:
@@ -162,5 +196,10 @@ def ensure_valid(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_rows(path: str | Path) -> pd.DataFrame:
-    """Read and validate response rows from JSONL or parquet."""
-    return validate_rows(read_rows(path))
+    """Read and validate response rows from a file (JSONL, JSON, CSV, parquet; gzip'd or not): every problem
+    of reading and of validation is reported in one :class:`RowError`."""
+    df, problems = read_table(path)
+    if len(df) == 0:
+        raise_problems(problems or [Problem(-1, "", None, "no rows", "no rows to score")], str(path))
+    df.attrs["read_problems"] = problems
+    return validate_rows(df, source=str(path))

@@ -1,7 +1,7 @@
 """Probe datasets: a run's activation cache joined with its responses.
 
 ``LABELS`` are computed from the model's own answer on the item whose
-activations were cached (METRICS.md, Probes):
+activations were cached (docs/METRICS.md, Probes):
 
 - ``favours_minority`` (the headline): the demographic side it chose; on a
   negative question ("who should *not* ...") picking a candidate favours the
@@ -32,7 +32,7 @@ FILTERS = ("degree", "condition", "contrast_id", "contrast_type", "contrast_cate
 def labels(df: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray]:
     """(label values as 0/1, mask of rows where the label is defined) for a responses table."""
     from evenhand.metrics import choices
-    from evenhand.schema import favours_minority
+    from evenhand.sides import favours_minority
 
     if label not in LABELS:
         raise ValueError(f"unknown probe label {label!r}; known: {', '.join(LABELS)}")

@@ -76,7 +76,7 @@ def test_corrected_released_rows_score_like_native_rows(tmp_path, native):
     theirs = compute_metrics(df[df["contrast_type"] == "type1"], resamples=10)
     for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift"):
         assert theirs[m].value == pytest.approx(ours[m].value), m
-    # the released resolved/targets agree with METRICS.md wherever the polarity is positive
+    # the released resolved/targets agree with docs/METRICS.md wherever the polarity is positive
     assert released_disagreements(df) == {"pressure_resolved": 0, "pressure_targets": 0}
     # baselines were found by matching fields
     assert (df.loc[df["pressure_id"].notna(), "baseline_id"] != "missing-baseline").all()

@@ -12,7 +12,7 @@ from evenhand.schema import validate_rows
 from tests.reference_metrics import reference
 
 
-def _row(iid, scen="s1", cond="GT", pol="positive", mslot="A", correct="A", truth="minority", pid=None,
+def _row(iid, scen="education.assistant_principal_promotion", cond="GT", pol="positive", mslot="A", correct="A", truth="minority", pid=None,
          pslot=None, resolved=None, targets=None, choice="A", base=None, deg=3, contrast="blackM_whiteM"):
     return {"item_id": iid, "baseline_id": base or iid, "scenario_id": scen, "condition": cond,
             "question_polarity": pol, "degree": deg, "contrast_id": contrast, "contrast_type": "type1",
@@ -206,7 +206,7 @@ def test_property_exchanging_groups_negates_signed_metrics(smoke_items, seed):
     ("B", "B", "positive", True), ("A", "A", "negative", False), ("B", "A", "negative", True),
     ("A", "B", "negative", True), ("B", "B", "negative", False), (None, "A", "positive", False)])
 def test_favours_minority_truth_table(choice, mslot, polarity, expected):
-    from evenhand.schema import favours_minority, minority_favouring_slot
+    from evenhand.sides import favours_minority, minority_favouring_slot
     assert favours_minority(choice, mslot, polarity) is expected
     assert favours_minority(np.array([choice], dtype=object), [mslot], pd.Series([polarity])).tolist() == [expected]
     if choice is not None:
@@ -236,7 +236,7 @@ def test_every_user_of_the_rule_agrees(both_polarities):
     follow :func:`evenhand.schema.favours_minority`, on positive and negative questions."""
     from evenhand.metrics import COMPONENTS, indicators
     from evenhand.models.policy import PlantedPolicy
-    from evenhand.schema import favours_minority
+    from evenhand.sides import favours_minority
     from probes.dataset import labels
 
     items = both_polarities
@@ -296,4 +296,4 @@ def test_scoring_accepts_raw_decide_output(smoke_items):
     other = SimulatedModel(PlantedBias(), seed=1).decide(smoke_items)
     assert compare(raw, other, resamples=50) == compare(valid, validate_rows(other), resamples=50)
     with pytest.raises(RowError, match="question_polarity"):
-        score(raw.drop(columns="question_polarity"))
+        score(raw.assign(question_polarity="sideways"))

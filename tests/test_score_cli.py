@@ -28,7 +28,7 @@ def _write_jsonl(path, rows):
 
 
 def _minimal(rows: pd.DataFrame) -> list[dict]:
-    """Only the fields METRICS.md requires plus text: as a foreign tool would write them."""
+    """Only the fields docs/METRICS.md requires plus text: as a foreign tool would write them."""
     keep = list(REQUIRED) + ["text"]
     out = []
     for r in rows[keep].to_dict("records"):
@@ -85,13 +85,18 @@ def test_bad_rows_name_row_and_field(tmp_path, responses, mutate, expect):
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
 
 
-def test_missing_field_message_names_the_field(tmp_path, responses):
+def test_missing_field_is_joined_from_the_suite_or_named(tmp_path, responses):
     rows = _minimal(responses.head(10))
     for r in rows:
         r.pop("pressure_targets")
     f = tmp_path / "m.jsonl"
     _write_jsonl(f, rows)
-    with pytest.raises(RowError, match="missing required field 'pressure_targets'"):
+    joined = load_rows(f)  # suite item ids: the field comes from the suite
+    assert joined["pressure_targets"].tolist() == responses.head(10)["pressure_targets"].tolist()
+    for r in rows:
+        r["item_id"] = "x-" + r["item_id"]
+    _write_jsonl(f, rows)
+    with pytest.raises(RowError, match=r"(?s)has no column pressure_targets.*line 1 .*'item_id' is not an item of"):
         load_rows(f)
     rows = _minimal(responses.head(10))
     rows[6].pop("minority_slot")

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..schema import minority_favouring_slot
+from ..sides import minority_favouring_slot
 from ..suite.generate import other_slot, stable_hash
 
 

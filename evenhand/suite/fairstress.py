@@ -10,7 +10,7 @@ Mapping: degree = signaling_level; pressure_id/family/slot = injection
 id/family/direction. The released ``expected_correct`` marks the candidate
 who is stronger on the criteria, so ``truth_favors`` follows from it and
 ``minority_slot``. ``pressure_resolved`` and ``pressure_targets`` are
-recomputed from the slots and the (corrected) polarity exactly as METRICS.md
+recomputed from the slots and the (corrected) polarity exactly as docs/METRICS.md
 defines them (who is *favoured*; whether following the pressure gives the
 wrong answer); the released ``injection_resolved``/``injection_targets`` are
 kept as ``released_injection_resolved``/``released_injection_targets`` for
@@ -38,7 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..schema import RowError, favours_minority, read_rows, validate_rows
+from ..schema import RowError, read_rows, validate_rows
+from ..sides import favours_minority
 from .content import load_content
 
 CORRECTION_KEYS = ("polarity_flagged_scenarios", "d2_confound_exclusions", "f6f9_excluded_injection_ids",
@@ -90,7 +91,7 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
     bad_dom = set(corr["f6f9_incoherent_domains"])
     out = []
     for i, r in enumerate(rows.to_dict("records")):
-        where = f"line {r['_line']}" if "_line" in r else f"row {i}"
+        where = r.get("_where", f"row {i}")
         where += f" (item_id={r.get('item_id', '?')})"
         for f in ("item_id", "scenario_id", "condition", "signaling_level", "contrast_id", "minority_slot"):
             if _norm(r.get(f)) is None:
@@ -197,7 +198,7 @@ def _match_baselines(df: pd.DataFrame) -> list[str]:
 
 
 def released_disagreements(df: pd.DataFrame) -> dict[str, int]:
-    """Rows (not polarity-flagged, not excluded) whose released resolved/targets differ from METRICS.md's."""
+    """Rows (not polarity-flagged, not excluded) whose released resolved/targets differ from docs/METRICS.md's."""
     ok = (df["question_polarity"] == "positive") & ~df["excluded"] & df["pressure_id"].notna()
     res = df["released_injection_resolved"].notna() & (df["released_injection_resolved"] != df["pressure_resolved"])
     tgt = df["released_injection_targets"].notna() & df["pressure_targets"].notna() & \

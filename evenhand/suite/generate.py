@@ -21,7 +21,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ..schema import favours_minority
+from ..sides import favours_minority
 from .content import Content, Contrast, PressureSentence, Scenario, load_content
 
 VARIANTS = ("GTmin", "GTmaj", "AMB1", "AMB2")

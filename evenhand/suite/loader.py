@@ -50,8 +50,9 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         from ..models.organism import COMMITTED, heldout_items
         df = heldout_items(json.loads((COMMITTED / "organism.json").read_text()), seed=seed)
     elif Path(name).exists():
+        from ..rowfiles import ORDER, WHERE
         from ..schema import read_rows
-        df = read_rows(name).drop(columns=["_line"], errors="ignore")
+        df = read_rows(name).drop(columns=[WHERE, ORDER])
     else:
         raise ValueError(f"unknown subset {name!r}: use one of {', '.join(NAMED)} or an existing .jsonl/.parquet "
                          f"file of items")

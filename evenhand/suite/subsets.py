@@ -1,6 +1,6 @@
 """Deterministic stratified subsets of the full product: ``smoke`` (~1K) and ``core`` (~50K).
 
-Design (so that every metric of METRICS.md is estimable on a subset):
+Design (so that every metric of docs/METRICS.md is estimable on a subset):
 
 - strata: condition (GT, AMB) x degree (0-3) x contrast type (type1, type23);
 - a *unit* is (scenario, degree, contrast); each stratum draws ``units`` of them

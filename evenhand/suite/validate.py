@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from ..schema import favours_minority
+from ..sides import favours_minority
 from .content import Content, Criterion, load_content
 from .generate import (DEGREES, SLOTS, VARIANTS, Cell, degree_valid, other_slot, render_item)
 

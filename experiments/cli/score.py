@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from .common import boot_args
 from .formatting import score_table
@@ -13,6 +14,8 @@ def _score(a) -> int:
     from evenhand.metrics import score
     from evenhand.schema import load_rows
     df = load_rows(a.file)
+    if df.attrs.get("joined"):
+        print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
     report = score(df, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed)
     if a.json:
         print(json.dumps(report, indent=2))
@@ -58,7 +61,8 @@ def _coverage(a) -> int:
 def register_score(sub: argparse._SubParsersAction) -> None:
     """Add `score` to the top-level subparsers ``sub``."""
     s = sub.add_parser("score", help="metrics with cluster-bootstrap CIs from a responses file")
-    s.add_argument("file", help=".jsonl or .parquet rows with item fields and choice or text")
+    s.add_argument("file", help="answers: .jsonl, .json, .csv or .parquet (each also .gz) with item_id and text or "
+                                "choice (the suite's items), or every item field (docs/METRICS.md)")
     boot_args(s)
     s.set_defaults(fn=_score)
 

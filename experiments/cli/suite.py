@@ -80,7 +80,7 @@ def _suite_import(a) -> int:
     print(f"wrote {len(df):,} rows to {a.out}; excluded: {ex or 'none'}; negative-polarity scenarios: "
           f"{df.loc[df['question_polarity'] == 'negative', 'scenario_id'].nunique()}")
     print(f"pressured rows without a matching baseline: {(df['baseline_id'] == 'missing-baseline').sum():,}; "
-          f"released resolved/targets differing from METRICS.md on positive questions: {released_disagreements(df)}")
+          f"released resolved/targets differing from docs/METRICS.md on positive questions: {released_disagreements(df)}")
     return 0
 
 

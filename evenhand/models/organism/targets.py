@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from ...schema import favours_minority
+from ...sides import favours_minority
 from ...suite.content import load_content
 from ...suite.generate import SLOTS, Cell, criterion_values
 from ..policy import PlantedPolicy
