@@ -16,15 +16,13 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .runs import RunDir
-
 UNPARSEABLE_LIMIT = 0.5
 """A run whose share of answers without an A/B choice exceeds this is warned about loudly."""
 
 _HINTS = {
-    errno.ENOSPC: "free space on that disk (or write somewhere else) and run the command again; "
+    errno.ENOSPC: "free space on that disk or write somewhere else, then run the command again; "
                   "a run resumes where it stopped",
-    errno.EDQUOT: "your disk quota is used up: free space (or write somewhere else) and run the command again",
+    errno.EDQUOT: "your disk quota is used up: free space or write somewhere else, then run the command again",
     errno.EACCES: "choose a location you can write (e.g. another --out) or fix its permissions",
     errno.EPERM: "choose a location you can write (e.g. another --out) or fix its permissions",
     errno.EROFS: "that file system is read-only: choose a writable location (e.g. another --out)",
@@ -72,10 +70,11 @@ def unparseable_share(responses: "pd.DataFrame") -> float:
     return float(responses["choice"].isna().mean())
 
 
-def warn_unparseable(responses: "pd.DataFrame", run: "RunDir | None" = None,
+def warn_unparseable(responses: "pd.DataFrame", run: Any = None,
                      limit: float = UNPARSEABLE_LIMIT) -> str | None:
     """When more than ``limit`` of the answers in ``responses`` cannot be parsed, print a loud warning
-    to stderr and append it to ``run``'s manifest (``warnings``). Returns the warning, or None."""
+    to stderr and append it to the manifest of ``run`` (a :class:`~evenhand.runs.RunDir`, or None) under
+    ``warnings``. Returns the warning, or None."""
     share = unparseable_share(responses)
     if share <= limit:
         return None
