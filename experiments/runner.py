@@ -125,9 +125,9 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
     from evenhand.decisions import DecideOptions
 
-    out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
-    locate(spec)  # fails fast on a missing model
+    locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
+    out = check_output_dir(cfg.output_dir)
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     from evenhand.decisions import decide
     from evenhand.models.loading import load_model

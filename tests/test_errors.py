@@ -63,6 +63,20 @@ def test_a_damaged_header_and_a_missing_shard_name_the_file(tmp_path, tiny_dir):
         check_weight_files(d)
 
 
+def test_damage_the_header_check_cannot_see_still_ends_in_a_model_load_error(tmp_path, tiny_dir):
+    """A header of the right length whose tensor does not fit its offsets: safetensors' own error at load
+    time becomes a ModelLoadError naming the directory."""
+    import struct
+
+    from evenhand.models.loading import load_model
+    d = _copy(tiny_dir, tmp_path / "m")
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}).encode()
+    (d / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+    check_weight_files(d)
+    with pytest.raises(ModelLoadError, match=f"cannot load model from local directory {d}.*copy it again"):
+        load_model(str(d))
+
+
 def test_an_empty_or_foreign_gguf_file_is_refused(tmp_path):
     g = tmp_path / "m.gguf"
     g.write_bytes(b"")

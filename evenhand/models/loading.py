@@ -297,6 +297,7 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     spec = resolve_spec(spec)
     where, gguf, source = locate(spec)
     import torch
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = spec.device
@@ -318,8 +319,9 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
         if spec.device_map:
             mkw["device_map"] = spec.device_map
         model = AutoModelForCausalLM.from_pretrained(where, **mkw)
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load model from {source}: {exc}") from None
+    except (OSError, ValueError, SafetensorError) as exc:
+        raise ModelLoadError(f"cannot load model from {source}: {exc}; if a weight file is damaged, download or "
+                             f"copy it again") from None
     if not spec.device_map:
         model = model.to(device)
     model.eval()
