@@ -58,7 +58,8 @@ def rewrite_in_place(path: str | Path, obj: Any) -> None:
     fd = os.open(path, os.O_RDWR)
     try:
         os.ftruncate(fd, 0)
-        os.write(fd, data)
+        while data:
+            data = data[os.write(fd, data):]
     finally:
         os.close(fd)
 

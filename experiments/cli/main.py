@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one ``evenhand`` command; known errors print ``evenhand: error: ...`` and return 2."""
+    """Run one ``evenhand`` command. Expected faults (bad input or config, a missing or damaged model, a full
+    disk, an unwritable path, a file that is not UTF-8) print one line ``evenhand: error: ...`` naming the
+    file and what to do, and return 2; no traceback."""
     args = build_parser().parse_args(argv)
     from evenhand.models.loading import ModelLoadError
     from evenhand.runs import RunError
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         return _fail(_message(exc, args))
     except KeyboardInterrupt:
-        print("evenhand: interrupted (a run's manifest says failed; the same command resumes it)", file=sys.stderr)
+        print("evenhand: interrupted; the same command resumes a run where it stopped", file=sys.stderr)
         return 130
 
 
