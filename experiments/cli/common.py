@@ -49,7 +49,7 @@ def prepare(a: argparse.Namespace):
     Returns (output directory, resolved spec, items, loaded model)."""
     from evenhand.models.loading import load_model, locate, resolve_spec
     from experiments.runner import check_output_dir
-    out = check_output_dir(a.out)
     spec = resolve_spec(model_spec(a))
-    locate(spec)
+    locate(spec)  # a missing or damaged model fails before the output directory is made
+    out = check_output_dir(a.out)
     return out, spec, items(a), load_model(spec)

@@ -16,12 +16,14 @@ CACHE_FLAG_NAMES = {"dtype": "--cache-dtype"}
 
 
 def _decide(a) -> int:
+    from evenhand.checks import warn_unparseable
     from evenhand.decisions import decide
     from evenhand.runs import RunDir
     out, spec, items, lm = prepare(a)
     opts = options_from_args(DecideOptions, a, DECIDE_FLAGS, chat_template=spec.chat_template)
     table = decide(items, lm, opts, out_dir=out)
     resp = RunDir(out).write_responses(table)
+    warn_unparseable(table, RunDir(out))
     answered = table["choice"].notna().mean()
     print(f"{len(table):,} responses in {resp} ({answered:.1%} with an A/B choice); "
           f"score them with `evenhand score {resp}`")

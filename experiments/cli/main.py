@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from evenhand import __version__
 
@@ -33,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one ``evenhand`` command; known errors print ``evenhand: error: ...`` and return 2."""
+    """Run one ``evenhand`` command. Expected faults (bad input or config, a missing or damaged model, a full
+    disk, an unwritable path, a file that is not UTF-8) print one line ``evenhand: error: ...`` naming the
+    file and what to do, and return 2; no traceback."""
     args = build_parser().parse_args(argv)
     from evenhand.models.loading import ModelLoadError
     from evenhand.runs import RunError
@@ -48,10 +51,39 @@ def main(argv: list[str] | None = None) -> int:
                 except ImportError as exc:
                     raise ValueError(f"--plugin {plugin}: {exc}") from exc
         return args.fn(args)
-    except (RowError, ContentError, RunError, ModelLoadError, KeyError, ValueError, TypeError,
-            FileNotFoundError) as exc:
-        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"evenhand: error: {msg}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:
-        return 0
+    except (RowError, ContentError, RunError, ModelLoadError, KeyError, UnicodeDecodeError, ValueError, TypeError,
+            FileNotFoundError, BrokenPipeError, OSError) as exc:
+        if isinstance(exc, BrokenPipeError):
+            return 0
+        return _fail(_message(exc, args))
+    except KeyboardInterrupt:
+        print("evenhand: interrupted; the same command resumes a run where it stopped", file=sys.stderr)
+        return 130
+
+
+def _input_files(args: argparse.Namespace) -> list[str]:
+    """The existing files a command was given (to name one that is not UTF-8)."""
+    found = []
+    for value in vars(args).values():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and v and Path(v).is_file():
+                found.append(v)
+    return found
+
+
+def _message(exc: BaseException, args: argparse.Namespace) -> str:
+    """The one line printed for an expected fault."""
+    from evenhand.checks import os_error_message, unicode_error_message
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    if isinstance(exc, UnicodeDecodeError):
+        return unicode_error_message(exc, _input_files(args))
+    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+        return os_error_message(exc)
+    return str(exc)
+
+
+def _fail(message: str) -> int:
+    """Print ``evenhand: error: MESSAGE`` on one line of stderr; the exit code 2."""
+    print(f"evenhand: error: {message}", file=sys.stderr)
+    return 2

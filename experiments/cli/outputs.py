@@ -8,8 +8,21 @@ from pathlib import Path
 from .formatting import runs_text
 
 
+def writable_dir(path: str | Path) -> Path:
+    """Create the directory ``path`` and prove it can be written, before any long work; an OSError
+    naming the path otherwise (the command prints it on one line)."""
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    probe = p / ".evenhand-write-test"
+    probe.write_text("ok")
+    probe.unlink()
+    return p
+
+
 def _figures(a) -> int:
     from experiments.figures import run_figures
+    if a.out:
+        writable_dir(a.out)
     formats = [f.strip() for f in a.format.split(",") if f.strip()]
     paths = run_figures(a.run_dirs, a.out, formats, a.resamples)
     for p in paths:

@@ -1,0 +1,92 @@
+"""Checks and messages for the faults a user meets: a full disk, an unwritable path, a file that is not
+UTF-8, a run whose answers mostly cannot be parsed.
+
+Each message is one line that names the file and says what to do; the command line prints it instead of
+a traceback. :func:`warn_unparseable` is called where a run's responses are written.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+UNPARSEABLE_LIMIT = 0.5
+"""A run whose share of answers without an A/B choice exceeds this is warned about loudly."""
+
+_HINTS = {
+    errno.ENOSPC: "free space on that disk or write somewhere else, then run the command again; "
+                  "a run resumes where it stopped",
+    errno.EDQUOT: "your disk quota is used up: free space or write somewhere else, then run the command again",
+    errno.EACCES: "choose a location you can write (e.g. another --out) or fix its permissions",
+    errno.EPERM: "choose a location you can write (e.g. another --out) or fix its permissions",
+    errno.EROFS: "that file system is read-only: choose a writable location (e.g. another --out)",
+    errno.ENOTDIR: "a part of that path is a file, not a directory: choose another path",
+    errno.EEXIST: "a file stands where a directory is needed: choose another path or move the file",
+    errno.EISDIR: "that path is a directory, not a file: name a file",
+    errno.ENAMETOOLONG: "choose a shorter path",
+}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line for an :class:`OSError`: the path it concerns, what went wrong and what to do."""
+    path = exc.filename if exc.filename is not None else None
+    what = exc.strerror or str(exc)
+    hint = _HINTS.get(exc.errno, "check the path and its disk")
+    where = f"{path}: " if path is not None else ""
+    return f"{where}{what} ({hint})"
+
+
+def unicode_error_message(exc: UnicodeDecodeError, files: list[str]) -> str:
+    """One line for a :class:`UnicodeDecodeError` while reading ``files`` (the command's input files)."""
+    named = ", ".join(files) if files else "an input file"
+    return (f"{named}: not valid {exc.encoding.upper()} text ({exc.reason} at byte {exc.start}); "
+            f"save the file as UTF-8 and run the command again")
+
+
+def rewrite_in_place(path: str | Path, obj: Any) -> None:
+    """Overwrite the JSON file ``path`` with ``obj`` in place (no temporary file beside it).
+
+    For when an atomic write fails on a full disk: a small file rewritten over its own blocks
+    needs no new space, so a manifest can still say ``failed``."""
+    data = (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, 0)
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def unparseable_share(responses: "pd.DataFrame") -> float:
+    """The share of ``responses`` rows without an A/B choice (``choice`` missing); 0 for no rows."""
+    if not len(responses) or "choice" not in responses.columns:
+        return 0.0
+    return float(responses["choice"].isna().mean())
+
+
+def warn_unparseable(responses: "pd.DataFrame", run: Any = None,
+                     limit: float = UNPARSEABLE_LIMIT) -> str | None:
+    """When more than ``limit`` of the answers in ``responses`` cannot be parsed, print a loud warning
+    to stderr and append it to the manifest of ``run`` (a :class:`~evenhand.runs.RunDir`, or None) under
+    ``warnings``. Returns the warning, or None."""
+    share = unparseable_share(responses)
+    if share <= limit:
+        return None
+    where = f" in {run.path}" if run is not None else ""
+    msg = (f"{share:.0%} of {len(responses):,} answers{where} have no parseable A/B choice (more than "
+           f"{limit:.0%}): the model is not answering the questions (garbage or wrong weights, a base model, a "
+           f"wrong chat template or too few new tokens?); the metrics rest on the few that parse")
+    bar = "!" * 78
+    print(f"\n{bar}\nWARNING: {msg}\n{bar}\n", file=sys.stderr, flush=True)
+    if run is not None and run.exists():
+        warnings = [w for w in (run.manifest().get("warnings") or []) if w.get("kind") != "unparseable"]
+        run.update_manifest(warnings=[*warnings, {"kind": "unparseable", "share": round(share, 4),
+                                                  "n": len(responses), "message": msg}])
+    return msg
