@@ -179,7 +179,7 @@ class StageReport:
     def end(self, run: RunDir) -> None:
         """The closing line, after the last stage."""
         self._close_current()
-        self._print(f"{self.title + ': ' if self.title else ''}done in {_clock(time.perf_counter() - self.t0)}: {run.path}")
+        self._print(f"{self.title or run.path}: done in {_clock(time.perf_counter() - self.t0)}")
 
 
 def run_stages(run: RunDir, stages: Sequence[Stage], announce: Announce | None = None) -> RunDir:
