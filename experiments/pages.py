@@ -53,7 +53,7 @@ def probe_lines(run: Path) -> list[str]:
 
     from probes.sweep import best_site
     out = []
-    from .runs import RunDir
+    from evenhand.runs import RunDir
     for f in (d.probes_table for d in RunDir(run).probe_dirs()):
         t = pd.read_parquet(f)
         site = best_site(t)
@@ -83,7 +83,7 @@ def probe_lines(run: Path) -> list[str]:
 def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path]:
     """Write ``RUN_DIR/report.md`` and ``report.html``; returns their paths."""
     from .figures import run_figures
-    from .runs import RunDir
+    from evenhand.runs import RunDir
     rd = RunDir(run_dir)
     run = rd.path
     man = rd.manifest()
