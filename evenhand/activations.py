@@ -49,6 +49,8 @@ class CacheOptions:
     """auto | none, as for decisions."""
     progress: bool = True
     """Show a progress bar."""
+    progress_label: str = ""
+    """What the progress bar says the cache is for (``ablation label``), before ``cache[engine]``."""
 
 
 def execution_order(site: str) -> tuple:
@@ -200,7 +202,7 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
                    (group[i:i + opts.batch_size] for i in range(0, len(group), opts.batch_size))]
     halving = Halving(opts.batch_size)
     bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
-               desc=f"cache[{engine}]", dynamic_ncols=True)
+               desc=" ".join(filter(None, (opts.progress_label, f"cache[{engine}]"))), dynamic_ncols=True)
     from safetensors.numpy import save_file
     with torch.inference_mode():
         for idx in batches:

@@ -59,6 +59,8 @@ class DecideOptions:
     """auto: the tokenizer's chat template when it has one; none: a plain User/Assistant format."""
     progress: bool = True
     """Show a progress bar with items/s."""
+    progress_label: str = ""
+    """What the progress bar says the decisions are for (``ablation label``), before ``decide[mode]``."""
     bucket: bool = True
     """Batch items of similar token length together (longest first); False keeps the input order."""
     prefix_reuse: bool = False
@@ -131,7 +133,7 @@ def decide(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: DecideOption
         return out
 
     bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
-               desc=f"decide[{opts.mode}]", dynamic_ncols=True)
+               desc=" ".join(filter(None, (opts.progress_label, f"decide[{opts.mode}]"))), dynamic_ncols=True)
     for idx in batches:
         outs = halving.run(run, idx)
         rows = [response_row(todo[i], o, model=lm.name, mode=opts.mode, chat_template=used_template)

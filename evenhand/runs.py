@@ -23,7 +23,9 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
+
+from .runlock import LockHeld, RunLock, file_mode
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,7 +47,10 @@ def atomic_path(path: Path, prefix: str | None = None):
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, file_mode())  # mkstemp makes 0600; teammates on shared storage read what the umask allows
+    finally:
+        os.close(fd)
     try:
         yield tmp
         with open(tmp, "rb") as fh:
@@ -130,6 +135,12 @@ def _at(relative: str, doc: str) -> property:
 
 def _plain(obj):
     return json.loads(json.dumps(obj, default=str))
+
+
+def _without(config, keys: Iterable[str]):
+    """``config`` without its top-level ``keys`` (a non-mapping config as it is)."""
+    keys = set(keys)
+    return {k: v for k, v in config.items() if k not in keys} if isinstance(config, dict) else config
 
 
 def _differences(old, new, prefix: str = "") -> list[str]:
@@ -259,6 +270,7 @@ class RunDir:
     # --- creating and resuming ---
     @classmethod
     def create(cls, path: str | Path, config: dict, suite_version: str | None, seeds: dict) -> "RunDir":
+        """Start a run in ``path`` (made and proven writable), taking its writer's lock."""
         run = cls(path)
         try:
             run.path.mkdir(parents=True, exist_ok=True)
@@ -267,6 +279,7 @@ class RunDir:
             probe.unlink()
         except OSError as exc:
             raise RunError(f"output directory {run.path} is not writable: {exc.strerror or exc}") from None
+        run.lock()
         manifest = {
             "config": config, "suite_version": suite_version, "seeds": seeds, "git": git_state(),
             "packages": package_versions(), "hardware": hardware(),
@@ -276,28 +289,68 @@ class RunDir:
         return run
 
     @classmethod
-    def open_or_create(cls, path: str | Path, config: dict) -> "RunDir":
+    def open_or_create(cls, path: str | Path, config: dict, may_change: Iterable[str] = (),
+                       keep_stages: Iterable[str] = ()) -> "RunDir":
         """Resume the run in ``path`` if it was made from the same config (else refuse, naming the
-        fields that differ); start one there when it holds none."""
+        fields that differ); start one there when it holds none. Either way this process takes the
+        directory's writer's lock (:meth:`lock`; :meth:`unlock` gives it back).
+
+        The top-level config fields in ``may_change`` do not change the model's answers (the bootstrap's
+        resamples, say): when only they differ the run resumes, the manifest records the new config and
+        the change (``config_changes``), and every finished stage but ``keep_stages`` (those that produce
+        or cache answers) is forgotten so that it runs again with the new values."""
         run = cls(path)
-        if run.exists():
+        if not run.exists():
+            return cls.create(path, config, suite_version=None, seeds={})
+        run.lock()
+        try:
             old = run.manifest()
-            run.check_same_config(config, old)
+            changed = run.check_same_config(config, old, may_change)
+            if changed:
+                before, after = _plain(old.get("config")), _plain(config)
+                old["config"] = after
+                old.setdefault("config_changes", []).append({
+                    "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "fields": {k: {"old": before.get(k), "new": after.get(k)} for k in changed}})
+                keep = set(keep_stages)
+                old["stages_done"] = [s for s in old.get("stages_done") or [] if s in keep]
             old["status"] = "running"
             old.pop("error", None)
             old["resumed"] = old.get("resumed", 0) + 1
             run.write_manifest(old)
-            return run
-        return cls.create(path, config, suite_version=None, seeds={})
+        except BaseException:
+            run.unlock()
+            raise
+        return run
 
-    def check_same_config(self, config: dict, manifest: dict | None = None) -> None:
-        """Raise RunError naming the config fields that differ from the recorded ones."""
+    def check_same_config(self, config: dict, manifest: dict | None = None,
+                          may_change: Iterable[str] = ()) -> list[str]:
+        """Raise RunError naming the config fields that differ from the recorded ones, the top-level
+        fields in ``may_change`` aside; return those of ``may_change`` that differ."""
         old = _plain((manifest or self.manifest()).get("config"))
         new = _plain(config)
-        if old != new:
-            fields = ", ".join(_differences(old, new)[:8])
+        may_change = set(may_change)
+        if _without(old, may_change) != _without(new, may_change):
+            fields = ", ".join(_differences(_without(old, may_change), _without(new, may_change))[:8])
+            allowed = f" ({', '.join(sorted(may_change))} may change)" if may_change else ""
             raise RunError(f"{self.path} holds a run of a different config (fields that differ: {fields}); "
-                           f"choose another output_dir or delete that directory")
+                           f"choose another output_dir or delete that directory{allowed}")
+        if not (isinstance(old, dict) and isinstance(new, dict)):
+            return []
+        return sorted(k for k in may_change if old.get(k) != new.get(k))
+
+    # --- the writer's lock ---
+    def lock(self) -> None:
+        """Take this directory's writer's lock (``.lock``: pid, host, since); a second writer is refused
+        with a RunError naming the holder; a stale lock (a dead process on this host) is taken over."""
+        try:
+            RunLock(self.path).acquire()
+        except LockHeld as exc:
+            raise RunError(str(exc)) from None
+
+    def unlock(self) -> None:
+        """Give back this process's writer's lock (nothing when it holds none)."""
+        RunLock(self.path).release()
 
     def check_same_model(self, model: dict) -> None:
         """Refuse to resume a run whose model's weights changed since it started (a resumed run would
@@ -379,10 +432,15 @@ class RunDir:
         self.record_timing(stage, time.perf_counter() - t0)
 
     def finish(self) -> None:
-        self.update_manifest(status="done", finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        """Mark the run done and give back the writer's lock."""
+        try:
+            self.update_manifest(status="done", finished=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        finally:
+            self.unlock()
 
     def fail(self, stage: str, error: BaseException) -> None:
-        """Mark the run failed in ``stage`` (a rerun of the same config resumes from there)."""
+        """Mark the run failed in ``stage`` (a rerun of the same config resumes from there) and give back
+        the writer's lock."""
         m = dict(self.manifest(), status="failed", error={"stage": stage, "type": type(error).__name__,
                                                           "message": str(error)[:500]})
         try:
@@ -390,6 +448,8 @@ class RunDir:
         except OSError:  # a full disk: rewrite the manifest over its own blocks
             from .checks import rewrite_in_place
             rewrite_in_place(self.manifest_path, m)
+        finally:
+            self.unlock()
 
     # --- tables ---
     def write_responses(self, df: "pd.DataFrame") -> Path:

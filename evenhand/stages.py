@@ -14,9 +14,15 @@ locally or on the Ray backend) is a list of :class:`Stage` objects run in a
    ``failed`` with the stage named in the manifest, so a rerun of the same
    config resumes from that stage; when every stage is through the run is
    ``done``.
+
+The driver holds the directory's writer's lock (:meth:`RunDir.lock`) from
+:func:`open_run` until the run is done or failed. :class:`StageReport` prints a
+header for each stage (``[3/7] cache: 12,160 items, 4 sites``) with the time
+elapsed and an estimate of the time left.
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,11 +63,15 @@ def exists(*outputs: Callable[[RunDir], Path]) -> Callable[[RunDir, str], bool]:
 class Step:
     """A :class:`Stage` made of a function: ``fn(run)`` does the work (its return value is kept in
     ``result``); ``when_done(run, name)`` (see :func:`finished_with`, :func:`exists`) says whether
-    to skip it; without one the step always runs."""
+    to skip it; without one the step always runs. ``about`` says what it works on in its progress
+    header (``"12,160 items, 4 sites"``); ``work`` is its amount of work in items (for the estimate of
+    the time left; None for a stage too small to count)."""
 
     name: str
     fn: Callable[[RunDir], Any]
     when_done: Callable[[RunDir, str], bool] | None = None
+    about: str = ""
+    work: int | None = None
     result: Any = field(default=None, repr=False)
 
     def done(self, run: RunDir) -> bool:
@@ -77,8 +87,8 @@ class LoadModel:
     backend's driver passes a ``load`` that only fingerprints the weight files: its workers load.)"""
 
     def __init__(self, load: Callable[[], Any], describe: Callable[[Any], dict] = lambda lm: lm.describe(),
-                 name: str = "load_model"):
-        self.name = name
+                 name: str = "load_model", about: str = ""):
+        self.name, self.about = name, about
         self._load, self._describe = load, describe
         self._model = None
 
@@ -96,41 +106,116 @@ class LoadModel:
         return self._model
 
 
-def open_run(path: str | Path, config: dict, **info) -> RunDir:
-    """Open the run directory ``path`` made from ``config`` (or create it) and record ``info`` in its
-    manifest. A directory holding a run of another config is refused (RunError naming the fields)."""
-    run = RunDir.open_or_create(path, config)
-    if info:
-        run.update_manifest(**info)
+def open_run(path: str | Path, config: dict, may_change: Sequence[str] = (), keep_stages: Sequence[str] = (),
+             **info) -> RunDir:
+    """Open the run directory ``path`` made from ``config`` (or create it), take its writer's lock and
+    record ``info`` in its manifest. A directory holding a run of another config is refused (RunError
+    naming the fields); one another live process is writing is refused (naming its pid and host). The
+    top-level fields ``may_change`` may differ on resume; then every finished stage but ``keep_stages``
+    runs again (:meth:`RunDir.open_or_create`)."""
+    run = RunDir.open_or_create(path, config, may_change, keep_stages)
+    try:
+        if info:
+            run.update_manifest(**info)
+    except BaseException:
+        run.unlock()
+        raise
     return run
 
 
 Announce = Callable[[int, int, Stage, bool], None]
 
 
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s // 60 % 60:02d}m{s % 60:02d}s" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+class StageReport:
+    """An ``announce`` for :func:`run_stages` that prints one header per stage to ``stream`` (stderr):
+    ``[3/7] cache: 12,160 items, 4 sites (elapsed 1m02s, about 2m10s left)``, ``[1/7] decide: done,
+    skipped``, and a closing line with the total time. The estimate of the time left is the rate of
+    the finished stages that declare their ``work`` (items) applied to the work still to do; it is
+    shown once one such stage has finished (resumed or not, skipped stages count as nothing)."""
+
+    def __init__(self, title: str = "", stream=None):
+        self.title = title
+        self.stream = stream
+        self.t0 = time.perf_counter()
+        self._current: tuple[float, int | None] | None = None
+        self._seconds = 0.0
+        self._items = 0
+        self.stages: list[Stage] = []
+        """The stages of the run (set by :func:`run_stages`), for the work still to do."""
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.stream or sys.stderr, flush=True)
+
+    def _close_current(self) -> None:
+        if self._current is not None:
+            started, work = self._current
+            if work:
+                self._seconds += time.perf_counter() - started
+                self._items += work
+            self._current = None
+
+    def __call__(self, i: int, n: int, stage: Stage, skipped: bool) -> None:
+        self._close_current()
+        about = getattr(stage, "about", "") or ""
+        work = getattr(stage, "work", None)
+        head = f"[{i}/{n}] {stage.name}" + (f": {about}" if about else "")
+        if skipped:
+            self._print(f"{head} (done, skipped)")
+            return
+        elapsed = time.perf_counter() - self.t0
+        left = ""
+        if self._items:
+            rate = self._seconds / self._items
+            todo = sum(getattr(s, "work", None) or 0 for s in self.stages[i - 1:]) if self.stages else work or 0
+            left = f", about {_clock(rate * todo)} left" if todo else ""
+        self._print(f"{head} (elapsed {_clock(elapsed)}{left})")
+        self._current = (time.perf_counter(), work)
+
+    def end(self, run: RunDir) -> None:
+        """The closing line, after the last stage."""
+        self._close_current()
+        self._print(f"{self.title or run.path}: done in {_clock(time.perf_counter() - self.t0)}")
+
+
 def run_stages(run: RunDir, stages: Sequence[Stage], announce: Announce | None = None) -> RunDir:
     """Run the stages not yet done in order, record each one's time, and finish the run.
 
-    ``announce(i, n, stage, skipped)`` is called before each stage (1-based ``i``). A stage that
-    raises marks the run failed (naming it) and the error propagates; later stages do not run."""
-    for i, stage in enumerate(stages, 1):
-        skipped = stage.done(run)
-        if announce is not None:
-            announce(i, len(stages), stage, skipped)
-        if skipped:
-            continue
-        t0 = time.perf_counter()
-        try:
-            stage.run(run)
-        except BaseException as exc:
-            run.fail(stage.name, exc)
-            raise
-        run.mark_stage_done(stage.name, time.perf_counter() - t0)
-    run.finish()
+    ``announce(i, n, stage, skipped)`` is called before each stage (1-based ``i``; a
+    :class:`StageReport` prints headers). A stage that raises marks the run failed (naming it) and the
+    error propagates; later stages do not run. The run's writer's lock is held throughout and given
+    back at the end."""
+    run.lock()
+    if isinstance(announce, StageReport):
+        announce.stages = list(stages)
+        announce.t0 = time.perf_counter()
+    try:
+        for i, stage in enumerate(stages, 1):
+            skipped = stage.done(run)
+            if announce is not None:
+                announce(i, len(stages), stage, skipped)
+            if skipped:
+                continue
+            t0 = time.perf_counter()
+            try:
+                stage.run(run)
+            except BaseException as exc:
+                run.fail(stage.name, exc)
+                raise
+            run.mark_stage_done(stage.name, time.perf_counter() - t0)
+        run.finish()
+        if isinstance(announce, StageReport):
+            announce.end(run)
+    finally:
+        run.unlock()
     return run
 
 
 def run_study(path: str | Path, config: dict, stages: Sequence[Stage], announce: Announce | None = None,
-              **info) -> RunDir:
+              may_change: Sequence[str] = (), keep_stages: Sequence[str] = (), **info) -> RunDir:
     """:func:`open_run` then :func:`run_stages`: the skeleton every study runner shares."""
-    return run_stages(open_run(path, config, **info), stages, announce)
+    return run_stages(open_run(path, config, may_change, keep_stages, **info), stages, announce)

@@ -68,10 +68,10 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
     from evenhand.runs import RunDir
     from evenhand.shards import ParquetShards
-    from evenhand.stages import LoadModel, Step, finished_with, open_run, run_stages
+    from evenhand.stages import LoadModel, StageReport, Step, finished_with, open_run, run_stages
 
     from .config import options_for
-    from .runner import analysis_stages, check_output_dir, finish_stages, run_info, suite_items
+    from .runner import KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info, suite_items
 
     if workers < 1 or shards_per_worker < 1:
         raise ValueError("workers and shards_per_worker must be at least 1")
@@ -81,7 +81,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=False)
     items = suite_items(cfg.suite)
     n_shards = workers * shards_per_worker
-    run = open_run(out, asdict(replace(cfg, model=spec)), **run_info(cfg, items),
+    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items),
                    backend={"name": "ray", "workers": workers, "gpus_per_worker": gpus_per_worker,
                             "shards": n_shards, "address": address})
     # the workers load the model; the driver fingerprints its files, as a local run does
@@ -140,5 +140,6 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         return load_model(spec)
     decided = Step("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
     score, *cache = finish_stages(cfg, spec, items, decided, driver_model, progress)
-    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress)])
+    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, items=items)],
+               StageReport(f"ray run {cfg.output_dir}") if progress else None)
     return run, (score.result if score.result is not None else run.read_metrics())

@@ -14,9 +14,18 @@ from pathlib import Path
 from evenhand.checks import warn_unparseable
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
-from evenhand.stages import LoadModel, Stage, Step, finished_with, open_run, run_stages
+from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, open_run, run_stages
 
 from .config import RunConfig, SuiteConfig, options_for
+
+MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "probe", "attribution", "figures")
+"""A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
+type, the probe sweep, the attribution, the figures): a resumed run may change them; its stages after
+the answers and the cache then run again with the new values. Everything else (model, suite, mode, batch
+and generation settings, cache and ablation settings) must match to resume."""
+
+KEEP_STAGES = ("load_model", "model", "decide", "cache")
+"""The stages a change of :data:`MAY_CHANGE` fields leaves finished: those that produce or cache answers."""
 
 
 def check_output_dir(path: str | Path) -> Path:
@@ -53,7 +62,8 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
     """The stages after the decisions, shared by the local and the Ray backend: score the responses
     (``decided.result`` when the decisions ran now, else the saved table) into ``metrics.json``, and
     (when enabled) cache activations with the model ``get_model()`` returns."""
-    stages = [Step("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path))]
+    stages = [Step("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path),
+                   about=f"{len(items):,} responses, {cfg.resamples:,} bootstrap resamples")]
     if cfg.cache.enabled:
         from evenhand.activations import CacheOptions, cache_activations
         from evenhand.suite.content import load_content
@@ -62,15 +72,17 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
                             chat_template=spec.chat_template, progress=progress)
         stages.append(Step("cache", lambda run: cache_activations(items, get_model(), copts, run.activations,
                                                                   load_content().version, engine=c.engine),
-                           finished_with(lambda r: RunDir(r.activations).cache_index_path)))
+                           finished_with(lambda r: RunDir(r.activations).cache_index_path),
+                           about=f"{len(items):,} items, sites {', '.join(c.sites)}", work=len(items)))
     return stages
 
 
-def analysis_stages(cfg: RunConfig, progress: bool, get_model=None) -> list[Stage]:
+def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) -> list[Stage]:
     """The optional stages after the cache, shared by both backends: the probe sweep
     (``OUT/probes/<label>/``), the name ablation (``OUT/ablation/<variant>/``; it re-decides with
     ``get_model()`` or loads the model), the direct logit attribution (``OUT/attribution/``) and the figures
-    and report page (``OUT/figures/``, ``OUT/report.md``). Each is skipped once its outputs are written."""
+    and report page (``OUT/figures/``, ``OUT/report.md``). Each is skipped once its outputs are written.
+    ``items`` (the run's items) sizes the ablation's progress header."""
     stages: list[Stage] = []
     if cfg.probe is not None:
         p = cfg.probe
@@ -84,9 +96,12 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None) -> list[Stag
                                          ("pressured", p.pressured)) if v is not None}
             ds = from_run(run.path, p.label, p.sites, filters)
             opts = options_for(ProbeOptions, p)
-            table, _ = probe_sweep(ds, opts, control=p.control, resamples=cfg.resamples, text=p.text)
+            table, _ = probe_sweep(ds, opts, control=p.control, resamples=cfg.resamples, text=p.text,
+                                   progress=progress)
             write_sweep(table, run.probe_dir(p.label).path, ds, opts, run_dir=str(run.path))
-        stages.append(Step("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table)))
+        stages.append(Step("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table),
+                           about=f"label {p.label}, sites {', '.join(p.sites) if p.sites else 'all cached'}"
+                                 f"{', with shuffled-label control' if p.control else ''}"))
     if cfg.ablation is not None:
         ab = cfg.ablation
 
@@ -98,19 +113,24 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None) -> list[Stag
                 name_ablation(run.path, run.ablation_dir(variant).path, variant, ab.label, ab.degree,
                               list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
                               progress=progress, lm=get_model() if get_model is not None else None)
-            return Step(f"ablation_{variant}", go, finished_with(lambda r: r.ablation_dir(variant).ablation_table))
+            n = None if items is None else int(len(items) if ab.degree is None else (items["degree"] == ab.degree).sum())
+            return Step(f"ablation_{variant}", go, finished_with(lambda r: r.ablation_dir(variant).ablation_table),
+                        about=(f"up to {n:,} items " if n is not None else "items ") + f"at degree {ab.degree} re-decided and "
+                              f"re-cached with names {variant}-ablated", work=None if n is None else 2 * n)
         stages += [ablation(v) for v in ab.variants]
     if cfg.attribution is not None:
         def attribution(run: RunDir) -> None:
             from probes.attribution import run_attribution
             run_attribution(run.path, run.attribution_dir.path, cfg.attribution.degrees, cfg.attribution.batch_size,
                             cfg.resamples, cfg.bootstrap_seed, progress=progress)
-        stages.append(Step("attribution", attribution, finished_with(lambda r: r.attribution_dir.attribution_table)))
+        stages.append(Step("attribution", attribution, finished_with(lambda r: r.attribution_dir.attribution_table),
+                           about=f"degrees {', '.join(map(str, cfg.attribution.degrees))}"))
     if cfg.figures:
         def figures(run: RunDir) -> None:
             from .pages import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
-        stages.append(Step("figures", figures, finished_with(lambda r: r.report_html)))
+        stages.append(Step("figures", figures, finished_with(lambda r: r.report_html),
+                           about="figures, LaTeX table and report page"))
     return stages
 
 
@@ -133,15 +153,17 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     from evenhand.models.loading import load_model
 
     items = suite_items(cfg.suite)
-    run = open_run(out, asdict(replace(cfg, model=spec)), **run_info(cfg, items))
-    model = LoadModel(lambda: load_model(spec))
+    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items))
+    model = LoadModel(lambda: load_model(spec), about=spec.model)
 
     def decide_all(run: RunDir):
         responses = decide(items, model(), opts, out_dir=run.path)
         run.write_responses(responses)
         warn_unparseable(responses, run)
         return responses
-    decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path))
+    decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path),
+                   about=f"{len(items):,} items, {cfg.mode} mode", work=len(items))
     score, *cache = finish_stages(cfg, spec, items, decided, model, progress)
-    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, model)])
+    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, model, items)],
+               StageReport(f"run {cfg.output_dir}") if progress else None)
     return run, (score.result if score.result is not None else run.read_metrics())

@@ -108,10 +108,11 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     out.path.mkdir(parents=True, exist_ok=True)
     mode = source.config.get("mode", "answer")
     abl_resp = decide(items, lm, DecideOptions(mode=mode, batch_size=batch_size, progress=progress,
+                                               progress_label=f"ablation {variant}",
                                                chat_template=spec.chat_template), out_dir=out.path)
     out.write_responses(abl_resp)
     cache = cache_activations(items, lm, CacheOptions(sites=tuple(orig.sites), batch_size=batch_size,
-                                                      dtype="float32", progress=progress,
+                                                      dtype="float32", progress=progress, progress_label=f"ablation {variant}",
                                                       chat_template=spec.chat_template), out.activations)
     abl = build_dataset(abl_resp, cache, label, orig.sites)
     # pair rows answered in both runs

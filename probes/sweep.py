@@ -101,18 +101,27 @@ def text_rows(ds: ProbeDataset, opts: ProbeOptions, resamples: int) -> list[dict
 
 
 def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: bool = True, resamples: int = 1000,
-                keep_full: bool = False, text: bool = False) -> tuple[pd.DataFrame, dict[str, FoldResult]]:
+                keep_full: bool = False, text: bool = False, progress: bool = False
+                ) -> tuple[pd.DataFrame, dict[str, FoldResult]]:
     """Fit and score a probe per site of ``ds`` (and the text baseline when ``text``).
-    Returns (tidy table, fold results by site)."""
+    Returns (tidy table, fold results by site). ``progress``: a bar over the fits and the sites scored."""
+    from tqdm.auto import tqdm
     t0 = time.perf_counter()
     Xs = [ds.features[s] for s in ds.sites]
+    bar = tqdm(total=(2 if control else 1) + len(Xs) + bool(text), unit="step", disable=not progress,
+               desc=f"probe[{ds.label}]", dynamic_ncols=True)
+    bar.set_postfix_str(f"fitting {len(Xs)} sites, {len(ds.y):,} rows")
     results = fit_sites(Xs, ds.y, ds.groups, opts, keep_full=keep_full)
+    bar.update()
     controls: list[FoldResult | None] = [None] * len(Xs)
     if control:
+        bar.set_postfix_str("shuffled-label control")
         y_c = shuffled(ds.y, opts.seed)
         controls = fit_sites(Xs, y_c, ds.groups, opts)
         for c in controls:
             c.labels = y_c
+        bar.update()
+    bar.set_postfix_str("scoring sites")
     from .logistic import resolved_engine
     extra = {"label": ds.label, "engine": resolved_engine(opts, max(x.shape[1] for x in Xs)), "filters": json.dumps(ds.filters, sort_keys=True, default=str),
              "variant": "activations", "condition": condition_text(ds.filters)}
@@ -120,8 +129,12 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     for site, res, ctl in zip(ds.sites, results, controls):
         rows += score_predictions(site, res, ds.y, ds.groups, resamples, opts.seed, ctl,
                                   {**extra, "chosen_C": float(pd.Series(res.chosen_C).mode().iloc[0])})
+        bar.update()
     if text:
+        bar.set_postfix_str("text baseline")
         rows += text_rows(ds, opts, resamples)
+        bar.update()
+    bar.close()
     table = pd.DataFrame(rows)
     table.attrs["seconds"] = round(time.perf_counter() - t0, 3)
     return table, dict(zip(ds.sites, results))

@@ -8,8 +8,21 @@ from .formatting import score_table
 from .studies import bbq, run_comparison
 
 
+def quiet_libraries() -> None:
+    """Turn off the progress bars the model libraries draw themselves (loading weights, downloads)."""
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+        disable_progress_bars()
+        from transformers.utils import logging as hf_logging
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
 def _run(a) -> int:
     from experiments.config import read_yaml
+    if a.quiet:
+        quiet_libraries()
     from experiments.sweep import run_sweep, study_kind
     data = read_yaml(a.config)
     ray_options = {"address": a.address, "workers": a.workers, "gpus_per_worker": a.gpus_per_worker}
@@ -44,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("run", help="run a YAML config: suite -> decisions -> metrics (-> cache -> probes -> "
                                    "ablation -> figures); a comparison config; or a sweep of either")
     s.add_argument("config")
-    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.add_argument("--quiet", action="store_true", help="no progress bars and no stage headers (the results are still printed)")
     s.add_argument("--backend", default="local", choices=["local", "ray"])
     s.add_argument("--address", default=None, help="ray: a cluster address (default: start a local one)")
     s.add_argument("--workers", type=int, default=2, help="ray: model-holding actors")

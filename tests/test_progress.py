@@ -1,0 +1,100 @@
+"""Progress that tells the truth: `evenhand run` prints a header per stage with its counts, the time
+elapsed and the time left; bars say what they are for (the ablation's decide, the probe sweep);
+`--quiet` prints neither bars nor headers."""
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from evenhand.runs import write_table_atomic
+from evenhand.stages import StageReport, Step, run_study
+
+
+def test_stage_report_prints_headers_counts_and_the_time_left(tmp_path, monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr("evenhand.stages.time.perf_counter", lambda: now[0])
+
+    def takes(seconds: float):
+        def go(run) -> None:
+            now[0] += seconds
+        return go
+    stages = [Step("decide", takes(10), lambda run, name: run.stage_done(name), about="100 items, answer mode",
+                   work=100),
+              Step("cache", takes(20), lambda run, name: run.stage_done(name), about="100 items, sites residual",
+                   work=200),
+              Step("figures", takes(5))]
+    out = io.StringIO()
+    run_study(tmp_path / "r", {}, stages, StageReport("run r", stream=out))
+    # decide took 10 s for 100 items: the cache's 200 items are about 20 s
+    assert out.getvalue().splitlines() == ["[1/3] decide: 100 items, answer mode (elapsed 0m00s)",
+                                           "[2/3] cache: 100 items, sites residual (elapsed 0m10s, about 0m20s left)",
+                                           "[3/3] figures (elapsed 0m30s)", "run r: done in 0m35s"]
+    out = io.StringIO()
+    run_study(tmp_path / "r", {}, stages, StageReport(stream=out))  # resumed: finished stages are skipped
+    assert out.getvalue().splitlines() == ["[1/3] decide: 100 items, answer mode (done, skipped)",
+                                           "[2/3] cache: 100 items, sites residual (done, skipped)",
+                                           "[3/3] figures (elapsed 0m00s)", f"{tmp_path / 'r'}: done in 0m05s"]
+
+
+@pytest.fixture
+def tiny_config(tmp_path, smoke_items, tiny_dirs):
+    write_table_atomic(tmp_path / "items.parquet", smoke_items.head(6))
+
+    def write(name: str) -> str:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump({
+            "model": str(tiny_dirs["qwen2"]), "output_dir": str(tmp_path / name), "batch_size": 4, "resamples": 50,
+            "suite": {"subset": str(tmp_path / "items.parquet")}, "cache": {"enabled": True, "dtype": "float32"}}))
+        return str(path)
+    return write
+
+
+def test_evenhand_run_prints_stage_headers_and_quiet_prints_none(tiny_config, capfd):
+    from experiments.cli.main import main
+    config = tiny_config("loud")
+    capfd.readouterr()
+    assert main(["run", config]) == 0
+    err = capfd.readouterr().err
+    for header in (r"\[1/4\] load_model: \S+ \(elapsed", r"\[2/4\] decide: 6 items, answer mode \(elapsed",
+                   r"\[3/4\] score: 6 responses, 50 bootstrap resamples", r"\[4/4\] cache: 6 items, sites residual",
+                   r"decide\[answer\]", r"cache\[nnsight\]", r"run \S+loud: done in \dm\d\ds"):
+        assert re.search(header, err), header
+    assert main(["run", config]) == 0  # resumed
+    assert "[2/4] decide: 6 items, answer mode (done, skipped)" in capfd.readouterr().err
+
+    quiet = tiny_config("quiet")
+    capfd.readouterr()
+    try:
+        assert main(["run", quiet, "--quiet"]) == 0
+    finally:  # --quiet turned off the model libraries' own bars for this process
+        from huggingface_hub.utils import enable_progress_bars
+        from transformers.utils import logging as hf_logging
+        enable_progress_bars()
+        hf_logging.enable_progress_bar()
+    out, err = capfd.readouterr()
+    assert err == "" and "[1/4]" not in out and "run directory:" in out  # the results are still printed
+
+
+def test_the_ablations_decide_and_the_probe_sweep_say_what_they_are(tiny, smoke_items, capfd):
+    from evenhand.decisions import DecideOptions, decide
+    from probes.dataset import ProbeDataset
+    from probes.logistic import ProbeOptions
+    from probes.sweep import probe_sweep
+
+    capfd.readouterr()
+    decide(smoke_items.head(2), tiny["qwen2"], DecideOptions(batch_size=2, progress_label="ablation label"))
+    assert "ablation label decide[answer]" in capfd.readouterr().err
+    rng = np.random.default_rng(0)
+    y = np.tile([0, 1], 100)
+    ds = ProbeDataset({"blocks.0.resid_post": rng.normal(size=(200, 4)) + y[:, None]}, y, np.repeat(np.arange(20), 10),
+                      pd.DataFrame({"item_id": range(200)}), "favours_minority")
+    probe_sweep(ds, ProbeOptions(folds=4, inner_folds=2, Cs=(1.0,)), resamples=20, progress=True)
+    err = capfd.readouterr().err
+    assert "probe[favours_minority]" in err and "3/3" in err  # the fit, the control, one site scored
+    probe_sweep(ds, ProbeOptions(folds=4, inner_folds=2, Cs=(1.0,)), resamples=20)
+    assert "probe[" not in capfd.readouterr().err
