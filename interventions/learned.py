@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pandas as pd
 
@@ -124,10 +125,11 @@ def _check_learned(name: str, o) -> None:
 
 
 @dataclass(frozen=True)
-class LoReFTFit:
-    """Fit options of ``loreft``: site layer, rank, training steps, learning rate, batch, loss weight, data cap."""
+class ReFTR1Fit:
+    """Fit options of ``reft_r1`` (rank one by construction): site layer, training steps, learning rate,
+    batch, loss weight, data cap."""
+    method: ClassVar[str] = "reft_r1"
     layer: str | int = "middle"
-    rank: int = 4
     steps: int = 150
     lr: float = 5e-3
     batch_size: int = 16
@@ -135,21 +137,14 @@ class LoReFTFit:
     max_train: int = 512
 
     def __post_init__(self):
-        _check_learned("loreft", self)
+        _check_learned(self.method, self)
 
 
 @dataclass(frozen=True)
-class ReFTR1Fit:
-    """Fit options of ``reft_r1`` (rank one by construction): as ``loreft``'s without ``rank``."""
-    layer: str | int = "middle"
-    steps: int = 150
-    lr: float = 5e-3
-    batch_size: int = 16
-    consistency: float = 1.0
-    max_train: int = 512
-
-    def __post_init__(self):
-        _check_learned("reft_r1", self)
+class LoReFTFit(ReFTR1Fit):
+    """Fit options of ``loreft``: ``reft_r1``'s plus the rank of the intervention."""
+    method: ClassVar[str] = "loreft"
+    rank: int = 4
 
 
 class _Learned(EditingIntervention):
