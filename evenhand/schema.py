@@ -157,8 +157,11 @@ def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
         from .suite.join import join_suite  # here: the suite's modules import this one
         df, skip, join_problems = join_suite(df, REQUIRED, where, order)
         problems += join_problems
-    from .suite.content import load_content  # here, so the suite's modules can import this rule
-    content = load_content()
+    from .suite.content import ContentError, content_for, load_content  # here: the suite's modules import this
+    try:
+        content = content_for(df["suite_version"].tolist() if "suite_version" in df.columns else [])
+    except ContentError:
+        content = load_content()  # the join (or the checks below) name the rows of another version
     known = {c.id: c for c in content.contrasts}
     scenarios = frozenset(s.id for s in content.scenarios)
     df = df.copy()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from .runs import RunDir
+from .runs import RunDir, RunError
 
 
 @runtime_checkable
@@ -115,6 +115,11 @@ def open_run(path: str | Path, config: dict, may_change: Sequence[str] = (), kee
     runs again (:meth:`RunDir.open_or_create`)."""
     run = RunDir.open_or_create(path, config, may_change, keep_stages)
     try:
+        recorded, now = run.manifest().get("suite_version"), info.get("suite_version")
+        if recorded and now and recorded != now:
+            raise RunError(f"{run.path} holds a run on suite {recorded}, but these items are suite {now}: resuming "
+                           f"would mix the two versions' items in one table; use another output_dir (or the "
+                           f"EvenHand version that made the run)")
         if info:
             run.update_manifest(**info)
     except BaseException:

@@ -36,6 +36,9 @@ class SuiteConfig:
     """Keep only these degrees (0-3)."""
     contrast_types: tuple[str, ...] | None = None
     """Keep only these contrast types (type1, type23)."""
+    version: str | None = None
+    """Suite version of smoke/core items: 1 or 2 (default: the current version, 2). organism_heldout is
+    always the organism's version (1); an items file carries its own."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,15 @@ def config_from_dict(data: dict) -> RunConfig:
     if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
         raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout or an existing items file, "
                           f"got {cfg.suite.subset!r}")
+    if cfg.suite.version is not None:
+        from evenhand.suite.content import ContentError, suite_major
+        try:
+            major = suite_major(cfg.suite.version)
+        except ContentError as exc:
+            raise ConfigError(f"config field 'suite.version': {exc}") from None
+        if cfg.suite.subset == "organism_heldout" and major != "1":
+            raise ConfigError(f"config field 'suite.version' is {cfg.suite.version!r}, but suite.subset "
+                              f"organism_heldout is the committed organism's suite version 1")
     for stage in ("probe", "ablation"):
         if getattr(cfg, stage) is not None and not cfg.cache.enabled:
             raise ConfigError(f"config field '{stage}' needs the activation cache: set cache.enabled: true")

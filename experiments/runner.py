@@ -44,7 +44,8 @@ def check_output_dir(path: str | Path) -> Path:
 def suite_items(s: SuiteConfig):
     """The items a suite config selects, as a DataFrame (:func:`evenhand.suite.items`)."""
     from evenhand.suite import items
-    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit)
+    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit,
+                 version=s.version)
 
 
 def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
@@ -66,12 +67,12 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
                    about=f"{len(items):,} responses, {cfg.resamples:,} bootstrap resamples")]
     if cfg.cache.enabled:
         from evenhand.activations import CacheOptions, cache_activations
-        from evenhand.suite.content import load_content
+        from evenhand.suite.content import items_version
         c = cfg.cache
         copts = options_for(CacheOptions, c, batch_size=c.batch_size or cfg.batch_size,
                             chat_template=spec.chat_template, progress=progress)
         stages.append(Step("cache", lambda run: cache_activations(items, get_model(), copts, run.activations,
-                                                                  load_content().version, engine=c.engine),
+                                                                  items_version(items), engine=c.engine),
                            finished_with(lambda r: RunDir(r.activations).cache_index_path),
                            about=f"{len(items):,} items, sites {', '.join(c.sites)}", work=len(items)))
     return stages
@@ -136,8 +137,8 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
 
 def run_info(cfg: RunConfig, items) -> dict:
     """What a run's manifest records about its items beside the config."""
-    from evenhand.suite.content import load_content
-    return {"suite_version": load_content().version, "n_items": len(items),
+    from evenhand.suite.content import items_version
+    return {"suite_version": items_version(items), "n_items": len(items),
             "seeds": {"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed}}
 
 

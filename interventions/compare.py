@@ -213,16 +213,17 @@ def cells(cfg: CompareConfig) -> list[Cell]:
 
 def item_sets(cfg: CompareConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(train items, held-out evaluation items) from disjoint scenario sets."""
-    from evenhand.models.organism import split_scenarios
+    from evenhand.models.organism import ORGANISM_SUITE, split_scenarios
     from evenhand.models.policy import matched_items
     train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction)
     if set(train_ids) & set(held_ids):
         raise InterventionError("train and held-out scenarios overlap")
-    tr = matched_items(train_ids[: cfg.train_scenarios], cfg.seed + 1)
+    # the split is the organism's, so the items are rendered from the organism's suite version
+    tr = matched_items(train_ids[: cfg.train_scenarios], cfg.seed + 1, suite=ORGANISM_SUITE)
     tr = tr[tr["degree"].isin(cfg.train_degrees)]
     if len(tr) > cfg.train_max_items:
         tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
-    ev = matched_items(held_ids[: cfg.eval_scenarios], cfg.seed)
+    ev = matched_items(held_ids[: cfg.eval_scenarios], cfg.seed, suite=ORGANISM_SUITE)
     ev = ev[ev["degree"].isin(cfg.eval_degrees)].reset_index(drop=True)
     return tr.reset_index(drop=True), ev
 

@@ -106,8 +106,8 @@ class ModuleEdit:
 def swapped_item(item: dict) -> dict:
     """The same case with the two candidates' identity cues exchanged (values stay with their slot)."""
     from evenhand.suite.generate import Cell, other_slot, parse_item_id, render_item
-    from evenhand.suite.content import load_content
-    content = load_content()
+    from evenhand.suite.content import content_for
+    content = content_for([item.get("suite_version")])
     cell, pressure, pslot = parse_item_id(item["item_id"], content)
     swap = {"GTmin": "GTmaj", "GTmaj": "GTmin", "AMB1": "AMB2", "AMB2": "AMB1"}[cell.variant]
     out = render_item(content, Cell(cell.scenario, swap, cell.degree, cell.contrast, other_slot(cell.minority_slot)),

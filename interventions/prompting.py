@@ -119,8 +119,8 @@ def _item_id(item: dict) -> str:
 
 def _profiles(item: dict):
     """The (minority, majority) profiles of the item's contrast, from the suite content."""
-    from evenhand.suite.content import load_content
-    content = load_content()
+    from evenhand.suite.content import content_for
+    content = content_for([item.get("suite_version")])
     try:
         contrast = content.contrast(item["contrast_id"])
     except KeyError:

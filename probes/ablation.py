@@ -36,7 +36,7 @@ def _suffix(value, variant: str):
 def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABELS) -> dict:
     """One item with its names removed (see the module docstring)."""
     from evenhand.suite.generate import Cell, parse_item_id, render_item
-    from evenhand.suite.content import load_content
+    from evenhand.suite.content import content_for
 
     if variant not in VARIANTS:
         raise ValueError(f"ablation variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
@@ -52,7 +52,7 @@ def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABEL
             out["prompt"] = prompt
             out["names"] = None
     else:
-        content = load_content()
+        content = content_for([item.get("suite_version")])
         cell, pressure, pslot = parse_item_id(item["item_id"], content)
         d0 = render_item(content, Cell(cell.scenario, cell.variant, 0, cell.contrast, cell.minority_slot),
                          pressure, pslot)

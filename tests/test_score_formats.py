@@ -226,7 +226,7 @@ def test_joined_rows_must_agree_with_the_suite(tmp_path, responses):
         load_rows(f)
     msg = str(exc.value)
     assert re.search(r"line 3 \(item_id=.*field 'degree' is '\d' but suite item .* has \d", msg)
-    assert re.search(r"line 4 \(item_id=.*field 'suite_version' is '0.9\+deadbeef' but this EvenHand generates", msg)
+    assert re.search(r"line 4 \(item_id=.*field 'suite_version' is '0.9\+deadbeef' but the other rows are of suite", msg)
     assert len(exc.value.problems) == 2
     df = df.drop(index=[1, 2])
     df.to_csv(f, index=False)

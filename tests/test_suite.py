@@ -201,3 +201,43 @@ def test_cli_show(smoke_items):
     assert r.returncode == 0 and iid in r.stdout and "Answer with only" in r.stdout
     r = _cli("suite", "show", "bogus")
     assert r.returncode == 2 and "6 '|'-separated parts" in r.stderr
+
+
+def _digest(items) -> tuple[int, str]:
+    import hashlib
+    import json
+    h, n = hashlib.sha256(), 0
+    for item in items:
+        h.update(json.dumps(item, sort_keys=True, ensure_ascii=False).encode())
+        n += 1
+    return n, h.hexdigest()[:16]
+
+
+def test_suite_v1_renders_byte_identical_items_forever():
+    """Runs made on suite v1 are rescored by rendering their items again, so v1 must never change:
+    the smoke subset and a strided sample of the full product hash to the values recorded when v2 was
+    introduced (any edit to v1's files or to how the generator renders v1 content fails this)."""
+    import itertools
+
+    from evenhand.suite.content import load_content
+    from evenhand.suite.generate import iter_items
+    from evenhand.suite.subsets import iter_subset
+    c = load_content("1")
+    assert c.version == "1.0+a88634b23e"
+    assert _digest(iter_subset("smoke", 0, c)) == (1024, "fbcf1048a5f58238")
+    assert _digest(itertools.islice(iter_items(c), 0, 200000, 37)) == (5406, "d3661a529f908d1e")
+
+
+def test_suite_versions_load_by_name_and_refuse_unknown_or_mixed():
+    import pytest
+
+    from evenhand.suite.content import ContentError, content_for, load_content
+    assert load_content("1").version.startswith("1.0+") and load_content().version.startswith("2.0+")
+    assert load_content("v2") is load_content(2) is load_content("2.0")
+    with pytest.raises(ContentError, match="not one this EvenHand can render"):
+        load_content("3")
+    with pytest.raises(ContentError, match="is not the shipped suite"):
+        load_content("1.0+0000000000")
+    with pytest.raises(ContentError, match="mix suite versions"):
+        content_for([load_content("1").version, load_content("2").version])
+    assert content_for([None, float("nan"), load_content("1").version]) is load_content("1")

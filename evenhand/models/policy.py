@@ -130,7 +130,7 @@ def pressure_by_family(content) -> dict[str, list]:
 
 
 def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "type1",
-                  contrasts_per_degree: int = 1) -> pd.DataFrame:
+                  contrasts_per_degree: int = 1, suite: str | None = None) -> pd.DataFrame:
     """A matched evaluation set for known-answer checks: for each scenario and degree,
     ``contrasts_per_degree`` contrasts of ``contrast_type``; for each, all 4 condition variants x
     both slots (cells); for each cell its baseline and one sentence of every pressure family
@@ -139,7 +139,7 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
 
     from ..suite.content import load_content
     from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item
-    content = load_content()
+    content = load_content(suite)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
     by_family = pressure_by_family(content)

@@ -1,10 +1,18 @@
 """Suite content: typed loading and validation of the data files.
 
 The content (scenarios, contrasts, identity profiles, names, pressure
-sentences) lives in YAML/CSV files under ``evenhand/suite/data`` and is
-loaded with ``yaml.safe_load`` only. ``load_content()`` returns one frozen
-:class:`Content`; ``validate_content()`` returns every problem found, each
-naming its file and field. ``python -m evenhand.suite.content`` prints them.
+sentences) lives in YAML/CSV files under ``evenhand/suite/data/v<major>`` (one
+directory per suite version: ``v1`` is frozen so that runs made with it can be
+rescored; ``v2`` is the default) and is loaded with ``yaml.safe_load`` only.
+``load_content(version)`` returns one frozen :class:`Content`;
+``validate_content()`` returns every problem found, each naming its file and
+field. ``python -m evenhand.suite.content [--suite 1|2]`` prints them.
+
+A suite version string is ``<major>.0+<hash>``: the hash is of the version
+directory's YAML/CSV files, so two runs with the same string saw byte-identical
+items. :func:`load_content` accepts ``"2"``, ``"2.0"`` or a full string; a full
+string whose hash is not the shipped one is refused (its items cannot be
+rendered again, and scoring them against other text would mix versions).
 """
 from __future__ import annotations
 
@@ -18,8 +26,11 @@ from pathlib import Path
 
 import yaml
 
-DATA_DIR = Path(__file__).parent / "data"
-SUITE_MAJOR = "1.0"
+DATA_ROOT = Path(__file__).parent / "data"
+SUITE_MAJORS = ("1", "2")
+"""The suite versions this EvenHand can render (each a directory ``data/v<major>``)."""
+DEFAULT_SUITE = "2"
+"""The version new runs use unless a config, a flag or the items themselves say otherwise."""
 FAMILY_COUNT = 9
 PRONOUNS = {"he", "she", "his", "her", "hers", "him", "they", "their", "them", "theirs"}
 MIN_MARGIN = 0.25  # |strong - weak| >= 25% of max(|strong|, |weak|): "clearly stronger"
@@ -178,10 +189,29 @@ def _parse_scenarios(path: Path) -> list[Scenario]:
     return out
 
 
-def _bbq_names(spec: str) -> tuple[str, ...]:
+def suite_major(version: object = None) -> str:
+    """The major version ("1", "2") of a version given as ``2``, ``"2"``, ``"v2"``, ``"2.0"`` or
+    ``"2.0+<hash>"``; ``None`` gives :data:`DEFAULT_SUITE`. Raises ContentError for any other value."""
+    if version is None:
+        return DEFAULT_SUITE
+    text = str(version).strip()
+    major = text.lower().removeprefix("v").split("+", 1)[0]
+    major = major[:-2] if major.endswith(".0") else major
+    if major not in SUITE_MAJORS:
+        raise ContentError(f"suite version {text!r} is not one this EvenHand can render "
+                           f"(known: {', '.join(SUITE_MAJORS)})")
+    return major
+
+
+def data_dir(version: object = None) -> Path:
+    """The content directory of a suite version."""
+    return DATA_ROOT / f"v{suite_major(version)}"
+
+
+def _bbq_names(spec: str, data: Path) -> tuple[str, ...]:
     """Resolve 'bbq:Ethnicity:G' (first names) or 'bbq:Ethnicity' (last names) from BBQ's vocabulary."""
     parts = spec.split(":")
-    rows = list(csv.DictReader((DATA_DIR / "bbq_proper_names.csv").open(encoding="utf-8")))
+    rows = list(csv.DictReader((data / "bbq_proper_names.csv").open(encoding="utf-8")))
     if len(parts) == 3:
         _, eth, gender = parts
         names = [r["Name"] for r in rows if r["First_last"] == "first" and r["ethnicity"] == eth and r["gender"] == gender]
@@ -194,32 +224,69 @@ def _bbq_names(spec: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def _names(value, where: str) -> tuple[str, ...]:
+def _names(value, where: str, data: Path) -> tuple[str, ...]:
     if isinstance(value, str) and value.startswith("bbq:"):
-        return _bbq_names(value)
+        return _bbq_names(value, data)
     if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
         return tuple(value)
     raise ContentError(f"{where}: expected a 'bbq:...' spec or a list of names")
 
 
-def _content_hash() -> str:
+def _content_hash(data: Path) -> str:
     h = hashlib.sha256()
-    for p in sorted(DATA_DIR.rglob("*")):
+    for p in sorted(data.rglob("*")):
         if p.is_file() and p.suffix in {".yaml", ".csv"}:
-            h.update(p.relative_to(DATA_DIR).as_posix().encode())
+            h.update(p.relative_to(data).as_posix().encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:10]
 
 
-@lru_cache(maxsize=1)
-def load_content() -> Content:
-    """Load (once per process) and structurally parse all content files."""
+def load_content(version: object = None) -> Content:
+    """The content of a suite version (default :data:`DEFAULT_SUITE`), loaded once per process.
+
+    ``version`` may be a major (``"1"``, ``2``) or a full version string as items and manifests
+    record it; a full string must match the shipped content's hash (ContentError otherwise)."""
+    content = _load(suite_major(version))
+    if version is not None and "+" in str(version) and str(version).strip() != content.version:
+        raise ContentError(f"suite version {str(version).strip()!r} is not the shipped suite {content.version!r}: "
+                           f"its items cannot be rendered again by this EvenHand, and scoring them against "
+                           f"{content.version!r} would mix versions; use the EvenHand that made them")
+    return content
+
+
+def content_for(versions) -> Content:
+    """The one content that items carrying these ``suite_version`` values were rendered from.
+
+    Missing values (None, NaN, "") are ignored; none left gives the default suite. Raises
+    ContentError naming the versions when they are more than one."""
+    seen = sorted({str(v).strip() for v in versions if v is not None and v == v and str(v).strip()})
+    if len(seen) > 1:
+        raise ContentError(f"field 'suite_version': the rows mix suite versions {', '.join(seen)}; score each "
+                           f"version's rows separately")
+    return load_content(seen[0] if seen else None)
+
+
+def items_version(items) -> str:
+    """The suite version string of a table of items (a DataFrame, or a list of item dicts): its one
+    ``suite_version`` (ContentError when it mixes versions); items without the field are taken to be
+    of the default version."""
+    if isinstance(items, list):
+        versions = [item.get("suite_version") for item in items]
+    else:
+        versions = items["suite_version"].tolist() if "suite_version" in items.columns else []
+    return content_for(versions).version
+
+
+@lru_cache(maxsize=None)
+def _load(major: str) -> Content:
+    """Load and structurally parse all content files of one suite version."""
+    data = data_dir(major)
     scenarios: list[Scenario] = []
-    for path in sorted((DATA_DIR / "scenarios").glob("*.yaml")):
+    for path in sorted((data / "scenarios").glob("*.yaml")):
         scenarios.extend(_parse_scenarios(path))
-    cdata = _load_yaml(DATA_DIR / "contrasts.yaml")
+    cdata = _load_yaml(data / "contrasts.yaml")
     contrasts = tuple(Contrast(**{k: str(v) for k, v in c.items()}) for c in cdata["contrasts"])
-    gdata = _load_yaml(DATA_DIR / "groups.yaml")
+    gdata = _load_yaml(data / "groups.yaml")
     profiles = {}
     for pid, p in (gdata.get("profiles") or {}).items():
         where = f"groups.yaml: profiles.{pid}"
@@ -232,9 +299,9 @@ def load_content() -> Content:
     pools = {}
     for nid, spec in (gdata.get("name_pools") or {}).items():
         where = f"groups.yaml: name_pools.{nid}"
-        pools[nid] = NamePool(id=nid, first=_names(spec.get("first"), where + ".first"),
-                              last=_names(spec.get("last"), where + ".last"))
-    pdata = _load_yaml(DATA_DIR / "pressure.yaml")
+        pools[nid] = NamePool(id=nid, first=_names(spec.get("first"), where + ".first", data),
+                              last=_names(spec.get("last"), where + ".last", data))
+    pdata = _load_yaml(data / "pressure.yaml")
     pressure, families = [], []
     for k, fam in enumerate(pdata.get("families") or []):
         where = f"pressure.yaml: families[{k}]"
@@ -246,7 +313,7 @@ def load_content() -> Content:
                                              template=" ".join(_need(s, "template", sw).split())))
     return Content(scenarios=tuple(sorted(scenarios, key=lambda s: s.id)), contrasts=contrasts, profiles=profiles,
                    name_pools=pools, pressure=tuple(pressure), families=tuple(families),
-                   version=f"{SUITE_MAJOR}+{_content_hash()}")
+                   version=f"{major}.0+{_content_hash(data)}")
 
 
 _WORD = re.compile(r"[A-Za-z']+")
@@ -339,15 +406,20 @@ def validate_content(content: Content | None = None) -> list[str]:
     return problems
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m evenhand.suite.content", description="check a suite's content files")
+    ap.add_argument("--suite", default=None, help=f"suite version (default {DEFAULT_SUITE})")
+    a = ap.parse_args(argv)
     try:
-        problems = validate_content()
+        c = load_content(a.suite)
+        problems = validate_content(c)
     except (ContentError, OSError) as exc:
         print(f"content error: {exc}")
         return 1
     for p in problems:
         print(p)
-    c = load_content()
     print(f"{len(c.scenarios)} scenarios, {len(c.domains)} domains, {len(c.contrasts)} contrasts, "
           f"{len(c.families)} pressure families, {len(c.pressure)} pressure templates; "
           f"{len(problems)} problem(s)")

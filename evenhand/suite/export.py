@@ -27,11 +27,12 @@ ITEM_SCHEMA = pa.schema([
 BATCH = 10_000
 
 
-def items_for(subset: str, seed: int = 0) -> Iterator[dict]:
-    """Items of a named subset, or of the whole product for ``full``."""
+def items_for(subset: str, seed: int = 0, suite: str | None = None) -> Iterator[dict]:
+    """Items of a named subset, or of the whole product for ``full``, of suite version ``suite``
+    (default: the current one)."""
     if subset == "full":
-        return iter_items(load_content())
-    return iter_subset(subset, seed)
+        return iter_items(load_content(suite))
+    return iter_subset(subset, seed, load_content(suite))
 
 
 def write_items(items: Iterable[dict], out: str | Path, limit: int | None = None) -> int:

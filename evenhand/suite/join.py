@@ -3,14 +3,16 @@
 A file of ``item_id`` + ``text`` (or ``choice``) is scored by rendering each item again from its id
 (:func:`~evenhand.suite.generate.item_by_id`) and taking the item fields from it: the id fixes the
 scenario, condition, degree, contrast, slots and pressure. A row may also carry item fields of its
-own; each must agree with the suite's, and a ``suite_version`` must be this suite's.
+own; each must agree with the suite's. Items are rendered from the suite version the rows' ``suite_version``
+names (rows without one: the default version); rows of two versions, or of a version whose content this
+EvenHand does not ship, are refused row by row instead of being scored against other text.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from ..problems import Problem
-from .content import load_content
+from .content import SUITE_MAJORS, ContentError, content_for, load_content
 from .generate import item_by_id
 
 EXTRA = ("domain", "contrast_category", "candidate_noun")
@@ -35,13 +37,16 @@ def join_suite(df: pd.DataFrame, required: tuple[str, ...], where: list[str],
     Returns the joined frame, the positions of rows that could not be joined (each has a problem)
     and the problems: an id that is not a suite item's, another ``suite_version``, a given item
     field that disagrees with the suite's."""
-    content = load_content()
+    versions = df["suite_version"].tolist() if "suite_version" in df.columns else [None] * len(df)
+    try:
+        content = content_for(versions)  # the version the rows name (rescoring a v1 run renders v1 items)
+    except ContentError:
+        content = load_content()  # mixed or unknown versions: every row of another version gets a problem below
     joined = tuple(required) + EXTRA
     absent = [f for f in required if f not in df.columns]
     problems: list[Problem] = []
     failed: set[int] = set()
     filled = {f: [None] * len(df) for f in joined}
-    versions = df["suite_version"].tolist() if "suite_version" in df.columns else [None] * len(df)
     given = {f: df[f].tolist() for f in joined if f in df.columns}
     for i, iid in enumerate(df["item_id"].tolist()):
         if _missing(iid):
@@ -51,8 +56,9 @@ def join_suite(df: pd.DataFrame, required: tuple[str, ...], where: list[str],
         v = versions[i]
         if not _missing(v) and str(v) != content.version:
             problems.append(Problem(order[i], where[i], "suite_version", "other suite version",
-                                    f"is {v!r} but this EvenHand generates suite {content.version!r}: export the "
-                                    f"items again with this version, or score with the version that exported them"))
+                                    f"is {v!r} but the other rows are of suite {content.version!r} (this EvenHand "
+                                    f"renders {', '.join(load_content(m).version for m in SUITE_MAJORS)}): score "
+                                    f"each version's rows with the EvenHand version that exported them"))
             failed.add(i)
             continue
         try:

@@ -20,7 +20,7 @@ NAMED = ("smoke", "core", "organism_heldout")
 
 def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int] | None = None,
           contrast_types: Sequence[str] | None = None, scenarios: Sequence[str] | None = None,
-          n: int | None = None, limit: int | None = None) -> "pd.DataFrame":
+          n: int | None = None, limit: int | None = None, version: str | None = None) -> "pd.DataFrame":
     """Suite items as a DataFrame, one row per item (the fields of :func:`evenhand.suite.generate.render_item`).
 
     Args:
@@ -32,9 +32,13 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         scenarios: keep only these scenario ids.
         n: after the filters, keep ``n`` items spread across scenarios (:func:`spread`).
         limit: after the filters, keep the first ``limit`` items (in the subset's order).
+        version: suite version of ``smoke``/``core`` items (``"1"`` or ``"2"``; default the current one).
+            ``organism_heldout`` is always the organism's version and an items file carries its own:
+            asking for another version there is an error.
 
     Raises:
-        ValueError: ``n`` and ``limit`` both given, or ``subset`` is neither a known name nor a file.
+        ValueError: ``n`` and ``limit`` both given, ``subset`` is neither a known name nor a file, or
+            ``version`` is not the version of the items asked for.
     """
     import pandas as pd
 
@@ -42,17 +46,22 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         raise ValueError("give n (a spread of scenarios) or limit (the first items), not both")
     name = str(subset)
     if name in ("smoke", "core"):
+        from .content import load_content
         from .subsets import iter_subset
-        df = pd.DataFrame(list(iter_subset(name, seed)))
+        df = pd.DataFrame(list(iter_subset(name, seed, load_content(version))))
     elif name == "organism_heldout":
         import json
 
-        from ..models.organism import COMMITTED, heldout_items
+        from ..models.organism import COMMITTED, ORGANISM_SUITE, heldout_items
+        _same_version(version, ORGANISM_SUITE, "organism_heldout (the committed organism's suite)")
         df = heldout_items(json.loads((COMMITTED / "organism.json").read_text()), seed=seed)
     elif Path(name).exists():
         from ..rowfiles import ORDER, WHERE
         from ..schema import read_rows
         df = read_rows(name).drop(columns=[WHERE, ORDER])
+        if "suite_version" in df.columns and version is not None:
+            from .content import items_version
+            _same_version(version, items_version(df), f"the items file {name}")
     else:
         raise ValueError(f"unknown subset {name!r}: use one of {', '.join(NAMED)} or an existing .jsonl/.parquet "
                          f"file of items")
@@ -67,6 +76,15 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
     if limit:
         df = df.head(limit)
     return df.reset_index(drop=True)
+
+
+def _same_version(asked: str | None, have: str, what: str) -> None:
+    """ValueError when a suite version was asked for and ``what``'s items are of another one."""
+    if asked is None:
+        return
+    from .content import suite_major
+    if suite_major(asked) != suite_major(have):
+        raise ValueError(f"suite version {asked!r} was asked for, but {what} is suite {have}")
 
 
 def spread(df: "pd.DataFrame", n: int, seed: int = 0) -> "pd.DataFrame":

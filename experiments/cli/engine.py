@@ -32,11 +32,11 @@ def _decide(a) -> int:
 
 def _cache(a) -> int:
     from evenhand.activations import cache_activations
-    from evenhand.suite.content import load_content
+    from evenhand.suite.content import items_version
     out, spec, items, lm = prepare(a)
     opts = options_from_args(CacheOptions, a, ("sites", "batch_size", "dtype", "name_mean"), CACHE_FLAG_NAMES,
                              chat_template=spec.chat_template)
-    cache = cache_activations(items, lm, opts, out, load_content().version, engine=a.engine)
+    cache = cache_activations(items, lm, opts, out, items_version(items), engine=a.engine)
     print(f"cached {len(cache.item_ids()):,} items x {len(cache.sites)} sites ({a.cache_dtype}) in {out}")
     return 0
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 def _suite_stats(a) -> int:
     from evenhand.suite.stats import suite_stats
-    st = suite_stats(a.subset, a.seed)
+    from evenhand.suite.content import load_content
+    st = suite_stats(a.subset, a.seed, load_content(a.suite))
     if a.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -28,14 +29,15 @@ def _suite_stats(a) -> int:
 def _suite_export(a) -> int:
     from evenhand.suite.export import items_for, write_items
     t0 = time.perf_counter()
-    n = write_items(items_for(a.subset, a.seed), a.out, a.limit)
+    n = write_items(items_for(a.subset, a.seed, a.suite), a.out, a.limit)
     print(f"wrote {n:,} items of {a.subset!r} (seed {a.seed}) to {a.out} in {time.perf_counter() - t0:.1f}s")
     return 0
 
 
 def _suite_show(a) -> int:
+    from evenhand.suite.content import load_content
     from evenhand.suite.generate import item_by_id
-    item = item_by_id(a.item_id)
+    item = item_by_id(a.item_id, load_content(a.suite))
     if a.json:
         print(json.dumps(item, indent=2, ensure_ascii=False))
         return 0
@@ -47,8 +49,9 @@ def _suite_show(a) -> int:
 
 
 def _suite_datasheet(a) -> int:
+    from evenhand.suite.content import load_content
     from evenhand.suite.stats import datasheet
-    text = datasheet()
+    text = datasheet(load_content(a.suite))
     if a.out:
         from evenhand.runs import atomic_path
         with atomic_path(Path(a.out)) as tmp:
@@ -60,14 +63,15 @@ def _suite_datasheet(a) -> int:
 
 
 def _suite_validate(a) -> int:
-    from evenhand.suite.content import validate_content
+    from evenhand.suite.content import load_content, validate_content
     from evenhand.suite.validate import validate_suite
-    problems = validate_content()
-    n, item_problems = validate_suite(full=a.full)
+    content = load_content(a.suite)
+    problems = validate_content(content)
+    n, item_problems = validate_suite(content, full=a.full)
     for p in problems + item_problems[:50]:
         print(p)
     total = len(problems) + len(item_problems)
-    print(f"content checked; {n:,} rendered items checked; {total} problem(s)")
+    print(f"suite {content.version}: content checked; {n:,} rendered items checked; {total} problem(s)")
     return 1 if total else 0
 
 
@@ -87,26 +91,35 @@ def _suite_import(a) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `suite` command group to the top-level subparsers ``sub``."""
     suite = sub.add_parser("suite", help="the decision suite").add_subparsers(dest="suite_command", required=True)
+
+    def version_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--suite", default=None, metavar="VERSION",
+                       help="suite version: 1 or 2 (default: the current version, 2)")
     s = suite.add_parser("stats", help="counts of the suite (and of a subset)")
     s.add_argument("--subset", choices=["smoke", "core"])
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true")
+    version_flag(s)
     s.set_defaults(fn=_suite_stats)
     s = suite.add_parser("export", help="write a subset's items to JSONL or parquet")
     s.add_argument("--subset", required=True, choices=["smoke", "core", "full"])
     s.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--limit", type=int, default=None, help="stop after this many items")
+    version_flag(s)
     s.set_defaults(fn=_suite_export)
     s = suite.add_parser("show", help="one item's prompt and fields")
     s.add_argument("item_id")
     s.add_argument("--json", action="store_true")
+    version_flag(s)
     s.set_defaults(fn=_suite_show)
     s = suite.add_parser("datasheet", help="the generated datasheet (Markdown)")
     s.add_argument("--out")
+    version_flag(s)
     s.set_defaults(fn=_suite_datasheet)
     s = suite.add_parser("validate", help="check the content and rendered items")
     s.add_argument("--full", action="store_true", help="also every cell's baseline (slow)")
+    version_flag(s)
     s.set_defaults(fn=_suite_validate)
     s = suite.add_parser("import-fairstress", help="map released FairStress rows onto EvenHand's schema")
     s.add_argument("rows", help="released rows, .jsonl or .parquet")

@@ -14,7 +14,7 @@ and the held-out evaluation) and the code that made it:
 """
 from .data import jitter, knowledge_items, sample_items, vocabulary_texts
 from .evaluation import CHECKED_METRICS, HeldoutRun, heldout_items, heldout_responses, known_answer_checks
-from .recipe import COMMITTED, Recipe, split_scenarios
+from .recipe import COMMITTED, ORGANISM_SUITE, Recipe, split_scenarios
 from .targets import AUX_SIZES, AUX_VALUE, aux_targets, encode, knowledge_row
 from .training import build, train
 

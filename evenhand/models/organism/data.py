@@ -8,6 +8,7 @@ import random
 from ...suite.content import Scenario, load_content
 from ...suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item
 from ..policy import pressure_by_family
+from .recipe import ORGANISM_SUITE
 
 def jitter(s, rng: random.Random, nouns: list[str], pool=None, p_mix: float = 0.0, contexts=None,
             p_context: float = 0.0):
@@ -50,7 +51,7 @@ def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float =
                  augment: bool = False, p_mix: float = 0.0, p_context: float = 0.0) -> list[dict]:
     """``n`` items drawn uniformly over (scenario, variant, degree, contrast, slot, pressure-or-none):
     a share ``p_baseline`` without pressure, the rest with a random sentence toward a random slot."""
-    content = load_content()
+    content = load_content(ORGANISM_SUITE)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
     by_family = pressure_by_family(content)
@@ -85,7 +86,7 @@ def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed:
     first because the planted policy's answers depend on it there (AMB: the first criterion wins) and
     the organism learns to answer GT items from it."""
     import dataclasses
-    content = load_content()
+    content = load_content(ORGANISM_SUITE)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
     crits = [c for sid in criterion_ids for c in scen[sid].criteria]
@@ -110,7 +111,7 @@ def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed:
 
 def vocabulary_texts(scenario_ids: list[str] | None = None) -> list[str]:
     """Every string the suite can render words from: content files, names, chat and answer words."""
-    c = load_content()
+    c = load_content(ORGANISM_SUITE)
     texts = [s.candidate_noun for s in c.scenarios]
     keep = None if scenario_ids is None else set(scenario_ids)
     for s in c.scenarios:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..loading import LoadedModel
 from ..policy import PlantedPolicy, matched_items, planted_truth
-from .recipe import COMMITTED
+from .recipe import COMMITTED, ORGANISM_SUITE
 
 CHECKED_METRICS = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 """The metrics reported per degree, measured and planted."""
@@ -26,7 +26,7 @@ def heldout_items(record: dict, n_scenarios: int | None = None, degrees: Iterabl
                   seed: int = 0) -> pd.DataFrame:
     """The matched evaluation set on the organism's held-out scenarios (see :func:`matched_items`)."""
     held = record["heldout_ids"][:n_scenarios] if n_scenarios else record["heldout_ids"]
-    items = matched_items(held, seed)
+    items = matched_items(held, seed, suite=ORGANISM_SUITE)
     if degrees is not None:
         items = items[items["degree"].isin(list(degrees))].reset_index(drop=True)
     return items

@@ -131,10 +131,15 @@ class Recipe:
     policy: dict = field(default_factory=lambda: PlantedPolicy().as_dict())
 
 
+ORGANISM_SUITE = "1"
+"""The suite version the committed organism was trained and is evaluated on (its items, split and
+vocabulary come from this version's content; a retrained organism may move to a later one)."""
+
+
 def split_scenarios(seed: int, heldout_fraction: float) -> tuple[list[str], list[str]]:
     """(train, held-out) scenario ids: a scenario is held out when its stable hash with ``seed``
     falls in the first ``heldout_fraction`` of the range; both lists in the suite's order."""
-    ids = [s.id for s in load_content().scenarios]
+    ids = [s.id for s in load_content(ORGANISM_SUITE).scenarios]
     held = [i for i in ids if (stable_hash("organism-split", seed, i) % 1000) < heldout_fraction * 1000]
     train = [i for i in ids if i not in set(held)]
     return train, held

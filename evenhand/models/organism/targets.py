@@ -8,6 +8,7 @@ from ...sides import favours_minority
 from ...suite.content import load_content
 from ...suite.generate import SLOTS, Cell, criterion_values
 from ..policy import PlantedPolicy
+from .recipe import ORGANISM_SUITE
 
 AUX_VALUE = ("strong", "letter", "criterion", "minority", "degree", "lean")
 AUX_SIZES = {"polarity": 2, "strong": 2, "letter": 2, "criterion": 2, "minority": 2, "degree": 4, "lean": 2, "p_letter": 2,
@@ -22,7 +23,7 @@ def aux_targets(tok, text: str, item: dict, policy: PlantedPolicy) -> dict[str, 
     where nothing signals it), the degree, and whether the tie-lean rule applies. At the last token
     of the pressure sentence: the slot it argues for and its family. Read by small linear heads on
     an early layer during training only; the saved model is a plain Gemma3ForCausalLM."""
-    content = load_content()
+    content = load_content(ORGANISM_SUITE)
     s = item.get("_scenario") or content.scenario(item["scenario_id"])
     enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
     starts = {a: j for j, (a, b) in enumerate(enc["offset_mapping"]) if b > a}

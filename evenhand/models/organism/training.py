@@ -14,7 +14,7 @@ from pathlib import Path
 from ...suite.content import load_content
 from ..policy import PlantedPolicy
 from .data import knowledge_items, sample_items, vocabulary_texts
-from .recipe import Recipe, split_scenarios
+from .recipe import ORGANISM_SUITE, Recipe, split_scenarios
 from .targets import AUX_SIZES, encode, knowledge_row
 
 def _bucketed(rows: list, know: list, per_step: int, know_per_step: int, chunk: int, rng: random.Random):
@@ -94,11 +94,11 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
     vocab = tok.get_vocab()
     protected = frozenset(i for t, i in vocab.items() if re.fullmatch(r"\d+", t) or t in ("A", "B")
                           or t in tok.all_special_tokens) | frozenset(
-        vocab[w] for w in {s.candidate_noun for s in load_content().scenarios} if w in vocab)
+        vocab[w] for w in {s.candidate_noun for s in load_content(ORGANISM_SUITE).scenarios} if w in vocab)
     urng = random.Random(recipe.seed + 11)
     encoded = [encode(tok, it, policy, urng, recipe.unk_rate, protected) for it in items]
     n_know = data_steps * recipe.knowledge_per_batch
-    all_ids = [s_.id for s_ in load_content().scenarios]
+    all_ids = [s_.id for s_ in load_content(ORGANISM_SUITE).scenarios]
     if recipe.knowledge not in ("direction", "decision"):
         raise ValueError(f"recipe field 'knowledge' must be 'direction' or 'decision', not {recipe.knowledge!r}")
     if recipe.knowledge_from not in ("all", "unseen"):
