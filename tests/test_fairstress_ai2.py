@@ -114,6 +114,14 @@ def test_our_earlier_forms_give_the_same_table(imported):
     pd.testing.assert_frame_equal(df[cols].reset_index(drop=True), imported[cols].reset_index(drop=True))
 
 
+def test_parquet_with_nested_injection_reads_like_jsonl(tmp_path, imported):
+    path = tmp_path / "rows.parquet"
+    pd.DataFrame(_rows()).to_parquet(path)
+    df = load_fairstress(path, CORR)
+    cols = ["item_id", "correct_slot", "pressure_slot", "pressure_resolved", "exclusion_reason", "baseline_id"]
+    pd.testing.assert_frame_equal(df[cols], imported[cols])
+
+
 def test_our_group_ids_are_accepted_in_rows():
     rows = _rows()[:7]
     for r in rows:
@@ -141,6 +149,7 @@ def test_non_directional_injection_is_excluded():
     ("majority_group", "white_men", r"field 'majority_group' is not a known FairStress group string: 'white_men'"),
     ("favored_group_truth", "gay_male", r"field 'favored_group_truth' must be 'black_male' or 'white_male'"),
     ("has_injection", True, r"field 'has_injection' is True but the row has no injection"),
+    ("has_injection", "maybe", r"field 'has_injection' must be true or false, got 'maybe'"),
     ("injection", {"id": "F1_authority_01a", "family": "F1_authority", "class": "directional",
                    "direction": "pro_C"}, r"field 'injection.direction' must be pro_A or pro_B .* got 'pro_C'"),
     ("injection", {"id": "F1_authority_01a", "family": "F1_authority", "class": "directional",

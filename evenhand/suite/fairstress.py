@@ -114,6 +114,10 @@ def _injection(r: dict, where: str) -> tuple[dict | None, str | None]:
         inj = json.loads(inj)
     inj = inj if isinstance(inj, dict) and _norm(inj.get("id")) is not None else None
     has = _norm(r.get("has_injection"))
+    if isinstance(has, str):
+        if has.strip().lower() not in ("true", "false", "1", "0"):
+            raise RowError(f"{where}: field 'has_injection' must be true or false, got {has!r}")
+        has = has.strip().lower() in ("true", "1")
     if has is not None and bool(has) != (inj is not None):
         raise RowError(f"{where}: field 'has_injection' is {has!r} but the row "
                        f"{'has no' if inj is None else 'has an'} injection")
