@@ -12,12 +12,15 @@ from evenhand.metrics import compute_metrics
 from evenhand.models.simulated import PlantedBias, SimulatedModel
 from evenhand.schema import RowError, validate_rows
 from evenhand.suite.fairstress import load_fairstress, released_disagreements
+from evenhand.suite.fairstress_groups import AI2_GROUPS
 from evenhand.suite.subsets import iter_subset
 
 
-def _released(item: dict, choice: str | None) -> dict:
+def _released(item: dict, choice: str | None, ai2: bool = False) -> dict:
     """Our item written the way the released rows are: no polarity, and expected_correct = the
-    stronger candidate's slot (the released data's reading, wrong for negative questions)."""
+    stronger candidate's slot (the released data's reading, wrong for negative questions). ``ai2``
+    writes Ai2's field values (``"Applicant B"``, ``pro_B``, group strings, ``favored_group_truth``);
+    otherwise our earlier forms (``B``, ``B``, ``D3``, no group fields)."""
     gt = item["condition"] == "GT"
     stronger = None
     if gt:
@@ -26,17 +29,23 @@ def _released(item: dict, choice: str | None) -> dict:
     inj = None
     if isinstance(item["pressure_id"], str):
         inj = {"id": item["pressure_id"], "family": item["pressure_family_code"] + "_" + item["pressure_family"],
-               "class": "directional", "direction": item["pressure_slot"]}
+               "class": "directional", "direction": ("pro_" if ai2 else "") + item["pressure_slot"]}
     # what a scorer assuming positive polarity would have written
     resolved = targets = None
     if inj:
         resolved = "pro_minority" if item["pressure_slot"] == item["minority_slot"] else "pro_majority"
         targets = ("stronger" if item["pressure_slot"] == stronger else "weaker") if gt else None
-    return {"item_id": "fs-" + item["item_id"], "scenario_id": item["scenario_id"], "domain": item["domain"],
-            "condition": item["condition"], "signaling_level": f"D{item['degree']}",
-            "contrast_id": item["contrast_id"], "minority_slot": item["minority_slot"], "expected_correct": stronger,
-            "injection": inj, "injection_resolved": resolved, "injection_targets": targets,
-            "prompt": item["prompt"], "choice": choice}
+    row = {"item_id": "fs-" + item["item_id"], "scenario_id": item["scenario_id"], "domain": item["domain"],
+           "condition": item["condition"], "signaling_level": f"D{item['degree']}",
+           "contrast_id": item["contrast_id"], "minority_slot": item["minority_slot"], "expected_correct": stronger,
+           "injection": inj, "injection_resolved": resolved, "injection_targets": targets,
+           "prompt": item["prompt"], "choice": choice}
+    if ai2:
+        groups = AI2_GROUPS[item["contrast_id"]]
+        row.update(signaling_level=int(item["degree"]), minority_group=groups[0], majority_group=groups[1],
+                   has_injection=inj is not None, expected_correct=stronger and f"{item['candidate_noun']} {stronger}",
+                   favored_group_truth=(groups[0] if item["truth_favors"] == "minority" else groups[1]) if gt else "none")
+    return row
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +59,8 @@ def native():
     return resp, sorted(neg)
 
 
-def _write(tmp_path, native_df):
-    rows = [_released(r, r["choice"]) for r in native_df.to_dict("records")]
+def _write(tmp_path, native_df, ai2: bool = False):
+    rows = [_released(r, r["choice"], ai2) for r in native_df.to_dict("records")]
     path = tmp_path / "released.jsonl"
     with path.open("w") as fh:
         for r in rows:
@@ -68,16 +77,17 @@ def _corrections(tmp_path, neg, **kw):
     return p
 
 
-def test_corrected_released_rows_score_like_native_rows(tmp_path, native):
+@pytest.mark.parametrize("ai2", [False, True], ids=["our-forms", "ai2-forms"])
+def test_corrected_released_rows_score_like_native_rows(tmp_path, native, ai2):
     resp, neg = native
-    df = load_fairstress(_write(tmp_path, resp), _corrections(tmp_path, neg))
+    df = load_fairstress(_write(tmp_path, resp, ai2), _corrections(tmp_path, neg))
     assert (df["question_polarity"] == "negative").sum() == (resp["question_polarity"] == "negative").sum()
     ours = compute_metrics(validate_rows(resp[resp["contrast_type"] == "type1"]), resamples=10)
     theirs = compute_metrics(df[df["contrast_type"] == "type1"], resamples=10)
     for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift"):
         assert theirs[m].value == pytest.approx(ours[m].value), m
     # the released resolved/targets agree with docs/METRICS.md wherever the polarity is positive
-    assert released_disagreements(df) == {"pressure_resolved": 0, "pressure_targets": 0}
+    assert released_disagreements(df) == {"pressure_resolved": 0, "pressure_targets": 0, "truth_favors": 0}
     # baselines were found by matching fields
     assert (df.loc[df["pressure_id"].notna(), "baseline_id"] != "missing-baseline").all()
 
@@ -93,28 +103,32 @@ def test_without_corrections_negative_scenarios_are_scored_wrongly(tmp_path, nat
 
 
 def test_exclusions(tmp_path, native):
+    """Ai2's semantics: D2 by the released group strings at degree 2 only; F6/F9 by listed id AND listed domain."""
     resp, neg = native
     sub = resp[resp["degree"] == 3]
-    d2 = resp.head(0)
     scen = sub["scenario_id"].iloc[0]
-    fam_rows = sub[sub["pressure_family_code"].isin(["F6", "F9"])]
-    dom = fam_rows["domain"].iloc[0]
-    bad_id = sub.loc[sub["pressure_id"].notna(), "pressure_id"].iloc[0]
+    bad_id = sub.loc[sub["pressure_family_code"].isin(["F6", "F9"]), "pressure_id"].iloc[0]
+    dom = sub.loc[sub["pressure_id"] == bad_id, "domain"].iloc[0]
     rows = sub.copy()
     rows.loc[rows.index[:40], "degree"] = 2  # pretend some rows are degree 2 to exercise that rule
-    path = _write(tmp_path, rows)
-    groups = [rows.iloc[0]["minority_group"]]
-    df = load_fairstress(path, _corrections(tmp_path, neg, d2_confound_exclusions={scen: groups},
+    path = _write(tmp_path, rows, ai2=True)
+    group = AI2_GROUPS[rows.iloc[0]["contrast_id"]][0]
+    df = load_fairstress(path, _corrections(tmp_path, neg, d2_confound_exclusions={scen: [group]},
                                             f6f9_excluded_injection_ids=[bad_id], f6f9_incoherent_domains=[dom]))
     reasons = df["exclusion_reason"].value_counts().to_dict()
-    assert reasons.get("d2_confound", 0) >= 1
-    assert reasons.get("f6f9_excluded_injection", 0) >= 1
-    assert reasons.get("f6f9_incoherent_domain", 0) >= 1
-    ex = df[df["exclusion_reason"] == "f6f9_incoherent_domain"]
-    assert set(ex["domain"]) == {dom} and set(ex["pressure_family_code"]) <= {"F6", "F9"}
+    assert set(reasons) == {"d2_confound", "f6f9_incoherent_domain"}
     d2x = df[df["exclusion_reason"] == "d2_confound"]
     assert (d2x["degree"] == 2).all() and set(d2x["scenario_id"]) == {scen}
-    del d2
+    is_group = df["contrast_id"].map(lambda c: group in AI2_GROUPS[c])
+    assert len(d2x) == ((df["degree"] == 2) & (df["scenario_id"] == scen) & is_group).sum()
+    ex = df[df["exclusion_reason"] == "f6f9_incoherent_domain"]
+    listed = (df["pressure_id"] == bad_id) & (df["domain"] == dom) & (df["exclusion_reason"] != "d2_confound")
+    assert len(ex) == listed.sum() > 0 and set(ex["pressure_id"]) == {bad_id}
+    # the listed id in other domains, and other F6/F9 sentences in the listed domain, stay
+    other_dom = df[(df["pressure_id"] == bad_id) & (df["domain"] != dom)]
+    other_f6f9 = df[df["pressure_family_code"].isin(["F6", "F9"]) & (df["pressure_id"] != bad_id) & (df["domain"] == dom)]
+    assert len(other_dom) > 0 and not other_dom["excluded"].any()
+    assert len(other_f6f9) > 0 and not other_f6f9.loc[other_f6f9["degree"] == 3, "excluded"].any()
 
 
 def test_bad_released_rows(tmp_path, native):

@@ -1,34 +1,41 @@
 """Loader for the released FairStress rows, mapped onto EvenHand's item schema.
 
-Released field names (JSONL or parquet): ``item_id``, ``scenario_id``,
-``condition``, ``signaling_level``, ``contrast_id``, ``minority_slot``,
-``expected_correct``, ``injection`` (``{id, family, class, direction}``, absent
-or null for the baseline), ``injection_resolved``, ``injection_targets``,
-``prompt``, and optionally ``domain``.
+Released field names (JSONL or parquet), as Ai2 ships them: ``item_id``, ``domain``,
+``scenario_id``, ``condition`` (GT/AMB), ``signaling_level`` (0-3), ``contrast_id``,
+``contrast_category``, ``minority_group``/``majority_group`` (group strings such as
+``black_male``), ``minority_slot``, ``favored_group_truth`` (a group string on GT rows,
+``none`` on AMB rows), ``expected_correct`` (GT only: the stronger candidate's label,
+``"Candidate B"``), ``has_injection``, ``injection`` (``{id, family, class, direction}`` with
+direction ``pro_A``/``pro_B``; null for the baseline), ``injection_resolved``,
+``injection_targets``, ``prompt``. Our earlier forms are read too: a bare ``A``/``B`` for
+``expected_correct`` and ``injection.direction``, ``D3`` for the level, rows without the group
+fields. Any field value outside these is an error naming the row, the field and the value.
 
-Mapping: degree = signaling_level; pressure_id/family/slot = injection
-id/family/direction. The released ``expected_correct`` marks the candidate
-who is stronger on the criteria, so ``truth_favors`` follows from it and
-``minority_slot``. ``pressure_resolved`` and ``pressure_targets`` are
-recomputed from the slots and the (corrected) polarity exactly as docs/METRICS.md
-defines them (who is *favoured*; whether following the pressure gives the
-wrong answer); the released ``injection_resolved``/``injection_targets`` are
-kept as ``released_injection_resolved``/``released_injection_targets`` for
-audit, and :func:`released_disagreements` counts rows where they differ. The
-baseline of a row is found by matching every item field except the injection
-(never by editing ids).
+Mapping: degree = signaling_level; pressure_id/family/class = injection id/family/class;
+pressure_slot = the slot of injection.direction. ``expected_correct`` marks the candidate who is
+stronger on the criteria, so ``truth_favors`` follows from it and ``minority_slot``; the group
+strings are checked against the contrast through :data:`.fairstress_groups.AI2_GROUPS`.
+``pressure_resolved`` and ``pressure_targets`` are recomputed from the slots and the (corrected)
+polarity exactly as docs/METRICS.md defines them (who is *favoured*; whether following the
+pressure gives the wrong answer); the released ``injection_resolved``/``injection_targets`` are
+kept as ``released_injection_resolved``/``released_injection_targets`` and
+``favored_group_truth`` as ``released_truth_favors``, and :func:`released_disagreements` counts
+rows where they differ. The baseline of a row is found by matching every item field except the
+injection (never by editing ids). ``candidate_noun`` is read from the prompt's closing
+instruction (``Answer with only "Employee A" or "Employee B"``) when the row has none.
 
-Corrections (the maintainers' JSON published with the reference scorer):
-- ``polarity_flagged_scenarios``: these scenarios ask a negative question;
-  their GT rows get ``question_polarity = negative`` and the other slot as
-  ``correct_slot`` (the released correctness negated);
-- ``d2_confound_exclusions``: scenario id -> group ids; degree-2 rows of that
-  scenario whose contrast involves one of the groups are excluded;
-- ``f6f9_excluded_injection_ids``: rows with these injection ids are excluded;
-- ``f6f9_incoherent_domains``: rows with an F6 or F9 injection in these domains
-  are excluded.
-Excluded rows stay in the table with ``excluded = True`` and an
-``exclusion_reason``; metrics skip them.
+Corrections (the maintainers' JSON published with the reference scorer), applied as Ai2's
+scorer applies them (docs/METRICS.md, "Importing the released rows"):
+- ``polarity_flagged_scenarios``: these scenarios ask a negative question; their GT rows get the
+  other slot as ``correct_slot`` (the released correctness negated), and all their rows get
+  ``question_polarity = negative`` (the announcement's "favouring", where Ai2 changes GT rows only);
+- ``d2_confound_exclusions``: scenario id -> released group strings; a degree-2 row of that
+  scenario whose minority or majority group (as the released rows name it) is listed is excluded;
+- ``f6f9_excluded_injection_ids`` and ``f6f9_incoherent_domains``: a row is excluded when its
+  injection id is listed *and* its domain is listed (at every degree); neither list excludes
+  anything alone.
+Excluded rows stay in the table with ``excluded = True`` and an ``exclusion_reason``
+(``d2_confound``, ``f6f9_incoherent_domain``, ``non_directional_injection``); metrics skip them.
 """
 from __future__ import annotations
 
@@ -41,27 +48,38 @@ import pandas as pd
 from ..schema import RowError, read_rows, validate_rows
 from ..sides import favours_minority
 from .content import load_content
+from .fairstress_groups import check_d2_groups, released_group
 
 CORRECTION_KEYS = ("polarity_flagged_scenarios", "d2_confound_exclusions", "f6f9_excluded_injection_ids",
                    "f6f9_incoherent_domains")
 _ITEM_FIELDS_FOR_BASELINE = ("scenario_id", "condition", "degree", "contrast_id", "minority_slot", "correct_slot_raw")
+_LABEL = re.compile(r"(?:([A-Za-z][\w-]*(?: [A-Za-z][\w-]*)*) )?([AB])")
+_DIRECTION = {"A": "A", "B": "B", "pro_A": "A", "pro_B": "B"}
+_NO_DIRECTION = {None, "none", "neutral"}
+_CHOICE_INSTRUCTION = re.compile(r'"([A-Za-z][\w -]*?) A"\s+or\s+"\1 B"')
 
 
 def load_corrections(path: str | Path) -> dict:
-    """Read and check the corrections JSON (all four keys required)."""
+    """Read and check the corrections JSON (all four keys required; D2 groups named as the released rows name them)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise RowError(f"{path}: cannot read corrections JSON: {exc}") from None
+    check_corrections(data, str(path))
+    return data
+
+
+def check_corrections(data: dict, source: str = "corrections") -> None:
+    """Raise :class:`RowError` when ``data`` is not a corrections mapping (keys, types, group strings)."""
     for k in CORRECTION_KEYS:
         if k not in data:
-            raise RowError(f"{path}: corrections file is missing key '{k}'")
+            raise RowError(f"{source}: corrections file is missing key '{k}'")
     if not isinstance(data["d2_confound_exclusions"], dict):
-        raise RowError(f"{path}: 'd2_confound_exclusions' must map scenario id -> list of group ids")
+        raise RowError(f"{source}: 'd2_confound_exclusions' must map scenario id -> list of group strings")
     for k in ("polarity_flagged_scenarios", "f6f9_excluded_injection_ids", "f6f9_incoherent_domains"):
         if not isinstance(data[k], list):
-            raise RowError(f"{path}: '{k}' must be a list")
-    return data
+            raise RowError(f"{source}: '{k}' must be a list")
+    check_d2_groups(data["d2_confound_exclusions"], source)
 
 
 def _degree(v, where: str) -> int:
@@ -80,13 +98,74 @@ def _family_code(fam: str | None) -> str | None:
     return m.group(1) if m else None
 
 
+def _stronger_slot(v, where: str) -> str:
+    """The slot of a released ``expected_correct``: ``"Candidate B"`` (Ai2's form) or ``"B"`` (ours)."""
+    m = _LABEL.fullmatch(v.strip()) if isinstance(v, str) else None
+    if not m:
+        raise RowError(f"{where}: field 'expected_correct' must be a candidate label such as 'Candidate A' or "
+                       f"'Candidate B' (or A or B) on a GT row, got {v!r}")
+    return m.group(2)
+
+
+def _injection(r: dict, where: str) -> tuple[dict | None, str | None]:
+    """The row's injection (None without one) and the slot it argues for (None when it argues for no slot)."""
+    inj = _norm(r.get("injection"))
+    if isinstance(inj, str):
+        inj = json.loads(inj)
+    inj = inj if isinstance(inj, dict) and _norm(inj.get("id")) is not None else None
+    has = _norm(r.get("has_injection"))
+    if isinstance(has, str):
+        if has.strip().lower() not in ("true", "false", "1", "0"):
+            raise RowError(f"{where}: field 'has_injection' must be true or false, got {has!r}")
+        has = has.strip().lower() in ("true", "1")
+    if has is not None and bool(has) != (inj is not None):
+        raise RowError(f"{where}: field 'has_injection' is {has!r} but the row "
+                       f"{'has no' if inj is None else 'has an'} injection")
+    if inj is None:
+        return None, None
+    direction = _norm(inj.get("direction"))
+    cls = _norm(inj.get("class"))
+    if direction in _DIRECTION:
+        if cls not in (None, "directional"):
+            raise RowError(f"{where}: field 'injection.class' is {cls!r} but 'injection.direction' is {direction!r}")
+        return inj, _DIRECTION[direction]
+    if direction in _NO_DIRECTION and cls != "directional":
+        return inj, None
+    raise RowError(f"{where}: field 'injection.direction' must be pro_A or pro_B (or A or B) on a directional "
+                   f"injection, got {direction!r}")
+
+
+def _noun(r: dict, label: str | None) -> str | None:
+    """The candidate noun: the row's own, else the prompt's closing instruction, else the label's."""
+    if _norm(r.get("candidate_noun")) is not None:
+        return r["candidate_noun"]
+    prompt = _norm(r.get("prompt"))
+    found = _CHOICE_INSTRUCTION.findall(prompt) if isinstance(prompt, str) else []
+    if found:
+        return found[-1]
+    m = _LABEL.fullmatch(label.strip()) if isinstance(label, str) else None
+    return m.group(1) if m and m.group(1) else None
+
+
+def _truth_side(v, groups: dict[str, str], ours: dict[str, str], where: str) -> str | None:
+    """``favored_group_truth`` as ``minority``/``majority`` (None when absent)."""
+    if v is None or v == "none":
+        return None
+    for side in ("minority", "majority"):
+        if v in (groups[side], ours[side]):
+            return side
+    raise RowError(f"{where}: field 'favored_group_truth' must be {groups['minority']!r} or {groups['majority']!r} "
+                   f"(the row's two groups) on a GT row, got {v!r}")
+
+
 def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.DataFrame:
     """Map released FairStress rows onto EvenHand's schema, applying the corrections."""
     content = load_content()
     known = {x.id: x for x in content.contrasts}
     corr = corrections or {k: ([] if k != "d2_confound_exclusions" else {}) for k in CORRECTION_KEYS}
+    check_corrections(corr)
     flagged = set(corr["polarity_flagged_scenarios"])
-    d2 = {k: set(v) for k, v in corr["d2_confound_exclusions"].items()}
+    d2 = check_d2_groups(corr["d2_confound_exclusions"], "corrections")
     bad_inj = set(corr["f6f9_excluded_injection_ids"])
     bad_dom = set(corr["f6f9_incoherent_domains"])
     out = []
@@ -99,31 +178,31 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
         cid = r["contrast_id"]
         if cid not in known:
             raise RowError(f"{where}: field 'contrast_id' is not one of the 33 known contrast ids: {cid!r}")
+        x = known[cid]
+        ours = {"minority": x.minority_group, "majority": x.majority_group}
+        groups = {side: released_group(_norm(r.get(f"{side}_group")), cid, side, ours[side], where)
+                  for side in ("minority", "majority")}
         cond = str(r["condition"]).upper()
         cond = {"AMBIGUOUS": "AMB", "GROUND_TRUTH": "GT"}.get(cond, cond)
-        inj = _norm(r.get("injection"))
-        if isinstance(inj, str):
-            inj = json.loads(inj)
-        inj = inj if isinstance(inj, dict) and _norm(inj.get("id")) is not None else None
+        inj, direction = _injection(r, where)
         negative = r["scenario_id"] in flagged
-        stronger = _norm(r.get("expected_correct")) if cond == "GT" else None
-        if cond == "GT" and stronger not in ("A", "B"):
-            raise RowError(f"{where}: field 'expected_correct' must be A or B on a GT row, got {stronger!r}")
+        label = _norm(r.get("expected_correct")) if cond == "GT" else None
+        stronger = _stronger_slot(label, where) if cond == "GT" else None
         correct = None if stronger is None else (stronger if not negative else ("B" if stronger == "A" else "A"))
+        released_truth = _truth_side(_norm(r.get("favored_group_truth")), groups, ours, where) if cond == "GT" else None
         resolved = _norm(r.get("injection_resolved"))
         resolved = resolved.replace("-", "_") if isinstance(resolved, str) else resolved
-        direction = inj.get("direction") if inj else None
         recomputed_resolved = recomputed_targets = None
-        if direction in ("A", "B"):
+        if direction is not None:
             polarity = "negative" if negative else "positive"
             pro_minority = favours_minority(direction, r["minority_slot"], polarity)
             recomputed_resolved = "pro_minority" if pro_minority else "pro_majority"
             if cond == "GT":
                 recomputed_targets = "stronger" if direction == correct else "weaker"
-        x = known[cid]
         degree = _degree(r["signaling_level"], where)
+        domain = _norm(r.get("domain"))
         row = {
-            "item_id": str(r["item_id"]), "scenario_id": r["scenario_id"], "domain": _norm(r.get("domain")),
+            "item_id": str(r["item_id"]), "scenario_id": r["scenario_id"], "domain": domain,
             "condition": cond, "question_polarity": "negative" if negative else "positive", "degree": degree,
             "contrast_id": cid, "contrast_type": x.type, "contrast_category": x.category,
             "minority_group": x.minority_group, "majority_group": x.majority_group,
@@ -136,19 +215,24 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
             "pressure_targets": recomputed_targets,
             "released_injection_resolved": resolved if inj else None,
             "released_injection_targets": _norm(r.get("injection_targets")) if inj else None,
+            "released_truth_favors": released_truth,
             "prompt": _norm(r.get("prompt")), "excluded": False, "exclusion_reason": None, "source": "fairstress",
         }
-        for k in ("choice", "text", "candidate_noun"):
+        noun = _noun(r, label)
+        if noun is not None:
+            row["candidate_noun"] = noun
+        for k in ("choice", "text"):
             if k in r and _norm(r[k]) is not None:
                 row[k] = r[k]
+        if inj and inj["id"] in bad_inj and bad_dom and domain is None:
+            raise RowError(f"{where}: field 'domain' is missing; it decides whether the corrections' "
+                           f"f6f9 rule excludes injection {inj['id']!r}")
         reason = None
-        if degree == 2 and ({x.minority_group, x.majority_group} & d2.get(r["scenario_id"], set())):
+        if degree == 2 and (set(groups.values()) & d2.get(r["scenario_id"], frozenset())):
             reason = "d2_confound"
-        elif inj and inj["id"] in bad_inj:
-            reason = "f6f9_excluded_injection"
-        elif inj and row["pressure_family_code"] in ("F6", "F9") and row["domain"] in bad_dom:
+        elif inj and inj["id"] in bad_inj and domain in bad_dom:
             reason = "f6f9_incoherent_domain"
-        elif inj and row["pressure_slot"] not in ("A", "B"):
+        elif inj and direction is None:
             reason = "non_directional_injection"
         row["excluded"], row["exclusion_reason"] = reason is not None, reason
         out.append(row)
@@ -156,8 +240,6 @@ def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.Dat
     df["baseline_id"] = _match_baselines(df)
     if "choice" not in df.columns and "text" not in df.columns:
         df["choice"] = None
-    nondir = df["exclusion_reason"] == "non_directional_injection"
-    df.loc[nondir, ["pressure_slot", "pressure_resolved", "pressure_targets"]] = None
     return df.drop(columns=["correct_slot_raw"])
 
 
@@ -198,12 +280,17 @@ def _match_baselines(df: pd.DataFrame) -> list[str]:
 
 
 def released_disagreements(df: pd.DataFrame) -> dict[str, int]:
-    """Rows (not polarity-flagged, not excluded) whose released resolved/targets differ from docs/METRICS.md's."""
-    ok = (df["question_polarity"] == "positive") & ~df["excluded"] & df["pressure_id"].notna()
+    """Non-excluded rows whose released fields differ from docs/METRICS.md's: ``pressure_resolved`` and
+    ``pressure_targets`` on pressured rows of positive questions (on negative ones they differ by design), and
+    ``truth_favors`` (the released ``favored_group_truth`` against ``expected_correct``) on GT rows."""
+    kept = ~df["excluded"]
+    ok = (df["question_polarity"] == "positive") & kept & df["pressure_id"].notna()
     res = df["released_injection_resolved"].notna() & (df["released_injection_resolved"] != df["pressure_resolved"])
     tgt = df["released_injection_targets"].notna() & df["pressure_targets"].notna() & \
         (df["released_injection_targets"] != df["pressure_targets"])
-    return {"pressure_resolved": int((ok & res).sum()), "pressure_targets": int((ok & tgt).sum())}
+    truth = df["released_truth_favors"].notna() & (df["released_truth_favors"] != df["truth_favors"])
+    return {"pressure_resolved": int((ok & res).sum()), "pressure_targets": int((ok & tgt).sum()),
+            "truth_favors": int((kept & truth).sum())}
 
 
 def load_fairstress(path: str | Path, corrections: str | Path | dict | None = None) -> pd.DataFrame:

@@ -84,7 +84,8 @@ def _suite_import(a) -> int:
     print(f"wrote {len(df):,} rows to {a.out}; excluded: {ex or 'none'}; negative-polarity scenarios: "
           f"{df.loc[df['question_polarity'] == 'negative', 'scenario_id'].nunique()}")
     print(f"pressured rows without a matching baseline: {(df['baseline_id'] == 'missing-baseline').sum():,}; "
-          f"released resolved/targets differing from docs/METRICS.md on positive questions: {released_disagreements(df)}")
+          f"released fields differing from docs/METRICS.md (resolved/targets on positive questions, "
+          f"favored_group_truth on GT rows): {released_disagreements(df)}")
     return 0
 
 
@@ -123,6 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(fn=_suite_validate)
     s = suite.add_parser("import-fairstress", help="map released FairStress rows onto EvenHand's schema")
     s.add_argument("rows", help="released rows, .jsonl or .parquet")
-    s.add_argument("--corrections", help="the maintainers' corrections JSON")
+    s.add_argument("--corrections", help="the maintainers' corrections JSON (the layout of Ai2's "
+                   "fairstress_corrections.json; D2 groups named as the released rows name them)")
     s.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
     s.set_defaults(fn=_suite_import)
