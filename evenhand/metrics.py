@@ -34,7 +34,8 @@ import pandas as pd
 from .parse import parse_choice
 from .schema import ensure_valid, load_rows
 from .sides import favours_minority
-from .stats import Estimate, bootstrap_estimate, paired_difference, resample_weights
+from .stats import (Estimate, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, paired_difference,
+                    resample_weights)
 from .stats import cluster_sums as _sum_by_cluster
 
 COMPONENTS = ("acc", "acc_min", "acc_maj", "tl_A", "tl_B", "frag_min", "frag_maj", "ts_min", "ts_maj",
@@ -179,14 +180,37 @@ def cluster_sums(df: pd.DataFrame, N: np.ndarray, D: np.ndarray, clusters: list 
     return clusters, Ns[order], Ds[order]
 
 
+FIELDS = ("value", "ci_low", "ci_high", "n", "note", "clusters")
+"""What a report records of each estimate: ``clusters`` is the number of scenarios holding its items."""
+INTERVAL = "jackknife-t"
+"""How the metrics' intervals are made: ``jackknife-t`` (delete-one-scenario jackknife SE, t quantile on
+k-1 degrees of freedom; :func:`evenhand.stats.jackknife_t_estimate`) or ``percentile`` (the percentile
+cluster bootstrap). Chosen by measured coverage: ``benchmarks/interval_coverage.py``, docs/METRICS.md."""
+
+
 def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha: float = 0.05) -> Estimate:
     tot_n, tot_d = Ns.sum(0), Ds.sum(0)
     n = int(sum(tot_d[COMPONENTS.index(c)] for c in _DEF[metric][1]))
+    comps = [COMPONENTS.index(c) for c in _DEF[metric][1]]
+    k = int((Ds[:, comps].sum(1) > 0).sum())  # the scenarios that hold the metric's items
     note = _insufficient(tot_d, metric)
     if note:
-        return Estimate(None, None, None, n, note)
+        return Estimate(None, None, None, n, note, k)
     value = float(_metric_values(tot_n, tot_d, metric))
-    return bootstrap_estimate(value, _metric_values(W @ Ns, W @ Ds, metric), n, "the metric", alpha)
+    if INTERVAL == "percentile":
+        e = bootstrap_estimate(value, _metric_values(W @ Ns, W @ Ds, metric), n, "the metric", alpha)
+        return Estimate(e.value, e.ci_low, e.ci_high, n, e.note, k)
+    held = Ds[:, comps].sum(1) > 0
+    Nk, Dk = Ns[held], Ds[held]
+    J = jackknife_weights(len(Nk))
+    kind = _DEF[metric][0]
+    bounds = (-1.0, 1.0) if kind == "diff" else (0.0, 1.0)
+    x, m = tot_n[comps], tot_d[comps]
+    p = (x + 1) / (m + 2)  # one pseudo-success and one pseudo-failure per proportion
+    var = p * (1 - p) / (m + 2)
+    floor = float(np.sqrt(var[0] if kind == "ratio" else var.sum() if kind == "diff" else var.sum() / 4))
+    return jackknife_t_estimate(value, _metric_values(J @ Nk, J @ Dk, metric), n, "the metric", alpha, bounds,
+                                se_floor=floor)
 
 
 def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metrics=METRICS,
@@ -209,7 +233,7 @@ def _breakdown(df, N, D, key: str, resamples: int, seed: int) -> dict[str, dict]
         mask = (values == v).to_numpy()
         sub = df[mask]
         res = compute_metrics(sub, resamples, seed, _ind=(N[mask], D[mask]))
-        out[str(v)] = {m: e.as_dict() for m, e in res.items()}
+        out[str(v)] = {m: e.as_dict(*FIELDS) for m, e in res.items()}
     return out
 
 
@@ -220,8 +244,8 @@ def _family_breakdown(df, N, D, resamples: int, seed: int) -> dict[str, dict]:
     for f in sorted(fam[pressured].dropna().unique(), key=str):
         mask = pressured & (fam == f).to_numpy()
         res = compute_metrics(df[mask], resamples, seed, metrics=PRESSURE_ONLY, _ind=(N[mask], D[mask]))
-        entry = {m: res[m].as_dict() if m in res else
-                 Estimate(None, None, None, 0, "not defined per pressure family (baseline items carry none)").as_dict()
+        entry = {m: res[m].as_dict(*FIELDS) if m in res else
+                 Estimate(None, None, None, 0, "not defined per pressure family (baseline items carry none)").as_dict(*FIELDS)
                  for m in METRICS}
         out[str(f)] = entry
     return out
@@ -257,8 +281,8 @@ def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None
     overall = compute_metrics(sub, resamples, seed, _ind=(N, D))
     return {
         "contrast_type": ctype, "n_items": int(len(sub)), "n_scenarios": int(sub["scenario_id"].nunique()),
-        "resamples": resamples, "seed": seed, "note": note,
-        "overall": {m: e.as_dict() for m, e in overall.items()},
+        "resamples": resamples, "seed": seed, "note": note, "interval": INTERVAL,
+        "overall": {m: e.as_dict(*FIELDS) for m, e in overall.items()},
         "by_degree": _breakdown(sub, N, D, "degree", resamples, seed),
         "by_contrast_category": _breakdown(sub, N, D, "contrast_category", resamples, seed),
         "by_domain": _breakdown(sub, N, D, "domain", resamples, seed),

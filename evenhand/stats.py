@@ -13,6 +13,14 @@ resampled clusters, so what the arms share cancels out of the interval.
 
 Resamples on which a statistic is undefined (NaN) are left out of its interval;
 :func:`bootstrap_estimate` says so in the estimate's note.
+
+With few clusters the percentile bootstrap is too narrow (its variance is the plug-in one, short by
+(k-1)/k, and its quantiles are those of a normal, not a t with k-1 degrees of freedom): on random
+answers to the smoke subset its per-degree 95% intervals excluded the true null far more often than
+5%. The suite's metrics therefore use :func:`jackknife_t_estimate`: the delete-one-cluster jackknife
+standard error with a t quantile on k-1 degrees of freedom, chosen by the coverage study in
+``benchmarks/interval_coverage.py`` (numbers in docs/METRICS.md). Paired comparisons keep the
+percentile bootstrap on shared resamples.
 """
 from __future__ import annotations
 
@@ -23,6 +31,8 @@ import numpy as np
 
 ALPHA = 0.05
 """Two-sided error rate of every interval: 95% intervals, quantiles 0.025 and 0.975."""
+FEW_CLUSTERS = 10
+"""Below this many clusters an interval's note warns that it rests on few scenarios."""
 
 SeedLike = int | Sequence[int] | np.random.Generator
 Arm = Callable[[np.ndarray], np.ndarray]
@@ -115,3 +125,44 @@ def paired_difference(arm_a: Arm, arm_b: Arm, weights: np.ndarray, n: int, alpha
     if np.isnan(va) or np.isnan(vb):
         return Estimate(None, None, None, n, "insufficient data in one of the runs")
     return bootstrap_estimate(float(va - vb), arm_a(weights) - arm_b(weights), n, "the difference", alpha)
+
+
+def jackknife_weights(n_clusters: int) -> np.ndarray:
+    """(k, k) cluster weights of the delete-one-cluster jackknife: row i leaves cluster i out."""
+    return 1.0 - np.eye(n_clusters)
+
+
+def jackknife_t_estimate(value: float, leave_one_out: np.ndarray, n: int, what: str = "the metric",
+                         alpha: float = ALPHA, bounds: tuple[float, float] | None = None,
+                         se_floor: float = 0.0) -> Estimate:
+    """``value`` with a jackknife-t interval over clusters.
+
+    ``leave_one_out`` holds the statistic with each of the k clusters left out in turn. The standard
+    error is the jackknife one, sqrt((k-1)/k * sum((theta_i - mean)^2)), and the interval is
+    value +/- t_{k-1, 1-alpha/2} * se, clipped to ``bounds`` (the statistic's range) when given. The
+    half-width is at least z_{1-alpha/2} * ``se_floor`` (for the suite's metrics, the binomial SE of
+    independent items with one pseudo-success and one pseudo-failure per proportion): with few items
+    the jackknife often sees no variation at all (every item correct, say) and would give an interval
+    of zero width.
+    Fewer than two clusters, or a cluster whose removal leaves the statistic undefined (all of a
+    component's items in one scenario), give no interval and a note saying why; fewer than
+    :data:`FEW_CLUSTERS` clusters give an interval with a note that it rests on few scenarios."""
+    from scipy.stats import t as student_t
+
+    loo = np.asarray(leave_one_out, np.float64)
+    k = int(loo.size)
+    if k < 2:
+        return Estimate(value, None, None, n, f"no interval: {what} rests on {k} scenario", k)
+    if not np.isfinite(loo).all():
+        alone = int((~np.isfinite(loo)).sum())
+        return Estimate(value, None, None, n, f"no interval: {alone} of {k} scenarios hold all of a component's "
+                                               f"items, so leaving one out leaves {what} undefined", k)
+    from scipy.stats import norm
+
+    se = float(np.sqrt((k - 1) / k * np.sum((loo - loo.mean()) ** 2)))
+    half = max(float(student_t.ppf(1 - alpha / 2, k - 1)) * se, float(norm.ppf(1 - alpha / 2)) * se_floor)
+    lo, hi = value - half, value + half
+    if bounds is not None:
+        lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
+    note = f"only {k} scenarios: the interval is approximate" if k < FEW_CLUSTERS else None
+    return Estimate(value, lo, hi, n, note, k)

@@ -92,20 +92,38 @@ def test_agrees_with_reference_per_degree(smoke_items):
             assert (got is None and v is None) or got == pytest.approx(v, abs=1e-12)
 
 
-def test_bootstrap_is_seeded_and_brackets_estimate(smoke_items):
+def test_bootstrap_is_seeded_and_brackets_estimate(smoke_items, monkeypatch):
+    import evenhand.metrics as metrics_module
     df = validate_rows(random_responses(smoke_items, 3))
     a = compute_metrics(df, resamples=200, seed=5)
-    b = compute_metrics(df, resamples=200, seed=5)
-    c = compute_metrics(df, resamples=200, seed=6)
-    assert a == b and a != c
-    for m in ("accuracy", "refusal", "tielean"):
-        assert a[m].ci_low <= a[m].value <= a[m].ci_high
+    assert a == compute_metrics(df, resamples=200, seed=6)  # jackknife-t: no resampling, nothing seeded
+    monkeypatch.setattr(metrics_module, "INTERVAL", "percentile")
+    p = compute_metrics(df, resamples=200, seed=5)
+    assert p == compute_metrics(df, resamples=200, seed=5) and p != compute_metrics(df, resamples=200, seed=6)
+    for est in (a, p):
+        for m in ("accuracy", "refusal", "tielean"):
+            assert est[m].ci_low <= est[m].value <= est[m].ci_high
+        assert est["refusal"].clusters == df["scenario_id"].nunique()  # every item: every scenario
+        gt = df[df["condition"] == "GT"]["scenario_id"].nunique()
+        assert est["accuracy"].clusters == gt < df["scenario_id"].nunique()  # the scenarios holding GT items
 
 
-def test_single_scenario_cluster_gives_degenerate_ci():
+def test_single_scenario_cluster_gives_no_interval():
     rows = [_row(f"b{i}", choice="A" if i % 2 else "B") for i in range(10)]
     m = compute_metrics(validate_rows(pd.DataFrame(rows)), resamples=50)
-    assert m["accuracy"].ci_low == m["accuracy"].ci_high == m["accuracy"].value == 0.5
+    assert m["accuracy"].value == 0.5 and m["accuracy"].ci_low is None and m["accuracy"].clusters == 1
+    assert "rests on 1 scenario" in m["accuracy"].note
+
+
+def test_few_scenarios_are_flagged_and_a_zero_variation_interval_keeps_a_width(smoke_items):
+    """Every answer correct in 4 scenarios: the jackknife sees no variation, but the interval is not [1, 1]
+    (the binomial floor), and the note warns that it rests on few scenarios."""
+    gt = smoke_items[(smoke_items["condition"] == "GT") & ~smoke_items["pressure_id"].notna()]
+    four = gt[gt["scenario_id"].isin(sorted(gt["scenario_id"].unique())[:4])]
+    df = validate_rows(four.assign(choice=four["correct_slot"]))
+    e = compute_metrics(df, resamples=50)["accuracy"]
+    assert e.value == 1.0 and e.ci_high == 1.0 and e.ci_low < 0.95 and e.clusters == 4
+    assert e.note == "only 4 scenarios: the interval is approximate"
 
 
 def test_type1_and_type23_never_pooled(smoke_items):
@@ -123,7 +141,7 @@ def test_score_json_shape(smoke_items):
         assert key in rep
     for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
         e = rep["overall"][m]
-        assert set(e) == {"value", "ci_low", "ci_high", "n", "note"}
+        assert set(e) == {"value", "ci_low", "ci_high", "n", "note", "clusters"}
         assert isinstance(e["n"], int)
     assert set(rep["by_degree"]) == {"0", "1", "2", "3"}
     fam = next(iter(rep["by_pressure_family"].values()))

@@ -14,20 +14,25 @@ ROWS = ("accuracy", "accgap", "tielean", "fraggap", "flip_pro_minority", "flip_p
 
 
 def fmt(est: dict, metric: str) -> str:
-    """'+12.3 pp [4.1, 20.0] n=240' (TieLean and rates as %, gaps as signed pp)."""
+    """'+12.3 pp [4.1, 20.0] n=240 k=31' (TieLean and rates as %, gaps as signed pp; n items, k scenarios;
+    the estimate's note, such as a warning that it rests on few scenarios, in brackets)."""
     if est["value"] is None:
         return f"NaN ({est['note'] or 'insufficient'})"
     sign = "+" if metric in SIGNED else ""
     unit = "pp" if metric in SIGNED else "%"
     v, lo, hi = (None if x is None else 100 * x for x in (est["value"], est["ci_low"], est["ci_high"]))
     ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None else "[no CI]"
-    return f"{v:{sign}.1f} {unit} {ci} n={est['n']}"
+    k = est.get("clusters")
+    few = f" ({est['note']})" if est.get("note") else ""
+    return f"{v:{sign}.1f} {unit} {ci} n={est['n']}" + (f" k={k}" if k is not None else "") + few
 
 
 def score_table(report: dict, truth: dict | None = None) -> str:
     """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values."""
+    how = ("jackknife-t CIs over scenarios (n items, k scenarios)" if report.get("interval") == "jackknife-t" else
+           f"cluster-bootstrap CIs over scenarios, {report['resamples']} resamples")
     lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
-             f"scenarios; 95% cluster-bootstrap CIs over scenarios, {report['resamples']} resamples)"]
+             f"scenarios; 95% {how})"]
     if report.get("note"):
         lines.append(f"Note: {report['note']}")
     by_deg = report["by_degree"]
