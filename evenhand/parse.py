@@ -96,10 +96,11 @@ _NEGLABEL = re.compile(r"(?:\bover|\brather\s+than|\binstead\s+of|\bnot|\bthan|\
 _OBJ = re.compile(r"\{[^{}]*\}")
 _KEY = re.compile(r"answer|choice|decision|select|pick|recommend|chos|prefer|winner|verdict", _I)
 _TAIL = re.compile(r"[\s).!?,;:\"'>\-\u2022]*")
-_STOP_TAIL = re.compile(r"[\s)\"']*[.!][\s).!\"']*")
+_SENTENCE = re.compile(r"^|(?<=[.!?\n])")
+_ENDS_SENTENCE = re.compile(r"[\s)\"']*(?:[.!](?=\s|$)|,?\s*(?=(?:although|even\s+though|though|"
+                            r"even\s+if|while|whereas|despite)\b))", _I)
 _BREAK = re.compile(r"(?:[.!?\n]|\b(?:so|thus|therefore|hence)\b)|([,;:])", _I)
 _SKIP = re.compile(r"[\s\"'(\[>\-\u2022]*")
-_LEAD = " \t\"'>-\u2022"
 
 
 @lru_cache(maxsize=64)
@@ -177,16 +178,14 @@ def _json_events(t: str, field: tuple[re.Pattern[str], ...]) -> list[_Ev]:
 
 
 def _line_events(t: str, raw: str, lab: re.Pattern[str]) -> list[_Ev]:
-    """Lines that are only a choice expression: the last line, or any line ending with a full stop."""
+    """Sentences that are only a choice expression, and labels ending the answer after a break."""
     ev = []
-    lines = [m for m in re.finditer(r"[^\n]+", t) if m.group().strip(_LEAD + ".!?,;:)")]
-    for i, line in enumerate(lines):
-        last = i == len(lines) - 1
-        start = line.start() + len(line.group()) - len(line.group().lstrip(_LEAD))
+    for b in _SENTENCE.finditer(t):
+        start = _SKIP.match(t, b.end()).end()
         e = _expr(t, start, (lab, _PAREN, _BARE_FIELD))
-        if not e or not _TAIL.fullmatch(t, e[1], line.end()) or raw[line.start():start + 1].lstrip().startswith("#"):
+        if not e or raw[t.rfind("\n", 0, start) + 1:start + 1].lstrip().startswith("#"):
             continue
-        if last or _STOP_TAIL.fullmatch(t, e[1], line.end()):
+        if _TAIL.fullmatch(t, e[1]) or _ENDS_SENTENCE.match(t, e[1]):
             bare = _PAREN.match(t, start) or _BARE_FIELD.match(t, start)
             method = "final_letter" if bare else "label"
             ev.append(_Ev(start, e[1], True, e[0], method if e[0] else None))
