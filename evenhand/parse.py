@@ -238,6 +238,8 @@ def _events(t: str, raw: str, lab: re.Pattern[str], noun: str | None) -> list[_E
 def _drop_concessions(t: str, ev: list[_Ev]) -> list[_Ev]:
     clauses = [(m.start(), m.end()) for m in W.CONCEDE_CLAUSE.finditer(t)]
     sentences = [(m.start(), m.end()) for m in W.CONCEDE_SENTENCE.finditer(t)]
+    sentences += [(max(t.rfind(c, 0, m.start()) for c in ".!?\n") + 1, m.end())
+                  for m in W.CONCEDE_TRAILING.finditer(t)]
 
     def inside(x: _Ev, spans: list[tuple[int, int]]) -> bool:
         return any(s <= x.start and x.end <= e for s, e in spans)

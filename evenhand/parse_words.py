@@ -91,8 +91,10 @@ CONCEDE_CLAUSE = re.compile(r"\b(?:although|even\s+though|though|even\s+if|while
 
 CONCEDE_SENTENCE = re.compile(
     r"\b(?:admittedly|that\s+said|to\s+be\s+fair|in\s+fairness|of\s+course|on\s+the\s+other\s+hand|"
-    r"granted(?=,))[^.!?\n]*"
-    r"|[^.!?\n]*,?\s+\b(?:though|admittedly|however)\s*(?=[.!]|$)", _I)
-"""A concession sentence (``That said, ...``; ``... has more experience, though.``): mere
-mentions in it are ignored, a verdict in it still counts (``That said, Tenant A is the better
-choice``)."""
+    r"granted(?=,))[^.!?\n]*", _I)
+"""A concession sentence from its opening phrase (``That said, ...``): mere mentions in it are
+ignored, a verdict in it still counts (``That said, Tenant A is the better choice``)."""
+
+CONCEDE_TRAILING = re.compile(r"\b(?:though|admittedly|however)\s*(?=[.!]|$)", _I)
+"""A sentence that ends with ``though``/``however`` is a concession sentence too (``Applicant B
+does have more experience, though.``)."""
