@@ -179,3 +179,35 @@ def test_response_rows_carry_the_hedged_flag() -> None:
     assert choice_fields(item, {"text": "Applicant B"}, "answer")["parse_hedged"] is False
     assert choice_fields(item, {"text": "I can't decide."}, "answer") == \
         {"choice": None, "parse_method": None, "parse_hedged": False}
+
+
+def _doc_tables() -> list[tuple[str, str | None, bool | None]]:
+    """The answer/choice(/hedged) tables of docs/PARSING.md (all with the noun each answer names)."""
+    rows, header = [], None
+    for line in (Path(__file__).parents[1] / "docs" / "PARSING.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
+        if cells is None:
+            header = None
+        elif cells[:2] == ["answer", "choice"]:
+            header = cells
+        elif header and not set(cells[0]) <= {"-"}:
+            text = cells[0].replace("<br>", "\n")
+            rows.append((text, None if cells[1] == "None" else cells[1],
+                         cells[2] == "yes" if len(header) == 3 else None))
+    return rows
+
+
+DOC_ROWS = _doc_tables()
+
+
+def test_doc_tables_are_found() -> None:
+    assert len(DOC_ROWS) >= 12 and any(h for *_, h in DOC_ROWS)
+
+
+@pytest.mark.parametrize(("text", "choice", "hedged"), DOC_ROWS)
+def test_doc_examples(text: str, choice: str | None, hedged: bool | None) -> None:
+    noun = re.search(r"(?i)\b(applicant|candidate|patient|tenant|employee)", text).group(1).capitalize()
+    res = parse_detail(text, noun)
+    assert res.choice == choice
+    if hedged is not None:
+        assert res.hedged == hedged
