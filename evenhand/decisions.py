@@ -83,7 +83,7 @@ def decide(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: DecideOption
     """Decide every item; with ``out_dir``, resumably (shards under ``out_dir/decisions``).
 
     Returns the responses table in the items' order: the item fields plus ``model``, ``mode``,
-    ``text``, ``choice``, ``parse_method``, ``logprob_A``/``logprob_B`` (logprob mode),
+    ``text``, ``choice``, ``parse_method``, ``parse_hedged``, ``logprob_A``/``logprob_B`` (logprob mode),
     ``gen_logprob`` (generation modes), ``n_prompt_tokens``, ``n_new_tokens``, ``seconds`` (batch
     wall time per item), ``batch_size`` and, with ``prefix_reuse``, ``n_shared_prefix_tokens``
     (prompt tokens taken from a prefix run once for several rows, else 0)."""

@@ -315,7 +315,7 @@ def test_multi_turn_end_to_end(lm, six, name, options):
         assert row["shown_prompt"] == conv[0]["content"]
         assert row["text"] == conv[-1]["content"]
         det = parse_detail(conv[-1]["content"], item["candidate_noun"])
-        assert (row["choice"], row["parse_method"]) == (det.choice, det.method)
+        assert (row["choice"], row["parse_method"], row["parse_hedged"]) == (det.choice, det.method, det.hedged)
         assert row["mode"] == "answer" and row["n_new_tokens"] <= options["final_max_new_tokens"]
         assert row["n_new_tokens_total"] <= sum(inter.budgets(apply_opts))
 
@@ -325,6 +325,7 @@ def test_multi_turn_logprob_and_plain(lm, six):
     table = decide_with(inter, inter.fit(lm), six.head(3), lm,
                         DecideOptions(mode="logprob", batch_size=2, progress=False, chat_template="none"), apply_opts)
     assert table["choice"].isin(["A", "B"]).all() and (table["parse_method"] == "logprob").all()
+    assert not table["parse_hedged"].any()
     assert table["logprob_A"].notna().all() and (~table["chat_template"]).all()
     for row in table.to_dict("records"):
         conv = json.loads(row["transcript"])

@@ -12,12 +12,15 @@ from ..prompts import labels
 def choice_fields(item: dict, output: dict, mode: str) -> dict:
     """The choice read from an engine ``output``: in ``logprob`` mode the label with the larger
     log-probability (``text`` = that label, ``choice``, ``parse_method`` = ``"logprob"``; ties go
-    to A); otherwise the parse of ``output["text"]`` (``choice``, ``parse_method``)."""
+    to A; ``parse_hedged`` False); otherwise the parse of ``output["text"]`` (``choice``,
+    ``parse_method``, ``parse_hedged``: a refusal that still committed to the choice, docs/PARSING.md).
+    Rows written before ``parse_hedged`` existed lack the column; nothing reads it to score."""
     if mode == "logprob":
         choice = "A" if output["logprob_A"] >= output["logprob_B"] else "B"
-        return {"text": labels(item)[0 if choice == "A" else 1], "choice": choice, "parse_method": "logprob"}
+        return {"text": labels(item)[0 if choice == "A" else 1], "choice": choice, "parse_method": "logprob",
+                "parse_hedged": False}
     det = parse_detail(output["text"], item.get("candidate_noun"))
-    return {"choice": det.choice, "parse_method": det.method}
+    return {"choice": det.choice, "parse_method": det.method, "parse_hedged": det.hedged}
 
 
 def response_row(item: dict, output: dict, *, model: str, mode: str, chat_template: bool) -> dict:
