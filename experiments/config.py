@@ -31,7 +31,8 @@ class SuiteConfig:
     seed: int = 0
     """Seed of the stratified subset."""
     limit: int | None = None
-    """Keep only the first N items (after filters)."""
+    """Keep N items (after the filters) spread across scenarios: whole baseline groups taken round-robin over
+    the scenarios in a seeded order (:func:`evenhand.suite.spread`), never the first N."""
     degrees: tuple[int, ...] | None = None
     """Keep only these degrees (0-3)."""
     contrast_types: tuple[str, ...] | None = None

@@ -64,7 +64,7 @@ def test_eh_decide_is_the_function_whatever_is_imported_first():
 # ------------------------------------------------------------------ the item loader
 
 def test_items_spread_covers_scenarios_and_keeps_baselines():
-    first = eh.suite.items("smoke", limit=200)
+    first = eh.suite.items("smoke", head=200)
     spread = eh.suite.items("smoke", n=200)
     assert len(first) == len(spread) == 200
     assert spread["scenario_id"].nunique() >= 45 > first["scenario_id"].nunique()
@@ -83,7 +83,7 @@ def test_items_filters_and_errors():
     assert set(eh.suite.items("smoke", scenarios=[one])["scenario_id"]) == {one}
     assert len(eh.suite.items("smoke", n=10**6)) == 1024
     with pytest.raises(ValueError, match="not both"):
-        eh.suite.items("smoke", n=10, limit=10)
+        eh.suite.items("smoke", n=10, head=10)
     with pytest.raises(ValueError, match="unknown subset 'smok'"):
         eh.suite.items("smok")
 
@@ -96,7 +96,9 @@ def test_items_from_a_file_and_the_run_config_use_the_same_loader(tmp_path):
     assert len(eh.suite.items(path)) == 40
     cfg = SuiteConfig(subset="smoke", seed=2, degrees=(1, 2), contrast_types=("type23",), limit=30)
     pd.testing.assert_frame_equal(suite_items(cfg), eh.suite.items("smoke", seed=2, degrees=[1, 2],
-                                                                     contrast_types=["type23"], limit=30))
+                                                                     contrast_types=["type23"], n=30))
+    first = eh.suite.items("smoke", seed=2, degrees=[1, 2], contrast_types=["type23"], head=30)
+    assert suite_items(cfg)["scenario_id"].nunique() > first["scenario_id"].nunique()  # a spread, not the first N
 
 
 # ------------------------------------------------------------------ loading

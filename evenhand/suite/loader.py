@@ -20,7 +20,7 @@ NAMED = ("smoke", "core", "organism_heldout")
 
 def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int] | None = None,
           contrast_types: Sequence[str] | None = None, scenarios: Sequence[str] | None = None,
-          n: int | None = None, limit: int | None = None, version: str | None = None) -> "pd.DataFrame":
+          n: int | None = None, head: int | None = None, version: str | None = None) -> "pd.DataFrame":
     """Suite items as a DataFrame, one row per item (the fields of :func:`evenhand.suite.generate.render_item`).
 
     Args:
@@ -30,20 +30,22 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         degrees: keep only these degrees (0-3).
         contrast_types: keep only these contrast types (``type1``, ``type23``).
         scenarios: keep only these scenario ids.
-        n: after the filters, keep ``n`` items spread across scenarios (:func:`spread`).
-        limit: after the filters, keep the first ``limit`` items (in the subset's order).
+        n: after the filters, keep ``n`` items spread across scenarios (:func:`spread`): a run config's
+            ``suite.limit`` and the ``--limit`` flag mean this.
+        head: after the filters, keep the first ``head`` items in the subset's order (a few scenarios
+            only: for debugging, never for estimates).
         version: suite version of ``smoke``/``core`` items (``"1"`` or ``"2"``; default the current one).
             ``organism_heldout`` is always the organism's version and an items file carries its own:
             asking for another version there is an error.
 
     Raises:
-        ValueError: ``n`` and ``limit`` both given, ``subset`` is neither a known name nor a file, or
+        ValueError: ``n`` and ``head`` both given, ``subset`` is neither a known name nor a file, or
             ``version`` is not the version of the items asked for.
     """
     import pandas as pd
 
-    if n is not None and limit is not None:
-        raise ValueError("give n (a spread of scenarios) or limit (the first items), not both")
+    if n is not None and head is not None:
+        raise ValueError("give n (a spread of scenarios) or head (the first items), not both")
     name = str(subset)
     if name in ("smoke", "core"):
         from .content import load_content
@@ -73,8 +75,8 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         df = df[df["scenario_id"].isin(list(scenarios))]
     if n is not None:
         df = spread(df, n, seed)
-    if limit:
-        df = df.head(limit)
+    if head:
+        df = df.head(head)
     return df.reset_index(drop=True)
 
 
