@@ -42,6 +42,7 @@ def _coverage(a) -> int:
     import pandas as pd
 
     from evenhand.models.simulated import PlantedBias
+    from evenhand.metrics import INTERVAL
     from evenhand.simulate import coverage_study
     from evenhand.suite.subsets import iter_subset
     items = pd.DataFrame([it for it in iter_subset(a.subset, 0) if it["degree"] == a.degree
@@ -51,10 +52,18 @@ def _coverage(a) -> int:
         print(json.dumps(res, indent=2))
         return 0
     print(f"{len(items):,} items ({a.subset}, degree {a.degree}, type1); {a.seeds} model seeds; "
-          f"{a.resamples} bootstrap resamples each")
+          f"intervals: {INTERVAL}" + (f", {a.resamples} bootstrap resamples each" if INTERVAL == "percentile" else ""))
+    low = []
     for m, r in res.items():
         print(f"  {m:<9} planted {100 * r['planted']:+6.1f}  mean estimate {100 * r['mean_estimate']:+6.1f}  "
               f"95% CI covered the planted value in {r['covered']}/{r['seeds']} runs ({100 * r['coverage']:.0f}%)")
+        if r["coverage"] < 0.90:
+            low.append(m)
+    scenarios = items["scenario_id"].nunique()
+    if low:
+        print(f"warning: coverage below 90% for {', '.join(low)}: {a.subset} at degree {a.degree} ({scenarios} "
+              f"scenarios) is too small for {'this metric' if len(low) == 1 else 'these metrics'}; its intervals "
+              f"are not to be trusted at this size (use core, or more scenarios)")
     return 0
 
 
