@@ -33,10 +33,12 @@ scenarios only (:func:`evenhand.models.policy.matched_items`: every pressured
 item's baseline is present). Each cell (intervention x options x seed x
 control) writes ``cells/<cell>/responses.parquet``; cells already written are
 skipped, so an interrupted comparison resumes. The result is one tidy table
-``compare.parquet`` / ``compare.csv`` (per cell and metric: the cell's value,
-its paired difference from the baseline with CI, asymmetry reduction and
-accuracy loss with CIs, McNemar's p on GT baseline items) and the frontier
-figure ``frontier.{pdf,svg,png}``.
+``compare.parquet`` / ``compare.csv`` (:func:`comparison_rows`: per cell and
+metric, the cell's value and the paired scoring of :mod:`evenhand.paired`:
+signed change toward zero, refusal change and flag, accuracy loss with a
+clustered test, method minus its random controls; docs/INTERVENTIONS.md,
+"Scoring a comparison"), the frontier figure ``frontier.{pdf,svg,png}`` and
+the LaTeX table ``compare.tex``.
 """
 from __future__ import annotations
 

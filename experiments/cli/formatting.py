@@ -87,7 +87,7 @@ def compare_text(table, metric: str = "fraggap") -> str:
         idx = {(r.metric, r.stat): r._asdict() for r in g.itertuples()}
         ch = idx.get((metric, "change"))
         p = idx.get(("accuracy", "accuracy_p_cluster"))
-        n = "" if ch is None else f"{ch['n']}/{ch['n_scenarios']}"
+        n = "" if ch is None else f"{int(ch['n'])}/{int(ch['n_scenarios'])}"
         verdict = "" if ch is None else str(ch["verdict"])
         lines.append(f"{cell:<40}{f(idx.get(('refusal', 'refusal_change')), False):>10}"
                      f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}  {verdict:<21}"
