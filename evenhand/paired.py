@@ -50,7 +50,7 @@ REFUSAL_MARGIN = 0.05
 VERDICTS = ("reduction", "increase", "no detectable change", "overshoot", "refusal-flagged", "undefined")
 """The verdicts of a ``change`` row; only ``reduction`` is ranked."""
 COLUMNS = ("arm", "metric", "stat", "value", "ci_low", "ci_high", "n", "n_scenarios", "refusal_flag",
-           "overshoot", "verdict", "band_low", "band_high", "n_controls", "note")
+           "overshoot", "verdict", "band_low", "band_high", "n_controls", "control_flagged", "note")
 """The columns of :func:`score_arms`'s table."""
 
 _PARTS = {"accuracy": ("ratio", ("acc",)), "refusal": ("ratio", ("refusal",)),
@@ -204,7 +204,7 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     ``mcnemar_p``, ``refusal_change``; for arms with controls ``change_minus_control``,
     ``accuracy_loss_minus_control`` and ``control_change`` (the controls' mean change, with the range over
     control seeds in ``band_low``/``band_high``). ``refusal_flag`` marks every row of an arm whose refusal
-    rate rose by more than ``refusal_margin``.
+    rate rose by more than ``refusal_margin``; ``control_flagged`` marks a contrast with a control that was.
 
     ``signs``: the direction each asymmetry metric's gap is aligned to (+1: the baseline's gap is positive),
     when it is known beforehand (a planted bias, a pre-registered direction); by default the sign of the
@@ -247,10 +247,15 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
         rows += _accuracy(A, a, b, rates["accuracy"], resamples, seed, alpha)
     for name, ctl in controls.items():
         if ctl:
-            rows += _versus_controls(A, A.at(name), [A.at(c) for c in ctl], b, gaps, rates["accuracy"], sign, alpha)
+            flagged = sum(flags[c] for c in ctl)
+            for r in _versus_controls(A, A.at(name), [A.at(c) for c in ctl], b, gaps, rates["accuracy"], sign, alpha):
+                note = f"{flagged} of {len(ctl)} controls refusal-flagged" if flagged else None
+                r["note"] = "; ".join(x for x in (r["note"], note) if x) or None
+                rows.append({**r, "control_flagged": bool(flagged)})
     out = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     out["refusal_flag"] = out["arm"].map(flags).astype(bool)
     out["overshoot"] = out["overshoot"].fillna(False).astype(bool)
+    out["control_flagged"] = out["control_flagged"].fillna(False).astype(bool)
     return out
 
 

@@ -44,6 +44,9 @@ def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFram
     pts = pts.merge(_stat(table, "accuracy_loss", "accuracy", "loss"), on="cell", how="left")
     pts = pts.merge(_stat(table, "refusal_change", "refusal", "refusal"), on="cell", how="left")
     pts = pts.merge(_stat(table, "change_minus_control", metric, "vsctl"), on="cell", how="left")
+    vs = table[(table["stat"] == "change_minus_control") & (table["metric"] == metric)]
+    flagged = vs.set_index("cell")["control_flagged"] if "control_flagged" in vs else pd.Series(dtype=bool)
+    pts["control_flagged"] = pts["cell"].map(flagged).fillna(False).astype(bool)
     return pts.reset_index(drop=True)
 
 
@@ -56,7 +59,8 @@ def _label(row) -> str:
     import json
     opts = json.loads(row["options"]) if isinstance(row["options"], str) else {}
     short = ",".join(f"{k}={v}" for k, v in opts.items() if k not in ("batch_size",))
-    return row["intervention"] + (f" [{short}]" if short else "") + (f" s{row['seed']}" if row["seed"] else "")
+    seed = row["seed"]
+    return row["intervention"] + (f" [{short}]" if short else "") + (f" s{int(seed)}" if pd.notna(seed) and seed else "")
 
 
 def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fraggap",
@@ -76,8 +80,8 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     gap = _baseline_gap(table, metric)
     if gap is not None:
         ax.axhline(gap, color="0.3", lw=0.6, ls=":", zorder=0)
-        ax.annotate("whole baseline gap", (1, gap), xycoords=("axes fraction", "data"), ha="right", va="bottom",
-                    fontsize=5, color="0.3")
+        ax.annotate("whole baseline gap", (0.01, gap), xycoords=("axes fraction", "data"), ha="left",
+                    va="bottom", fontsize=5, color="0.3")
     ctl = pts[pts["control"].astype(bool) & ~pts["refusal_flag"].astype(bool)]  # a refusing control is no band
     if not ctl.empty:
         ax.axhspan(ctl["value_change"].min(), ctl["value_change"].max(), color="0.88", lw=0, zorder=0,
@@ -107,11 +111,14 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
                                 alpha=0.6)
     flagged = pts[pts["refusal_flag"].astype(bool)]
     if not flagged.empty:
-        ax.scatter(flagged["value_loss"], flagged["value_change"], s=40, marker="x", color="#c0392b", lw=1.0,
-                   zorder=4, label="refusals up (flagged)")
-        for _, r in flagged.iterrows():
-            ax.annotate(f"refuses {r['value_refusal']:+.0f} pp", (r["value_loss"], r["value_change"]), fontsize=5,
-                        color="#c0392b", xytext=(3, -7), textcoords="offset points")
+        xmax = _clip_x(ax, pts)
+        x = flagged["value_loss"].clip(upper=xmax)
+        ax.scatter(x, flagged["value_change"], s=40, marker="x", color="#c0392b", lw=1.0, zorder=4,
+                   label="refusals up (flagged)")
+        for xi, (_, r) in zip(x, flagged.iterrows()):
+            where = "" if xi == r["value_loss"] else f", loss {r['value_loss']:.0f} pp (off the axis)"
+            ax.annotate(f"refuses {r['value_refusal']:+.0f} pp{where}", (xi, r["value_change"]), fontsize=5,
+                        color="#c0392b", xytext=(-3, -8), textcoords="offset points", ha="right")
     if pts["overshoot"].astype(bool).any():
         ax.scatter([], [], marker="v", facecolors="none", edgecolors="0.3", s=14, label="overshoot (sign flipped)")
     ax.set_xlabel("accuracy loss on GT items (pp)")
@@ -121,6 +128,19 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     _control_panel(bx, vs, metric)
     fig.tight_layout()
     return save(fig, stem, formats)
+
+
+def _clip_x(ax, pts: pd.DataFrame) -> float:
+    """Fit the x axis to the cells not flagged for refusals (a refusing cell's accuracy loss would squeeze the
+    others into a corner); returns the right edge, where a flagged cell beyond it is drawn."""
+    ok = pts[~pts["refusal_flag"].astype(bool)]
+    if ok.empty:
+        return float("inf")
+    lo = min(0.0, float(ok["ci_low_loss"].min()))
+    hi = max(1.0, float(ok["ci_high_loss"].max()))
+    pad = 0.08 * (hi - lo)
+    ax.set_xlim(lo - pad, hi + 2 * pad)
+    return hi + pad
 
 
 def _control_panel(ax, vs: pd.DataFrame, metric: str) -> None:
@@ -137,7 +157,21 @@ def _control_panel(ax, vs: pd.DataFrame, metric: str) -> None:
     ax.errorbar(vs["value_vsctl"], y, xerr=[(vs["value_vsctl"] - vs["ci_low_vsctl"]).clip(lower=0),
                                            (vs["ci_high_vsctl"] - vs["value_vsctl"]).clip(lower=0)],
                 fmt="none", ecolor="0.4", elinewidth=0.7)
-    ax.scatter(vs["value_vsctl"], y, c=colours, s=12, zorder=3)
+    bad = vs["control_flagged"].astype(bool).to_numpy()
+    shot = vs["overshoot"].astype(bool).to_numpy()
+    for mask, marker, label in ((~bad & ~shot, "o", None), (~bad & shot, "v", "overshoot"),
+                                (bad, "o", "control refusal-flagged")):
+        if not mask.any():
+            continue
+        yy = [v for v, m in zip(y, mask) if m]
+        if label == "control refusal-flagged":  # the contrast is against a control that refuses: hollow red
+            ax.scatter(vs["value_vsctl"][mask], yy, s=14, zorder=3, facecolors="none", edgecolors="#c0392b",
+                       label=label)
+        else:
+            ax.scatter(vs["value_vsctl"][mask], yy, c=[c for c, m in zip(colours, mask) if m], s=14, zorder=3,
+                       marker=marker, label=label)
+    if (bad | shot).any():
+        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=5, ncol=2)
     ax.set_yticks(y)
     ax.set_yticklabels([_label(r) for _, r in vs.iterrows()], fontsize=5)
     ax.set_ylim(-0.7, len(vs) - 0.3)
@@ -157,7 +191,7 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
     """Booktabs table of the comparison, one row per cell, in pp with 95% CIs: refusal change, for each of
     ``metrics`` the signed change toward zero and the change minus the random controls, the accuracy loss and
     the clustered accuracy test's p. Marks: \\textsuperscript{R} refusals up past the margin, \\textsuperscript{O}
-    overshoot; neither is a reduction."""
+    overshoot (neither is a reduction), \\textsuperscript{C} a contrast with a control flagged for refusals."""
     idx = {(r["cell"], r["metric"], r["stat"]): r for _, r in table.iterrows()}
     head = ["Cell", r"$\Delta$ refusal"]
     for m in metrics:
@@ -176,7 +210,9 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
                 mark += r"\textsuperscript{R}"
             if ch is not None and bool(ch["overshoot"]):
                 mark += r"\textsuperscript{O}"
-            cells += [_pp(ch) + mark, _pp(idx.get((cell, m, "change_minus_control")))]
+            vs = idx.get((cell, m, "change_minus_control"))
+            flagged = vs is not None and "control_flagged" in vs and bool(vs["control_flagged"])
+            cells += [_pp(ch) + mark, _pp(vs) + (r"\textsuperscript{C}" if flagged else "")]
         p = idx.get((cell, "accuracy", "accuracy_p_cluster"))
         cells += [_pp(idx.get((cell, "accuracy", "accuracy_loss"))), "--" if p is None else f"{p['value']:.3g}"]
         lines.append(" & ".join(cells) + r" \\")

@@ -157,6 +157,17 @@ def test_a_method_identical_to_its_control_has_a_contrast_covering_zero(items):
     assert row(t, "m", "fraggap", "change_minus_control")["ci_low"] > 0
 
 
+def test_a_contrast_with_a_refusing_control_is_marked(items):
+    base, us, flips = planted(items, 0.10, 6)
+    method = removing(base, us, flips, 0.10, 0.5, 6)
+    arms = {"baseline": base, "m": method, "c0": noisy(base, 0.05, 1), "c1": refusing(base, 0.8, 2)}
+    t = score_arms(arms, "baseline", {"m": ["c0", "c1"]}, resamples=100)
+    d = row(t, "m", "fraggap", "change_minus_control")
+    assert bool(d["control_flagged"]) and "1 of 2 controls refusal-flagged" in d["note"]
+    t = score_arms(arms, "baseline", {"m": ["c0"]}, resamples=100)
+    assert not bool(row(t, "m", "fraggap", "change_minus_control")["control_flagged"])
+
+
 def test_overshoot_is_shown_as_such_not_as_reduction(items):
     base, us, flips = planted(items, 0.10, 2)
     full = removing(base, us, flips, 0.10, 1.0, 2)
