@@ -254,8 +254,8 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
                 rows.append({**r, "control_flagged": bool(flagged)})
     out = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
     out["refusal_flag"] = out["arm"].map(flags).astype(bool)
-    out["overshoot"] = out["overshoot"].fillna(False).astype(bool)
-    out["control_flagged"] = out["control_flagged"].fillna(False).astype(bool)
+    out["overshoot"] = out["overshoot"].eq(True)
+    out["control_flagged"] = out["control_flagged"].eq(True)
     return out
 
 

@@ -46,7 +46,7 @@ def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFram
     pts = pts.merge(_stat(table, "change_minus_control", metric, "vsctl"), on="cell", how="left")
     vs = table[(table["stat"] == "change_minus_control") & (table["metric"] == metric)]
     flagged = vs.set_index("cell")["control_flagged"] if "control_flagged" in vs else pd.Series(dtype=bool)
-    pts["control_flagged"] = pts["cell"].map(flagged).fillna(False).astype(bool)
+    pts["control_flagged"] = pts["cell"].map(flagged).eq(True)
     return pts.reset_index(drop=True)
 
 
