@@ -118,6 +118,10 @@ def test_a_method_refusing_80_percent_is_flagged_and_never_ranked(items):
     assert bool(ch["refusal_flag"]) and ch["verdict"] == "refusal-flagged"
     assert t[t["arm"] == "refuser"]["refusal_flag"].all() and not t[t["arm"] == "half"]["refusal_flag"].any()
     assert ranking(t) == ["half"]
+    from experiments.cli.formatting import compare_text
+    lines = {ln.split()[0]: ln for ln in compare_text(t.rename(columns={"arm": "cell"})).splitlines()[1:]}
+    assert "refusal-flagged" in lines["refuser"] and float(lines["refuser"].split()[1]) == pytest.approx(80, abs=2)
+    assert "reduction" in lines["half"] and "1692/73" in lines["half"]
     # refusals count: wrong for accuracy (the loss is about 80% of the accuracy), flips for FragGap
     assert row(t, "refuser", "accuracy", "accuracy_loss")["value"] > 0.6
     assert row(t, "refuser", "accuracy", "accuracy_p_cluster")["value"] < 0.01
