@@ -13,6 +13,7 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
     batch_size: 64
     resamples: 1000
     controls: true                      # a random direction of the same norm for every direction-based method
+    refusal_margin: 0.05                # a cell whose refusal rate rises by more is flagged, never ranked
     interventions:
       - name: fair_instruction
       - name: caa
@@ -125,6 +126,7 @@ class _CompareFile:
     batch_size: int = CompareConfig.batch_size
     resamples: int = CompareConfig.resamples
     controls: bool = CompareConfig.controls
+    refusal_margin: float = CompareConfig.refusal_margin
 
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
@@ -163,11 +165,14 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
     if not 0 < split.heldout_fraction < 1:
         raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
+    if not 0 <= f.refusal_margin <= 1:
+        raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
     return CompareConfig(
         model=f.model, output_dir=f.output_dir, interventions=tuple(arms), split_seed=split.seed,
         heldout_fraction=split.heldout_fraction, train_scenarios=train.scenarios, train_degrees=train.degrees,
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_degrees=ev.degrees, seed=f.seed,
-        mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls)
+        mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
+        refusal_margin=f.refusal_margin)
 
 
 def load_config(path: str | Path) -> CompareConfig:

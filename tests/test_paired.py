@@ -236,3 +236,13 @@ def test_arms_must_answer_the_same_items(items):
         score_arms({"baseline": base}, "baseline", {"baseline": ["ghost"]}, resamples=10)
     with pytest.raises(ValueError, match="signs"):
         score_arms({"baseline": base}, "baseline", resamples=10, signs={"accuracy": 1})
+
+
+def test_the_refusal_margin_is_read_from_a_comparison_config():
+    from evenhand.options import ConfigError
+    from interventions.compare import parse_config
+    raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "fair_instruction"}]}
+    assert parse_config(raw).refusal_margin == 0.05
+    assert parse_config({**raw, "refusal_margin": 0.1}).refusal_margin == 0.1
+    with pytest.raises(ConfigError, match="refusal_margin must be in"):
+        parse_config({**raw, "refusal_margin": 5})
