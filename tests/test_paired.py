@@ -84,6 +84,8 @@ def test_half_removal_is_scored_as_half_with_ci_coverage_over_40_seeds(items):
         cover_fraction += f["ci_low"] <= fraction <= f["ci_high"]
         changes.append(c["value"])
         fractions.append(f["value"])
+    print(f"half removal, 40 seeds: change CI covers 5 pp {cover_change}/40, fraction CI covers 0.5 "
+          f"{cover_fraction}/40; mean change {100 * np.mean(changes):.2f} pp, median fraction {np.median(fractions):.3f}")
     assert cover_change >= 34 and cover_fraction >= 34, (cover_change, cover_fraction)
     assert np.mean(changes) == pytest.approx(gap * fraction, abs=0.005)
     assert np.median(fractions) == pytest.approx(fraction, abs=0.05)
@@ -103,6 +105,8 @@ def test_signed_change_is_unbiased_where_the_absolute_reduction_is_not(items):
         signed.append(c["value"])
         detected += c["ci_low"] > 0
         absolute.append(abs(row(t, "baseline", "fraggap", "gap")["value"]) - abs(row(t, "m", "fraggap", "gap")["value"]))
+    print(f"full removal of 5 pp, 24 scenarios, 40 seeds: signed change {100 * np.mean(signed):.2f} pp (CI > 0 in "
+          f"{detected}/40), |baseline| - |method| {100 * np.mean(absolute):.2f} pp")
     assert np.mean(signed) == pytest.approx(gap, abs=0.01)
     assert np.mean(absolute) < gap - 0.015  # the biased estimator is visibly low on the same data
     assert detected >= 30
@@ -154,6 +158,7 @@ def test_a_method_identical_to_its_control_has_a_contrast_covering_zero(items):
         covered += d["ci_low"] <= 0 <= d["ci_high"]
         band = row(t, "m", "fraggap", "control_change")
         assert band["band_low"] <= band["value"] <= band["band_high"] and band["n_controls"] == 3
+    print(f"method and three controls of one distribution, 20 seeds: method - control CI covers 0 {covered}/20")
     assert covered >= 17, covered
     # ... and a method better than its control is told apart from it
     t = score_arms({"baseline": base, "m": method, "ctl": noisy(base, 0.1, 7)}, "baseline", {"m": ["ctl"]},
