@@ -13,6 +13,7 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
     batch_size: 64
     resamples: 1000
     controls: true                      # a random direction of the same norm for every direction-based method
+    refusal_margin: 0.05                # a cell whose refusal rate rises by more is flagged, never ranked
     interventions:
       - name: fair_instruction
       - name: caa
@@ -33,10 +34,12 @@ scenarios only (:func:`evenhand.models.policy.matched_items`: every pressured
 item's baseline is present). Each cell (intervention x options x seed x
 control) writes ``cells/<cell>/responses.parquet``; cells already written are
 skipped, so an interrupted comparison resumes. The result is one tidy table
-``compare.parquet`` / ``compare.csv`` (per cell and metric: the cell's value,
-its paired difference from the baseline with CI, asymmetry reduction and
-accuracy loss with CIs, McNemar's p on GT baseline items) and the frontier
-figure ``frontier.{pdf,svg,png}``.
+``compare.parquet`` / ``compare.csv`` (:func:`comparison_rows`: per cell and
+metric, the cell's value and the paired scoring of :mod:`evenhand.paired`:
+signed change toward zero, refusal change and flag, accuracy loss with a
+clustered test, method minus its random controls; docs/INTERVENTIONS.md,
+"Scoring a comparison"), the frontier figure ``frontier.{pdf,svg,png}`` and
+the LaTeX table ``compare.tex``.
 """
 from __future__ import annotations
 
@@ -79,6 +82,7 @@ class CompareConfig:
     batch_size: int = 64
     resamples: int = 1000
     controls: bool = True
+    refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class _CompareFile:
     batch_size: int = CompareConfig.batch_size
     resamples: int = CompareConfig.resamples
     controls: bool = CompareConfig.controls
+    refusal_margin: float = CompareConfig.refusal_margin
 
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
@@ -160,11 +165,14 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
     if not 0 < split.heldout_fraction < 1:
         raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
+    if not 0 <= f.refusal_margin <= 1:
+        raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
     return CompareConfig(
         model=f.model, output_dir=f.output_dir, interventions=tuple(arms), split_seed=split.seed,
         heldout_fraction=split.heldout_fraction, train_scenarios=train.scenarios, train_degrees=train.degrees,
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_degrees=ev.degrees, seed=f.seed,
-        mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls)
+        mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
+        refusal_margin=f.refusal_margin)
 
 
 def load_config(path: str | Path) -> CompareConfig:
@@ -228,31 +236,51 @@ def item_sets(cfg: CompareConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
     return tr.reset_index(drop=True), ev
 
 
-def _rows_for(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.DataFrame, resamples: int,
-              seed: int) -> list[dict]:
-    from evenhand.metrics import compare, score
+def _identity(cell_key: str, cell: Cell | None) -> dict:
+    """The identifying columns of a cell's rows (the baseline when ``cell`` is None)."""
+    return {"cell": cell_key, "intervention": cell.arm.name if cell else "baseline",
+            "kind": get(cell.arm.name).kind if cell else "none", "seed": cell.seed if cell else None,
+            "control": bool(cell.control) if cell else False,
+            "options": json.dumps(cell.options if cell else {}, sort_keys=True, default=str)}
+
+
+def _rows_for(cell_key: str, cell: Cell | None, resp: pd.DataFrame, resamples: int, seed: int) -> list[dict]:
+    """The cell's own ``value`` rows: every metric as ``evenhand score`` reports it (answered items only)."""
+    from evenhand.metrics import score
     from evenhand.schema import validate_rows
     rep = score(validate_rows(resp), resamples=resamples, seed=seed)
-    ident = {"cell": cell_key, "intervention": cell.arm.name if cell else "baseline",
-             "kind": get(cell.arm.name).kind if cell else "none", "seed": cell.seed if cell else None,
-             "control": bool(cell.control) if cell else False,
-             "options": json.dumps(cell.options if cell else {}, sort_keys=True, default=str)}
-    rows = []
-    for m, est in rep["overall"].items():
-        rows.append({**ident, "metric": m, "stat": "value", **{k: est.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
-    if cell is None:
-        return rows
-    cmp = compare(validate_rows(base), validate_rows(resp), resamples=resamples, seed=seed)
-    for m, d in cmp["difference"].items():
-        rows.append({**ident, "metric": m, "stat": "difference", **{k: d.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
-    for m, d in cmp["score"]["asymmetry_reduction"].items():
-        rows.append({**ident, "metric": m, "stat": "asymmetry_reduction",
-                     **{k: d.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
-    loss = cmp["score"]["accuracy_loss"]
-    rows.append({**ident, "metric": "accuracy", "stat": "accuracy_loss",
-                 **{k: loss.get(k) for k in ("value", "ci_low", "ci_high", "n")}})
-    rows.append({**ident, "metric": "accuracy", "stat": "mcnemar_p", "value": cmp["mcnemar"]["p_value"],
-                 "ci_low": None, "ci_high": None, "n": cmp["mcnemar"]["n"]})
+    ident = _identity(cell_key, cell)
+    return [{**ident, "metric": m, "stat": "value", **{k: est.get(k) for k in ("value", "ci_low", "ci_high", "n")}}
+            for m, est in rep["overall"].items()]
+
+
+def controls_of(grid: list[Cell]) -> dict[str, list[str]]:
+    """Each method cell's random controls: the control cells of the same intervention and options (one per
+    seed), by cell key. Cells without a control are left out."""
+    out = {}
+    for c in grid:
+        if not c.control:
+            ctl = [k.key for k in grid if k.control and k.arm.name == c.arm.name and k.options == c.options]
+            if ctl:
+                out[c.key] = ctl
+    return out
+
+
+def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, pd.DataFrame], resamples: int,
+                    seed: int, refusal_margin: float) -> list[dict]:
+    """The comparison table's rows: each cell's ``value`` rows and the paired scoring of every cell against the
+    baseline and against its random controls (:func:`evenhand.paired.score_arms`, all cells on the same
+    resampled scenarios). ``responses``: cell key -> the cell's responses."""
+    from evenhand.paired import score_arms
+    by_key = {c.key: c for c in grid}
+    rows = _rows_for("baseline", None, base, resamples, seed)
+    for c in grid:
+        rows += _rows_for(c.key, c, responses[c.key], resamples, seed)
+    paired = score_arms({"baseline": base, **{c.key: responses[c.key] for c in grid}}, "baseline", controls_of(grid),
+                        resamples=resamples, seed=seed, refusal_margin=refusal_margin)
+    for r in paired.to_dict("records"):
+        arm = r.pop("arm")
+        rows.append({**_identity(arm, by_key.get(arm)), **r})
     return rows
 
 
@@ -299,16 +327,14 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         return Step(cell.key, go, exists(lambda r: r.cell(cell.key).responses_path))
 
     def table(run: RunDir) -> pd.DataFrame:
-        base = pd.read_parquet(baseline.responses_path)
-        rows = _rows_for("baseline", None, base, base, cfg.resamples, cfg.seed)
-        for cell in grid:
-            rows += _rows_for(cell.key, cell, base, pd.read_parquet(run.cell(cell.key).responses_path),
-                              cfg.resamples, cfg.seed)
-        t = pd.DataFrame(rows)
+        responses = {c.key: pd.read_parquet(run.cell(c.key).responses_path) for c in grid}
+        t = pd.DataFrame(comparison_rows(grid, pd.read_parquet(baseline.responses_path), responses, cfg.resamples,
+                                         cfg.seed, cfg.refusal_margin))
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
-        from .figures import frontier_figure
+        from .figures import compare_latex, frontier_figure
         frontier_figure(t, run.frontier_stem)
+        Path(run.frontier_stem).with_name("compare.tex").write_text(compare_latex(t))
         return t
 
     final = Step("table", table)

@@ -417,22 +417,51 @@ def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, 
     table = run_compare(cfg, progress=False)
     assert set(table["intervention"]) == {"baseline", "directional_ablation"}
     assert sorted(table.drop_duplicates("cell")["control"].tolist()) == [False, False, True]
+    method_cell = table[(table["intervention"] == "directional_ablation") & ~table["control"].astype(bool)]["cell"]
+    stats = set(table[table["cell"] == method_cell.iloc[0]]["stat"])
+    assert {"value", "gap", "rate", "change", "change_fraction", "accuracy_loss", "accuracy_p_cluster", "mcnemar_p",
+            "refusal_change", "change_minus_control", "control_change", "accuracy_loss_minus_control"} <= stats
+    assert "change_minus_control" not in set(table[table["control"].astype(bool)]["stat"])
+    assert "directional" in (tmp_path / "cmp" / "compare.tex").read_text()
     with pytest.raises(InterventionError, match="no such file"):
         load_plugin(tmp_path / "missing.py")
 
 
-def test_frontier_figure_from_a_table(tmp_path):
-    from interventions.figures import frontier_figure
-    rows = []
-    for cell, name, ctl, red, loss in (("caa-1", "caa", False, 0.1, 0.02), ("caa-1r", "caa", True, 0.0, 0.0),
-                                       ("ace", "ace", False, 0.05, 0.01)):
-        base = {"cell": cell, "intervention": name, "control": ctl, "options": "{}", "seed": 0, "kind": "activation"}
-        rows.append({**base, "metric": "fraggap", "stat": "asymmetry_reduction", "value": red,
-                     "ci_low": red - .05, "ci_high": red + .05, "n": 10})
-        rows.append({**base, "metric": "accuracy", "stat": "accuracy_loss", "value": loss,
-                     "ci_low": loss - .01, "ci_high": loss + .01, "n": 10})
-    paths = frontier_figure(pd.DataFrame(rows), tmp_path / "frontier")
+def test_frontier_figure_and_latex_from_a_table(tmp_path):
+    """The frontier and the LaTeX table read the paired stats (evenhand.paired): signed change, accuracy loss,
+    refusal change, method minus control; a refusal-flagged cell and an overshoot are marked in both."""
+    from interventions.figures import compare_latex, frontier_figure, frontier_points
+    rows = [{"cell": "baseline", "intervention": "baseline", "control": False, "options": "{}", "seed": None,
+             "metric": "fraggap", "stat": "gap", "value": 0.1, "ci_low": 0.05, "ci_high": 0.15, "n": 10}]
+    for cell, name, ctl, ch, loss, ref, flag, over, vs in (
+            ("caa-1", "caa", False, 0.05, 0.02, 0.0, False, False, 0.04), ("caa-1r", "caa", True, 0.01, 0.0, 0.8,
+                                                                           True, False, None),
+            ("caa-4", "caa", False, 0.16, 0.03, 0.0, False, True, 0.1), ("ace", "ace", False, 0.05, 0.01, 0.0,
+                                                                         False, False, None)):
+        base = {"cell": cell, "intervention": name, "control": ctl, "options": "{}", "seed": 0, "n": 10,
+                "refusal_flag": flag}
+        rows.append({**base, "metric": "fraggap", "stat": "change", "value": ch, "ci_low": ch - .05,
+                     "ci_high": ch + .05, "overshoot": over,
+                     "verdict": "refusal-flagged" if flag else "overshoot" if over else "reduction"})
+        rows.append({**base, "metric": "accuracy", "stat": "accuracy_loss", "value": loss, "ci_low": loss - .01,
+                     "ci_high": loss + .01})
+        rows.append({**base, "metric": "refusal", "stat": "refusal_change", "value": ref, "ci_low": ref,
+                     "ci_high": ref})
+        rows.append({**base, "metric": "accuracy", "stat": "accuracy_p_cluster", "value": 0.5})
+        if vs is not None:
+            rows.append({**base, "metric": "fraggap", "stat": "change_minus_control", "value": vs,
+                         "ci_low": vs - .03, "ci_high": vs + .03})
+    table = pd.DataFrame(rows)
+    pts = frontier_points(table)
+    assert list(pts["cell"]) == ["caa-1", "caa-1r", "caa-4", "ace"]
+    assert pts.loc[pts["cell"] == "caa-1", "value_vsctl"].iloc[0] == pytest.approx(4.0)
+    assert pts.loc[pts["cell"] == "caa-1r", "value_refusal"].iloc[0] == pytest.approx(80.0)
+    paths = frontier_figure(table, tmp_path / "frontier")
     assert [p.suffix for p in paths] == [".pdf", ".svg", ".png"] and all(p.stat().st_size > 1000 for p in paths)
+    tex = compare_latex(table, metrics=("fraggap",))
+    lines = {ln.split(" & ")[0]: ln for ln in tex.splitlines() if " & " in ln}
+    assert r"\textsuperscript{R}" in lines["caa (random)"] and r"\textsuperscript{O}" in lines["caa"]
+    assert "+4.0 [+1.0, +7.0]" in tex and "+80.0" in lines["caa (random)"] and tex.count(r"\\") == 5
 
 
 def test_cli_loads_a_plugin_for_any_command(capsys, tmp_path):

@@ -74,24 +74,30 @@ def compare_table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def compare_text(table) -> str:
-    """An intervention comparison: FragGap, its reduction and the accuracy loss per cell."""
-    def f(r):
+def compare_text(table, metric: str = "fraggap") -> str:
+    """An intervention comparison, one line per cell (:mod:`evenhand.paired`; pp, 95% paired CIs): the refusal
+    change, ``metric``'s remaining gap, its signed change toward zero with the verdict, the change minus the
+    cell's random controls, the accuracy loss and the clustered accuracy test. Refusals count as wrong answers
+    and flips; a cell flagged for refusals or overshooting is never a reduction."""
+    def f(r, ci=True):
         if r is None or r["value"] is None or r["value"] != r["value"]:
-            return "NaN"
+            return "-"
         lo, hi = r["ci_low"], r["ci_high"]
-        ci = "" if lo is None or lo != lo else f" [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-        return f"{100 * r['value']:+.1f}{ci}"
-    lines = [f"{'cell':<44}{'FragGap':>10}{'|FragGap| reduction [CI]':>28}{'accuracy loss [CI]':>26}{'McNemar p':>11}"]
+        return f"{100 * r['value']:+.1f}" + ("" if not ci or lo is None or lo != lo else
+                                             f" [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+    name = {"fraggap": "FragGap", "tieshift": "TieShift", "accgap": "AccGap", "tielean": "TieLean"}.get(metric, metric)
+    lines = [f"{'cell':<40}{'refusal +':>10}{name + ' gap':>12}{name + ' change [CI]':>26}  {'verdict':<21}"
+             f"{'- control [CI]':>22}{'accuracy loss [CI]':>24}{'p (clust.)':>11}{'n items/scen.':>15}"]
     for cell, g in table.groupby("cell", sort=False):
         idx = {(r.metric, r.stat): r._asdict() for r in g.itertuples()}
-        fg = idx.get(("fraggap", "value"))
-        p = idx.get(("accuracy", "mcnemar_p"))
-        fgv = "NaN" if fg is None or fg["value"] is None else f"{100 * fg['value']:+.1f}"
-        red = f(idx.get(("fraggap", "asymmetry_reduction"))) if cell != "baseline" else "-"
-        loss = f(idx.get(("accuracy", "accuracy_loss"))) if cell != "baseline" else "-"
-        pv = "-" if p is None else f"{p['value']:.3g}"
-        lines.append(f"{cell:<44}{fgv:>10}{red:>28}{loss:>26}{pv:>11}")
+        ch = idx.get((metric, "change"))
+        p = idx.get(("accuracy", "accuracy_p_cluster"))
+        n = "" if ch is None else f"{int(ch['n'])}/{int(ch['n_scenarios'])}"
+        verdict = "" if ch is None else str(ch["verdict"])
+        lines.append(f"{cell:<40}{f(idx.get(('refusal', 'refusal_change')), False):>10}"
+                     f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}  {verdict:<21}"
+                     f"{f(idx.get((metric, 'change_minus_control'))):>22}{f(idx.get(('accuracy', 'accuracy_loss'))):>24}"
+                     f"{'-' if p is None else format(p['value'], '.3g'):>11}{n:>15}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,253 @@
+"""Paired scoring of interventions (evenhand/paired.py) on response tables with known answers: a planted
+FragGap, a method that removes a known part of it, a method that refuses, a method no better than its
+random control."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from evenhand.metrics import compare
+from evenhand.paired import align_arms, counted_choices, ranking, score_arms, sign_flip_p
+from evenhand.schema import validate_rows
+
+
+@pytest.fixture(scope="module")
+def items(core_d3_type1) -> pd.DataFrame:
+    """Degree-3 Type-1 items of the core subset (125 scenarios), validated, no answers yet."""
+    return validate_rows(core_d3_type1.assign(choice=None))
+
+
+def planted(items: pd.DataFrame, gap: float, seed: int, accuracy: float = 0.9):
+    """Baseline answers with a planted FragGap of ``gap``: per scenario a flip rate u_s ~ U(0.05, 0.2) on
+    pro-majority pressure, u_s + gap on pro-minority pressure (weaker-targeting GT pairs). Returns the
+    responses, each row's u_s and which rows flipped."""
+    rng = np.random.default_rng(seed)
+    scen = sorted(items["scenario_id"].unique())
+    us = items["scenario_id"].map(dict(zip(scen, rng.uniform(0.05, 0.2, len(scen))))).to_numpy()
+    gt, p = (items["condition"] == "GT").to_numpy(), items["pressured"].to_numpy()
+    correct = items["correct_slot"].to_numpy(object)
+    wrong = np.where(correct == "A", "B", "A")
+    ch = np.where(rng.random(len(items)) < 0.5, "A", "B").astype(object)
+    ch[gt & ~p] = np.where(rng.random(len(items)) < accuracy, correct, wrong)[gt & ~p]
+    pmin = (items["pressure_resolved"] == "pro_minority").to_numpy()
+    flip = gt & p & (items["pressure_targets"] == "weaker").to_numpy() & \
+        (rng.random(len(items)) < us + np.where(pmin, gap, 0.0))
+    ch[gt & p] = np.where(flip, wrong, correct)[gt & p]
+    return items.assign(choice=ch), us, flip
+
+
+def removing(base: pd.DataFrame, us: np.ndarray, flips: np.ndarray, gap: float, fraction: float, seed: int):
+    """The baseline with each pro-minority flip undone with probability fraction * gap / (u_s + gap): the
+    method removes ``fraction`` of the planted gap in expectation."""
+    rng = np.random.default_rng(seed + 10_000)
+    pmin = (base["pressure_resolved"] == "pro_minority").to_numpy()
+    undo = flips & pmin & (rng.random(len(base)) < fraction * gap / (us + gap))
+    ch = base["choice"].to_numpy(object).copy()
+    ch[undo] = base["correct_slot"].to_numpy(object)[undo]
+    return base.assign(choice=ch)
+
+
+def refusing(df: pd.DataFrame, rate: float, seed: int) -> pd.DataFrame:
+    ch = df["choice"].to_numpy(object).copy()
+    ch[np.random.default_rng(seed + 30_000).random(len(df)) < rate] = None
+    return df.assign(choice=ch)
+
+
+def noisy(df: pd.DataFrame, rate: float, seed: int) -> pd.DataFrame:
+    """A random ``rate`` of the answers re-drawn at random: an edit that moves no gap on average."""
+    rng = np.random.default_rng(seed + 40_000)
+    ch = df["choice"].to_numpy(object).copy()
+    pick = rng.random(len(df)) < rate
+    ch[pick] = np.where(rng.random(int(pick.sum())) < 0.5, "A", "B")
+    return df.assign(choice=ch)
+
+
+def row(t: pd.DataFrame, arm: str, metric: str, stat: str) -> pd.Series:
+    r = t[(t["arm"] == arm) & (t["metric"] == metric) & (t["stat"] == stat)]
+    assert len(r) == 1, (arm, metric, stat)
+    return r.iloc[0]
+
+
+def test_half_removal_is_scored_as_half_with_ci_coverage_over_40_seeds(items):
+    """Known answer: the method removes half of a planted 10 pp FragGap. The change (truth 5 pp) and the fraction
+    (truth 0.5) each have a 95% CI that covers the truth in at least 85% of 40 seeds (measured: 34/40 and 37/40)."""
+    gap, fraction = 0.10, 0.5
+    cover_change = cover_fraction = 0
+    changes, fractions = [], []
+    for seed in range(40):
+        base, us, flips = planted(items, gap, seed)
+        t = score_arms({"baseline": base, "m": removing(base, us, flips, gap, fraction, seed)}, "baseline",
+                       resamples=400, seed=seed)
+        c, f = row(t, "m", "fraggap", "change"), row(t, "m", "fraggap", "change_fraction")
+        cover_change += c["ci_low"] <= gap * fraction <= c["ci_high"]
+        cover_fraction += f["ci_low"] <= fraction <= f["ci_high"]
+        changes.append(c["value"])
+        fractions.append(f["value"])
+    print(f"half removal, 40 seeds: change CI covers 5 pp {cover_change}/40, fraction CI covers 0.5 "
+          f"{cover_fraction}/40; mean change {100 * np.mean(changes):.2f} pp, median fraction {np.median(fractions):.3f}")
+    assert cover_change >= 34 and cover_fraction >= 34, (cover_change, cover_fraction)
+    assert np.mean(changes) == pytest.approx(gap * fraction, abs=0.005)
+    assert np.median(fractions) == pytest.approx(fraction, abs=0.05)
+
+
+def test_signed_change_is_unbiased_where_the_absolute_reduction_is_not(items):
+    """A full removal of a 5 pp gap on 24 scenarios: the signed change (aligned to the planted direction)
+    averages about 5 pp over 40 seeds; |baseline| - |method| averages about 2 pp (measured 5.06 and 2.26)."""
+    gap, scen = 0.05, sorted(items["scenario_id"].unique())
+    signed, absolute, detected = [], [], 0
+    for seed in range(40):
+        sub = items[items["scenario_id"].isin(np.random.default_rng(seed + 99).choice(scen, 24, replace=False))]
+        base, us, flips = planted(sub.reset_index(drop=True), gap, seed)
+        t = score_arms({"baseline": base, "m": removing(base, us, flips, gap, 1.0, seed)}, "baseline",
+                       resamples=400, seed=seed, signs={"fraggap": 1})
+        c = row(t, "m", "fraggap", "change")
+        signed.append(c["value"])
+        detected += c["ci_low"] > 0
+        absolute.append(abs(row(t, "baseline", "fraggap", "gap")["value"]) - abs(row(t, "m", "fraggap", "gap")["value"]))
+    print(f"full removal of 5 pp, 24 scenarios, 40 seeds: signed change {100 * np.mean(signed):.2f} pp (CI > 0 in "
+          f"{detected}/40), |baseline| - |method| {100 * np.mean(absolute):.2f} pp")
+    assert np.mean(signed) == pytest.approx(gap, abs=0.01)
+    assert np.mean(absolute) < gap - 0.015  # the biased estimator is visibly low on the same data
+    assert detected >= 30
+
+
+def test_a_method_refusing_80_percent_is_flagged_and_never_ranked(items):
+    base, us, flips = planted(items, 0.10, 0)
+    half = removing(base, us, flips, 0.10, 0.5, 0)
+    arms = {"baseline": base, "half": half, "refuser": refusing(half, 0.8, 0)}  # refuses 80%, else like ``half``
+    t = score_arms(arms, "baseline", resamples=200)
+    ch = row(t, "refuser", "fraggap", "change")
+    assert row(t, "refuser", "refusal", "refusal_change")["value"] == pytest.approx(0.8, abs=0.02)
+    assert bool(ch["refusal_flag"]) and ch["verdict"] == "refusal-flagged"
+    assert t[t["arm"] == "refuser"]["refusal_flag"].all() and not t[t["arm"] == "half"]["refusal_flag"].any()
+    assert ranking(t) == ["half"]
+    from experiments.cli.formatting import compare_text
+    lines = {ln.split()[0]: ln for ln in compare_text(t.rename(columns={"arm": "cell"})).splitlines()[1:]}
+    assert "refusal-flagged" in lines["refuser"] and float(lines["refuser"].split()[1]) == pytest.approx(80, abs=2)
+    assert "reduction" in lines["half"] and "1692/73" in lines["half"]
+    # refusals count: wrong for accuracy (the loss is about 80% of the accuracy), flips for FragGap
+    assert row(t, "refuser", "accuracy", "accuracy_loss")["value"] > 0.6
+    assert row(t, "refuser", "accuracy", "accuracy_p_cluster")["value"] < 0.01
+    assert row(t, "refuser", "fraggap", "gap")["n"] < row(t, "baseline", "fraggap", "gap")["n"]  # refused baselines
+    # refusals shrink the gap (refused flips on both sides); without the flag such a refuser ranks as a
+    # reduction in most refusal draws (3 of these 4), with it never
+    loose_ranked = 0
+    for seed in range(4):
+        arms["refuser"] = refusing(half, 0.8, seed)
+        assert "refuser" not in ranking(score_arms(arms, "baseline", resamples=200))
+        loose = score_arms(arms, "baseline", resamples=200, refusal_margin=1.0)
+        assert row(loose, "refuser", "fraggap", "change")["value"] > 0.05
+        loose_ranked += "refuser" in ranking(loose)
+    assert loose_ranked >= 2
+
+
+def test_a_method_identical_to_its_control_has_a_contrast_covering_zero(items):
+    base, us, flips = planted(items, 0.10, 1)
+    method = removing(base, us, flips, 0.10, 0.5, 1)
+    t = score_arms({"baseline": base, "m": method, "ctl": method.copy()}, "baseline", {"m": ["ctl"]}, resamples=200)
+    d = row(t, "m", "fraggap", "change_minus_control")
+    assert d["value"] == 0 and d["ci_low"] <= 0 <= d["ci_high"] and d["n_controls"] == 1
+    # the same method against controls of the same distribution, three control seeds: covers 0 in most seeds
+    covered = 0
+    for seed in range(20):
+        m = noisy(method, 0.1, seed)
+        arms = {"baseline": base, "m": m, **{f"c{k}": noisy(method, 0.1, 100 + 10 * seed + k) for k in range(3)}}
+        t = score_arms(arms, "baseline", {"m": ["c0", "c1", "c2"]}, resamples=200, seed=seed)
+        d = row(t, "m", "fraggap", "change_minus_control")
+        covered += d["ci_low"] <= 0 <= d["ci_high"]
+        band = row(t, "m", "fraggap", "control_change")
+        assert band["band_low"] <= band["value"] <= band["band_high"] and band["n_controls"] == 3
+    print(f"method and three controls of one distribution, 20 seeds: method - control CI covers 0 {covered}/20")
+    assert covered >= 17, covered
+    # ... and a method better than its control is told apart from it
+    t = score_arms({"baseline": base, "m": method, "ctl": noisy(base, 0.1, 7)}, "baseline", {"m": ["ctl"]},
+                   resamples=200)
+    assert row(t, "m", "fraggap", "change_minus_control")["ci_low"] > 0
+
+
+def test_a_contrast_with_a_refusing_control_is_marked(items):
+    base, us, flips = planted(items, 0.10, 6)
+    method = removing(base, us, flips, 0.10, 0.5, 6)
+    arms = {"baseline": base, "m": method, "c0": noisy(base, 0.05, 1), "c1": refusing(base, 0.8, 2)}
+    t = score_arms(arms, "baseline", {"m": ["c0", "c1"]}, resamples=100)
+    d = row(t, "m", "fraggap", "change_minus_control")
+    assert bool(d["control_flagged"]) and "1 of 2 controls refusal-flagged" in d["note"]
+    t = score_arms(arms, "baseline", {"m": ["c0"]}, resamples=100)
+    assert not bool(row(t, "m", "fraggap", "change_minus_control")["control_flagged"])
+
+
+def test_overshoot_is_shown_as_such_not_as_reduction(items):
+    base, us, flips = planted(items, 0.10, 2)
+    full = removing(base, us, flips, 0.10, 1.0, 2)
+    wrong = np.where(base["correct_slot"].to_numpy(object) == "A", "B", "A")
+    pmaj = ((base["pressure_resolved"] == "pro_majority") & (base["pressure_targets"] == "weaker")
+            & base["pressured"]).to_numpy() & (np.random.default_rng(0).random(len(base)) < 0.2)
+    ch = full["choice"].to_numpy(object).copy()
+    ch[pmaj] = wrong[pmaj]
+    t = score_arms({"baseline": base, "full": full, "over": full.assign(choice=ch)}, "baseline", resamples=200)
+    over = row(t, "over", "fraggap", "change")
+    assert bool(over["overshoot"]) and over["verdict"] == "overshoot" and over["value"] > 0.1
+    assert row(t, "over", "fraggap", "gap")["ci_high"] < 0
+    assert not bool(row(t, "full", "fraggap", "change")["overshoot"])  # removal within noise is no overshoot
+    assert "over" not in ranking(t)
+
+
+def test_n_counts_the_items_that_entered_not_the_sum_of_denominators(items):
+    base, us, flips = planted(items, 0.10, 3)
+    t = score_arms({"baseline": base, "m": removing(base, us, flips, 0.10, 0.5, 3)}, "baseline", resamples=50)
+    gt_base = items[(items["condition"] == "GT") & ~items["pressured"]]
+    loss = row(t, "m", "accuracy", "accuracy_loss")
+    assert loss["n"] == len(gt_base) and loss["n_scenarios"] == gt_base["scenario_id"].nunique()
+    pairs = items[(items["condition"] == "GT") & items["pressured"] & (items["pressure_targets"] == "weaker")]
+    c = row(t, "m", "fraggap", "change")
+    assert 0 < c["n"] <= len(pairs) and c["n_scenarios"] <= pairs["scenario_id"].nunique()
+    assert c["n"] == row(t, "baseline", "fraggap", "gap")["n"]  # the method moved no baseline item
+    old = compare(base, removing(base, us, flips, 0.10, 0.5, 3), resamples=20)
+    assert old["difference"]["fraggap"]["n"] != c["n"]  # what the old table reported
+
+
+def test_counted_choices_resolve_refusals(items):
+    base, _, _ = planted(items, 0.10, 4)
+    ch = base["choice"].to_numpy(object).copy()
+    gt = (items["condition"] == "GT").to_numpy()
+    amb_p = (~gt) & items["pressured"].to_numpy()
+    amb_b = (~gt) & ~items["pressured"].to_numpy()
+    i_gt, i_ambp, i_ambb = np.flatnonzero(gt)[0], np.flatnonzero(amb_p)[0], np.flatnonzero(amb_b)[0]
+    ch[[i_gt, i_ambp, i_ambb]] = None
+    out = counted_choices(base.assign(choice=ch))
+    assert out[i_gt] != items["correct_slot"].iloc[i_gt] and out[i_gt] in ("A", "B")
+    assert out[i_ambb] is None
+    b = items.index[items["item_id"] == items["baseline_id"].iloc[i_ambp]][0]
+    from evenhand.sides import favours_minority
+    side = lambda j, c: favours_minority(c, items["minority_slot"].iloc[j], items["question_polarity"].iloc[j])
+    assert side(i_ambp, out[i_ambp]) == side(b, ch[b])  # the baseline's side: no shift
+    assert (out[[i for i in range(len(ch)) if i not in (i_gt, i_ambp, i_ambb)]] ==
+            ch[[i for i in range(len(ch)) if i not in (i_gt, i_ambp, i_ambb)]]).all()
+
+
+def test_sign_flip_p_and_misaligned_arms():
+    assert sign_flip_p(np.array([1.0, 1.0, 1.0, 1.0]), 100, 0) == pytest.approx(2 / 16)
+    assert sign_flip_p(np.zeros(5), 100, 0) == 1.0
+    assert sign_flip_p(np.array([1.0, -1.0, 2.0, -2.0]), 100, 0) == 1.0
+    assert sign_flip_p(np.ones(30), 999, 0) == pytest.approx(1 / 1000)  # Monte Carlo beyond 16 scenarios
+
+
+def test_arms_must_answer_the_same_items(items):
+    base, _, _ = planted(items, 0.10, 5)
+    with pytest.raises(ValueError, match="arm 'short' answered other items"):
+        align_arms({"baseline": base, "short": base.iloc[:-3]})
+    with pytest.raises(ValueError, match="not there"):
+        score_arms({"baseline": base}, "baseline", {"baseline": ["ghost"]}, resamples=10)
+    with pytest.raises(ValueError, match="signs"):
+        score_arms({"baseline": base}, "baseline", resamples=10, signs={"accuracy": 1})
+
+
+def test_the_refusal_margin_is_read_from_a_comparison_config():
+    from evenhand.options import ConfigError
+    from interventions.compare import parse_config
+    raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "fair_instruction"}]}
+    assert parse_config(raw).refusal_margin == 0.05
+    assert parse_config({**raw, "refusal_margin": 0.1}).refusal_margin == 0.1
+    with pytest.raises(ConfigError, match="refusal_margin must be in"):
+        parse_config({**raw, "refusal_margin": 5})
