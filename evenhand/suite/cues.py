@@ -30,7 +30,6 @@ reads the content's objects through the small protocols below.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
