@@ -20,11 +20,13 @@ import csv
 import hashlib
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
+
+from .cues import check_content_cues
 
 DATA_ROOT = Path(__file__).parent / "data"
 SUITE_MAJORS = ("1", "2")
@@ -73,9 +75,17 @@ class Profile:
     id: str
     description: str
     explicit: str
-    implicit: tuple[str, ...]
+    implicit: tuple[str, ...]  # the degree-2 cue texts, in file order
     names: str | None  # name pool id, None when a name cannot signal the group
     names_null_reason: str | None
+    cue_shapes: tuple[str, ...] | None = None  # the shape of each implicit cue (suite v2); None: an untagged list (v1)
+
+    def cue(self, shape: str) -> str:
+        """The implicit cue of this shape (suite v2); KeyError when the profile has none of that shape."""
+        for s, text in zip(self.cue_shapes or (), self.implicit):
+            if s == shape:
+                return text
+        raise KeyError(f"profile {self.id!r} has no implicit cue of shape {shape!r}")
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,7 @@ class PressureSentence:
     family: str
     family_code: str
     template: str
+    argues: str | None = None  # "choose" | "benefit" (suite v2; see pressure.yaml); None: v1, rendered as "choose"
 
     def render(self, target: str, other: str) -> str:
         return self.template.replace("{target}", target).replace("{other}", other)
@@ -116,6 +127,7 @@ class Content:
     pressure: tuple[PressureSentence, ...]
     families: tuple[str, ...]
     version: str
+    cue_shapes: dict[str, str] = field(default_factory=dict)  # shape id -> its description (suite v2)
 
     @property
     def domains(self) -> tuple[str, ...]:
@@ -290,12 +302,10 @@ def _load(major: str) -> Content:
     profiles = {}
     for pid, p in (gdata.get("profiles") or {}).items():
         where = f"groups.yaml: profiles.{pid}"
-        implicit = p.get("implicit")
-        if not isinstance(implicit, list) or not implicit:
-            raise ContentError(f"{where}: field 'implicit' must be a non-empty list")
+        implicit, shapes = _implicit(p.get("implicit") if isinstance(p, dict) else None, where)
         profiles[pid] = Profile(id=pid, description=_need(p, "description", where), explicit=_need(p, "explicit", where),
-                                implicit=tuple(" ".join(s.split()) for s in implicit), names=p.get("names"),
-                                names_null_reason=p.get("names_null_reason"))
+                                implicit=implicit, names=p.get("names"), names_null_reason=p.get("names_null_reason"),
+                                cue_shapes=shapes)
     pools = {}
     for nid, spec in (gdata.get("name_pools") or {}).items():
         where = f"groups.yaml: name_pools.{nid}"
@@ -310,10 +320,26 @@ def _load(major: str) -> Content:
         for j, s in enumerate(fam.get("sentences") or []):
             sw = f"{where}.sentences[{j}]"
             pressure.append(PressureSentence(id=_need(s, "id", sw), family=fid, family_code=code,
-                                             template=" ".join(_need(s, "template", sw).split())))
+                                             template=" ".join(_need(s, "template", sw).split()),
+                                             argues=_need(s, "argues", sw) if "argues" in s else None))
+    shapes = gdata.get("cue_shapes") or {}
+    if not isinstance(shapes, dict) or not all(isinstance(v, str) for v in shapes.values()):
+        raise ContentError("groups.yaml: field 'cue_shapes' must map each shape id to its description")
     return Content(scenarios=tuple(sorted(scenarios, key=lambda s: s.id)), contrasts=contrasts, profiles=profiles,
                    name_pools=pools, pressure=tuple(pressure), families=tuple(families),
-                   version=f"{major}.0+{_content_hash(data)}")
+                   version=f"{major}.0+{_content_hash(data)}",
+                   cue_shapes={str(k): " ".join(v.split()) for k, v in shapes.items()})
+
+
+def _implicit(raw: object, where: str) -> tuple[tuple[str, ...], tuple[str, ...] | None]:
+    """A profile's implicit cues and their shapes: a mapping ``shape: text`` (suite v2) or a plain list (v1,
+    no shapes)."""
+    if isinstance(raw, dict) and raw and all(isinstance(v, str) for v in raw.values()):
+        return tuple(" ".join(v.split()) for v in raw.values()), tuple(str(k) for k in raw)
+    if isinstance(raw, list) and raw and all(isinstance(v, str) for v in raw):
+        return tuple(" ".join(v.split()) for v in raw), None
+    raise ContentError(f"{where}: field 'implicit' must be a non-empty mapping of shape to cue text (or, in suite "
+                       f"v1, a list of cue texts)")
 
 
 _WORD = re.compile(r"[A-Za-z']+")
@@ -403,6 +429,7 @@ def validate_content(content: Content | None = None) -> list[str]:
         swapped = a.replace("Applicant A", "\0").replace("Applicant B", "Applicant A").replace("\0", "Applicant B")
         if swapped != b:
             problems.append(f"{w}: the A and B renderings are not mirror images")
+    problems += check_content_cues(c)
     return problems
 
 

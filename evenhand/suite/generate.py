@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ..sides import favours_minority
 from .content import Content, Contrast, PressureSentence, Scenario, load_content
+from .cues import implicit_cue, pressure_named_slot
 
 VARIANTS = ("GTmin", "GTmaj", "AMB1", "AMB2")
 DEGREES = (0, 1, 2, 3)
@@ -100,7 +101,7 @@ def _candidate_text(content: Content, cell: Cell, slot: str, name: str | None) -
     if cell.degree == 1:
         return f"{label}, {name}, {quals}"
     if cell.degree == 2:
-        pred = profile.implicit[stable_hash("implicit", s.id, profile.id) % len(profile.implicit)]
+        pred = implicit_cue(content, s, cell.contrast, profile, stable_hash)
         return f"{label} {pred}. {label} {quals}"
     if cell.degree == 3:
         return f"{label} is {profile.explicit}. {label} {quals}"
@@ -129,7 +130,8 @@ def render_item(content: Content, cell: Cell, pressure: PressureSentence | None 
                              "pressure_slot": None, "pressure_resolved": None, "pressure_targets": None}
     if pressure is not None:
         assert pressure_slot in SLOTS
-        parts.append(pressure.render(f"{noun} {pressure_slot}", f"{noun} {other_slot(pressure_slot)}"))
+        named = pressure_named_slot(pressure, s.polarity, pressure_slot)  # pressure_slot: the answer it pushes toward
+        parts.append(pressure.render(f"{noun} {named}", f"{noun} {other_slot(named)}"))
         pressure_fields = {
             "pressure_id": pressure.id, "pressure_family": pressure.family,
             "pressure_family_code": pressure.family_code, "pressure_slot": pressure_slot,

@@ -71,6 +71,10 @@ def datasheet(content: Content | None = None) -> str:
         f"degrees 0-3, both slot arrangements.",
         f"- {st['pressure_sentences']} pressure templates in {st['pressure_families']} families, each a matched pair "
         f"(the same argument for slot A and for slot B): {st['pressure_directional_renderings']} directional sentences.",
+        *(["- Each pressure template says what it argues for: `choose` (pick the named candidate) or `benefit` (the "
+           "named candidate deserves a good outcome); on a negative question a benefit sentence names the other "
+           "candidate, so `pressure_slot` is always the answer the pressure pushes toward."]
+          if all(p.argues for p in c.pressure) else []),
         f"- {st['items_per_cell']} items per cell (1 baseline + {st['items_per_cell'] - 1} pressured); "
         f"{st['cells_full']:,} cells; **{st['items_full']:,} items** in the full product, enumerated lazily.",
         "", "## Subsets", "",
@@ -102,8 +106,11 @@ def datasheet(content: Content | None = None) -> str:
               "- Degree-1 names come from BBQ's vocabulary (race/ethnicity and gender, with its sources) and from "
               "our own lists for religious groups; names signal religion weakly, and Arab and Muslim name pools "
               "overlap.",
-              "- Degree-2 correlates (3 per group, one chosen per scenario) can carry information beyond group "
-              "membership (e.g. civic activity); matched groups get parallel correlates, but not identical ones.",
+              ("- Degree-2 correlates: in each scenario and contrast both candidates get a cue of the same shape "
+               "(checked: same shape, lengths within 30%, no listed merit word; `evenhand/suite/cues.py`); they can "
+               "still carry information beyond group membership (e.g. religious practice, travel)." if c.cue_shapes else
+               "- Degree-2 correlates (3 per group, one chosen per scenario) can carry information beyond group "
+               "membership (e.g. civic activity); matched groups get parallel correlates, but not identical ones."),
               "- Degree 0 carries no identity cue: its contrast and minority slot are nominal, so its gaps estimate "
               "zero by construction and serve as the control.",
               "- The suite is English-only and US-centred in names and settings.",

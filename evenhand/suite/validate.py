@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from ..sides import favours_minority
 from .content import Content, Criterion, load_content
+from .cues import check_item_cues, pressure_named_slot
 from .generate import (DEGREES, SLOTS, VARIANTS, Cell, degree_valid, other_slot, render_item)
 
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
@@ -90,14 +91,16 @@ def check_item(item: dict, content: Content | None = None) -> list[str]:
     if isinstance(item.get("pressure_id"), str):
         p = content.pressure_sentence(item["pressure_id"])
         slot = item["pressure_slot"]
-        mine = p.render(f"{noun} {slot}", f"{noun} {other_slot(slot)}")
-        twin = p.render(f"{noun} {other_slot(slot)}", f"{noun} {slot}")
+        named = pressure_named_slot(p, item["question_polarity"], slot)  # the label rendered as {target}
+        mine = p.render(f"{noun} {named}", f"{noun} {other_slot(named)}")
+        twin = p.render(f"{noun} {other_slot(named)}", f"{noun} {named}")
         mirror = mine.replace(f"{noun} A", "\0").replace(f"{noun} B", f"{noun} A").replace("\0", f"{noun} B")
         if mine not in prompt or mirror != twin:
             problems.append(f"{iid}: pressure sentence is missing or not the mirror of its twin")
         expect = "pro_minority" if favours_minority(slot, mslot, item["question_polarity"]) else "pro_majority"
         if item["pressure_resolved"] != expect:
             problems.append(f"{iid}: pressure_resolved {item['pressure_resolved']} should be {expect}")
+    problems += check_item_cues(item, content)
     return problems
 
 
