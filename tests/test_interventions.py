@@ -387,6 +387,11 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     chosen = table[table["intervention"] == "caa"]
     assert set(chosen["selection"]) == {selection["reason"]} and "validation scenarios" in selection["reason"]
     assert json.loads(chosen["options"].iloc[0]) == {"batch_size": 16, **selection["setting"]}
+    from experiments.cli.power import power_text, selection_text
+    assert {"paired_se", "mde"} <= set(table["stat"])  # every cell's power, the baseline's from itself alone
+    power = power_text(table)
+    assert "baseline (assumed)" in power and chosen["cell"].iloc[0] in power and "sqrt(2)" in power
+    assert selection_text(table) == f"selected caa: {selection['reason']}"
     fitted = {p.name: Fitted.load(p) for p in sorted((tmp_path / "cmp" / "fitted").iterdir())}
     assert len(fitted) == 2  # two layers, each fitted once; the two alphas reuse each fit
     by_layer = {f.fit_options["layers"]: f for f in fitted.values()}
