@@ -341,6 +341,10 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     locate(spec)
     sets = item_sets(cfg)
     train, val, ev = sets.train, sets.validation, sets.heldout
+    if cfg.eval_scenarios > sets.heldout_pool:
+        import sys
+        print(f"eval.scenarios {cfg.eval_scenarios} > the {sets.heldout_pool} held-out scenarios: all "
+              f"{sets.heldout_pool} are used", file=sys.stderr)
     run = open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
                    n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
                    heldout_pool=sets.heldout_pool,

@@ -126,3 +126,5 @@ def test_power_command_reads_a_pilot_and_names_its_assumptions(template, tmp_pat
     assert "pilot: 8 scenarios x 1 contrasts" in out and "fraggap" in out and "MDE" in out
     assert "assumption: baseline only" in out and "pool: 70" in out
     assert main(["power", str(tmp_path / "nothing")]) == 2
+    assert main(["power", str(tmp_path), "--target", "0"]) == 2
+    assert "--target must be positive" in capsys.readouterr().err

@@ -80,10 +80,10 @@ def plan_text(rep: dict) -> str:
 
 
 def _power(a: argparse.Namespace) -> int:
+    if a.target <= 0 or not 0 < a.alpha < 1 or not 0 < a.power < 1 or min(a.contrasts) < 1:
+        raise ValueError("--target must be positive, --alpha and --power in (0, 1), --contrasts at least 1")
     base = pilot_rows(a.pilot)
     other = pilot_rows(a.other) if a.other else None
-    if a.target <= 0 or not 0 < a.alpha < 1 or not 0 < a.power < 1:
-        raise ValueError("--target must be positive and --alpha, --power in (0, 1)")
     rep = plan(base, other, a.metric or ["fraggap"], a.target, a.contrasts, a.alpha, a.power, a.resamples, a.seed,
                a.pool)
     print(json.dumps(rep, indent=2) if a.json else plan_text(rep))
