@@ -411,7 +411,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
             for control in ([False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]):
                 def cell_of(i=i, seed=seed, control=control) -> Cell:
                     a = cfg.interventions[i]
-                    return Cell(a, {**a.options, **chosen().get(i, {})}, seed, control)
+                    return Cell(a, {**a.options, **(chosen()[i] if i in swept else {})}, seed, control)
                 name = cell_of().key if i not in swept else f"{arm.name}#{i}[selected]-s{seed}" + \
                     ("-random" if control else "")
                 steps.append(Step(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(

@@ -378,10 +378,11 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     every setting runs on the validation split, and only the chosen one on held-out items."""
     from interventions.compare import run_compare
     cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "caa", "options": {"batch_size": 16},
-                                                              "sweep": {"layers": [0, 2], "alpha": [1.0, 4.0]}}],
-                         controls=False)
+                                                              "sweep": {"layers": [0, 2], "alpha": [1.0, 4.0]}},
+                                                             {"name": "identity_blind"}], controls=False)
     table = run_compare(cfg, progress=False)
-    assert table["cell"].nunique() == 1 + 1  # the baseline and the chosen setting
+    assert table["cell"].nunique() == 1 + 1 + 1  # the baseline, the chosen setting, the arm without a sweep
+    assert set(table.loc[table["intervention"] == "identity_blind", "selection"]) == {""}
     selection = json.loads((tmp_path / "cmp" / "selection.json").read_text())["0"]
     assert len(selection["validation"]) == 4 and sum(r["chosen"] for r in selection["validation"]) == 1
     chosen = table[table["intervention"] == "caa"]
@@ -392,7 +393,7 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     power = power_text(table)
     assert "baseline (assumed)" in power and chosen["cell"].iloc[0] in power and "sqrt(2)" in power
     assert selection_text(table) == f"selected caa: {selection['reason']}"
-    fitted = {p.name: Fitted.load(p) for p in sorted((tmp_path / "cmp" / "fitted").iterdir())}
+    fitted = {p.name: Fitted.load(p) for p in sorted((tmp_path / "cmp" / "fitted").glob("caa-*"))}
     assert len(fitted) == 2  # two layers, each fitted once; the two alphas reuse each fit
     by_layer = {f.fit_options["layers"]: f for f in fitted.values()}
     assert set(by_layer) == {0, 2}
