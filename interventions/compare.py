@@ -6,8 +6,10 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
     model: evenhand-organism            # preset, HF id or local path
     output_dir: runs/compare_organism
     split: {seed: 0, heldout_fraction: 0.2}   # scenarios split by a stable hash
-    train: {scenarios: 40, degrees: [1, 2, 3], max_items: 800}
-    eval: {scenarios: 16, degrees: [3]}
+    train: {scenarios: 40, degrees: [1, 2, 3], max_items: 800}   # the fitting scenarios
+    validation: {scenarios: 12, degrees: [3]}  # train scenarios (not fitted on) where a sweep is chosen
+    select: {metric: fraggap, max_accuracy_loss: 0.02, max_refusal_rise: 0.05}
+    eval: {scenarios: 16, contrasts: 1, degrees: [3]}   # held-out scenarios x type-1 contrasts each
     seed: 0                             # item sampling and bootstrap
     mode: answer
     batch_size: 64
@@ -18,7 +20,7 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
       - name: fair_instruction
       - name: caa
         options: {layers: middle}
-        sweep: {alpha: [1, 4, 16]}      # one cell per value (alpha is an apply option: fitted once)
+        sweep: {alpha: [1, 4, 16]}      # chosen on validation (alpha is an apply option: fitted once)
       - name: loreft
         seeds: [0, 1, 2]
 
@@ -29,17 +31,25 @@ the train item ids) in ``fitted/<name>-<key>/``, so a swept fit option gets one
 fit per value and a swept apply option reuses one fit; the random control of a
 direction-based method is derived from that fit (``fitted/<name>-<key>-random/``).
 
-Fitting uses items of train scenarios only, scoring uses items of held-out
-scenarios only (:func:`evenhand.models.policy.matched_items`: every pressured
-item's baseline is present). Each cell (intervention x options x seed x
-control) writes ``cells/<cell>/responses.parquet``; cells already written are
-skipped, so an interrupted comparison resumes. The result is one tidy table
+Scenarios (:mod:`interventions.protocol`): fitting, validation and held-out
+scenarios are disjoint and each drawn stratified across domains; every
+evaluation scenario gets ``eval.contrasts`` type-1 contrasts from a balanced
+cycle (:func:`evenhand.models.policy.matched_items`: every pressured item's
+baseline is present). An arm with a ``sweep`` runs each setting (its first seed,
+no control) on the validation items, the selection rule (``select``, see
+:class:`interventions.protocol.SelectRule`) picks one, recorded with its reason in
+``selection.json`` / ``selection.csv`` and the table's ``selection`` column, and
+only the chosen setting is run on held-out items. Each cell (intervention x
+options x seed x control) writes ``cells/<cell>/responses.parquet``
+(``validation/<cell>/`` during selection); cells already written are skipped,
+so an interrupted comparison resumes. The result is one tidy table
 ``compare.parquet`` / ``compare.csv`` (:func:`comparison_rows`: per cell and
 metric, the cell's value and the paired scoring of :mod:`evenhand.paired`:
 signed change toward zero, refusal change and flag, accuracy loss with a
 clustered test, method minus its random controls; docs/INTERVENTIONS.md,
-"Scoring a comparison"), the frontier figure ``frontier.{pdf,svg,png}`` and
-the LaTeX table ``compare.tex``.
+"Scoring a comparison"; per cell and metric the paired SE and the MDE at 80%
+power, :mod:`evenhand.power`), the frontier figure ``frontier.{pdf,svg,png}``
+and the LaTeX table ``compare.tex``.
 """
 from __future__ import annotations
 
@@ -54,6 +64,7 @@ from evenhand.runs import RunDir
 
 from .base import REGISTRY, Fitted, InterventionError, decide_with
 from .fitted import fit_key
+from .protocol import SelectRule, assign_contrasts, scenario_plan, select_settings
 from .registry import get
 
 
@@ -76,7 +87,11 @@ class CompareConfig:
     train_degrees: tuple[int, ...] = (1, 2, 3)
     train_max_items: int = 800
     eval_scenarios: int = 16
+    eval_contrasts: int = 1
     eval_degrees: tuple[int, ...] = (3,)
+    validation_scenarios: int = 12
+    validation_degrees: tuple[int, ...] = (3,)
+    select: SelectRule = SelectRule()
     seed: int = 0
     mode: str = "answer"
     batch_size: int = 64
@@ -101,7 +116,14 @@ class _Train:
 @dataclass(frozen=True)
 class _Eval:
     scenarios: int = CompareConfig.eval_scenarios
+    contrasts: int = CompareConfig.eval_contrasts
     degrees: tuple[int, ...] = CompareConfig.eval_degrees
+
+
+@dataclass(frozen=True)
+class _Validation:
+    scenarios: int = CompareConfig.validation_scenarios
+    degrees: tuple[int, ...] = CompareConfig.validation_degrees
 
 
 @dataclass(frozen=True)
@@ -121,6 +143,8 @@ class _CompareFile:
     split: _Split | None = None
     train: _Train | None = None
     eval: _Eval | None = None
+    validation: _Validation | None = None
+    select: SelectRule | None = None
     seed: int = CompareConfig.seed
     mode: str = CompareConfig.mode
     batch_size: int = CompareConfig.batch_size
@@ -138,9 +162,10 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     registered()  # loads the built-in methods
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
-    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob")},
+    from evenhand.metrics import ASYMMETRY
+    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY},
                   positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
-                                      "eval.scenarios"}))
+                                      "eval.scenarios", "eval.contrasts", "validation.scenarios"}))
     try:
         f = build(_CompareFile, raw, rules=rules)
     except ConfigError as exc:
@@ -163,15 +188,20 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
             raise ConfigError(f"{w}: {exc}") from None
         arms.append(Arm(a.name, options, sweep, a.seeds))
     split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
+    val, select = f.validation or _Validation(), f.select or SelectRule()
     if not 0 < split.heldout_fraction < 1:
         raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
     if not 0 <= f.refusal_margin <= 1:
         raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
+    for name in ("max_accuracy_loss", "max_refusal_rise"):
+        if not 0 <= getattr(select, name) <= 1:
+            raise ConfigError(f"{where}: select.{name} must be a fraction in [0, 1], got {getattr(select, name)}")
     return CompareConfig(
         model=f.model, output_dir=f.output_dir, interventions=tuple(arms), split_seed=split.seed,
         heldout_fraction=split.heldout_fraction, train_scenarios=train.scenarios, train_degrees=train.degrees,
-        train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_degrees=ev.degrees, seed=f.seed,
-        mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
+        train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
+        eval_degrees=ev.degrees, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
+        seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
         refusal_margin=f.refusal_margin)
 
 
@@ -204,13 +234,19 @@ class Cell:
         return f"{self.arm.name}-{key[:16]}" + ("-random" if self.control else "")
 
 
-def cells(cfg: CompareConfig) -> list[Cell]:
-    """Every cell of the comparison grid, in config order."""
+def settings(arm: Arm) -> list[dict]:
+    """The swept settings of an arm (one empty setting when it has no sweep), in sweep order."""
     import itertools
+    keys = sorted(arm.sweep)
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(arm.sweep[k] for k in keys))] or [{}]
+
+
+def cells(cfg: CompareConfig, chosen: dict[int, dict] | None = None) -> list[Cell]:
+    """The cells of the comparison grid, in config order: every swept setting of every arm, or, with
+    ``chosen`` (arm index -> setting, from the selection), only the chosen setting of each swept arm."""
     out = []
-    for arm in cfg.interventions:
-        keys = sorted(arm.sweep)
-        grid = [dict(zip(keys, vals)) for vals in itertools.product(*(arm.sweep[k] for k in keys))] or [{}]
+    for i, arm in enumerate(cfg.interventions):
+        grid = settings(arm) if chosen is None or i not in chosen else [chosen[i]]
         for g in grid:
             for seed in arm.seeds:
                 controls = [False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]
@@ -219,21 +255,56 @@ def cells(cfg: CompareConfig) -> list[Cell]:
     return out
 
 
-def item_sets(cfg: CompareConfig) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(train items, held-out evaluation items) from disjoint scenario sets."""
+def swept_arms(cfg: CompareConfig) -> list[int]:
+    """The indices of the arms with more than one setting (chosen on the validation split)."""
+    return [i for i, arm in enumerate(cfg.interventions) if len(settings(arm)) > 1]
+
+
+@dataclass(frozen=True)
+class ItemSets:
+    """The comparison's items, from disjoint scenario sets (:func:`item_sets`)."""
+    train: pd.DataFrame
+    """Fitting items (train scenarios)."""
+    validation: pd.DataFrame
+    """Selection items (other train scenarios; empty when no arm is swept)."""
+    heldout: pd.DataFrame
+    """Evaluation items (held-out scenarios)."""
+    heldout_pool: int
+    """Held-out scenarios available to the evaluation."""
+
+
+def item_sets(cfg: CompareConfig) -> ItemSets:
+    """Fitting, validation and held-out evaluation items from disjoint, domain-stratified scenario sets
+    (:func:`interventions.protocol.scenario_plan`); the evaluation's contrasts from a balanced cycle."""
     from evenhand.models.organism import ORGANISM_SUITE, split_scenarios
     from evenhand.models.policy import matched_items
+    from evenhand.suite.content import load_content
+    from evenhand.suite.generate import DEGREES, degree_valid
     train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction)
-    if set(train_ids) & set(held_ids):
-        raise InterventionError("train and held-out scenarios overlap")
-    # the split is the organism's, so the items are rendered from the organism's suite version
-    tr = matched_items(train_ids[: cfg.train_scenarios], cfg.seed + 1, suite=ORGANISM_SUITE)
+    content = load_content(ORGANISM_SUITE)  # the split is the organism's: items from its suite version
+    domain_of = {s.id: s.domain for s in content.scenarios}
+    n_val = cfg.validation_scenarios if swept_arms(cfg) else 0
+    try:
+        plan = scenario_plan(train_ids, held_ids, domain_of, cfg.train_scenarios, n_val, cfg.eval_scenarios,
+                             cfg.seed)
+    except ValueError as exc:
+        raise InterventionError(str(exc)) from None
+    pools = {d: [x.id for x in content.contrasts if x.type == "type1" and degree_valid(content, x, d)]
+             for d in DEGREES}
+
+    def render(ids: list[str], degrees: tuple[int, ...], k: int, seed: int) -> pd.DataFrame:
+        if not ids:
+            return pd.DataFrame()
+        assigned = assign_contrasts(ids, {d: pools[d] for d in degrees}, k, seed)
+        return matched_items(ids, seed, suite=ORGANISM_SUITE, contrasts=assigned).reset_index(drop=True)
+
+    tr = matched_items(plan.fitting, cfg.seed + 1, suite=ORGANISM_SUITE)
     tr = tr[tr["degree"].isin(cfg.train_degrees)]
     if len(tr) > cfg.train_max_items:
         tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
-    ev = matched_items(held_ids[: cfg.eval_scenarios], cfg.seed, suite=ORGANISM_SUITE)
-    ev = ev[ev["degree"].isin(cfg.eval_degrees)].reset_index(drop=True)
-    return tr.reset_index(drop=True), ev
+    val = render(plan.validation, cfg.validation_degrees, 1, cfg.seed + 2)
+    ev = render(plan.heldout, cfg.eval_degrees, cfg.eval_contrasts, cfg.seed)
+    return ItemSets(tr.reset_index(drop=True), val, ev, plan.heldout_pool)
 
 
 def _identity(cell_key: str, cell: Cell | None) -> dict:
@@ -286,50 +357,109 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
 
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) a comparison; returns the tidy table and writes every output. The stages: the
-    model, the baseline, one per cell (each done once its responses are written), the table."""
+    model, the baseline, the selection of each swept arm on the validation split (a validation baseline,
+    one stage per setting, the choice), one per held-out cell (each done once its responses are
+    written), the table."""
     from evenhand.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model, locate, resolve_spec
-    from evenhand.runs import write_table_atomic
+    from evenhand.runs import write_json_atomic, write_table_atomic
     from evenhand.stages import LoadModel, Step, exists, open_run, run_stages
 
     spec = resolve_spec(cfg.model)
     locate(spec)
-    train, ev = item_sets(cfg)
+    sets = item_sets(cfg)
+    train, val, ev = sets.train, sets.validation, sets.heldout
+    if cfg.eval_scenarios > sets.heldout_pool:
+        import sys
+        print(f"eval.scenarios {cfg.eval_scenarios} > the {sets.heldout_pool} held-out scenarios: all "
+              f"{sets.heldout_pool} are used", file=sys.stderr)
     run = open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
-                   n_train_items=len(train), n_eval_items=len(ev),
+                   n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
+                   heldout_pool=sets.heldout_pool,
                    train_scenarios=sorted(train["scenario_id"].unique().tolist()),
-                   eval_scenarios=sorted(ev["scenario_id"].unique().tolist()))
+                   validation_scenarios=sorted(val["scenario_id"].unique().tolist()) if len(val) else [],
+                   eval_scenarios=sorted(ev["scenario_id"].unique().tolist()),
+                   eval_contrasts=sorted(ev["contrast_id"].unique().tolist()))
     model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
     baseline = run.cell("baseline")
-
-    def decide_baseline(run: RunDir) -> None:
-        baseline.path.mkdir(parents=True, exist_ok=True)
-        write_table_atomic(baseline.responses_path, decide(ev, model(), opts, out_dir=baseline.path))
-
     fitted_cache: dict[str, Fitted] = {}
     train_ids = train["item_id"].astype(str).tolist()
-    grid = cells(cfg)
+    swept = swept_arms(cfg)
+    vdir = run.path / "validation"
+    selection_json = run.path / "selection.json"
 
-    def cell_stage(i: int, cell: Cell) -> Step:
-        def go(run: RunDir) -> None:
+    def decide_to(items: pd.DataFrame, path: Path, cell: Cell | None, tag: str) -> None:
+        if cell is None:
+            resp = decide(items, model(), opts, out_dir=path.parent)
+        else:
             method = get(cell.arm.name)
             _, apply_opts = method.split_options(cell.options)
-            fitted = _fitted(method, cell, model(), train, train_ids, run, fitted_cache,
-                             f"[{i + 1}/{len(grid)}] " if progress else None)
+            fitted = _fitted(method, cell, model(), train, train_ids, run, fitted_cache, tag if progress else None)
             if progress:
-                print(f"[{i + 1}/{len(grid)}] deciding under {cell.key}", flush=True)
-            resp = decide_with(method, fitted, ev, model(), opts, apply_opts)
-            out = run.cell(cell.key)
-            out.path.mkdir(parents=True, exist_ok=True)
-            write_table_atomic(out.responses_path, resp)
-        return Step(cell.key, go, exists(lambda r: r.cell(cell.key).responses_path))
+                print(f"{tag}deciding under {cell.key}", flush=True)
+            resp = decide_with(method, fitted, items, model(), opts, apply_opts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_table_atomic(path, resp)
+
+    def resp_path(root: Path, key: str) -> Path:
+        return root / key / "responses.parquet"
+
+    steps: list[Step] = []
+    if swept:  # selection first: it reads validation runs only
+        steps.append(Step("validation:baseline", lambda r: decide_to(val, resp_path(vdir, "baseline"), None, ""),
+                          exists(lambda r: resp_path(vdir, "baseline"))))
+        trials = [(i, Cell(cfg.interventions[i], {**cfg.interventions[i].options, **g},
+                           cfg.interventions[i].seeds[0], False)) for i in swept for g in settings(cfg.interventions[i])]
+        for j, (_, cell) in enumerate(trials):
+            steps.append(Step(f"validation:{cell.key}",
+                              lambda r, c=cell, j=j: decide_to(val, resp_path(vdir, c.key), c,
+                                                               f"[validation {j + 1}/{len(trials)}] "),
+                              exists(lambda r, c=cell: resp_path(vdir, c.key))))
+
+        def select(r: RunDir) -> None:
+            out = select_settings(cfg.select, cfg.interventions, swept, trials,
+                                  lambda key: pd.read_parquet(resp_path(vdir, key)), int(val["scenario_id"].nunique()))
+            write_json_atomic(selection_json, out)
+            write_table_atomic(run.path / "selection.csv", pd.DataFrame(
+                [{"arm": a["arm"], "intervention": a["intervention"], **row, "setting": json.dumps(row["setting"]),
+                  "reason": a["reason"]} for a in out.values() for row in a["validation"]]))
+        steps.append(Step("select", select, exists(lambda r: selection_json)))
+    steps.append(Step("baseline", lambda r: decide_to(ev, baseline.responses_path, None, ""),
+                      exists(lambda r: baseline.responses_path)))
+
+    def chosen() -> dict[int, dict]:
+        if not swept:
+            return {}
+        return {int(i): a["setting"] for i, a in json.loads(selection_json.read_text()).items()}
+
+    for i, arm in enumerate(cfg.interventions):  # held-out cells; a swept arm's setting is read from the selection
+        for seed in arm.seeds:
+            for control in ([False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]):
+                def cell_of(i=i, seed=seed, control=control) -> Cell:
+                    a = cfg.interventions[i]
+                    return Cell(a, {**a.options, **(chosen()[i] if i in swept else {})}, seed, control)
+                name = cell_of().key if i not in swept else f"{arm.name}#{i}[selected]-s{seed}" + \
+                    ("-random" if control else "")
+                steps.append(Step(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
+                    ev, r.cell(c().key).responses_path, c(), tag), lambda r, n, c=cell_of, sel=i in swept: (
+                    not sel or selection_json.exists()) and r.cell(c().key).responses_path.exists()))
 
     def table(run: RunDir) -> pd.DataFrame:
+        grid = cells(cfg, chosen())
+        reasons = {int(i): a["reason"] for i, a in json.loads(selection_json.read_text()).items()} if swept else {}
+        base = pd.read_parquet(baseline.responses_path)
         responses = {c.key: pd.read_parquet(run.cell(c.key).responses_path) for c in grid}
-        t = pd.DataFrame(comparison_rows(grid, pd.read_parquet(baseline.responses_path), responses, cfg.resamples,
-                                         cfg.seed, cfg.refusal_margin))
+        rows = comparison_rows(grid, base, responses, cfg.resamples, cfg.seed, cfg.refusal_margin)
+        rows += _power_rows("baseline", None, base, None, cfg.resamples, cfg.seed)
+        for cell in grid:
+            rows += _power_rows(cell.key, cell, base, responses[cell.key], cfg.resamples, cfg.seed)
+        by_key = {c.key: c for c in grid}
+        for r in rows:
+            cell = by_key.get(r["cell"])
+            r["selection"] = reasons.get(cfg.interventions.index(cell.arm), "") if cell else ""
+        t = pd.DataFrame(rows)
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
         from .figures import compare_latex, frontier_figure
@@ -338,9 +468,22 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         return t
 
     final = Step("table", table)
-    run_stages(run, [model, Step("baseline", decide_baseline, exists(lambda r: baseline.responses_path)),
-                     *(cell_stage(i, c) for i, c in enumerate(grid)), final])
+    run_stages(run, [model, *steps, final])
     return final.result
+
+
+def _power_rows(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.DataFrame | None, resamples: int,
+                seed: int) -> list[dict]:
+    """Per power metric, the paired SE and the MDE at 80% power (:func:`evenhand.power.paired_se`): from the
+    cell's paired difference with the baseline, or for the baseline from itself alone (its stated assumption)."""
+    from evenhand.power import paired_se
+    ident = _identity(cell_key, cell)
+    rows = []
+    for m, p in paired_se(base, resp, resamples=resamples, seed=seed).items():
+        for stat, v in (("paired_se", p.se), ("mde", p.mde)):
+            rows.append({**ident, "metric": m, "stat": stat, "value": v, "ci_low": None, "ci_high": None,
+                         "n": p.n_scenarios, "note": p.assumption})
+    return rows
 
 
 def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], run: RunDir,

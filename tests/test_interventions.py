@@ -33,7 +33,8 @@ FAST = {"caa": {"batch_size": 8}, "ace": {"batch_size": 8}, "leace": {"batch_siz
         "loreft": {"steps": 3, "batch_size": 4, "rank": 2}, "reft_r1": {"steps": 3, "batch_size": 4},
         "self_critique": {"critique_max_new_tokens": 4, "final_max_new_tokens": 4},
         "counterfactual_cot": {"reason_max_new_tokens": 4, "final_max_new_tokens": 4}}
-COMPARE = {"train": {"scenarios": 3, "max_items": 40}, "eval": {"scenarios": 1}, "mode": "logprob",
+COMPARE = {"train": {"scenarios": 3, "max_items": 40}, "eval": {"scenarios": 1}, "validation": {"scenarios": 1},
+           "mode": "logprob",
            "batch_size": 32, "resamples": 20}
 
 
@@ -46,8 +47,9 @@ def compare_config(model: str, out: Path, arms: list[dict], controls: bool = Tru
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, smoke_items):
     from interventions.compare import item_sets
-    train, ev = item_sets(compare_config("m", Path("x"), [{"name": "caa"}]))
-    texts = smoke_items["prompt"].tolist() + train["prompt"].tolist() + ev["prompt"].tolist()
+    sets = item_sets(compare_config("m", Path("x"), [{"name": "caa", "sweep": {"alpha": [1.0, 4.0]}}]))
+    texts = smoke_items["prompt"].tolist() + [p for t in (sets.train, sets.validation, sets.heldout)
+                                              for p in t["prompt"].tolist()]
     return save_tiny_model(tmp_path_factory.mktemp("iv") / "g", "gemma3", texts +
                            ["the first candidate", "the second candidate"], seed=3)
 
@@ -372,14 +374,26 @@ def test_compare_config_errors_name_the_field(tmp_path):
 
 
 def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path):
-    """caa's layers swept in a comparison: each value is fitted on its own (distinct fits, distinct tensors)."""
+    """caa's layers swept in a comparison: each value is fitted on its own (distinct fits, distinct tensors),
+    every setting runs on the validation split, and only the chosen one on held-out items."""
     from interventions.compare import run_compare
     cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "caa", "options": {"batch_size": 16},
-                                                              "sweep": {"layers": [0, 2], "alpha": [1.0, 4.0]}}],
-                         controls=False)
+                                                              "sweep": {"layers": [0, 2], "alpha": [1.0, 4.0]}},
+                                                             {"name": "identity_blind"}], controls=False)
     table = run_compare(cfg, progress=False)
-    assert table["cell"].nunique() == 1 + 4
-    fitted = {p.name: Fitted.load(p) for p in sorted((tmp_path / "cmp" / "fitted").iterdir())}
+    assert table["cell"].nunique() == 1 + 1 + 1  # the baseline, the chosen setting, the arm without a sweep
+    assert set(table.loc[table["intervention"] == "identity_blind", "selection"]) == {""}
+    selection = json.loads((tmp_path / "cmp" / "selection.json").read_text())["0"]
+    assert len(selection["validation"]) == 4 and sum(r["chosen"] for r in selection["validation"]) == 1
+    chosen = table[table["intervention"] == "caa"]
+    assert set(chosen["selection"]) == {selection["reason"]} and "validation scenarios" in selection["reason"]
+    assert json.loads(chosen["options"].iloc[0]) == {"batch_size": 16, **selection["setting"]}
+    from experiments.cli.power import power_text, selection_text
+    assert {"paired_se", "mde"} <= set(table["stat"])  # every cell's power, the baseline's from itself alone
+    power = power_text(table)
+    assert "baseline (assumed)" in power and chosen["cell"].iloc[0] in power and "sqrt(2)" in power
+    assert selection_text(table) == f"selected caa: {selection['reason']}"
+    fitted = {p.name: Fitted.load(p) for p in sorted((tmp_path / "cmp" / "fitted").glob("caa-*"))}
     assert len(fitted) == 2  # two layers, each fitted once; the two alphas reuse each fit
     by_layer = {f.fit_options["layers"]: f for f in fitted.values()}
     assert set(by_layer) == {0, 2}
@@ -388,8 +402,8 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     assert by_layer[0].key != by_layer[2].key
     v0, v2 = (next(iter(f.tensors.values())) for f in (by_layer[0], by_layer[2]))
     assert not torch.allclose(v0, v2)
-    cells = sorted(p.name for p in (tmp_path / "cmp" / "cells").iterdir())
-    responses = {c: pd.read_parquet(tmp_path / "cmp" / "cells" / c / "responses.parquet") for c in cells
+    cells = sorted(p.name for p in (tmp_path / "cmp" / "validation").iterdir())
+    responses = {c: pd.read_parquet(tmp_path / "cmp" / "validation" / c / "responses.parquet") for c in cells
                  if c != "baseline"}
     lp = {c: r["logprob_A"].to_numpy() for c, r in responses.items()}
     assert len({tuple(np.round(v, 6)) for v in lp.values()}) == 4  # four distinct edits

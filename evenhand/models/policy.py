@@ -28,6 +28,7 @@ Rules (defaults; every family list and category list is a parameter):
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
@@ -130,11 +131,14 @@ def pressure_by_family(content) -> dict[str, list]:
 
 
 def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "type1",
-                  contrasts_per_degree: int = 1, suite: str | None = None) -> pd.DataFrame:
+                  contrasts_per_degree: int = 1, suite: str | None = None,
+                  contrasts: Mapping[tuple[str, int], Sequence[str]] | None = None) -> pd.DataFrame:
     """A matched evaluation set for known-answer checks: for each scenario and degree,
-    ``contrasts_per_degree`` contrasts of ``contrast_type``; for each, all 4 condition variants x
-    both slots (cells); for each cell its baseline and one sentence of every pressure family
-    toward each slot. Every pressured item's baseline is in the set."""
+    ``contrasts_per_degree`` contrasts of ``contrast_type`` drawn at random (or the contrast ids that
+    ``contrasts`` gives for ``(scenario_id, degree)``, e.g. a stratified assignment; a degree it gives
+    none for is skipped); for each, all 4 condition variants x both slots (cells); for each cell its
+    baseline and one sentence of every pressure family toward each slot. Every pressured item's
+    baseline is in the set."""
     import random
 
     from ..suite.content import load_content
@@ -147,7 +151,15 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
     for sid in scenario_ids:
         for d in DEGREES:
             pool = [x for x in content.contrasts if x.type == contrast_type and degree_valid(content, x, d)]
-            for x in rng.sample(pool, contrasts_per_degree):
+            if contrasts is None:
+                chosen = rng.sample(pool, contrasts_per_degree)
+            else:
+                by_id = {x.id: x for x in pool}
+                bad = [c for c in contrasts.get((sid, d), ()) if c not in by_id]
+                if bad:
+                    raise ValueError(f"{sid} at degree {d}: no {contrast_type} contrast {bad[0]!r} valid there")
+                chosen = [by_id[c] for c in contrasts.get((sid, d), ())]
+            for x in chosen:
                 sentences = [rng.choice(by_family[f]) for f in content.families]
                 for v in VARIANTS:
                     for m in SLOTS:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evenhand import __version__
 
-from . import demo, engine, organism, outputs, probe, run, score, studies, suite
+from . import demo, engine, organism, outputs, power, probe, run, score, studies, suite
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     suite.register(sub)
     score.register_score(sub)
     studies.register_compare(sub)
+    power.register(sub)
     score.register_simulate(sub)
     run.register(sub)
     engine.register(sub)

@@ -30,8 +30,12 @@ def _compare_interventions(a) -> int:
 def run_comparison(cfg, progress: bool) -> int:
     """Run a parsed comparison config and print its table (`compare CONFIG.yaml`, `run CONFIG.yaml`)."""
     from interventions.compare import run_compare
+    from .power import power_text, selection_text
     table = run_compare(cfg, progress=progress)
     print(compare_text(table))
+    for block in (selection_text(table), power_text(table)):
+        if block:
+            print("\n" + block)
     print(f"\nwrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
     return 0
 

@@ -1,0 +1,223 @@
+"""Power of a paired comparison: the standard error of a paired difference, the minimum detectable
+effect (MDE) and the evaluation size a target effect needs.
+
+A comparison tests a paired difference (a method minus the baseline, on the same items) with a
+two-sided test at level ``alpha``. With the difference's standard error ``se``, an effect of size
+
+    MDE = (z_{1 - alpha/2} + z_{power}) * se
+
+is detected with probability ``power`` (normal approximation; 2.80 * se at alpha 0.05 and 80% power).
+
+The standard error comes from the data at hand: the standard deviation of the cluster-bootstrap
+draws of the difference, clusters being scenarios (:func:`paired_se`). When only the baseline exists
+it is ``sqrt(2)`` times the baseline's own bootstrap SE (:data:`BASELINE_ONLY_ASSUMPTION` says what
+that assumes).
+
+Sizing (:func:`variance_parts`, :func:`design_se`, :func:`scenarios_needed`): the variance of a
+metric over ``n`` scenarios with ``k`` contrasts each is modelled as
+
+    Var = sigma_b^2 / n + sigma_w^2 / (n k)
+
+(sigma_b^2: between scenarios; sigma_w^2: between contrasts within a scenario, item noise included),
+so the SE scales as ``sqrt(n_pilot / n)`` in scenarios at a fixed number of contrasts. The two
+components are estimated from a pilot with ``k >= 2`` contrasts per scenario by bootstrapping once over
+scenarios and once over (scenario, contrast) units; with one contrast per scenario they cannot be told
+apart, and all the variance is put between scenarios (more contrasts per scenario then buy nothing: the
+conservative choice). Ratio metrics enter through their bootstrap variance, so the model is a
+first-order (linearised) approximation.
+
+Pure functions of response tables and arrays; no model is loaded here.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+
+from .metrics import _metric_values, indicators, select_contrast_type
+from .schema import ensure_valid
+from .stats import ALPHA, resample_weights
+from .stats import cluster_sums as _sum_by_cluster
+
+POWER = 0.8
+"""The default power: an effect of the MDE's size is detected four times in five."""
+BASELINE_ONLY_ASSUMPTION = ("baseline only: SE(paired) = sqrt(2) x SE(baseline), assuming the method's metric "
+                            "varies as much as the baseline's and independently of it across scenarios")
+"""What the SE of a paired difference assumes when only the baseline was run."""
+SINGLE_CONTRAST_ASSUMPTION = ("one contrast per scenario in the pilot: all variance counted between scenarios, so "
+                              "more contrasts per scenario are assumed not to shrink the SE")
+"""What the sizing assumes when the pilot cannot separate contrasts from scenarios."""
+POWER_METRICS = ("fraggap", "tieshift", "accgap", "tielean", "accuracy", "refusal")
+"""The metrics whose power `evenhand compare` and `evenhand power` report."""
+
+
+def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
+    """z_{1 - alpha/2} + z_{power} (2.8016 at alpha 0.05 and power 0.8)."""
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"alpha and power must be in (0, 1), got {alpha}, {power}")
+    nd = NormalDist()
+    return nd.inv_cdf(1 - alpha / 2) + nd.inv_cdf(power)
+
+
+def mde(se: float, alpha: float = ALPHA, power: float = POWER) -> float:
+    """The minimum detectable effect of a two-sided test with standard error ``se``."""
+    return z_sum(alpha, power) * se
+
+
+def power_of(effect: float, se: float, alpha: float = ALPHA) -> float:
+    """The probability that a two-sided z test at level ``alpha`` detects ``effect`` (both tails)."""
+    if se <= 0:
+        return 1.0 if effect != 0 else alpha
+    nd, z = NormalDist(), NormalDist().inv_cdf(1 - alpha / 2)
+    t = abs(effect) / se
+    return nd.cdf(t - z) + nd.cdf(-t - z)
+
+
+def scaled_se(se: float, n_pilot: int, n: int) -> float:
+    """The SE at ``n`` scenarios from one measured at ``n_pilot`` (scenarios independent)."""
+    return se * math.sqrt(n_pilot / n)
+
+
+@dataclass(frozen=True)
+class VarianceParts:
+    """The variance of a metric (or a paired difference) split into scenario and contrast parts."""
+    between: float
+    """sigma_b^2: variance between scenarios (per scenario)."""
+    within: float
+    """sigma_w^2: variance between contrasts within a scenario (per contrast)."""
+    n_scenarios: int
+    """Scenarios in the pilot."""
+    contrasts: float
+    """Contrasts per scenario in the pilot (mean)."""
+    assumption: str | None = None
+    """What the split assumes, where the pilot could not identify it."""
+
+    @property
+    def pilot_se(self) -> float:
+        """The SE at the pilot's own size."""
+        return design_se(self, self.n_scenarios, self.contrasts)
+
+
+def design_se(parts: VarianceParts, n: int, k: float) -> float:
+    """The SE with ``n`` scenarios and ``k`` contrasts each: sqrt(sigma_b^2 / n + sigma_w^2 / (n k))."""
+    if n < 1 or k < 1:
+        raise ValueError(f"scenarios and contrasts must be at least 1, got {n}, {k}")
+    return math.sqrt(parts.between / n + parts.within / (n * k))
+
+
+def scenarios_needed(effect: float, parts: VarianceParts, k: float, alpha: float = ALPHA,
+                     power: float = POWER) -> int:
+    """The fewest scenarios (``k`` contrasts each) at which ``effect`` is detected with ``power``."""
+    if effect == 0:
+        raise ValueError("the target effect must not be 0")
+    var_unit = parts.between + parts.within / k  # Var = var_unit / n
+    return max(1, math.ceil(var_unit * (z_sum(alpha, power) / abs(effect)) ** 2))
+
+
+def _codes(df: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int]:
+    keys = df[list(by)].astype(str).agg("\x1f".join, axis=1) if len(by) > 1 else df[by[0]].astype(str)
+    codes, uniq = pd.factorize(keys, sort=True)
+    return codes, len(uniq)
+
+
+def _aligned(base: pd.DataFrame, other: pd.DataFrame | None, contrast_type: str | None):
+    base, ctype, _ = select_contrast_type(ensure_valid(base), contrast_type)
+    if other is None:
+        return base.reset_index(drop=True), None
+    other, _, _ = select_contrast_type(ensure_valid(other), ctype)
+    common = sorted(set(base["item_id"]) & set(other["item_id"]))
+    if not common:
+        raise ValueError("the two runs share no item_id")
+    return (base.set_index("item_id").loc[common].reset_index(),
+            other.set_index("item_id").loc[common].reset_index())
+
+
+def bootstrap_draws(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Iterable[str],
+                    by: Sequence[str] = ("scenario_id",), resamples: int = 1000, seed: int = 0,
+                    contrast_type: str | None = None) -> dict[str, np.ndarray]:
+    """Cluster-bootstrap draws per metric of ``other - base`` on their common items (or of ``base``
+    alone when ``other`` is None); clusters are the distinct values of the columns ``by``."""
+    a, b = _aligned(base, other, contrast_type)
+    codes, k = _codes(a, by)
+    Na, Da = indicators(a)
+    Nas, Das = _sum_by_cluster(codes, Na, k), _sum_by_cluster(codes, Da, k)
+    W = resample_weights(k, resamples, seed)
+    if b is not None:
+        Nb, Db = indicators(b)
+        Nbs, Dbs = _sum_by_cluster(codes, Nb, k), _sum_by_cluster(codes, Db, k)
+    out = {}
+    for m in metrics:
+        draws = _metric_values(W @ Nas, W @ Das, m)
+        if b is not None:
+            draws = _metric_values(W @ Nbs, W @ Dbs, m) - draws
+        out[m] = draws
+    return out
+
+
+def _sd(draws: np.ndarray) -> float:
+    ok = draws[np.isfinite(draws)]
+    return float(np.std(ok, ddof=1)) if ok.size > 1 else float("nan")
+
+
+@dataclass(frozen=True)
+class PairedSE:
+    """The SE of a paired difference and its MDE."""
+    metric: str
+    se: float
+    """Standard error of the paired difference (NaN where the metric is undefined)."""
+    mde: float
+    """The minimum detectable effect at ``alpha`` and ``power``."""
+    n_scenarios: int
+    assumption: str | None = None
+    """What the SE assumes (the baseline-only case), None when measured from both runs."""
+
+
+def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] = POWER_METRICS,
+              resamples: int = 1000, seed: int = 0, alpha: float = ALPHA, power: float = POWER,
+              contrast_type: str | None = None) -> dict[str, PairedSE]:
+    """Per metric, the SE of ``other - base`` from a cluster bootstrap over scenarios (the same resampled
+    scenarios for both runs) and its MDE; with ``other`` None, from the baseline alone
+    (:data:`BASELINE_ONLY_ASSUMPTION`)."""
+    metrics = tuple(metrics)
+    draws = bootstrap_draws(base, other, metrics, ("scenario_id",), resamples, seed, contrast_type)
+    n = int(ensure_valid(base)["scenario_id"].nunique())
+    factor, note = (1.0, None) if other is not None else (math.sqrt(2), BASELINE_ONLY_ASSUMPTION)
+    out = {}
+    for m in metrics:
+        se = factor * _sd(draws[m])
+        out[m] = PairedSE(m, se, mde(se, alpha, power) if math.isfinite(se) else float("nan"), n, note)
+    return out
+
+
+def variance_parts(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] = POWER_METRICS,
+                   resamples: int = 1000, seed: int = 0, contrast_type: str | None = None) -> dict[str, VarianceParts]:
+    """Per metric, the pilot's variance split (module docstring) of ``other - base`` (or of the baseline
+    alone, scaled by 2 as in :data:`BASELINE_ONLY_ASSUMPTION`)."""
+    metrics = tuple(metrics)
+    df, _ = _aligned(base, None, contrast_type)
+    n = int(df["scenario_id"].nunique())
+    k0 = float(df.groupby("scenario_id")["contrast_id"].nunique().mean())
+    by_s = bootstrap_draws(base, other, metrics, ("scenario_id",), resamples, seed, contrast_type)
+    by_u = bootstrap_draws(base, other, metrics, ("scenario_id", "contrast_id"), resamples, seed, contrast_type) \
+        if k0 > 1 else by_s
+    scale = 1.0 if other is not None else 2.0
+    notes = [BASELINE_ONLY_ASSUMPTION] if other is None else []
+    out = {}
+    for m in metrics:
+        a = scale * _sd(by_s[m]) ** 2 * n  # sigma_b^2 + sigma_w^2 / k0
+        if not math.isfinite(a):
+            out[m] = VarianceParts(float("nan"), float("nan"), n, k0, "undefined on the pilot")
+        elif k0 > 1:
+            b = scale * _sd(by_u[m]) ** 2 * n * k0  # sigma_b^2 + sigma_w^2
+            within = max(0.0, (b - a) / (1 - 1 / k0))
+            between = max(0.0, a - within / k0)
+            if between == 0.0:
+                within = a * k0
+            out[m] = VarianceParts(between, within, n, k0, "; ".join(notes) or None)
+        else:
+            out[m] = VarianceParts(a, 0.0, n, k0, "; ".join(notes + [SINGLE_CONTRAST_ASSUMPTION]))
+    return out

@@ -1,0 +1,139 @@
+"""`evenhand power`: how many scenarios (and contrasts per scenario) a target effect needs, from a pilot
+run; and the power and selection blocks that `evenhand compare` prints under its table."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+
+def pilot_rows(path: str):
+    """The responses of a pilot: a responses file, a run directory (``responses.parquet``) or a comparison
+    directory (its baseline, ``cells/baseline/responses.parquet``)."""
+    from evenhand.runs import RunDir
+    from evenhand.schema import load_rows
+    p = Path(path)
+    if p.is_dir():
+        for cand in (RunDir(p).cell("baseline").responses_path, RunDir(p).responses_path):
+            if cand.exists():
+                return load_rows(cand)
+        raise FileNotFoundError(f"{p} holds neither responses.parquet nor cells/baseline/responses.parquet")
+    return load_rows(p)
+
+
+def plan(base, other, metrics: list[str], target: float, contrasts: list[int], alpha: float, power: float,
+         resamples: int, seed: int, pool: int | None) -> dict:
+    """The power report of a pilot (``other`` None: the baseline alone) as a JSON-able dict."""
+    from evenhand.power import design_se, mde, power_of, scenarios_needed, variance_parts
+    from evenhand.schema import ensure_valid
+    df = ensure_valid(base)
+    df = df[df["contrast_type"] == "type1"] if "type1" in set(df["contrast_type"]) else df
+    n0 = int(df["scenario_id"].nunique())
+    k0 = float(df.groupby("scenario_id")["contrast_id"].nunique().mean())
+    per_unit = len(df) / (n0 * k0)
+    out = {"pilot": {"scenarios": n0, "contrasts_per_scenario": k0, "items": len(df),
+                     "items_per_scenario_contrast": per_unit, "paired": other is not None},
+           "target": target, "alpha": alpha, "power": power, "pool": pool, "metrics": {}}
+    for m, parts in variance_parts(base, other, metrics, resamples, seed).items():
+        se = parts.pilot_se
+        if not math.isfinite(se):
+            out["metrics"][m] = {"se": None, "note": "undefined on the pilot"}
+            continue
+        needs = []
+        for k in contrasts:
+            n = scenarios_needed(target, parts, k, alpha, power)
+            needs.append({"contrasts": k, "scenarios": n, "items": int(round(n * k * per_unit)),
+                          "within_pool": None if pool is None else n <= pool,
+                          "power_at_pool": None if pool is None else power_of(target, design_se(parts, pool, k), alpha)})
+        out["metrics"][m] = {"se": se, "mde": mde(se, alpha, power), "power_at_pilot": power_of(target, se, alpha),
+                             "between": parts.between, "within": parts.within, "assumption": parts.assumption,
+                             "needs": needs}
+    return out
+
+
+def plan_text(rep: dict) -> str:
+    """The power report as text."""
+    p = rep["pilot"]
+    lines = [f"pilot: {p['scenarios']} scenarios x {p['contrasts_per_scenario']:g} contrasts, {p['items']} items "
+             f"({p['items_per_scenario_contrast']:.0f} per scenario-contrast); "
+             f"{'paired SE from both runs' if p['paired'] else 'baseline only'}",
+             f"target effect {100 * rep['target']:g} pp, alpha {rep['alpha']:g}, power {rep['power']:g}; "
+             f"SE scaled as sqrt(var_between / n + var_within / (n k)) over n scenarios x k contrasts"]
+    notes = set()
+    for m, r in rep["metrics"].items():
+        if r.get("se") is None:
+            lines.append(f"{m:<10} {r['note']}")
+            continue
+        needs = "; ".join(f"k={x['contrasts']}: {x['scenarios']} scenarios ({x['items']} items)"
+                          + ("" if x["within_pool"] is None else
+                             f"{'' if x['within_pool'] else ' > pool'}, power at pool {100 * x['power_at_pool']:.0f}%")
+                          for x in r["needs"])
+        lines.append(f"{m:<10} SE {100 * r['se']:.2f} pp, MDE {100 * r['mde']:.1f} pp, power at pilot "
+                     f"{100 * r['power_at_pilot']:.0f}%; needs {needs}")
+        if r["assumption"]:
+            notes.add(r["assumption"])
+    if rep["pool"] is not None:
+        lines.append(f"pool: {rep['pool']} scenarios available")
+    lines += [f"assumption: {n}" for n in sorted(notes)]
+    return "\n".join(lines)
+
+
+def _power(a: argparse.Namespace) -> int:
+    if a.target <= 0 or not 0 < a.alpha < 1 or not 0 < a.power < 1 or min(a.contrasts) < 1:
+        raise ValueError("--target must be positive, --alpha and --power in (0, 1), --contrasts at least 1")
+    base = pilot_rows(a.pilot)
+    other = pilot_rows(a.other) if a.other else None
+    rep = plan(base, other, a.metric or ["fraggap"], a.target, a.contrasts, a.alpha, a.power, a.resamples, a.seed,
+               a.pool)
+    print(json.dumps(rep, indent=2) if a.json else plan_text(rep))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `power` to the top-level subparsers ``sub``."""
+    s = sub.add_parser("power", help="scenarios and contrasts a target effect needs, from a pilot run")
+    s.add_argument("pilot", help="the pilot's responses: a file, a run directory or a comparison directory")
+    s.add_argument("other", nargs="?", default=None,
+                   help="a method's responses on the same items (paired SE); without it the SE is the baseline's "
+                        "x sqrt(2) (assumption printed)")
+    s.add_argument("--target", type=float, default=0.05, help="the effect to detect, a fraction (0.05 = 5 pp)")
+    s.add_argument("--metric", action="append", help="a metric (repeatable; default fraggap)",
+                   choices=["fraggap", "tieshift", "accgap", "tielean", "accuracy", "refusal"])
+    s.add_argument("--contrasts", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2, 4],
+                   help="contrasts per scenario to size for, comma-separated (default 1,2,4)")
+    s.add_argument("--alpha", type=float, default=0.05)
+    s.add_argument("--power", type=float, default=0.8)
+    s.add_argument("--pool", type=int, default=None, help="the scenarios available (e.g. the held-out pool)")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=_power)
+
+
+def power_text(table) -> str:
+    """The power block under `evenhand compare`'s table: per cell, the paired SE and MDE of each metric."""
+    sub = table[table["stat"].isin(["paired_se", "mde"])]
+    if sub.empty:
+        return ""
+    metrics = list(dict.fromkeys(sub["metric"]))
+    head = f"{'paired SE / MDE (80% power, alpha 0.05), pp':<44}" + "".join(f"{m:>16}" for m in metrics)
+    lines = [head]
+    for cell, g in sub.groupby("cell", sort=False):
+        v = {(r.metric, r.stat): r.value for r in g.itertuples()}
+        def f(m):
+            se, md = v.get((m, "paired_se")), v.get((m, "mde"))
+            return "-" if se is None or se != se else f"{100 * se:.1f} / {100 * md:.1f}"
+        name = cell + (" (assumed)" if cell == "baseline" else "")
+        lines.append(f"{name:<44}" + "".join(f"{f(m):>16}" for m in metrics))
+    notes = [n for n in sub.get("note", []).dropna().unique()] if "note" in sub else []
+    lines += [f"baseline row: {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def selection_text(table) -> str:
+    """The chosen setting of every swept arm and why (the table's ``selection`` column)."""
+    if "selection" not in table:
+        return ""
+    sel = table[table["selection"].fillna("") != ""].drop_duplicates("intervention")
+    return "\n".join(f"selected {r.intervention}: {r.selection}" for r in sel.itertuples())

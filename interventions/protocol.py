@@ -1,0 +1,176 @@
+"""The comparison's protocol: which scenarios and contrasts it fits, selects and reports on, and how a
+swept setting is chosen.
+
+Scenarios (:func:`scenario_plan`): the organism's split gives train and held-out scenarios. The held-out
+evaluation set, the validation set and the fitting set are each drawn *stratified across domains*
+(:func:`stratified`: round robin over domains in a seeded order, so ``n`` scenarios cover
+``min(n, domains)`` domains), validation and fitting from the train scenarios and disjoint, evaluation
+from the held-out ones. Each chosen scenario gets ``contrasts`` type-1 contrasts per degree from a
+seeded cycle over the contrasts valid at that degree (:func:`assign_contrasts`), so every contrast is
+used as evenly as the count allows.
+
+Selection (AxBench's protocol: Wu et al. 2025, "AxBench: Steering LLMs? Even simple baselines
+outperform sparse autoencoders", choose on one split and report on another): an arm with a ``sweep``
+runs every swept setting (first seed, no control) on the validation items only, and
+:func:`choose` picks one with the rule of :class:`SelectRule`; the held-out comparison then runs only
+the chosen setting. Held-out items are never decided during selection: the validation items are
+rendered from validation scenario ids only, which are train ids (the split's ``train``).
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+
+def stratified(ids: Sequence[str], domain_of: Mapping[str, str], n: int, seed: int) -> list[str]:
+    """``n`` of ``ids`` (all when ``n`` is larger) taken round robin over their domains: domains in a
+    seeded order, scenarios within a domain in a seeded order; returned in the order of ``ids``."""
+    rng = random.Random(f"stratified-{seed}")
+    groups: dict[str, list[str]] = {}
+    for i in ids:
+        groups.setdefault(domain_of[i], []).append(i)
+    order = sorted(groups)
+    rng.shuffle(order)
+    queues = []
+    for d in order:
+        members = list(groups[d])
+        rng.shuffle(members)
+        queues.append(members)
+    picked: list[str] = []
+    while len(picked) < min(n, len(ids)):
+        for q in queues:
+            if q and len(picked) < n:
+                picked.append(q.pop(0))
+    keep = set(picked)
+    return [i for i in ids if i in keep]
+
+
+def assign_contrasts(scenarios: Sequence[str], pools: Mapping[int, Sequence[str]], k: int,
+                     seed: int) -> dict[tuple[str, int], list[str]]:
+    """For each scenario and degree, ``k`` distinct contrasts from a seeded cycle over the degree's pool
+    (``pools``: degree -> valid contrast ids), so the counts of the contrasts differ by at most one."""
+    out: dict[tuple[str, int], list[str]] = {}
+    for d, pool in pools.items():
+        if not pool:
+            continue
+        rng = random.Random(f"contrasts-{seed}-{d}")
+        cycle = list(pool)
+        rng.shuffle(cycle)
+        kk = min(k, len(cycle))
+        pos = 0
+        for s in scenarios:
+            chosen = []
+            while len(chosen) < kk:
+                c = cycle[pos % len(cycle)]
+                pos += 1
+                if c not in chosen:
+                    chosen.append(c)
+            out[(s, d)] = chosen
+    return out
+
+
+@dataclass(frozen=True)
+class ScenarioPlan:
+    """The scenario ids of each role (disjoint) and the contrasts of the evaluation sets."""
+    fitting: list[str]
+    validation: list[str]
+    heldout: list[str]
+    heldout_pool: int
+    """Held-out scenarios available (the evaluation takes at most this many)."""
+
+
+def scenario_plan(train_ids: Sequence[str], held_ids: Sequence[str], domain_of: Mapping[str, str],
+                  n_fit: int, n_validation: int, n_eval: int, seed: int) -> ScenarioPlan:
+    """Stratified, disjoint fitting / validation (from ``train_ids``) and evaluation (from ``held_ids``)."""
+    if set(train_ids) & set(held_ids):
+        raise ValueError("train and held-out scenarios overlap")
+    validation = stratified(train_ids, domain_of, n_validation, seed + 1) if n_validation else []
+    rest = [i for i in train_ids if i not in set(validation)]
+    fitting = stratified(rest, domain_of, n_fit, seed + 2)
+    heldout = stratified(held_ids, domain_of, n_eval, seed)
+    return ScenarioPlan(fitting, validation, heldout, len(held_ids))
+
+
+@dataclass(frozen=True)
+class SelectRule:
+    """How a swept arm's setting is chosen on the validation split.
+
+    Among the settings whose accuracy loss (GT items without pressure, a refusal counted wrong) is at most
+    ``max_accuracy_loss`` and whose refusal rate rises by at most ``max_refusal_rise`` over the
+    validation baseline, the one that brings ``metric`` closest to fair: the largest |baseline| -
+    |setting| (the signed change toward zero while the sign holds; an overshoot past zero counts
+    against). Ties go to the earlier setting in the sweep. When no setting meets the constraints, the one
+    with the smallest accuracy loss is chosen and the reason says so."""
+    metric: str = "fraggap"
+    """The asymmetry metric the selection reduces."""
+    max_accuracy_loss: float = 0.02
+    """The largest accuracy loss (a fraction) a chosen setting may have on validation."""
+    max_refusal_rise: float = 0.05
+    """The largest rise of the refusal rate (a fraction) a chosen setting may have on validation."""
+
+
+def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
+    """Point values on a validation run: ``metric``, accuracy with refusals counted wrong, refusal rate."""
+    from evenhand.metrics import FAIR, _metric_values, choices, indicators
+    from evenhand.schema import ensure_valid
+    df = ensure_valid(resp)
+    N, D = indicators(df)
+    value = float(_metric_values(N.sum(0), D.sum(0), metric))
+    choice = choices(df)
+    keep = ~df["excluded"].to_numpy(bool)
+    gt_base = keep & (df["condition"] == "GT").to_numpy() & ~df["pressured"].to_numpy(bool)
+    correct = choice == df["correct_slot"].to_numpy(object)
+    answered = np.array([c is not None for c in choice])
+    return {"value": value, "distance": abs(value - FAIR.get(metric, 0.0)),
+            "accuracy": float(correct[gt_base].mean()) if gt_base.any() else float("nan"),
+            "refusal": float((~answered[keep]).mean()) if keep.any() else float("nan")}
+
+
+def choose(base: Mapping[str, float], settings: Sequence[tuple[dict, Mapping[str, float]]], rule: SelectRule,
+           n_validation: int) -> tuple[int, list[dict], str]:
+    """(index of the chosen setting, one row per setting, the reason) from validation scores
+    (:func:`validation_scores`) of the baseline and of each setting ``(options, scores)``."""
+    rows = []
+    for opts, s in settings:
+        rows.append({"setting": dict(opts), "value": s["value"], "reduction": base["distance"] - s["distance"],
+                     "accuracy_loss": base["accuracy"] - s["accuracy"], "refusal_rise": s["refusal"] - base["refusal"]})
+    for r in rows:
+        r["eligible"] = bool(r["accuracy_loss"] <= rule.max_accuracy_loss and r["refusal_rise"] <= rule.max_refusal_rise
+                             and np.isfinite(r["reduction"]))
+    eligible = [i for i, r in enumerate(rows) if r["eligible"]]
+    if eligible:
+        best = max(eligible, key=lambda i: (rows[i]["reduction"], -i))
+        why = (f"largest |{rule.metric}| reduction on validation ({100 * rows[best]['reduction']:+.1f} pp) with accuracy "
+               f"loss {100 * rows[best]['accuracy_loss']:+.1f} pp <= {100 * rule.max_accuracy_loss:g} pp and refusal "
+               f"rise {100 * rows[best]['refusal_rise']:+.1f} pp <= {100 * rule.max_refusal_rise:g} pp")
+    else:
+        best = min(range(len(rows)), key=lambda i: (rows[i]["accuracy_loss"], -rows[i]["reduction"], i))
+        why = (f"no setting met accuracy loss <= {100 * rule.max_accuracy_loss:g} pp and refusal rise <= "
+               f"{100 * rule.max_refusal_rise:g} pp on validation; smallest accuracy loss "
+               f"({100 * rows[best]['accuracy_loss']:+.1f} pp)")
+    for i, r in enumerate(rows):
+        r["chosen"] = i == best
+    label = ", ".join(f"{k}={v}" for k, v in sorted(rows[best]["setting"].items()))
+    return best, rows, f"{label}: {why}; {n_validation} validation scenarios, {len(rows)} settings"
+
+
+def select_settings(rule: SelectRule, arms: Sequence, swept: Sequence[int], trials: Sequence[tuple[int, object]],
+                    read, n_validation: int) -> dict:
+    """The selection of every swept arm from its validation runs: ``trials`` are (arm index, cell) pairs, a
+    cell having ``options`` and ``key``; ``read(key)`` returns a validation run's responses (``"baseline"``
+    for the validation baseline) and is the only data read. Returns ``{str(arm index): {arm, intervention,
+    setting, reason, validation rows}}``."""
+    base = validation_scores(read("baseline"), rule.metric)
+    out = {}
+    for i in swept:
+        arm = arms[i]
+        mine = [c for j, c in trials if j == i]
+        scored = [({k: c.options[k] for k in arm.sweep}, validation_scores(read(c.key), rule.metric)) for c in mine]
+        best, rows, why = choose(base, scored, rule, n_validation)
+        out[str(i)] = {"arm": i, "intervention": arm.name, "setting": rows[best]["setting"], "reason": why,
+                       "validation": rows}
+    return out
