@@ -38,7 +38,8 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from .metrics import _metric_values, indicators, select_contrast_type
+from .metrics import _metric_values, select_contrast_type
+from .paired import counted_indicators
 from .schema import ensure_valid
 from .stats import ALPHA, resample_weights
 from .stats import cluster_sums as _sum_by_cluster
@@ -143,11 +144,11 @@ def bootstrap_draws(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Ite
     alone when ``other`` is None); clusters are the distinct values of the columns ``by``."""
     a, b = _aligned(base, other, contrast_type)
     codes, k = _codes(a, by)
-    Na, Da = indicators(a)
+    Na, Da = counted_indicators(a)  # refusals counted as in the comparison's scoring (evenhand.paired)
     Nas, Das = _sum_by_cluster(codes, Na, k), _sum_by_cluster(codes, Da, k)
     W = resample_weights(k, resamples, seed)
     if b is not None:
-        Nb, Db = indicators(b)
+        Nb, Db = counted_indicators(b)
         Nbs, Dbs = _sum_by_cluster(codes, Nb, k), _sum_by_cluster(codes, Db, k)
     out = {}
     for m in metrics:
