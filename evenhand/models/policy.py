@@ -138,7 +138,7 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
     import random
 
     from ..suite.content import load_content
-    from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item
+    from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
     content = load_content(suite)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
@@ -146,7 +146,7 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
     rows = []
     for sid in scenario_ids:
         for d in DEGREES:
-            pool = [x for x in content.contrasts if x.type == contrast_type and degree_valid(content, x, d)]
+            pool = [x for x in content.contrasts if x.type == contrast_type and cell_valid(content, scen[sid], x, d)]
             for x in rng.sample(pool, contrasts_per_degree):
                 sentences = [rng.choice(by_family[f]) for f in content.families]
                 for v in VARIANTS:
