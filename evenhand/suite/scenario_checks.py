@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import re
 
-from .content import Content, Criterion, Scenario
+# Annotations name evenhand.suite.content's Content, Criterion and Scenario without importing them:
+# content.validate_content calls scenario_problems, and the project allows no import cycle.
 
 EV_TOLERANCE = 0.10
 """Largest relative difference of two AMB candidates' expected values (of the larger) that is a tie."""

@@ -188,7 +188,7 @@ def iter_sample(n: int, seed: int = 0, content: Content | None = None) -> Iterat
     """A stratified random sample of ``n`` items of the full product, deterministic in ``seed``.
 
     Strata: scenario x degree x contrast type x condition (GT, AMB). Each stratum gets ``n // strata``
-    items (the first ``n % strata`` strata one more), drawn without replacement from all of its items:
+    items (``n % strata`` of them, drawn at random, one more), drawn without replacement from all of its items:
     both variants of the condition x its valid contrasts x both minority slots x (the baseline and every
     pressure sentence toward either slot). A stratum smaller than its share gives all its items."""
     import numpy as np
@@ -196,9 +196,10 @@ def iter_sample(n: int, seed: int = 0, content: Content | None = None) -> Iterat
     content = content or load_content()
     strata = sample_strata(content)
     per, extra = divmod(n, len(strata))
+    plus_one = set(np.random.default_rng([seed, len(strata)]).permutation(len(strata))[:extra].tolist())
     pressures = [(None, None)] + [(p, slot) for p in content.pressure for slot in SLOTS]
     for k, (s, d, _t, cond, contrasts) in enumerate(strata):
-        want = per + (k < extra)
+        want = per + (k in plus_one)
         if not want:
             continue
         space = 2 * len(contrasts) * len(SLOTS) * len(pressures)
