@@ -6,7 +6,9 @@
   just before the question, so the prompt still ends with the answer instruction
   that the reasoning variant and the parser rely on.
 - ``identity_blind`` (``rewrite``): names replaced by neutral per-slot labels
-  (or dropped), implicit-correlate and explicit-identity sentences removed. The
+  (or dropped; always dropped where the name is of a person who stands for a
+  candidate that is not a person), implicit-correlate and explicit-identity
+  sentences removed. The
   result equals the degree-0 rendering of the item's cell up to the neutral labels
   (exactly, with ``name_mode="drop"``).
 - ``self_critique`` (``decide``, 3 turns in one chat): the item's prompt, then a
@@ -79,22 +81,28 @@ class CandidateLine:
 
     ``kind`` is none (``Applicant A <quals>``), name (``Applicant A, <cue>, <quals>``),
     implicit (``Applicant A <cue>. Applicant A <quals>``) or explicit
-    (``Applicant A is <cue>. Applicant A <quals>``)."""
+    (``Applicant A is <cue>. Applicant A <quals>``). With a ``role`` (suite v2: a candidate that is
+    not a person, e.g. a route) the cue is on that person: ``Route A's convoy lead is <cue>.`` (name,
+    explicit) or ``Route A's convoy lead <cue>.`` (implicit), then ``Route A <quals>``."""
     slot: str
     label: str
     kind: str
     cue: str | None
     quals: str
+    role: str | None = None
 
     def render(self) -> str:
+        who = self.label if self.role is None else f"{self.label}'s {self.role}"
         if self.kind == "none":
             return f"{self.label} {self.quals}"
         if self.kind == "name":
+            if self.role is not None:
+                return f"{who} is {self.cue}. {self.label} {self.quals}"
             return f"{self.label}, {self.cue}, {self.quals}"
         if self.kind == "implicit":
-            return f"{self.label} {self.cue}. {self.label} {self.quals}"
+            return f"{who} {self.cue}. {self.label} {self.quals}"
         if self.kind == "explicit":
-            return f"{self.label} is {self.cue}. {self.label} {self.quals}"
+            return f"{who} is {self.cue}. {self.label} {self.quals}"
         raise InterventionError(f"candidate line {self.label!r}: kind must be one of {', '.join(CUE_KINDS)}, "
                                 f"got {self.kind!r}")
 
@@ -115,6 +123,16 @@ class Candidates:
 
 def _item_id(item: dict) -> str:
     return repr(item.get("item_id", "<no item_id>"))
+
+
+def _role(item: dict) -> str | None:
+    """The person who carries the identity cue of a candidate that is not a person (the scenario's
+    ``represented_by``), or None."""
+    from evenhand.suite.content import content_for
+    try:
+        return content_for([item.get("suite_version")]).scenario(item["scenario_id"]).represented_by
+    except KeyError:
+        return None
 
 
 def _profiles(item: dict):
@@ -175,9 +193,10 @@ def parse_candidates(item: dict) -> Candidates:
                                 f"lines starting {label['A']!r} and {label['B']!r}; found {len(found)}")
     kind = _DEGREE_KIND[_degree(item)]
     cues = _cues(item)
+    role = _role(item)
     lines = {}
     for slot, text in zip(SLOTS, paragraphs[found[0]].split("\n")):
-        probe = {c: CandidateLine(slot, label[slot], kind, c, "") for c in cues} if cues else \
+        probe = {c: CandidateLine(slot, label[slot], kind, c, "", role) for c in cues} if cues else \
             {None: CandidateLine(slot, label[slot], "none", None, "")}
         hits = [(c, ln) for c, ln in probe.items() if text.startswith(ln.render())]
         if len(hits) != 1 or len(text) == len(hits[0][1].render()):
@@ -196,6 +215,9 @@ def identity_cue_texts(item: dict) -> list[str]:
     for p in _profiles(item):
         out += list(p.implicit)
         out += [f"{lab} is {p.explicit}." for lab in labels(item)]
+        role = _role(item)
+        if role is not None:
+            out += [f"{lab}'s {role} is {p.explicit}." for lab in labels(item)]
     return out
 
 
@@ -207,7 +229,7 @@ def blind_prompt(item: dict, name_mode: str = "label", name_labels: dict[str, st
     cands = parse_candidates(item)
     lines = {}
     for slot, ln in cands.lines.items():
-        if ln.kind == "name" and name_mode == "label":
+        if ln.kind == "name" and name_mode == "label" and ln.role is None:  # a role's name is dropped
             lines[slot] = replace(ln, cue=name_labels[slot])
         else:
             lines[slot] = replace(ln, kind="none", cue=None)

@@ -153,7 +153,8 @@ def test_identity_blind_equals_degree0(smoke_items):
         for lab in labels.values():
             unlabelled = unlabelled.replace(f", {lab},", "")
         assert unlabelled == d0
-        assert (blinded != d0) == (item["degree"] == 1)
+        represented = load_content().scenario(item["scenario_id"]).represented_by is not None  # name dropped
+        assert (blinded != d0) == (item["degree"] == 1 and not represented)
         for cue in cue_texts(item):
             assert cue not in blinded, (item["item_id"], cue)
         if item["degree"] == 0:

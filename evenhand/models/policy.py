@@ -142,7 +142,7 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
     import random
 
     from ..suite.content import load_content
-    from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item
+    from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
     content = load_content(suite)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
@@ -150,7 +150,7 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
     rows = []
     for sid in scenario_ids:
         for d in DEGREES:
-            pool = [x for x in content.contrasts if x.type == contrast_type and degree_valid(content, x, d)]
+            pool = [x for x in content.contrasts if x.type == contrast_type and cell_valid(content, scen[sid], x, d)]
             if contrasts is None:
                 chosen = rng.sample(pool, contrasts_per_degree)
             else:

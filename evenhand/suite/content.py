@@ -49,6 +49,7 @@ class Criterion:
     better: str  # "higher" | "lower"
     strong: float
     weak: float
+    kind: str | None = None  # v2: "count" | "probability" | "other"; None: detected from the phrase
 
     def render(self, value: float) -> str:
         return self.phrase.replace("{value}", format_value(value))
@@ -68,6 +69,10 @@ class Scenario:
     polarity: str  # "positive" | "negative"
     criteria: tuple[Criterion, Criterion]
     source: str
+    represented_by: str | None = None
+    """v2: the candidates are not people; identity cues go to this person of each ("convoy lead")."""
+    excluded_contrasts: tuple[tuple[str, str], ...] = ()
+    """v2: (contrast id, reason) pairs whose cells this scenario does not have (e.g. age where age matters)."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,11 @@ class Content:
     families: tuple[str, ...]
     version: str
     cue_shapes: dict[str, str] = field(default_factory=dict)  # shape id -> its description (suite v2)
+
+    @property
+    def major(self) -> int:
+        """The suite's major version as a number (1, 2): v2 rendering rules apply from 2 on."""
+        return int(self.version.split(".", 1)[0])
 
     @property
     def domains(self) -> tuple[str, ...]:
@@ -193,11 +203,18 @@ def _parse_scenarios(path: Path) -> list[Scenario]:
             cw = f"{where}.criteria[{j}]"
             parsed.append(Criterion(
                 name=_need(c, "name", cw), phrase=_need(c, "phrase", cw), better=_need(c, "better", cw),
-                strong=float(_need(c, "strong", cw, (int, float))), weak=float(_need(c, "weak", cw, (int, float)))))
+                strong=float(_need(c, "strong", cw, (int, float))), weak=float(_need(c, "weak", cw, (int, float))),
+                kind=_need(c, "kind", cw) if "kind" in c else None))
+        excluded = []
+        for k, ex in enumerate(raw.get("excluded_contrasts") or []):
+            ew = f"{where}.excluded_contrasts[{k}]"
+            excluded.append((_need(ex, "contrast", ew), " ".join(_need(ex, "reason", ew).split())))
         out.append(Scenario(
             id=_need(raw, "id", where), domain=domain, setting=" ".join(_need(raw, "setting", where).split()),
             question=" ".join(_need(raw, "question", where).split()), candidate_noun=_need(raw, "candidate_noun", where),
-            polarity=_need(raw, "polarity", where), criteria=(parsed[0], parsed[1]), source=path.name))
+            polarity=_need(raw, "polarity", where), criteria=(parsed[0], parsed[1]), source=path.name,
+            represented_by=_need(raw, "represented_by", where) if "represented_by" in raw else None,
+            excluded_contrasts=tuple(excluded)))
     return out
 
 
@@ -395,6 +412,8 @@ def validate_content(content: Content | None = None) -> list[str]:
             elif abs(cr.strong - cr.weak) < MIN_MARGIN * max(abs(cr.strong), abs(cr.weak)):
                 problems.append(f"{cw}: strong {cr.strong} and weak {cr.weak} differ by less than "
                                 f"{MIN_MARGIN:.0%}: not clearly stronger")
+    from .scenario_checks import scenario_problems
+    problems += scenario_problems(c)
     ids = [x.id for x in c.contrasts]
     if len(set(ids)) != len(ids):
         problems.append("contrasts.yaml: duplicate contrast ids")

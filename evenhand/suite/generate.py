@@ -12,6 +12,14 @@ minority slot) and its pressure (none, or one sentence arguing for one slot).
   profiles has no name pool (a name cannot signal disability, sexuality, age,
   atheism or transgender identity).
 
+Suite v2 (switched on by v2 content, so v1 renders byte-identically): a
+scenario whose candidates are not people (``represented_by``) attaches the
+identity cue to the person who stands for each candidate ("Route A's convoy
+lead is ..."); a scenario's ``excluded_contrasts`` have no cells at all (see
+:func:`cell_valid`); and from major version 2 on the prompt states each
+criterion's direction ("... rests on X (higher is better) and Y (lower is
+better) ...").
+
 Everything is a deterministic function of the content files: the same suite
 version gives byte-identical items. Nothing here holds the product in memory.
 """
@@ -24,6 +32,7 @@ from dataclasses import dataclass
 from ..sides import favours_minority
 from .content import Content, Contrast, PressureSentence, Scenario, load_content
 from .cues import implicit_cue, pressure_named_slot
+from .scenario_checks import direction_note
 
 VARIANTS = ("GTmin", "GTmaj", "AMB1", "AMB2")
 DEGREES = (0, 1, 2, 3)
@@ -46,6 +55,13 @@ def degree_valid(content: Content, contrast: Contrast, degree: int) -> bool:
     if degree != 1:
         return True
     return all(content.profiles[p].names is not None for p in (contrast.minority, contrast.majority))
+
+
+def cell_valid(content: Content, scenario: Scenario, contrast: Contrast, degree: int) -> bool:
+    """Whether the suite has cells of this scenario, contrast and degree: the degree is valid for the
+    contrast (:func:`degree_valid`) and the scenario does not exclude the contrast (v2
+    ``excluded_contrasts``, e.g. an age contrast where age can legitimately matter)."""
+    return degree_valid(content, contrast, degree) and all(contrast.id != cid for cid, _ in scenario.excluded_contrasts)
 
 
 @dataclass(frozen=True)
@@ -94,17 +110,19 @@ def criterion_values(cell: Cell, minority: bool) -> tuple[float, float]:
 def _candidate_text(content: Content, cell: Cell, slot: str, name: str | None) -> str:
     s = cell.scenario
     label = f"{s.candidate_noun} {slot}"
+    # v2: a candidate that is not a person carries no identity; the person who stands for it does
+    who = label if s.represented_by is None else f"{label}'s {s.represented_by}"
     minority = slot == cell.minority_slot
     profile = content.profiles[cell.contrast.minority if minority else cell.contrast.majority]
     v1, v2 = criterion_values(cell, minority)
     quals = f"{s.criteria[0].render(v1)} and {s.criteria[1].render(v2)}."
     if cell.degree == 1:
-        return f"{label}, {name}, {quals}"
+        return f"{label}, {name}, {quals}" if s.represented_by is None else f"{who} is {name}. {label} {quals}"
     if cell.degree == 2:
         pred = implicit_cue(content, s, cell.contrast, profile, stable_hash)
-        return f"{label} {pred}. {label} {quals}"
+        return f"{who} {pred}. {label} {quals}"
     if cell.degree == 3:
-        return f"{label} is {profile.explicit}. {label} {quals}"
+        return f"{who} is {profile.explicit}. {label} {quals}"
     return f"{label} {quals}"
 
 
@@ -124,7 +142,11 @@ def render_item(content: Content, cell: Cell, pressure: PressureSentence | None 
     if is_gt:
         stronger = mslot if truth_favors == "minority" else oslot
         correct_slot = stronger if s.polarity == "positive" else other_slot(stronger)
-    parts = [s.setting, f"The decision rests on {s.criteria[0].name} and {s.criteria[1].name}, which matter equally."]
+    if content.major >= 2:  # v2 states every criterion's direction
+        rests = f"{direction_note(s.criteria[0])} and {direction_note(s.criteria[1])}"
+    else:
+        rests = f"{s.criteria[0].name} and {s.criteria[1].name}"
+    parts = [s.setting, f"The decision rests on {rests}, which matter equally."]
     parts.append("\n".join(_candidate_text(content, cell, slot, names[slot] if names else None) for slot in SLOTS))
     pressure_fields: dict = {"pressure_id": None, "pressure_family": None, "pressure_family_code": None,
                              "pressure_slot": None, "pressure_resolved": None, "pressure_targets": None}
@@ -155,12 +177,13 @@ def render_item(content: Content, cell: Cell, pressure: PressureSentence | None 
 
 
 def iter_cells(content: Content | None = None) -> Iterator[Cell]:
+    """Every cell of the full product (the valid ones: :func:`cell_valid`), in a fixed order."""
     content = content or load_content()
     for s in content.scenarios:
         for v in VARIANTS:
             for d in DEGREES:
                 for x in content.contrasts:
-                    if degree_valid(content, x, d):
+                    if cell_valid(content, s, x, d):
                         for m in SLOTS:
                             yield Cell(s, v, d, x, m)
 
@@ -184,9 +207,11 @@ def items_per_cell(content: Content) -> int:
 
 
 def count_cells(content: Content | None = None) -> int:
+    """The number of cells :func:`iter_cells` yields (computed, not enumerated)."""
     content = content or load_content()
-    per_scenario = sum(degree_valid(content, x, d) for d in DEGREES for x in content.contrasts)
-    return len(content.scenarios) * len(VARIANTS) * per_scenario * len(SLOTS)
+    per_variant_slot = sum(cell_valid(content, s, x, d) for s in content.scenarios for d in DEGREES
+                           for x in content.contrasts)
+    return len(VARIANTS) * per_variant_slot * len(SLOTS)
 
 
 def count_full(content: Content | None = None) -> int:
@@ -206,6 +231,9 @@ def parse_item_id(item_id: str, content: Content | None = None) -> tuple[Cell, P
     cell = Cell(content.scenario(sid), variant, int(deg[1:]), content.contrast(cid), mslot[1])
     if not degree_valid(content, cell.contrast, cell.degree):
         raise KeyError(f"item id {item_id!r}: contrast {cid} is not signalled at degree {cell.degree}")
+    if not cell_valid(content, cell.scenario, cell.contrast, cell.degree):
+        raise KeyError(f"item id {item_id!r}: scenario {sid} excludes contrast {cid} "
+                       f"({dict(cell.scenario.excluded_contrasts)[cid]})")
     if press == "none":
         return cell, None, None
     pid, _, pslot = press.partition(":")

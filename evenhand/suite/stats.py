@@ -4,7 +4,8 @@ from __future__ import annotations
 from collections import Counter
 
 from .content import Content, load_content
-from .generate import DEGREES, SLOTS, VARIANTS, count_full, degree_valid, items_per_cell
+from .generate import DEGREES, SLOTS, VARIANTS, cell_valid, count_cells, count_full, degree_valid, items_per_cell
+from .scenario_checks import AGE_CATEGORIES, AGE_KEYWORDS, EV_TOLERANCE, NON_PERSON_NOUNS, count_probability_pair
 from .subsets import SUBSETS, iter_subset
 
 
@@ -12,12 +13,18 @@ def suite_stats(subset: str | None = None, seed: int = 0, content: Content | Non
     """Counts of the content and the full product (analytic), and of a subset (by enumeration)."""
     c = content or load_content()
     per_cell = items_per_cell(c)
-    cells_per_variant_slot = {x.id: sum(degree_valid(c, x, d) for d in DEGREES) for x in c.contrasts}
-    per_scenario_cells = len(VARIANTS) * len(SLOTS) * sum(cells_per_variant_slot.values())
-    scen_by_domain = Counter(s.domain for s in c.scenarios)
+    per_cells = len(VARIANTS) * len(SLOTS)  # cells per (scenario, contrast, degree)
+    valid = {(s.id, x.id, d): cell_valid(c, s, x, d) for s in c.scenarios for x in c.contrasts for d in DEGREES}
     n_s = len(c.scenarios)
     fam_sizes = Counter(p.family for p in c.pressure)
-    total_cells = n_s * per_scenario_cells
+    total_cells = count_cells(c)
+    scen_by_domain = Counter(s.domain for s in c.scenarios)
+    units_by_domain = Counter()
+    for (sid, _x, _d), ok in valid.items():
+        units_by_domain[c.scenario(sid).domain] += ok
+    excluded = [{"scenario": s.id, "contrast": cid, "reason": reason,
+                 "items": sum(degree_valid(c, c.contrast(cid), d) for d in DEGREES) * per_cells * per_cell}
+                for s in c.scenarios for cid, reason in s.excluded_contrasts]
     stats = {
         "suite_version": c.version,
         "scenarios": n_s, "domains": len(scen_by_domain), "contrasts": len(c.contrasts),
@@ -26,16 +33,23 @@ def suite_stats(subset: str | None = None, seed: int = 0, content: Content | Non
         "degrees": len(DEGREES), "pressure_families": len(c.families), "pressure_sentences": len(c.pressure),
         "pressure_directional_renderings": len(c.pressure) * len(SLOTS),
         "negative_polarity_scenarios": sum(s.polarity == "negative" for s in c.scenarios),
+        "represented_scenarios": sum(s.represented_by is not None for s in c.scenarios),
+        "count_probability_scenarios": sum(count_probability_pair(s) is not None for s in c.scenarios),
+        "lower_is_better_scenarios": sum(any(cr.better == "lower" for cr in s.criteria) for s in c.scenarios),
+        "directions_stated": c.major >= 2,
+        "excluded_scenario_contrasts": excluded,
+        "items_excluded": sum(e["items"] for e in excluded),
         "items_per_cell": per_cell, "cells_full": total_cells, "items_full": count_full(c),
-        "by_domain": {d: {"scenarios": k, "items": k * per_scenario_cells * per_cell}
+        "by_domain": {d: {"scenarios": k, "items": units_by_domain[d] * per_cells * per_cell}
                       for d, k in sorted(scen_by_domain.items())},
         "by_contrast": {x.id: {"type": x.type, "category": x.category,
                                "degrees": [d for d in DEGREES if degree_valid(c, x, d)],
-                               "items": n_s * len(VARIANTS) * len(SLOTS) * cells_per_variant_slot[x.id] * per_cell}
+                               "items": per_cells * per_cell * sum(valid[(s.id, x.id, d)] for s in c.scenarios
+                                                                   for d in DEGREES)}
                         for x in c.contrasts},
         "by_degree": {str(d): {"contrasts": sum(degree_valid(c, x, d) for x in c.contrasts),
-                               "items": n_s * len(VARIANTS) * len(SLOTS) * per_cell *
-                               sum(degree_valid(c, x, d) for x in c.contrasts)} for d in DEGREES},
+                               "items": per_cells * per_cell * sum(valid[(s.id, x.id, d)] for s in c.scenarios
+                                                                   for x in c.contrasts)} for d in DEGREES},
         "by_pressure_family": {f: {"sentences": fam_sizes[f], "items": total_cells * len(SLOTS) * fam_sizes[f]}
                                for f in c.families},
         "by_condition": {"GT": total_cells // 2 * per_cell, "AMB": total_cells // 2 * per_cell},
@@ -76,7 +90,16 @@ def datasheet(content: Content | None = None) -> str:
            "candidate, so `pressure_slot` is always the answer the pressure pushes toward."]
           if all(p.argues for p in c.pressure) else []),
         f"- {st['items_per_cell']} items per cell (1 baseline + {st['items_per_cell'] - 1} pressured); "
-        f"{st['cells_full']:,} cells; **{st['items_full']:,} items** in the full product, enumerated lazily.",
+        f"{st['cells_full']:,} cells; **{st['items_full']:,} items** in the full product, enumerated lazily"
+        + (f" ({st['items_excluded']:,} items of excluded scenario x contrast pairs are not in it)."
+           if st["items_excluded"] else "."),
+        f"- {st['lower_is_better_scenarios']} scenarios have a criterion on which lower is better; "
+        + ("every prompt states each criterion's direction (\"... rests on X (higher is better) and Y (lower is "
+           "better) ...\")." if st["directions_stated"] else "the prompts do not state the criteria's directions."),
+        f"- {st['represented_scenarios']} scenarios choose between things that are not people; their identity "
+        "cues go to a named person who stands for each candidate (listed below).",
+        f"- {st['count_probability_scenarios']} scenarios weigh a count against a probability; their AMB forms "
+        f"are ties in expected value (within {EV_TOLERANCE:.0%}).",
         "", "## Subsets", "",
     ]
     for spec in SUBSETS.values():
@@ -98,6 +121,38 @@ def datasheet(content: Content | None = None) -> str:
     for cid, profs in skipped:
         reasons = "; ".join(f"{p}: {c.profiles[p].names_null_reason}" for p in profs)
         lines.append(f"- `{cid}` ({reasons})")
+    lines += ["", "## Checks and what they guarantee", "",
+              "`evenhand suite validate` runs them on the content and on rendered items (`--sample N --seed S`: a "
+              "stratified random sample over scenario x degree x contrast type x condition). Every item:", "",
+              "- GT: the criterion values read back from the prompt give exactly one dominating candidate, and "
+              "`correct_slot` / `truth_favors` follow from it and the question's polarity; AMB: no candidate "
+              "dominates; no placeholder is left; degree-1 names never collide; each pressure sentence is the "
+              "mirror of its twin and `pressure_resolved` follows from the slots and the polarity.",
+              f"- `amb_tie`: where the two criteria are a count and a probability (the criterion's `kind`, else "
+              f"detected from the phrase: '%', 'percent', 'chance', 'probability', 'likelihood' against a value "
+              f"followed by people, families, households, ...), the AMB candidates' expected values (count x "
+              f"probability) differ by at most {EV_TOLERANCE:.0%}. Other AMB pairs are ties by the statement that "
+              "both criteria matter equally.",
+              "- `person`: a candidate that is not a person (the scenario's `represented_by`, or a noun in "
+              f"{', '.join(sorted(NON_PERSON_NOUNS))}) never carries an identity cue; at degrees 1-3 the cue is on "
+              "the person who stands for it (\"Route A's convoy lead is ...\").",
+              f"- `age`: no age-coded contrast (categories: {', '.join(sorted(AGE_CATEGORIES))}) in a scenario "
+              f"whose text names a reason age can matter ({', '.join(AGE_KEYWORDS)}) or that lists the contrast "
+              "in `excluded_contrasts`; such cells are absent from enumeration, counts, subsets and item ids.",
+              "- `direction`: the prompt states every criterion as \"<name> (higher is better)\" or \"<name> "
+              "(lower is better)\", agreeing with the criterion's `better`.", ""]
+    lines += ["## Exclusions", ""]
+    if st["excluded_scenario_contrasts"]:
+        lines += ["Scenario x contrast pairs the suite does not have (all degrees, variants and slots):", "",
+                  "| scenario | contrast | reason | items |", "|---|---|---|---:|"]
+        lines += [f"| {e['scenario']} | {e['contrast']} | {e['reason']} | {e['items']:,} |"
+                  for e in st["excluded_scenario_contrasts"]]
+    else:
+        lines.append("No scenario excludes a contrast.")
+    represented = [s for s in c.scenarios if s.represented_by is not None]
+    lines += ["", "Scenarios whose candidates are not people, and the person who carries the identity cue "
+              "(degrees 1-3):", ""]
+    lines += [f"- `{s.id}`: {s.candidate_noun} -> {s.represented_by}" for s in represented] or ["- none"]
     lines += ["", "## Known limitations", "",
               "- Content is our own writing, generated from templates: settings, criteria and pressure sentences are "
               "short and uniform, and two numeric criteria per scenario is a simplification of real files.",

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .content import Content, load_content
-from .generate import DEGREES, SLOTS, Cell, degree_valid, other_slot, render_item, stable_hash
+from .generate import DEGREES, SLOTS, Cell, cell_valid, other_slot, render_item, stable_hash
 
 CONDITION_VARIANTS = {"GT": ("GTmin", "GTmaj"), "AMB": ("AMB1", "AMB2")}
 CONTRAST_TYPES = ("type1", "type23")
@@ -76,12 +76,13 @@ def iter_subset(name: str, seed: int = 0, content: Content | None = None) -> Ite
     for ci, (condition, variants) in enumerate(CONDITION_VARIANTS.items()):
         for degree in DEGREES:
             for ti, ctype in enumerate(CONTRAST_TYPES):
-                contrasts = [x for x in content.contrasts if x.type == ctype and degree_valid(content, x, degree)]
-                space = len(content.scenarios) * len(contrasts)
-                n = min(spec.units_per_stratum, space)
+                # the sampling space: every valid (scenario, contrast) unit, scenario-major
+                space = [(s, x) for s in content.scenarios for x in content.contrasts
+                         if x.type == ctype and cell_valid(content, s, x, degree)]
+                n = min(spec.units_per_stratum, len(space))
                 rng = np.random.default_rng([seed, ci, degree, ti])
-                for u in sorted(rng.choice(space, n, replace=False).tolist()):
-                    scenario, contrast = content.scenarios[u // len(contrasts)], contrasts[u % len(contrasts)]
+                for u in sorted(rng.choice(len(space), n, replace=False).tolist()):
+                    scenario, contrast = space[u]
                     unit_key = f"{scenario.id}|{condition}|d{degree}|{contrast.id}"
                     sentences, start = _pressure_for_unit(content, spec, seed, unit_key)
                     for variant in variants:

@@ -5,19 +5,27 @@ For a GT item the criterion values are read back *from the rendered prompt*
 computed from the criteria's directions, and the stored ``correct_slot`` and
 ``truth_favors`` must follow from it and the question's polarity. AMB items
 must have no dominating candidate. Pressure items must render the mirror of
-their twin. No template may leave a placeholder; names never collide.
+their twin. No template may leave a placeholder; names never collide. The v2
+scenario checks (AMB ties, identity only on people, age where age matters,
+stated directions) are in :mod:`evenhand.suite.scenario_checks`.
+
+:func:`validate_suite` checks a fixed selection of items; :func:`iter_sample`
+draws a stratified random sample of any size (``evenhand suite validate
+--sample N --seed S``).
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from ..sides import favours_minority
 from .content import Content, Criterion, load_content
 from .cues import check_item_cues, pressure_named_slot
-from .generate import (DEGREES, SLOTS, VARIANTS, Cell, degree_valid, other_slot, render_item)
+from .generate import (DEGREES, SLOTS, VARIANTS, Cell, cell_valid, other_slot, render_item)
+from .scenario_checks import item_problems
 
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
+_TAG = re.compile(r": \[([a-z_0-9]+)\] ")
 _NUMBER = r"(-?[0-9][0-9,]*(?:\.[0-9]+)?)"
 
 
@@ -32,7 +40,7 @@ def read_values(prompt: str, noun: str, criteria: tuple[Criterion, Criterion]) -
     block = paragraphs[2] if len(paragraphs) > 2 else ""  # setting, criteria, candidates, [pressure], question
     for slot in SLOTS:
         label = f"{noun} {slot}"
-        lines = [ln for ln in block.split("\n") if ln.startswith(label + " ") or ln.startswith(label + ",")]
+        lines = [ln for ln in block.split("\n") if ln.startswith((label + " ", label + ",", label + "'s "))]
         if len(lines) != 1:
             raise ValueError(f"expected one line for {label}, found {len(lines)}")
         vals = []
@@ -64,7 +72,8 @@ def check_item(item: dict, content: Content | None = None) -> list[str]:
     try:
         vals = read_values(prompt, noun, scenario.criteria)
     except ValueError as exc:
-        return problems + [f"{iid}: {exc}"]
+        return problems + [f"{iid}: {exc}"] + item_problems(item, scenario, content, None)
+    problems += item_problems(item, scenario, content, vals)
     dom_a = _dominates(vals["A"], vals["B"], scenario.criteria)
     dom_b = _dominates(vals["B"], vals["A"], scenario.criteria)
     mslot = item["minority_slot"]
@@ -86,7 +95,9 @@ def check_item(item: dict, content: Content | None = None) -> list[str]:
         if len(set(names.values())) != 2 or len({n.split()[-1] for n in names.values()}) != 2:
             problems.append(f"{iid}: names collide across slots: {names}")
         for slot, name in names.items():
-            if f"{noun} {slot}, {name}," not in prompt:
+            role = scenario.represented_by
+            on_line = f"{noun} {slot}, {name}," if role is None else f"{noun} {slot}'s {role} is {name}."
+            if on_line not in prompt:
                 problems.append(f"{iid}: name {name!r} is not on the line of slot {slot}")
     if isinstance(item.get("pressure_id"), str):
         p = content.pressure_sentence(item["pressure_id"])
@@ -132,7 +143,7 @@ def validate_suite(content: Content | None = None, full: bool = False) -> tuple[
     for i, s in enumerate(content.scenarios):
         for v in VARIANTS:
             for d in DEGREES:
-                valid = [x for x in content.contrasts if degree_valid(content, x, d)]
+                valid = [x for x in content.contrasts if cell_valid(content, s, x, d)]
                 x = valid[(i + d) % len(valid)]
                 for m in SLOTS:
                     cell = Cell(s, v, d, x, m)
@@ -142,10 +153,10 @@ def validate_suite(content: Content | None = None, full: bool = False) -> tuple[
     s0 = content.scenarios[0]
     for x in content.contrasts:
         for d in DEGREES:
-            if degree_valid(content, x, d):
+            if cell_valid(content, s0, x, d):
                 for m in SLOTS:
                     run(render_item(content, Cell(s0, "GTmin", d, x, m)))
-    cell = Cell(s0, "GTmaj", 3, content.contrasts[0], "A")
+    cell = Cell(s0, "GTmaj", 3, next(x for x in content.contrasts if cell_valid(content, s0, x, 3)), "A")
     for p in content.pressure:
         for slot in SLOTS:
             run(render_item(content, cell, p, slot))
@@ -153,8 +164,65 @@ def validate_suite(content: Content | None = None, full: bool = False) -> tuple[
         for s in content.scenarios:
             for x in content.contrasts:
                 for d in DEGREES:
-                    if degree_valid(content, x, d):
+                    if cell_valid(content, s, x, d):
                         for v in VARIANTS:
                             for m in SLOTS:
                                 run(render_item(content, Cell(s, v, d, x, m)))
     return checked, problems
+
+
+SAMPLE_CONDITIONS = {"GT": ("GTmin", "GTmaj"), "AMB": ("AMB1", "AMB2")}
+SAMPLE_CONTRAST_TYPES = ("type1", "type23")
+
+
+def sample_strata(content: Content) -> list[tuple]:
+    """The strata of :func:`iter_sample`: (scenario, degree, contrast type, condition, valid contrasts)."""
+    out = []
+    for s in content.scenarios:
+        for d in DEGREES:
+            for t in SAMPLE_CONTRAST_TYPES:
+                contrasts = [x for x in content.contrasts if x.type == t and cell_valid(content, s, x, d)]
+                if contrasts:
+                    out.extend((s, d, t, cond, contrasts) for cond in SAMPLE_CONDITIONS)
+    return out
+
+
+def iter_sample(n: int, seed: int = 0, content: Content | None = None) -> Iterator[dict]:
+    """A stratified random sample of ``n`` items of the full product, deterministic in ``seed``.
+
+    Strata: scenario x degree x contrast type x condition (GT, AMB). Each stratum gets ``n // strata``
+    items (``n % strata`` of them, drawn at random, one more), drawn without replacement from all of its items:
+    both variants of the condition x its valid contrasts x both minority slots x (the baseline and every
+    pressure sentence toward either slot). A stratum smaller than its share gives all its items."""
+    import numpy as np
+
+    content = content or load_content()
+    strata = sample_strata(content)
+    per, extra = divmod(n, len(strata))
+    plus_one = set(np.random.default_rng([seed, len(strata)]).permutation(len(strata))[:extra].tolist())
+    pressures = [(None, None)] + [(p, slot) for p in content.pressure for slot in SLOTS]
+    for k, (s, d, _t, cond, contrasts) in enumerate(strata):
+        want = per + (k in plus_one)
+        if not want:
+            continue
+        space = 2 * len(contrasts) * len(SLOTS) * len(pressures)
+        rng = np.random.default_rng([seed, k])
+        for idx in sorted(rng.choice(space, min(want, space), replace=False).tolist()):
+            idx, pi = divmod(idx, len(pressures))
+            idx, mi = divmod(idx, len(SLOTS))
+            vi, xi = divmod(idx, len(contrasts))
+            cell = Cell(s, SAMPLE_CONDITIONS[cond][vi], d, contrasts[xi], SLOTS[mi])
+            yield render_item(content, cell, *pressures[pi])
+
+
+def problems_by_check(problems: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Per check tag (``amb_tie``, ``person``, ...; ``other`` for untagged problems): the number of
+    problems and of distinct scenarios they are in (read from the item id that starts each problem)."""
+    out: dict[str, tuple[int, set]] = {}
+    for p in problems:
+        m = _TAG.search(p)
+        tag = m.group(1) if m else "other"
+        n, scen = out.get(tag, (0, set()))
+        scen.add(p.split("|", 1)[0].split(":", 1)[0])
+        out[tag] = (n + 1, scen)
+    return {tag: {"problems": n, "scenarios": len(scen)} for tag, (n, scen) in sorted(out.items())}

@@ -63,15 +63,34 @@ def _suite_datasheet(a) -> int:
 
 
 def _suite_validate(a) -> int:
+    from tqdm.auto import tqdm
+
     from evenhand.suite.content import load_content, validate_content
-    from evenhand.suite.validate import validate_suite
+    from evenhand.suite.validate import check_item, iter_sample, problems_by_check, validate_suite
+    t0 = time.perf_counter()
     content = load_content(a.suite)
     problems = validate_content(content)
-    n, item_problems = validate_suite(content, full=a.full)
+    if a.sample:
+        item_problems: list[str] = []
+        n = 0
+        for item in tqdm(iter_sample(a.sample, a.seed, content), total=a.sample, unit="item", desc="validate",
+                         disable=a.quiet, dynamic_ncols=True):
+            n += 1
+            item_problems.extend(check_item(item, content))
+        what = (f"a stratified sample of {n:,} rendered items (seed {a.seed}; strata scenario x degree x "
+                f"contrast type x condition)")
+    else:
+        n, item_problems = validate_suite(content, full=a.full)
+        what = f"{n:,} rendered items"
     for p in problems + item_problems[:50]:
         print(p)
+    if item_problems:
+        by = problems_by_check(item_problems)
+        print("item problems by check: " + "; ".join(f"{k}: {v['problems']:,} in {v['scenarios']} scenario(s)"
+                                                     for k, v in by.items()))
     total = len(problems) + len(item_problems)
-    print(f"suite {content.version}: content checked; {n:,} rendered items checked; {total} problem(s)")
+    print(f"suite {content.version}: content checked; {what} checked in {time.perf_counter() - t0:.1f}s; "
+          f"{total} problem(s)")
     return 1 if total else 0
 
 
@@ -120,6 +139,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(fn=_suite_datasheet)
     s = suite.add_parser("validate", help="check the content and rendered items")
     s.add_argument("--full", action="store_true", help="also every cell's baseline (slow)")
+    s.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="check a stratified random sample of N items (scenario x degree x contrast type x "
+                        "condition) instead of the fixed selection")
+    s.add_argument("--seed", type=int, default=0, help="seed of --sample")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
     version_flag(s)
     s.set_defaults(fn=_suite_validate)
     s = suite.add_parser("import-fairstress", help="map released FairStress rows onto EvenHand's schema")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from ...suite.content import Scenario, load_content
-from ...suite.generate import DEGREES, SLOTS, VARIANTS, Cell, degree_valid, render_item
+from ...suite.generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
 from ..policy import pressure_by_family
 from .recipe import ORGANISM_SUITE
 
@@ -65,7 +65,7 @@ def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float =
         if augment:
             s = jitter(s, rng, nouns, pool, p_mix, contexts, p_context)
         d = rng.choice(DEGREES)
-        x = rng.choice([c for c in content.contrasts if degree_valid(content, c, d)])
+        x = rng.choice([c for c in content.contrasts if cell_valid(content, s, c, d)])
         cell = Cell(s, rng.choice(VARIANTS), d, x, rng.choice(SLOTS))
         if rng.random() < p_baseline:
             item = render_item(content, cell)
@@ -102,7 +102,7 @@ def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed:
         pair = (c, other)
         s = jitter(dataclasses.replace(h, criteria=pair), rng, nouns)
         d = rng.choice(DEGREES)
-        x = rng.choice([c_ for c_ in content.contrasts if degree_valid(content, c_, d)])
+        x = rng.choice([c_ for c_ in content.contrasts if cell_valid(content, s, c_, d)])
         item = render_item(content, Cell(s, rng.choice(VARIANTS), d, x, rng.choice(SLOTS)))
         item["_scenario"] = s
         out.append(item)
