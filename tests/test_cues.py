@@ -133,7 +133,8 @@ def test_one_shape_per_scenario_and_contrast_for_both_arrangements():
         b = render_item(V2, Cell(s, "AMB1", 2, x, "B"))["prompt"]
         shape = contrast_shape(V2, s, x, stable_hash)
         mi, ma = V2.profiles[x.minority].cue(shape), V2.profiles[x.majority].cue(shape)
-        assert f"A {mi}." in a and f"B {ma}." in a and f"A {ma}." in b and f"B {mi}." in b
+        role = "" if s.represented_by is None else f"'s {s.represented_by}"  # a person standing for a non-person
+        assert f"A{role} {mi}." in a and f"B{role} {ma}." in a and f"A{role} {ma}." in b and f"B{role} {mi}." in b
         shapes[shape] += 1
     assert set(shapes) == {"congregation", "symbol_schedule", "pilgrimage"}
 

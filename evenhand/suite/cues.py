@@ -81,6 +81,8 @@ class ContentLike(Protocol):
 
     def contrast(self, contrast_id: str) -> ContrastLike: ...
 
+    def scenario(self, scenario_id: str) -> ScenarioLike: ...
+
     def pressure_sentence(self, pressure_id: str) -> PressureLike: ...
 
 
@@ -251,11 +253,14 @@ def _cue_item_problems(item: dict, content: ContentLike) -> list[str]:
     iid, noun, prompt = item["item_id"], item["candidate_noun"], item["prompt"]
     x = content.contrast(item["contrast_id"])
     mslot = item["minority_slot"]
+    # a candidate that is not a person carries no cue itself: the person who stands for it does (suite v2)
+    role = getattr(content.scenario(item["scenario_id"]), "represented_by", None)
     found = {}
     for slot in _SLOTS:
         profile = content.profiles[x.minority if slot == mslot else x.majority]
+        who = f"{noun} {slot}" if role is None else f"{noun} {slot}'s {role}"
         hits = [(shape, text) for shape, text in zip(_shapes(profile), profile.implicit)
-                if f"{noun} {slot} {text}. {noun} {slot} " in prompt]
+                if f"{who} {text}. {noun} {slot} " in prompt]
         if len(hits) != 1:
             return [f"{iid}: {noun} {slot} does not carry exactly one implicit cue of profile {profile.id}"]
         found[slot] = hits[0]
