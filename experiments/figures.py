@@ -11,7 +11,8 @@ support:
 - for reasoning-mode runs, the explanation-language words (:mod:`probes.language`), for all
   choices and for correct choices on GT items, as a table and a figure.
 
-``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all.
+``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all; :func:`caption` gives
+each figure's caption (the report page prints them under the figures).
 """
 from __future__ import annotations
 
