@@ -153,7 +153,9 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
         for ax in pp_axes:
             ax.set_ylim(min(lows), max(highs))
     if len(labels) > 1:
-        axes[-1].legend(frameon=False, loc="best")
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                   ncol=min(len(labels), 4))
     fig.supxlabel(DEGREE_AXIS, fontsize=7, y=0.02)
     one_model = sorted(set(models.values()))
     title = title if title is not None else (f"Model: {one_model[0]}" if len(one_model) == 1 else None)

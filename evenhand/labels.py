@@ -47,6 +47,9 @@ GROUPS = {
     "pro_minority": "Pro-minority pressure", "pro_majority": "Pro-majority pressure", "none": "No pressure",
     "minority": "Chose minority-coded", "majority": "Chose majority-coded", "no_choice": "No choice",
     "all": "All",
+    # BBQ configurations (evenhand.bbq.run.CONFIGURATIONS)
+    "mc_logprob": "Multiple choice, log-prob", "mc_logprob_chat": "Multiple choice, log-prob, chat",
+    "mc_generate": "Multiple choice, generated", "yn_logprob": "Yes/no, log-prob", "yn_generate": "Yes/no, generated",
     # model components
     "embed": "Embedding", "attn_out": "Attention", "mlp_out": "MLP", "logit_diff": "Logit difference",
 }

@@ -86,7 +86,9 @@ def test_latex_table_minus_signs_units_and_missing_intervals():
 
 
 def test_label_vocabulary_covers_the_suite():
+    from evenhand.bbq.run import CONFIGURATIONS
     from evenhand.suite import load_content
+    assert set(CONFIGURATIONS) <= set(labels.GROUPS)
     assert [labels.degree_name(d) for d in (0, "1", 2.0, 3)] == ["D0", "D1", "D2", "D3"]
     assert labels.group_name("race_x_sex") == "Race × sex" and labels.metric_name("fraggap") == "FragGap"
     assert labels.group_name("a_new_family") == "A new family"  # never snake_case, even outside the vocabulary
