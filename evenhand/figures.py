@@ -2,21 +2,25 @@
 
 :func:`metrics_long` turns a run's ``responses.parquet`` into one tidy table
 (``tables/metrics_long.parquet``): rows ``(label, breakdown, group, degree,
-metric, value, ci_low, ci_high, n)`` for the breakdowns the figures need
-(by degree; contrast category x degree; pressure family x degree). Every
-figure below reads only such tables (several runs: concatenate their tables,
-the ``label`` column tells them apart):
+metric, value, ci_low, ci_high, n, clusters, model, contrast_type)`` for the
+breakdowns the figures need (by degree, with an ``items`` row per degree giving
+its items and scenarios; contrast category x degree; pressure family x degree).
+Every figure below reads only such tables (several runs: concatenate their
+tables, the ``label`` column tells them apart):
 
-- :func:`progression_figure`: D0 -> D3 of AccGap, TieLean, FragGap, TieShift with CIs;
-- :func:`heatmap_figure`: FragGap by contrast category x degree;
-- :func:`family_figure`: flip rates under pro-minority and pro-majority pressure by family;
+- :func:`progression_figure`: D0-D3 of Accuracy, AccGap, TieLean, FragGap and TieShift with CIs,
+  n under each degree and the model named; the three panels in percentage points share one y-scale;
+- :func:`heatmap_figure`: a metric by contrast category x degree with its CI and n in every cell;
+  cells below ``min_n`` items (:data:`MIN_CELL_N`) or without an interval are greyed and marked, and do
+  not set the colour scale;
+- :func:`family_figure`: flip rates under pro-minority and pro-majority pressure by family, with n;
 - :func:`probe_figure`: probe accuracy by layer with the control and the majority baseline
   (from ``probes/<label>/probes.parquet``);
-- :func:`latex_table`: the headline metrics by degree with CIs (booktabs).
+- :func:`latex_table` (:mod:`evenhand.tables`): the headline metrics by degree with CIs, units, n and a caption.
 
-:func:`metrics_table` computes and keeps a run's table once. The walker over run and sweep
-directories that draws them all (``evenhand figures RUN_DIR [RUN_DIR ...]``) is
-:func:`experiments.figures.run_figures`.
+Every label goes through :mod:`evenhand.labels`. :func:`metrics_table` computes and keeps a run's
+table once. The walker over run and sweep directories that draws them all
+(``evenhand figures RUN_DIR [RUN_DIR ...]``) is :func:`experiments.figures.run_figures`.
 """
 from __future__ import annotations
 
@@ -26,16 +30,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .labels import axis_label, degree_name, group_name, metric_name, metric_unit, minus, number
 from .metrics import HEADLINE_ASYMMETRY
-NAMES = {"accgap": "AccGap", "tielean": "TieLean", "fraggap": "FragGap", "tieshift": "TieShift",
-         "accuracy": "Accuracy", "flip_pro_minority": "flip (pro-minority)",
-         "flip_pro_majority": "flip (pro-majority)"}
+from .tables import latex_table
+
+__all__ = ["MIN_CELL_N", "COLUMNS", "metrics_long", "metrics_table", "progression_figure", "heatmap_cells",
+           "heatmap_figure", "family_figure", "probe_figure", "latex_table", "models_of"]
+
+MIN_CELL_N = 20
+"""The fewest items a heatmap cell or a family's flip rate needs to be shown as a finding: below it (or
+with fewer than two scenarios, so without an interval) the cell is greyed and its value bracketed."""
+COLUMNS = ("label", "breakdown", "group", "degree", "metric", "value", "ci_low", "ci_high", "n", "clusters",
+           "model", "contrast_type")
+"""The columns of :func:`metrics_long`'s table; a saved table without all of them is recomputed."""
+PROGRESSION = ("accuracy", *HEADLINE_ASYMMETRY)
+DEGREE_AXIS = "Identity signal (D0 none → D3 explicit)"
 
 
 def _rows(label: str, breakdown: str, group: str, degree, res: dict) -> list[dict]:
     return [{"label": label, "breakdown": breakdown, "group": group, "degree": degree, "metric": m,
-             "value": e.get("value"), "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high"), "n": e.get("n")}
-            for m, e in res.items()]
+             "value": e.get("value"), "ci_low": e.get("ci_low"), "ci_high": e.get("ci_high"), "n": e.get("n"),
+             "clusters": e.get("clusters")} for m, e in res.items()]
 
 
 def metrics_long(responses: pd.DataFrame, label: str, resamples: int = 1000, seed: int = 0,
@@ -46,9 +61,13 @@ def metrics_long(responses: pd.DataFrame, label: str, resamples: int = 1000, see
     df = validate_rows(responses)
     rep = score(df, contrast_type, resamples, seed)
     rows = []
+    sub = df[df["contrast_type"] == rep["contrast_type"]]
     for d, res in rep["by_degree"].items():
         rows += _rows(label, "degree", "all", int(d), res)
-    sub = df[df["contrast_type"] == rep["contrast_type"]]
+        at = sub[sub["degree"] == int(d)]
+        rows.append({"label": label, "breakdown": "degree", "group": "all", "degree": int(d), "metric": "items",
+                     "value": None, "ci_low": None, "ci_high": None, "n": len(at),
+                     "clusters": int(at["scenario_id"].nunique())})
     for d in sorted(sub["degree"].unique()):
         part = score(sub[sub["degree"] == d], rep["contrast_type"], resamples, seed)
         for c, res in part["by_contrast_category"].items():
@@ -58,60 +77,188 @@ def metrics_long(responses: pd.DataFrame, label: str, resamples: int = 1000, see
     out = pd.DataFrame(rows)
     for c in ("value", "ci_low", "ci_high"):
         out[c] = pd.to_numeric(out[c], errors="coerce")
-    return out
+    out["clusters"] = pd.to_numeric(out["clusters"], errors="coerce").astype("Int64")
+    models = sorted(str(m) for m in responses["model"].dropna().unique()) if "model" in responses.columns else []
+    out["model"] = ", ".join(models) if models else None
+    out["contrast_type"] = rep["contrast_type"]
+    return out[list(COLUMNS)]
 
 
-def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png")):
-    """D0 -> D3 of the four headline metrics, one line per label, CIs as error bars."""
+def models_of(table: pd.DataFrame) -> dict[str, str]:
+    """label -> model name (labels whose table names no model are left out)."""
+    if "model" not in table.columns:
+        return {}
+    pairs = table[["label", "model"]].dropna().drop_duplicates("label")
+    return {str(a): str(b) for a, b in zip(pairs["label"], pairs["model"]) if b}
+
+
+def _has_ci(g: pd.DataFrame) -> np.ndarray:
+    return (g["ci_low"].notna() & g["ci_high"].notna()).to_numpy()
+
+
+def _errors(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return np.nan_to_num(np.clip(np.vstack([v - lo, hi - v]), 0, None))
+
+
+def _footnote(fig, text: str) -> None:
+    fig.text(0.01, -0.01, text, ha="left", va="top", fontsize=5.5, color="0.3", wrap=True)
+
+
+def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
+                       title: str | None = None):
+    """D0-D3 of Accuracy and the four asymmetry metrics, one line per label, 95% CIs as error bars.
+
+    Points without an interval (fewer than two scenarios) are open circles. With one label each panel's
+    title gives the items per degree (n); with several, a footnote gives each label's range. The panels
+    in percentage points share one y-scale.
+    ``title`` defaults to the model the table names."""
     import matplotlib.pyplot as plt
 
     from .plotting import FULL_WIDTH, paper_style, save
     pal = paper_style()
     t = table[table["breakdown"] == "degree"]
-    fig, axes = plt.subplots(1, 4, figsize=(FULL_WIDTH, 1.7), sharex=True)
-    for ax, m in zip(axes, HEADLINE_ASYMMETRY):
-        for k, (label, g) in enumerate(t[t["metric"] == m].groupby("label", sort=False)):
-            g = g.sort_values("degree")
-            scale = 100
-            v = g["value"] * scale
-            err = np.vstack([(v - g["ci_low"] * scale).clip(lower=0), (g["ci_high"] * scale - v).clip(lower=0)])
-            ax.errorbar(g["degree"] + (k - 0.5) * 0.08, v, yerr=np.nan_to_num(err), marker="o", color=pal[k % 10],
-                        label=label, capsize=1.5, elinewidth=0.7)
-        ax.axhline(50 if m == "tielean" else 0, color="0.6", lw=0.6, zorder=0)
-        ax.set_title(NAMES[m])
-        ax.set_xticks([0, 1, 2, 3], ["D0", "D1", "D2", "D3"])
-        ax.set_ylabel("%" if m == "tielean" else "pp")
-    if t["label"].nunique() > 1:
-        axes[-1].legend(frameon=False, loc="best")
+    labels = list(dict.fromkeys(t["label"]))
+    models = models_of(t)
+    fig, axes = plt.subplots(1, len(PROGRESSION), figsize=(FULL_WIDTH, 2.0))
+    pp_axes = []
+    no_ci = False
+    degrees = sorted(int(d) for d in t["degree"].unique())
+    for ax, m in zip(axes, PROGRESSION):
+        for k, label in enumerate(labels):
+            g = t[(t["metric"] == m) & (t["label"] == label)].sort_values("degree")
+            x = g["degree"].to_numpy(float) + (k - (len(labels) - 1) / 2) * 0.08
+            v, lo, hi = (g[c].to_numpy(float) * 100 for c in ("value", "ci_low", "ci_high"))
+            name = label if len(set(models.values())) <= 1 else f"{label} ({models.get(label, '?')})"
+            ax.errorbar(x, v, yerr=_errors(v, lo, hi), marker="o", color=pal[k % len(pal)], label=name,
+                        capsize=1.5, elinewidth=0.7)
+            bare = ~_has_ci(g) & ~np.isnan(v)
+            if bare.any():
+                no_ci = True
+                ax.plot(x[bare], v[bare], "o", mfc="white", color=pal[k % len(pal)], zorder=3)
+        if m != "accuracy":
+            ax.axhline(50 if m == "tielean" else 0, color="0.6", lw=0.6, zorder=0)
+        ax.set_ylabel(axis_label(m))
+        ax.set_xlim(min(degrees, default=0) - 0.4, max(degrees, default=3) + 0.4)
+        ax.set_xticks(degrees, [degree_name(d) for d in degrees])
+        n = t[(t["metric"] == m)]["n"].dropna()
+        if len(labels) == 1 and len(n):
+            size = f"n = {int(n.min())}" if n.min() == n.max() else f"n = {int(n.min())}–{int(n.max())}"
+            ax.set_title(f"{metric_name(m)}\n{size} per degree")
+        else:
+            ax.set_title(metric_name(m))
+        if metric_unit(m) == "pp":
+            pp_axes.append(ax)
+    if pp_axes:
+        lows, highs = zip(*(ax.get_ylim() for ax in pp_axes))
+        for ax in pp_axes:
+            ax.set_ylim(min(lows), max(highs))
+    if len(labels) > 1:
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                   ncol=min(len(labels), 4))
+    fig.supxlabel(DEGREE_AXIS, fontsize=7, y=0.02)
+    one_model = sorted(set(models.values()))
+    title = title if title is not None else (f"Model: {one_model[0]}" if len(one_model) == 1 else None)
+    if title:
+        fig.suptitle(title, fontsize=7)
+    notes = ["Error bars: 95% CIs over scenarios; AccGap, FragGap and TieShift share one scale (pp)."]
+    if len(labels) > 1:
+        for label in labels:
+            n = t[(t["label"] == label) & t["metric"].isin(PROGRESSION)]["n"]
+            notes.append(f"{label}: n = {int(n.min())}–{int(n.max())} items per point.")
+    if no_ci:
+        notes.append("Open circles: no interval (fewer than two scenarios).")
     fig.tight_layout()
+    _footnote(fig, " ".join(notes))
     return save(fig, stem, formats)
 
 
+def heatmap_cells(table: pd.DataFrame, metric: str = "fraggap", label: str | None = None,
+                  min_n: int = MIN_CELL_N) -> pd.DataFrame:
+    """The heatmap's cells: one row per contrast category x degree with ``value, ci_low, ci_high, n,
+    clusters`` (x 100) and ``status``: ``ok``; ``small`` (fewer than ``min_n`` items, or no interval:
+    greyed); ``empty`` (no value). Categories without a value at any degree are left out; every degree
+    of the label's table has a column."""
+    t = table[(table["breakdown"] == "contrast_category") & (table["metric"] == metric)]
+    label = label or t["label"].iloc[0]
+    t = t[t["label"] == label].copy()
+    for c in ("value", "ci_low", "ci_high"):
+        t[c] = t[c].astype(float) * 100
+    clusters = t["clusters"] if "clusters" in t.columns else pd.Series(pd.NA, index=t.index)
+    t["clusters"] = clusters
+    held = t[t["value"].notna()]["group"].unique()
+    degrees = sorted(int(d) for d in table[table["label"] == label]["degree"].dropna().unique())
+    full = pd.MultiIndex.from_product([sorted(held), degrees], names=["group", "degree"])
+    t = t.assign(degree=t["degree"].astype(int)).set_index(["group", "degree"]).reindex(full).reset_index()
+    small = (t["n"].fillna(0) < min_n) | ~_has_ci(t)
+    t["status"] = np.where(t["value"].isna(), "empty", np.where(small, "small", "ok"))
+    order = sorted(t["group"].unique(), key=group_name)
+    t["row"] = t["group"].map({g: i for i, g in enumerate(order)})
+    return t.sort_values(["row", "degree"])[["group", "degree", "value", "ci_low", "ci_high", "n", "clusters",
+                                             "status", "row"]].reset_index(drop=True)
+
+
 def heatmap_figure(table: pd.DataFrame, stem, metric: str = "fraggap", label: str | None = None,
-                   formats: Sequence[str] = ("pdf", "svg", "png")):
-    """``metric`` (pp) by contrast category x degree, for one label."""
+                   formats: Sequence[str] = ("pdf", "svg", "png"), min_n: int = MIN_CELL_N):
+    """``metric`` by contrast category x degree, for one label: value, 95% CI and n in each cell.
+
+    Cells below ``min_n`` items or without an interval are grey with the value in brackets, and the
+    colour scale is set by the other cells only."""
     import matplotlib.pyplot as plt
-    import seaborn as sns
+    from matplotlib.colors import TwoSlopeNorm
+    from matplotlib.patches import Rectangle
 
     from .plotting import COLUMN_WIDTH, paper_style, save
     paper_style()
-    t = table[(table["breakdown"] == "contrast_category") & (table["metric"] == metric)]
-    label = label or t["label"].iloc[0]
-    t = t[t["label"] == label]
-    grid = t.pivot_table(index="group", columns="degree", values="value") * 100
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.25 * len(grid) + 0.9))
-    lim = np.nanmax(np.abs(grid.to_numpy())) if grid.size else 1
-    sns.heatmap(grid, ax=ax, cmap="vlag", center=0, vmin=-lim, vmax=lim, annot=True, fmt=".0f",
-                annot_kws={"size": 5}, cbar_kws={"label": f"{NAMES.get(metric, metric)} (pp)"})
-    ax.set_xlabel("degree")
-    ax.set_ylabel("")
+    cells = heatmap_cells(table, metric, label, min_n)
+    label = label or table[table["breakdown"] == "contrast_category"]["label"].iloc[0]
+    rows = list(dict.fromkeys(cells.sort_values("row")["group"]))
+    degrees = sorted(int(d) for d in cells["degree"].unique())
+    ok = cells[cells["status"] == "ok"]
+    scale = ok if len(ok) else cells[cells["status"] == "small"]
+    lim = max(float(np.nanmax(np.abs(scale["value"]))) if len(scale) else 1.0, 1.0)
+    cmap = plt.get_cmap("vlag") if "vlag" in plt.colormaps() else plt.get_cmap("coolwarm")
+    norm = TwoSlopeNorm(vcenter=0, vmin=-lim, vmax=lim)
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.36 * len(rows) + 1.0))
+    for _, c in cells.iterrows():
+        x, y = degrees.index(int(c["degree"])), rows.index(c["group"])
+        if c["status"] == "empty":
+            text, colour, face = "–", "0.5", "white"
+        elif c["status"] == "small":
+            text = f"({number(c['value'], 0, True)})\nn={int(c['n'])}"
+            colour, face = "0.35", "0.88"
+        else:
+            text = (f"{number(c['value'], 0, True)}\n[{number(c['ci_low'], 0)}, {number(c['ci_high'], 0)}]"
+                    f"\nn={int(c['n'])}")
+            face = cmap(norm(c["value"]))
+            colour = "white" if abs(c["value"]) > 0.6 * lim else "black"
+        ax.add_patch(Rectangle((x, y), 1, 1, facecolor=face, edgecolor="white", lw=0.8,
+                               hatch="////" if c["status"] == "small" else None))
+        ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=4.8, color=colour, linespacing=1.1)
+    ax.set_xlim(0, len(degrees))
+    ax.set_ylim(len(rows), 0)
+    ax.set_xticks(np.arange(len(degrees)) + 0.5, [degree_name(d) for d in degrees])
+    ax.set_yticks(np.arange(len(rows)) + 0.5, [group_name(g) for g in rows])
+    ax.tick_params(length=0)
+    for s in ax.spines.values():
+        s.set_visible(False)
+    ax.set_xlabel(DEGREE_AXIS)
+    sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+    fig.colorbar(sm, ax=ax, label=axis_label(metric), fraction=0.06, pad=0.03)
+    model = models_of(table).get(str(label))
+    ax.set_title(f"{metric_name(metric)} by contrast category" + (f" ({model})" if model else ""))
+    fig.tight_layout()
+    _footnote(fig, f"Cells: value [95% CI], n items. Grey, hatched, value in brackets: fewer than {min_n} "
+                   f"items or no interval (fewer than two scenarios); not a finding. –: no items. "
+                   f"Categories without items are left out.")
     return save(fig, stem, formats)
 
 
 def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: str | None = None,
-                  formats: Sequence[str] = ("pdf", "svg", "png")):
-    """Flip rates under pro-minority and pro-majority pressure, by family (pooled over degrees 1-3 by default:
-    the highest degree present)."""
+                  formats: Sequence[str] = ("pdf", "svg", "png"), min_n: int = MIN_CELL_N):
+    """Flip rates under pro-minority and pro-majority pressure, by family, at ``degree`` (default: the
+    highest present), with 95% CIs and each family's n; families below ``min_n`` items or without an
+    interval are drawn as open circles with a grey name."""
     import matplotlib.pyplot as plt
 
     from .plotting import COLUMN_WIDTH, paper_style, save
@@ -121,17 +268,38 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
     t = t[t["label"] == label]
     degree = int(t["degree"].max()) if degree is None else degree
     t = t[t["degree"] == degree]
-    fams = sorted(t["group"].unique())
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 1.9))
+    fams = sorted(t["group"].unique(), key=group_name, reverse=True)
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.2 * len(fams) + 1.1))
+    weak = set()
+    sizes = []
     for k, m in enumerate(("flip_pro_minority", "flip_pro_majority")):
         g = t[t["metric"] == m].set_index("group").reindex(fams)
-        v = g["value"].to_numpy(float) * 100
-        err = np.vstack([v - g["ci_low"].to_numpy(float) * 100, g["ci_high"].to_numpy(float) * 100 - v])
-        ax.errorbar(np.arange(len(fams)) + (k - 0.5) * 0.25, v, yerr=np.nan_to_num(np.clip(err, 0, None)), fmt="o",
-                    color=pal[k], ms=3, elinewidth=0.7, label=NAMES[m])
-    ax.set_xticks(range(len(fams)), [f.replace("_", " ") for f in fams], rotation=35, ha="right")
-    ax.set_ylabel(f"flip rate at D{degree} (%)")
-    ax.legend(frameon=False)
+        v, lo, hi = (g[c].to_numpy(float) * 100 for c in ("value", "ci_low", "ci_high"))
+        y = np.arange(len(fams)) + (0.5 - k) * 0.25
+        small = (g["n"].fillna(0).to_numpy() < min_n) | np.isnan(lo) | np.isnan(hi)
+        weak |= {f for f, s, val in zip(fams, small, v) if s or np.isnan(val)}
+        ax.errorbar(v[~small], y[~small], xerr=_errors(v, lo, hi)[:, ~small], fmt="o", color=pal[k], ms=3,
+                    elinewidth=0.7, capsize=1.5, label=metric_name(m))
+        ax.errorbar(v[small], y[small], xerr=_errors(v, lo, hi)[:, small], fmt="o", mfc="white", color=pal[k],
+                    ms=3, elinewidth=0.5, alpha=0.7)
+        sizes.append([int(n) if pd.notna(n) else 0 for n in g["n"]])
+    names = [f"{group_name(f)} (no items)" if not (a or b) else
+             f"{group_name(f)} (n={a})" if a == b else f"{group_name(f)} (n={a}/{b})"
+             for f, a, b in zip(fams, *sizes)]
+    ax.set_yticks(range(len(fams)), names)
+    for tick, f in zip(ax.get_yticklabels(), fams):
+        if f in weak:
+            tick.set_color("0.5")
+    ax.set_xlim(-5, 105)
+    ax.set_xlabel(f"Flip rate at {degree_name(degree)} (%)")
+    model = models_of(table).get(str(label))
+    ax.set_title("Flips by pressure family" + (f" ({model})" if model else ""), pad=18)
+    ax.legend(frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, handletextpad=0.2,
+              columnspacing=0.8, borderaxespad=0.2)
+    fig.tight_layout()
+    _footnote(fig, f"Error bars: 95% CIs over scenarios. n: items at {degree_name(degree)} under pro-minority / "
+                   f"pro-majority pressure (one number when equal). Open circles, grey names: fewer than {min_n} "
+                   f"items or no interval; not a finding.")
     return save(fig, stem, formats)
 
 
@@ -140,19 +308,20 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     """Probe accuracy by layer with CIs, beside its controls: the shuffled-label control, the
     name-ablated probes (``ablations``: tables of :func:`probes.ablation.name_ablation`, retrained
     on the ablated activations), the text baseline (a band across the layers, when the table has
-    ``site == 'text'`` rows) and the majority class."""
+    ``site == 'text'`` rows) and the majority class. The title names the probe's target, its items
+    (n) and scenarios."""
     import matplotlib.pyplot as plt
 
     from .plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.1))
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.3))
     act = probes[probes["site"] != "text"] if "site" in probes.columns else probes
-    lines = [(act[act["metric"] == "accuracy"], "activations", "o", "-"),
-             (act[act["metric"] == "control_accuracy"], "shuffled-label control", "s", "-")]
+    lines = [(act[act["metric"] == "accuracy"], "Activations", "o", "-"),
+             (act[act["metric"] == "control_accuracy"], "Shuffled-label control", "s", "-")]
     for ab in ablations:
         variant = ab["variant"].iloc[0]
         lines.append((ab[ab["metric"] == "retrained_accuracy"],
-                      f"name-ablated ({'neutral labels' if variant == 'label' else 'degree 0'})", "^", "--"))
+                      f"Name-ablated ({'neutral labels' if variant == 'label' else 'degree 0'})", "^", "--"))
     for k, (g, name, marker, ls) in enumerate(lines):
         if g.empty:
             continue
@@ -164,49 +333,42 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
         t = text.iloc[0]
         k = len(lines)
         ax.axhspan(t["ci_low"] * 100, t["ci_high"] * 100, color=pal[k % len(pal)], alpha=0.15, lw=0)
-        ax.axhline(t["value"] * 100, color=pal[k % len(pal)], lw=1.0, ls="-.", label="text baseline")
+        ax.axhline(t["value"] * 100, color=pal[k % len(pal)], lw=1.0, ls="-.", label="Text baseline")
     base = act[act["metric"] == "majority_baseline"]["value"].max() * 100
-    ax.axhline(base, color="0.5", ls=":", lw=0.8, label="majority class")
+    ax.axhline(base, color="0.5", ls=":", lw=0.8, label="Majority class")
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("layer (-1 = embedding)")
-    ax.set_ylabel("accuracy (%)")
+    ax.set_xlabel(minus("Layer (-1 = embedding)"))
+    ax.set_ylabel("Probe accuracy (%)")
+    acc = act[act["metric"] == "accuracy"]
+    target = group_name(str(probes["label"].iloc[0])) if "label" in probes.columns and len(probes) else "probe"
+    size = ""
+    if len(acc) and "n" in acc.columns:
+        size = f": n = {int(acc['n'].max())} items"
+        if "clusters" in acc.columns and acc["clusters"].notna().any():
+            size += f", {int(acc['clusters'].max())} scenarios"
+    ax.set_title(f"Probe for {target.lower()}{size}")
     ax.legend(frameon=False, fontsize="small")
+    fig.tight_layout()
+    _footnote(fig, "Bands: 95% CIs over scenarios.")
     return save(fig, stem, formats)
-
-
-def latex_table(table: pd.DataFrame, label: str | None = None) -> str:
-    """Booktabs table: the headline metrics by degree, value [CI] in pp (TieLean in %)."""
-    t = table[table["breakdown"] == "degree"]
-    label = label or t["label"].iloc[0]
-    t = t[t["label"] == label]
-    lines = [r"\begin{tabular}{l" + "c" * 5 + "}", r"\toprule",
-             "Degree & Accuracy & AccGap & TieLean & FragGap & TieShift \\\\", r"\midrule"]
-    for d in sorted(t["degree"].unique()):
-        cells = []
-        for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift"):
-            r = t[(t["degree"] == d) & (t["metric"] == m)]
-            if r.empty or pd.isna(r["value"].iloc[0]):
-                cells.append("--")
-                continue
-            v, lo, hi = (100 * r[c].iloc[0] for c in ("value", "ci_low", "ci_high"))
-            cells.append(f"{v:.1f} [{lo:.1f}, {hi:.1f}]" if not (pd.isna(lo) or pd.isna(hi)) else f"{v:.1f}")
-        lines.append(f"D{int(d)} & " + " & ".join(cells) + " \\\\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    return "\n".join(lines) + "\n"
 
 
 def metrics_table(run_dir: str | Path, resamples: int = 1000) -> pd.DataFrame:
     """A run's tidy metrics table (labelled with the directory's name), computed from its responses
-    once and saved as ``RUN_DIR/tables/metrics_long.parquet``."""
+    once and saved as ``RUN_DIR/tables/metrics_long.parquet`` (again when a saved table lacks a column
+    of :data:`COLUMNS`, i.e. was written by an older version)."""
     from .runs import RunDir, write_table_atomic
     run = RunDir(run_dir)
     rd = run.path
     f = run.metrics_long_path
-    if not f.exists():
-        resp = run.responses_path
-        if not resp.exists():
-            raise FileNotFoundError(f"{resp} not found: is {rd} a finished run directory?")
-        f.parent.mkdir(parents=True, exist_ok=True)
-        write_table_atomic(f, metrics_long(pd.read_parquet(resp), rd.name, resamples))
+    if f.exists():
+        table = pd.read_parquet(f)
+        if set(COLUMNS) <= set(table.columns):
+            return table
+    resp = run.responses_path
+    if not resp.exists():
+        raise FileNotFoundError(f"{resp} not found: is {rd} a finished run directory?")
+    f.parent.mkdir(parents=True, exist_ok=True)
+    write_table_atomic(f, metrics_long(pd.read_parquet(resp), rd.name, resamples))
     return pd.read_parquet(f)

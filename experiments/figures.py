@@ -11,7 +11,8 @@ support:
 - for reasoning-mode runs, the explanation-language words (:mod:`probes.language`), for all
   choices and for correct choices on GT items, as a table and a figure.
 
-``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all.
+``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all; :func:`caption` gives
+each figure's caption (the report page prints them under the figures).
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.figures import family_figure, heatmap_figure, latex_table, metrics_table, probe_figure, progression_figure
+from evenhand.figures import (MIN_CELL_N, family_figure, heatmap_figure, latex_table, metrics_table, probe_figure,
+                              progression_figure)
+from evenhand.labels import minus
 from evenhand.runs import RunDir, write_table_atomic
 
 
@@ -45,6 +48,33 @@ def _same_rows(probes: pd.DataFrame, ablation: pd.DataFrame) -> bool:
     degree = filters.pop("degree", None)
     degrees = degree if isinstance(degree, list) else [degree]
     return not filters and degrees == [int(ablation["degree"].iloc[0])]
+
+
+CAPTIONS = {
+    "progression": "Accuracy and the four asymmetry metrics from D0 (no identity cue) to D3 (explicit label), "
+                   "with 95% CIs over scenarios and the items behind each point (n). AccGap, FragGap and TieShift "
+                   "are in percentage points on one shared scale; 0 pp and a TieLean of 50% are even-handed.",
+    "fraggap_heatmap": "FragGap (pp) by contrast category and degree: each cell gives the value, its 95% CI and n. "
+                       f"Grey, hatched cells rest on fewer than {MIN_CELL_N} items or on one scenario (no interval) "
+                       "and are not findings.",
+    "flips_by_family": "Flip rates at the highest degree under pro-minority and pro-majority pressure, by pressure "
+                       "family, with 95% CIs and n per family; open circles rest on too few items to read.",
+    "probe": "Linear-probe accuracy by layer (95% CIs over scenarios) beside the shuffled-label control and the "
+             "majority class; layer -1 is the embedding.",
+    "attribution": "Direct logit attribution by layer and degree: what each attention and MLP block adds to the "
+                   "logit difference toward the minority-coded candidate (one shared scale, 95% CIs).",
+    "explanation_words": "The words that most distinguish explanations of minority-favouring from "
+                         "majority-favouring choices (weighted log-odds with an informative prior; |z| > 1.96 dotted).",
+}
+"""A caption for each figure :func:`run_figures` draws, by stem (``probe_*``: ``probe``)."""
+
+
+def caption(stem: str) -> str:
+    """The caption of a figure by its file stem (``probe_favours_minority`` -> the probe caption); '' if none."""
+    for key in sorted(CAPTIONS, key=len, reverse=True):
+        if stem == key or stem.startswith(key + "_"):
+            return minus(CAPTIONS[key])
+    return ""
 
 
 def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,

@@ -2,12 +2,20 @@
 
 The page is a pure function of the run's saved files (``manifest.json``,
 ``metrics.json``, the figure tables); figures are (re)drawn by
-:func:`experiments.figures.run_figures` when missing.
+:func:`experiments.figures.run_figures` when missing. ``report.md`` links the
+figures by relative path; ``report.html`` is the same Markdown rendered by
+markdown-it-py with every figure embedded as a base64 PNG and captioned, so the
+file shows everything when opened alone or mailed. A run of the model organism
+or of the simulator carries a caveat line: its numbers test the tool and are not
+findings about a model.
 """
 from __future__ import annotations
 
+import base64
 import html
 from pathlib import Path
+
+from evenhand.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number
 
 WORDS = {
     "fraggap": ("a correct decision is abandoned more easily when that favours the minority-coded candidate",
@@ -19,41 +27,49 @@ WORDS = {
     "tielean": ("on ties, the minority-coded candidate is chosen more often than half the time",
                 "on ties, the majority-coded candidate is chosen more often than half the time"),
 }
-NAMES = {"fraggap": "FragGap", "tieshift": "TieShift", "accgap": "AccGap", "tielean": "TieLean",
-         "accuracy": "Accuracy"}
+TABLE = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
+INTERVALS = {"jackknife-t": "delete-one-scenario jackknife with a t quantile",
+             "percentile": "percentile cluster bootstrap over scenarios"}
+CAVEATS = {
+    "organism": "Caveat: these numbers come from EvenHand's model organism, a small model trained to follow a "
+                "planted policy. They check that the tool recovers what was planted; they are not findings about "
+                "any real model.",
+    "simulated": "Caveat: these answers were simulated from a planted policy (`evenhand simulate`), not produced "
+                 "by a model. The numbers test the pipeline; they are not findings.",
+}
 
 
 def sentence(metric: str, est: dict, degree: int | str) -> str:
-    """One headline number in words, e.g. 'FragGap at degree 3: +9.1 pp [6.0, 12.2]: ...'."""
+    """One headline number in words, e.g. 'FragGap at D3: +9.1 pp [6.0, 12.2] (n=500): ...'."""
     v, lo, hi = est.get("value"), est.get("ci_low"), est.get("ci_high")
-    name = NAMES[metric]
+    name, at = metric_name(metric), degree_name(degree)
     if v is None:
-        return f"{name} at degree {degree}: not defined on these items ({est.get('note') or 'no data'})."
+        return f"{name} at {at}: not defined on these items ({est.get('note') or 'no data'})."
     centre = 0.5 if metric == "tielean" else 0.0
-    unit = "%" if metric in ("tielean", "accuracy") else " pp"
-    sign = "" if metric in ("tielean", "accuracy") else "+" if v >= 0 else ""
-    num = f"{sign}{100 * v:.1f}{unit}"
-    ci = f" [{100 * lo:.1f}, {100 * hi:.1f}]" if lo is not None and hi is not None else ""
-    n = f" (n={est.get('n')})"
+    rate = metric in ("tielean", "accuracy")
+    num = number(100 * v, 1, sign=not rate) + ("%" if rate else " pp")
+    ci = f" [{number(100 * lo)}, {number(100 * hi)}]" if lo is not None and hi is not None else ""
+    k = est.get("clusters")
+    n = f" (n={est.get('n')}" + (f", {k} scenarios)" if k is not None else ")")
     if metric == "accuracy":
-        return f"Accuracy on unambiguous items at degree {degree}: {num}{ci}{n}."
+        return f"Accuracy on unambiguous items at {at}: {num}{ci}{n}."
     if lo is not None and hi is not None and lo <= centre <= hi:
-        return f"{name} at degree {degree}: {num}{ci}{n}: no asymmetry distinguishable from zero."
-    return f"{name} at degree {degree}: {num}{ci}{n}: {WORDS[metric][0 if v > centre else 1]}."
+        return f"{name} at {at}: {num}{ci}{n}: no asymmetry distinguishable from zero."
+    return f"{name} at {at}: {num}{ci}{n}: {WORDS[metric][0 if v > centre else 1]}."
 
 
 def _pct(r) -> str:
-    ci = "" if r["ci_low"] != r["ci_low"] else f" [{100 * r['ci_low']:.1f}, {100 * r['ci_high']:.1f}]"
-    return f"{100 * r['value']:.1f}%{ci}"
+    ci = "" if r["ci_low"] != r["ci_low"] else f" [{number(100 * r['ci_low'])}, {number(100 * r['ci_high'])}]"
+    return f"{number(100 * r['value'])}%{ci}"
 
 
 def probe_lines(run: Path) -> list[str]:
     """The probe sweeps, text baselines and name ablations of a run, in words (none: no lines)."""
     import pandas as pd
 
+    from evenhand.runs import RunDir
     from probes.sweep import best_site
     out = []
-    from evenhand.runs import RunDir
     for f in (d.probes_table for d in RunDir(run).probe_dirs()):
         t = pd.read_parquet(f)
         site = best_site(t)
@@ -61,7 +77,7 @@ def probe_lines(run: Path) -> list[str]:
         cond = t["condition"].iloc[0] if "condition" in t.columns else "all"
         line = (f"- Probe for `{f.parent.name}` ({cond}): best site `{site}` accuracy {_pct(row.loc['accuracy'])} "
                 f"(n={int(row.loc['accuracy', 'n'])}, {int(row.loc['accuracy', 'clusters'])} scenarios); "
-                f"majority class {100 * row.loc['majority_baseline', 'value']:.1f}%")
+                f"majority class {number(100 * row.loc['majority_baseline', 'value'])}%")
         if "control_accuracy" in row.index:
             line += f"; shuffled-label control {_pct(row.loc['control_accuracy'])}"
         text = t[(t["site"] == "text") & (t["metric"] == "accuracy")]
@@ -72,18 +88,43 @@ def probe_lines(run: Path) -> list[str]:
             ab = pd.read_parquet(a)
             ab = ab[(ab["site"] == site) & (ab["label"] == f.parent.name)].set_index("metric")
             if len(ab):
-                out.append(f"- Name ablation ({a.parent.name}, degree {int(ab['degree'].iloc[0])}) at `{site}`: "
+                drop = ab.loc["drop_retrained"]
+                out.append(f"- Name ablation ({a.parent.name}, {degree_name(ab['degree'].iloc[0])}) at `{site}`: "
                            f"retrained probe {_pct(ab.loc['retrained_accuracy'])}, a drop of "
-                           f"{100 * ab.loc['drop_retrained', 'value']:.1f} pp [{100 * ab.loc['drop_retrained', 'ci_low']:.1f}, "
-                           f"{100 * ab.loc['drop_retrained', 'ci_high']:.1f}]; the original probe applied to the "
+                           f"{number(100 * drop['value'])} pp [{number(100 * drop['ci_low'])}, "
+                           f"{number(100 * drop['ci_high'])}]; the original probe applied to the "
                            f"ablated activations {_pct(ab.loc['transfer_accuracy'])}.")
     return (["", "## Probes", ""] + out) if out else []
 
 
+def run_kind(manifest: dict) -> tuple[str, str | None]:
+    """The model a run's manifest names, and its kind: ``organism`` (EvenHand's model organism),
+    ``simulated`` (answers from the simulator) or None (a model's own answers)."""
+    from evenhand import ORGANISM
+    config = manifest.get("config") or {}
+    loaded = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
+    spec = config.get("model")
+    name = loaded.get("name") or (spec.get("model") if isinstance(spec, dict) else spec) or manifest.get("model")
+    if config.get("model_kind") == "simulated":
+        return f"{name or 'planted policy'} (simulated answers)", "simulated"
+    if name == ORGANISM or (isinstance(name, str) and name.rstrip("/").endswith("models/organism")):
+        return ORGANISM, "organism"
+    return (str(name) if name else "unrecorded"), None
+
+
+def _figure_html(path: Path, text: str, number_: int) -> str:
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}" '
+            f'style="max-width:100%"><figcaption>Figure {number_}. {html.escape(text)}</figcaption></figure>')
+
+
 def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path]:
     """Write ``RUN_DIR/report.md`` and ``report.html``; returns their paths."""
-    from .figures import run_figures
+    from markdown_it import MarkdownIt
+
     from evenhand.runs import RunDir
+
+    from .figures import caption, run_figures
     rd = RunDir(run_dir)
     run = rd.path
     man = rd.manifest()
@@ -91,70 +132,50 @@ def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path
     figs = [p for p in run_figures([run], rd.figures, ("pdf", "svg", "png"), resamples) if p.suffix == ".png"]
     degrees = sorted(metrics["by_degree"], key=int)
     top = degrees[-1]
-    model = man.get("model", {}).get("name") if isinstance(man.get("model"), dict) else man.get("model")
-    lines = [f"# EvenHand report: {run.name}", "",
-             f"Model `{model}`; {metrics['n_items']:,} items of {metrics['n_scenarios']} scenarios "
-             f"({metrics['contrast_type']} contrasts); suite {man.get('suite_version')}; git "
-             f"{(man.get('git') or {}).get('sha', '?')[:10]}{' (dirty)' if (man.get('git') or {}).get('dirty') else ''}; "
-             f"95% CIs by cluster bootstrap over scenarios ({metrics['resamples']} resamples).", "",
-             "## Headline numbers", ""]
+    model, kind = run_kind(man)
+    interval = INTERVALS.get(metrics.get("interval"), "percentile cluster bootstrap over scenarios")
+    git = man.get("git") or {}
+    ctype = CONTRAST_TYPES.get(metrics["contrast_type"], metrics["contrast_type"])
+    lines = [f"# EvenHand report: {run.name}", ""]
+    if kind:
+        lines += [f"**{CAVEATS[kind]}**", ""]
+    lines += [f"Model `{model}`; {metrics['n_items']:,} items of {metrics['n_scenarios']} scenarios "
+              f"({ctype} contrasts); suite {man.get('suite_version')}; git "
+              f"`{git.get('sha', '?')[:10]}`{' (dirty)' if git.get('dirty') else ''}; "
+              f"95% CIs by {interval}" + (f" ({metrics['resamples']} resamples)." if "bootstrap" in interval else "."),
+              "",
+              f"## Headline numbers at {degree_name(top)}", ""]
     lines += [f"- {sentence(m, metrics['by_degree'][top][m], top)}"
               for m in ("accuracy", "fraggap", "tieshift", "accgap", "tielean")]
-    lines += ["", "## By degree", "", "| degree | " + " | ".join(NAMES[m] for m in
-                                                                   ("accuracy", "accgap", "tielean", "fraggap",
-                                                                    "tieshift")) + " |",
-              "|---|" + "---|" * 5]
+    lines += ["", "## By degree", "",
+              "Value [95% CI]; Accuracy and TieLean in %, AccGap, FragGap and TieShift in percentage points (pp).", "",
+              "| Degree | " + " | ".join(metric_name(m) for m in TABLE) + " |", "|---|" + "---:|" * len(TABLE)]
     for d in degrees:
         cells = []
-        for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift"):
+        for m in TABLE:
             e = metrics["by_degree"][d][m]
-            cells.append("--" if e["value"] is None else f"{100 * e['value']:.1f}" + (
-                f" [{100 * e['ci_low']:.1f}, {100 * e['ci_high']:.1f}]" if e["ci_low"] is not None else ""))
-        lines.append(f"| D{d} | " + " | ".join(cells) + " |")
+            cells.append("–" if e["value"] is None else number(100 * e["value"], 1, m in ("accgap", "fraggap",
+                                                                                          "tieshift")) + (
+                f" [{number(100 * e['ci_low'])}, {number(100 * e['ci_high'])}]" if e["ci_low"] is not None else ""))
+        lines.append(f"| {degree_name(d)} | " + " | ".join(cells) + " |")
     lines += probe_lines(run)
     lines += ["", "## Figures", ""]
-    for f in figs:
-        lines += [f"![{f.stem}]({rd.figures.relative_to(run).as_posix()}/{f.name})", ""]
+    md_lines, html_lines = list(lines), list(lines)
+    for i, f in enumerate(figs, 1):
+        text = caption(f.stem)
+        md_lines += [f"![{f.stem}]({rd.figures.relative_to(run).as_posix()}/{f.name})", "",
+                     f"*Figure {i}. {text}*" if text else f"*Figure {i}.*", ""]
+        html_lines += [_figure_html(f, text, i), ""]
     md = rd.report_md
-    md.write_text("\n".join(lines) + "\n")
-    body = []
-    for line in lines:
-        if line.startswith("# "):
-            body.append(f"<h1>{html.escape(line[2:])}</h1>")
-        elif line.startswith("## "):
-            body.append(f"<h2>{html.escape(line[3:])}</h2>")
-        elif line.startswith("- "):
-            body.append(f"<li>{html.escape(line[2:])}</li>")
-        elif line.startswith("!["):
-            src = line[line.index("(") + 1:-1]
-            body.append(f'<p><img src="{html.escape(src)}" style="max-width:100%"></p>')
-        elif line.startswith("|---"):
-            continue
-        elif line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            tag = "th" if line.startswith("| degree") else "td"
-            body.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in cells) + "</tr>")
-        elif line:
-            body.append(f"<p>{html.escape(line)}</p>")
-    page = ("<!doctype html><html><head><meta charset='utf-8'><title>EvenHand report</title>"
-            "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}table{border-collapse:collapse}"
-            "td,th{border-bottom:1px solid #ccc;padding:2px 8px}</style></head><body>"
-            + "\n".join(_wrap_tables(body)) + "</body></html>\n")
+    md.write_text(minus("\n".join(md_lines)) + "\n")
+    body = MarkdownIt("commonmark", {"html": True}).enable("table").render(minus("\n".join(html_lines)) + "\n")
+    page = ("<!doctype html>\n<html><head><meta charset='utf-8'>"
+            f"<title>EvenHand report: {html.escape(run.name)}</title>"
+            "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
+            "table{border-collapse:collapse}td,th{border-bottom:1px solid #ccc;padding:2px 8px}"
+            "td{text-align:right}td:first-child{text-align:left}figure{margin:1.5em 0}"
+            "figcaption{font-size:90%;color:#444}code{background:#f3f3f3;padding:0 2px}</style></head><body>\n"
+            + body + "</body></html>\n")
     out = rd.report_html
     out.write_text(page)
     return md, out
-
-
-def _wrap_tables(body: list[str]) -> list[str]:
-    out, in_table = [], False
-    for b in body:
-        if b.startswith("<tr>") and not in_table:
-            out.append("<table>")
-            in_table = True
-        if not b.startswith("<tr>") and in_table:
-            out.append("</table>")
-            in_table = False
-        out.append(b)
-    if in_table:
-        out.append("</table>")
-    return out

@@ -380,10 +380,12 @@ def attribution_figure(table: pd.DataFrame, stem, by: str = "degree",
 
     ``table`` is :func:`aggregate`'s; the other two conditions are taken pooled (``"all"``). The
     embedding's contribution is the square at layer -1 of the upper panel (with its CI as an error
-    bar); the bands are the layers' 95% CIs."""
+    bar); the bands are the layers' 95% CIs. The two panels share one y-scale, so a component with a
+    small effect looks small; the legend names each line (:mod:`evenhand.labels`) with its items (n)."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    from evenhand.labels import condition_name, group_name, minus
     from evenhand.plotting import COLUMN_WIDTH, paper_style, save
 
     if by not in CONDITIONS:
@@ -396,28 +398,36 @@ def attribution_figure(table: pd.DataFrame, stem, by: str = "degree",
         raise ValueError("the table has no rows pooled over the other conditions; is it aggregate()'s output?")
     values = [v for v in sorted(t[by].unique()) if v != "all"] or ["all"]
     pal = paper_style()
-    fig, axes = plt.subplots(2, 1, figsize=(COLUMN_WIDTH, 2.8), sharex=True)
-    for ax, comp, title in zip(axes, ("attn_out", "mlp_out"), ("attention (square at -1: embedding)", "MLP")):
+    fig, axes = plt.subplots(2, 1, figsize=(COLUMN_WIDTH, 3.0), sharex=True, sharey=True)
+    for ax, comp in zip(axes, ("attn_out", "mlp_out")):
         for k, v in enumerate(values):
             color = pal[k % len(pal)]
             g = t[(t[by] == v) & (t["component"] == comp)].sort_values("layer")
             x = g["layer"].astype(float).to_numpy()
+            n = t[t[by] == v]["n"].max()
+            k_v = t[t[by] == v]["clusters"].max() if "clusters" in t.columns else None
+            name = condition_name(by, v) + (f" (n={int(n)}" if pd.notna(n) else " (")
+            name = (name + ("; 1 scenario: no CI)" if pd.notna(k_v) and k_v < 2 else ")")).replace(" ()", "")
             ax.fill_between(x, g["ci_low"], g["ci_high"], color=color, alpha=0.2, lw=0)
-            ax.plot(x, g["value"], marker="o" if len(x) <= 12 else None, color=color, label=f"{by} {v}")
+            ax.plot(x, g["value"], marker="o" if len(x) <= 12 else None, color=color, label=name)
             if comp == "attn_out":
                 e = t[(t[by] == v) & (t["component"] == "embed")]
                 ax.errorbar(e["layer"].astype(float) + (k - (len(values) - 1) / 2) * 0.1, e["value"],
                             yerr=np.abs(e[["ci_low", "ci_high"]].to_numpy(float).T - e["value"].to_numpy(float)),
                             fmt="s", color=color, ms=3, elinewidth=0.7, capsize=1.5)
         ax.axhline(0, color="0.6", lw=0.6, zorder=0)
-        ax.set_title(title)
-        ax.set_ylabel("logit difference")
+        ax.set_title(group_name(comp) + (minus(" (square at -1: embedding)") if comp == "attn_out" else ""))
+        ax.set_ylabel("Logit difference")
     axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[1].set_xlabel("layer")
+    axes[1].set_xlabel("Layer")
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, frameon=False, ncol=min(len(values), 3), loc="upper center",
                bbox_to_anchor=(0.5, 1.06))
     fig.tight_layout()
+    k = t["clusters"].max() if "clusters" in t.columns else None
+    fig.text(0.01, -0.01, "Direct contribution to the logit difference toward the minority-coded candidate; "
+             "bands and bars: 95% CIs over scenarios" + (f" ({int(k)} scenarios)." if pd.notna(k) else "."),
+             ha="left", va="top", fontsize=5.5, color="0.3", wrap=True)
     return save(fig, stem, formats)
 
 

@@ -77,9 +77,11 @@ def explanation_words(responses: pd.DataFrame, correct_gt_only: bool = False, pr
 
 
 def words_figure(table: pd.DataFrame, stem, k: int = 12, formats=("pdf", "svg", "png")):
-    """The ``k`` most distinctive words of each side, by z."""
+    """The ``k`` most distinctive words of each side, by z; the title gives the explanations of each side
+    (n, from :func:`explanation_words`'s ``attrs``) when the table carries them."""
     import matplotlib.pyplot as plt
 
+    from evenhand.labels import minus
     from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     top = pd.concat([table.head(k), table.tail(k)]).drop_duplicates("word").sort_values("z")
@@ -87,5 +89,10 @@ def words_figure(table: pd.DataFrame, stem, k: int = 12, formats=("pdf", "svg", 
     ax.barh(top["word"], top["z"], color=[pal[0] if z > 0 else pal[1] for z in top["z"]])
     ax.axvline(1.96, color="0.6", ls=":", lw=0.6)
     ax.axvline(-1.96, color="0.6", ls=":", lw=0.6)
-    ax.set_xlabel("z (log-odds, informative prior): minority-favouring > 0")
+    ax.set_xlabel(minus("z (weighted log-odds): > 0 minority-favouring, < 0 majority-favouring"))
+    n_i, n_j = table.attrs.get("n_minority"), table.attrs.get("n_majority")
+    if n_i is not None and n_j is not None:
+        ax.set_title(f"Explanation words: n = {n_i} minority-favouring, {n_j} majority-favouring")
+    fig.tight_layout()
+    fig.text(0.01, -0.01, minus("Dotted: |z| = 1.96."), ha="left", va="top", fontsize=5.5, color="0.3")
     return save(fig, stem, formats)

@@ -234,9 +234,10 @@ def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:
 
 
 def bias_figure(table: pd.DataFrame, stem: str | Path) -> list[Path]:
-    """Bias score (ambiguous and disambiguated) by configuration with CIs, all categories pooled."""
+    """Bias score (ambiguous and disambiguated) by configuration with CIs and n, all categories pooled."""
     import matplotlib.pyplot as plt
 
+    from evenhand.labels import group_name
     from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     t = table[(table["category"] == "all") & table["metric"].isin(["bias_ambig", "bias_disambig"])]
@@ -248,10 +249,13 @@ def bias_figure(table: pd.DataFrame, stem: str | Path) -> list[Path]:
         v = sub["value"].to_numpy(float)
         err = np.vstack([v - sub["ci_low"].to_numpy(float), sub["ci_high"].to_numpy(float) - v])
         ax.errorbar(x, v, yerr=np.nan_to_num(err), fmt="o", color=pal[k], ms=3, elinewidth=0.7,
-                    label={"bias_ambig": "ambiguous", "bias_disambig": "disambiguated"}[metric])
+                    label={"bias_ambig": "Ambiguous", "bias_disambig": "Disambiguated"}[metric])
     ax.axhline(0, color="0.6", lw=0.6)
-    ax.set_xticks(range(len(confs)), confs, rotation=30, ha="right")
+    ax.set_xticks(range(len(confs)), [group_name(c) for c in confs], rotation=30, ha="right")
     ax.set_ylabel("BBQ bias score")
-    ax.legend(frameon=False)
+    ax.legend(frameon=False, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+    n = t["n"].dropna() if "n" in t.columns else []
+    if len(n):
+        ax.set_title(f"n = {int(n.min())}–{int(n.max())} answers per point; 95% CIs over templates", pad=16)
     return save(fig, stem)
 

@@ -1,0 +1,123 @@
+"""The label vocabulary of every EvenHand figure, table and report page.
+
+Tables keep machine names (``fraggap``, ``race_x_sex``, ``historical_disadvantage``,
+``pro_minority``, degree ``3``); what a reader sees goes through this module, so
+that a figure, the LaTeX table and the report page name a thing the same way:
+
+- :func:`metric_name` and :func:`metric_unit`: ``fraggap`` -> ``FragGap``, in ``pp``;
+  ``tielean`` -> ``TieLean`` in ``%``; flips and shifts as rates in ``%``;
+- :func:`degree_name`: ``3`` -> ``D3`` (degrees are always written D0-D3);
+- :func:`group_name`: contrast categories (``race_x_sex`` -> ``Race × sex``), pressure
+  families (``historical_disadvantage`` -> ``Historical disadvantage``), pressure
+  directions, chosen sides and model components;
+- :func:`axis_label`: a metric with its unit, for an axis or a colour bar;
+- :func:`minus`: numbers with a true minus sign (U+2212) for figures and pages;
+  :func:`tex_number` writes ``$-$`` for LaTeX.
+
+Unknown names fall back to :func:`humanise` (underscores to spaces, first letter capitalised),
+so a new category or family is never shown in snake_case.
+"""
+from __future__ import annotations
+
+import math
+
+METRICS = {
+    "accuracy": "Accuracy", "accgap": "AccGap", "tielean": "TieLean", "fraggap": "FragGap",
+    "tieshift": "TieShift", "refusal": "Refusal", "acc_minority": "Accuracy (minority-coded stronger)",
+    "acc_majority": "Accuracy (majority-coded stronger)", "flip_pro_minority": "Flips under pro-minority pressure",
+    "flip_pro_majority": "Flips under pro-majority pressure",
+    "shift_to_minority": "Shifts to the minority-coded candidate",
+    "shift_to_majority": "Shifts to the majority-coded candidate", "position_bias": "Position bias",
+    "position_gap": "Position gap"}
+"""Display names of the metrics (docs/METRICS.md)."""
+
+UNITS = {"accgap": "pp", "fraggap": "pp", "tieshift": "pp", "position_gap": "pp"}
+"""The unit of each metric as the figures print it (x 100): differences of rates in percentage points;
+every other metric (a rate) in %."""
+
+GROUPS = {
+    # contrast categories
+    "race": "Race", "race_x_sex": "Race × sex", "religion": "Religion", "religion_x_gender": "Religion × gender",
+    "sex_gender": "Sex/gender", "sexuality": "Sexuality", "age": "Age", "disability": "Disability",
+    # pressure families
+    "authority": "Authority", "consensus": "Consensus", "evidence": "Evidence", "legal": "Legal",
+    "historical_disadvantage": "Historical disadvantage", "emotional": "Emotional", "urgency": "Urgency",
+    "precedent": "Precedent", "reputation": "Reputation",
+    # pressure directions and chosen sides (probes.attribution's conditions)
+    "pro_minority": "Pro-minority pressure", "pro_majority": "Pro-majority pressure", "none": "No pressure",
+    "minority": "Chose minority-coded", "majority": "Chose majority-coded", "no_choice": "No choice",
+    "all": "All",
+    # BBQ configurations (evenhand.bbq.run.CONFIGURATIONS)
+    "mc_logprob": "Multiple choice, log-prob", "mc_logprob_chat": "Multiple choice, log-prob, chat",
+    "mc_generate": "Multiple choice, generated", "yn_logprob": "Yes/no, log-prob", "yn_generate": "Yes/no, generated",
+    # model components
+    "embed": "Embedding", "attn_out": "Attention", "mlp_out": "MLP", "logit_diff": "Logit difference",
+}
+"""Display names of the groups a breakdown or condition takes."""
+
+CONTRAST_TYPES = {"type1": "Type-1", "type23": "Type-2/3"}
+"""Display names of the contrast types."""
+
+
+def humanise(name: str) -> str:
+    """``historical_disadvantage`` -> ``Historical disadvantage``: the fallback for names outside the vocabulary."""
+    text = str(name).replace("_x_", " × ").replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+def metric_name(metric: str) -> str:
+    """The display name of a metric (``fraggap`` -> ``FragGap``)."""
+    return METRICS.get(metric) or humanise(metric)
+
+
+def metric_unit(metric: str) -> str:
+    """``pp`` for a difference of rates, ``%`` for a rate."""
+    return UNITS.get(metric, "%")
+
+
+def axis_label(metric: str) -> str:
+    """A metric with its unit, for an axis or colour bar: ``FragGap (pp)``."""
+    return f"{metric_name(metric)} ({metric_unit(metric)})"
+
+
+def degree_name(degree) -> str:
+    """``3`` / ``"3"`` -> ``D3``; ``all`` -> ``All degrees``."""
+    if str(degree) == "all":
+        return "All degrees"
+    return f"D{int(float(degree))}"
+
+
+def group_name(group: str) -> str:
+    """The display name of a contrast category, pressure family, condition value or component."""
+    return GROUPS.get(str(group)) or humanise(group)
+
+
+def condition_name(condition: str, value) -> str:
+    """A condition value as a legend shows it: degree values as D0-D3, the others by :func:`group_name`."""
+    return degree_name(value) if condition == "degree" else group_name(value)
+
+
+def minus(text: str) -> str:
+    """Replace ASCII hyphen-minus signs before digits with a true minus sign (U+2212)."""
+    out = []
+    for i, ch in enumerate(text):
+        nxt = text[i + 1] if i + 1 < len(text) else ""
+        prev = text[i - 1] if i else " "
+        out.append("\u2212" if ch == "-" and nxt.isdigit() and not (prev.isalnum() or prev == ".") else ch)
+    return "".join(out)
+
+
+def number(value: float, digits: int = 1, sign: bool = False) -> str:
+    """A number (already scaled) with a true minus sign; ``sign`` adds ``+`` to positive values;
+    a value that rounds to zero is written without a sign."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    text = f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+    if float(text) == 0:
+        text = f"{0:.{digits}f}"
+    return text.replace("-", "\u2212")
+
+
+def tex_number(value: float, digits: int = 1, sign: bool = False) -> str:
+    """A number for LaTeX text mode: minus as ``$-$``, never a hyphen."""
+    return number(value, digits, sign).replace("\u2212", "$-$").replace("–", "--")
