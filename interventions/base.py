@@ -84,15 +84,16 @@ class SitesApply:
     ``generated`` (the answer's tokens; :data:`steering.hooks.POSITIONS`). ``at_layers``: ``fitted``
     (default: every layer the fit holds an edit for) or a layer index or list of them, each one a fitted
     layer. Subclasses add their own options and call ``super().__post_init__()``."""
+    method: ClassVar[str] = "apply"  # the method named in errors
     positions: str = "all"
     at_layers: str | int | tuple = "fitted"
 
     def __post_init__(self):
         from steering.hooks import POSITIONS
         if self.positions not in POSITIONS:
-            raise InterventionError(f"option positions must be one of {', '.join(POSITIONS)}, "
+            raise InterventionError(f"{self.method}: option positions must be one of {', '.join(POSITIONS)}, "
                                     f"got {self.positions!r}")
-        object.__setattr__(self, "at_layers", check_at_layers("apply", self.at_layers))
+        object.__setattr__(self, "at_layers", check_at_layers(self.method, self.at_layers))
 
 
 def placed_edits(name: str, edits: dict, options) -> dict:

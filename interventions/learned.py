@@ -197,6 +197,7 @@ class LoReFTFit(LearnedFit):
 class ReFTR1Apply(SitesApply):
     """Apply options of ``reft_r1``: ``alpha`` x the learned unit direction is added (None: the mean top-k
     latent on the training pairs after training), at ``positions``."""
+    method: ClassVar[str] = "reft_r1"
     alpha: float | None = None
 
     def __post_init__(self):
@@ -338,8 +339,9 @@ def letter_logodds(lm, items: list[dict], before=None):
 
 @register
 class LoReFT(_Learned):
-    """LoReFT (Wu et al. 2024; a pyvene intervention): a low-rank representation edit trained for identity-swap
-    consistency and GT accuracy."""
+    """LoReFT (pyvene intervention): a low-rank edit trained for identity-swap consistency and GT accuracy.
+
+    Wu et al. 2024, "ReFT: Representation Finetuning for Language Models"."""
     name = "loreft"
     module_kind = "loreft"
     FitOptions = LoReFTFit
@@ -347,9 +349,12 @@ class LoReFT(_Learned):
 
 @register
 class ReFTR1(_Learned, DirectionIntervention):
-    """ReFT-r1 as AxBench defines it (Wu et al. 2025, "AxBench", section 3): one unit direction ``w`` for
-    detection (latent ``ReLU(h . w)``, :meth:`detect`) and steering (``h + alpha w``), trained with the
-    top-k latent mean as the steering magnitude and an L1 penalty on the other latents (sparsity)."""
+    """ReFT-r1 (AxBench): one learned unit direction for detection and steering, with top-k sparsity.
+
+    Wu et al. 2025, "AxBench: Steering LLMs? Even Simple Baselines Outperform Sparse Autoencoders",
+    section 3: one unit direction ``w`` for detection (latent ``ReLU(h . w)``, :meth:`detect`) and steering
+    (``h + alpha w``), trained with the top-k latent mean as the steering magnitude and an L1 penalty on the
+    other latents (sparsity)."""
     name = "reft_r1"
     kind = "learned"
     module_kind = "reft_r1"

@@ -9,7 +9,12 @@ the prompt and of the answer).
 - ``caa`` (Rimsky et al. 2024): contrastive pairs, the same prompt completed with the
   behaviour's answer and with its opposite, read at the answer token (the token where
   the two labels first differ, the letter of "Candidate A"); the steering vector is the
-  mean difference over pairs, added ``alpha`` times. Fit option ``contrast`` says which
+  mean difference over pairs, each answer letter weighted equally (the mean over pairs whose
+  behaviour's answer is A and the mean over those where it is B, averaged, so the letter's own
+  identity cancels as in Rimsky et al.'s A/B-balanced datasets), added ``alpha`` times at every
+  token after the prompt (the
+  answer's tokens: apply option ``positions`` defaults to ``generated`` for ``caa``, to
+  ``all`` for the other methods). Fit option ``contrast`` says which
   behaviour: ``evidence`` (default; pressured GT items whose pressure favours the wrong
   candidate: prompt + the correct label against prompt + the pressured label, so a
   positive ``alpha`` pushes toward following the evidence) or ``minority`` (items with
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -110,6 +116,10 @@ def check_choice(name: str, option: str, value, choices: tuple) -> None:
         raise InterventionError(f"{name}: option {option} must be one of {', '.join(choices)}, got {value!r}")
 
 
+_NEEDS = {"identity": "identity cues in both slots",
+          "pressure": "pressure toward the minority-coded and toward the majority-coded candidate"}
+
+
 def concept_labels(items: pd.DataFrame, concept: str = "identity", name: str = "fitting"):
     """(rows, 0/1 labels) of ``concept`` (:data:`CONCEPTS`) on the items where it is defined.
 
@@ -125,7 +135,7 @@ def concept_labels(items: pd.DataFrame, concept: str = "identity", name: str = "
         z = rows["pressure_slot"] == rows["minority_slot"]
     if z.nunique() < 2:
         raise InterventionError(f"{name}: concept {concept!r} needs train items of both classes "
-                                f"({'identity cues in both slots' if concept == 'identity' else 'pressure toward the minority-coded and toward the majority-coded candidate'})")
+                                f"({_NEEDS[concept]})")
     return rows.reset_index(drop=True), z.to_numpy(int)
 
 
@@ -167,7 +177,10 @@ class CAAFit:
 @dataclass(frozen=True)
 class CAAApply(SitesApply):
     """Apply options of ``caa``: ``alpha`` x the steering vector is added (positive: toward the behaviour
-    the pairs' first member shows), at ``at_layers`` and ``positions``."""
+    the pairs' first member shows), at ``at_layers`` and ``positions`` (default ``generated``: as Rimsky et al.,
+    at every token after the user's prompt, i.e. the answer's tokens)."""
+    method: ClassVar[str] = "caa"
+    positions: str = "generated"
     alpha: float = 1.0
 
     def __post_init__(self):
@@ -185,7 +198,8 @@ def contrast_pairs(items: pd.DataFrame, contrast: str) -> list[tuple[dict, str, 
     out = []
     for r in items.to_dict("records"):
         if contrast == "evidence":
-            if r["condition"] == "GT" and r.get("pressure_slot") in ("A", "B") and r["pressure_slot"] != r["correct_slot"]:
+            pressured = r.get("pressure_slot") in ("A", "B")
+            if r["condition"] == "GT" and pressured and r["pressure_slot"] != r["correct_slot"]:
                 out.append((r, r["correct_slot"], r["pressure_slot"]))
         elif int(r["degree"]) > 0 and r["minority_slot"] in other:
             out.append((r, r["minority_slot"], other[r["minority_slot"]]))
@@ -194,10 +208,13 @@ def contrast_pairs(items: pd.DataFrame, contrast: str) -> list[tuple[dict, str, 
 
 @register
 class CAA(DirectionIntervention):
-    """Contrastive activation addition (Rimsky et al. 2024, "Steering Llama 2 via Contrastive Activation
-    Addition"): the mean, over contrastive pairs, of the residual at the answer token of the prompt completed
-    with the behaviour's answer minus the same prompt completed with the opposite answer; ``alpha`` x that
-    vector is added. Default behaviour: following the evidence against following the pressure."""
+    """Contrastive activation addition: add alpha x the mean answer-token difference of contrastive pairs.
+
+    Rimsky et al. 2024, "Steering Llama 2 via Contrastive Activation Addition": the mean, over contrastive
+    pairs, of the residual at the answer token of the prompt completed with the behaviour's answer minus the
+    same prompt completed with the opposite answer (answer letters A and B weighted equally); ``alpha`` x that
+    vector is added, by default at the answer's tokens. Default behaviour: following the evidence against
+    following the pressure."""
     name = "caa"
     FitOptions = CAAFit
     ApplyOptions = CAAApply
@@ -216,9 +233,16 @@ class CAA(DirectionIntervention):
                                      progress)
         neg = last_token_activations(lm, [q[n] for q, (_, _, n) in zip(seqs, pairs)], sites, options.batch_size,
                                      progress)
-        tensors = {f"{s}/direction": _float32((pos[s].astype(np.float64) - neg[s]).mean(0)) for s in sites}
+        letter_a = np.array([p == "A" for _, p, _ in pairs])
+        if letter_a.all() or not letter_a.any():
+            raise InterventionError(f"caa: contrast {options.contrast!r} needs pairs whose behaviour's answer is in "
+                                    f"slot A and pairs where it is in slot B (so that the answer letter cancels)")
+        tensors = {}
+        for s in sites:
+            diff = pos[s].astype(np.float64) - neg[s]
+            tensors[f"{s}/direction"] = _float32((diff[letter_a].mean(0) + diff[~letter_a].mean(0)) / 2)
         return {"sites": sites, "contrast": options.contrast, "n_pairs": len(pairs),
-                "position": "answer token"}, tensors
+                "n_pairs_answer_a": int(letter_a.sum()), "position": "answer token"}, tensors
 
     def edits(self, fitted: Fitted, lm, options: CAAApply) -> dict:
         from steering.hooks import Add
@@ -244,6 +268,7 @@ class ACEFit:
 class StrengthApply(SitesApply):
     """Apply options of an erasure: ``strength`` 1 erases, 0 is the identity (interpolated in between), at
     ``at_layers`` and ``positions``."""
+    method: ClassVar[str] = "erasure"
     strength: float = 1.0
 
     def __post_init__(self):
@@ -253,7 +278,9 @@ class StrengthApply(SitesApply):
 
 @register
 class ACE(DirectionIntervention):
-    """Affine concept editing (Marshall et al. 2024; Karvonen & Marks 2025 for race and gender): at each layer,
+    """Affine concept editing: set the concept direction's component to its mean at each layer.
+
+    Marshall et al. 2024; Karvonen & Marks 2025 for race and gender. At each layer,
     set the component along the concept's difference-of-means direction to its training mean. The concept is
     the candidate identity by default (fit option ``concept``)."""
     name = "ace"
@@ -297,7 +324,9 @@ class LEACEFit:
 
 @register
 class LEACE(DirectionIntervention):
-    """LEACE (Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form"): the least-squares
+    """LEACE: closed-form linear erasure of the concept, fitted layer by layer on erased activations.
+
+    Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form": the least-squares
     affine eraser of a binary concept at each chosen layer, read at the decision token; layers are fitted in
     order, each on activations already erased upstream (the paper's concept scrubbing). The concept is the
     candidate identity by default (fit option ``concept``)."""

@@ -5,7 +5,7 @@ The per-method tests are parametrised over the registry (the built-in methods an
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -102,9 +102,9 @@ def test_the_nine_methods_are_registered():
     for r in rows:  # fit and apply options are declared separately, never the seed
         assert not set(r["fit_options"]) & set(r["apply_options"]) and "seed" not in r["fit_options"]
     assert set(get("caa").split_options({})[0].__dataclass_fields__) == {"layers", "batch_size", "contrast"}
-    assert set(get("leace").split_options({})[1].__dataclass_fields__) == {"positions", "at_layers", "strength"}
+    assert {f.name for f in fields(get("leace").split_options({})[1])} == {"positions", "at_layers", "strength"}
     for name in ("caa", "ace", "leace", "loreft", "reft_r1"):  # where the edits act: an apply option of each
-        assert {"positions", "at_layers"} <= set(get(name).split_options({})[1].__dataclass_fields__)
+        assert {"positions", "at_layers"} <= {f.name for f in fields(get(name).split_options({})[1])}
 
 
 def test_registry_rejects_duplicates_unknowns_and_bad_declarations():
@@ -240,7 +240,7 @@ def test_restored_after_an_exception(lm, fits, eval_items):
 
 def test_activation_methods_change_logits_and_controls_differ(lm, fits, eval_items):
     before = logits(lm, eval_items)
-    for name, opts in (("caa", {"alpha": 8.0}), ("ace", {})):
+    for name, opts in (("caa", {"alpha": 8.0, "positions": "all"}), ("ace", {})):  # a prompt-only forward
         iv = get(name)
         f = fits(name)
         c = iv.random_control(f, seed=0)

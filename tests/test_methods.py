@@ -52,7 +52,11 @@ def test_caa_is_the_mean_pair_difference_at_the_answer_token(lm, train_items):
     assert a[:-1] == b[:-1] and a[-1] != b[-1] and a[:len(prompt_ids(lm, item))] == prompt_ids(lm, item)
     pos = last_token_activations(lm, [q[p] for q, (_, p, _) in zip(seqs, pairs)], ["blocks.1.resid_post"], 8)
     neg = last_token_activations(lm, [q[n] for q, (_, _, n) in zip(seqs, pairs)], ["blocks.1.resid_post"], 8)
-    want = (pos["blocks.1.resid_post"].astype(np.float64) - neg["blocks.1.resid_post"]).mean(0)
+    diff = pos["blocks.1.resid_post"].astype(np.float64) - neg["blocks.1.resid_post"]
+    letter_a = np.array([p == "A" for _, p, _ in pairs])
+    assert 0 < fitted.info["n_pairs_answer_a"] == letter_a.sum() < len(pairs)
+    want = (diff[letter_a].mean(0) + diff[~letter_a].mean(0)) / 2  # each answer letter weighs the same
+    assert not np.allclose(want, diff.mean(0), atol=1e-5) or letter_a.mean() == 0.5
     got = fitted.tensors["blocks.1.resid_post/direction"].double().numpy()
     assert np.allclose(got, want, atol=1e-5)
     edit = caa.edits(fitted, lm, caa.ApplyOptions(alpha=2.0))["blocks.1.resid_post"]
@@ -63,6 +67,9 @@ def test_caa_is_the_mean_pair_difference_at_the_answer_token(lm, train_items):
                               fitted.tensors["blocks.1.resid_post/direction"])
     with pytest.raises(InterventionError, match="option contrast must be one of"):
         caa.split_options({"contrast": "pressure"})
+    one_letter = train_items[train_items["correct_slot"] == "A"]
+    with pytest.raises(InterventionError, match="pairs whose behaviour's answer is in slot A and pairs where it is in"):
+        caa.fit(lm, one_letter, {"layers": [1]})
     no_pairs = train_items[train_items["condition"] == "AMB"]
     with pytest.raises(InterventionError, match="contrast 'evidence' needs pressured GT items"):
         caa.fit(lm, no_pairs, {"layers": [1]})
@@ -118,9 +125,9 @@ def test_apply_at_layers_and_positions(lm, train_items, eval_items):
     with pytest.raises(InterventionError, match=r"option at_layers names layer\(s\) \[2\].*fitted layers: \[0, 1\]"):
         with caa.apply(fitted, lm, {"at_layers": 2}):
             pass
-    with pytest.raises(InterventionError, match="option at_layers must be"):
+    with pytest.raises(InterventionError, match="caa: option at_layers must be"):
         caa.split_options({"at_layers": "middle"})
-    with pytest.raises(InterventionError, match="option positions must be one of"):
+    with pytest.raises(InterventionError, match="caa: option positions must be one of"):
         caa.split_options({"positions": "first"})
     from evenhand.decisions import decide
     base = _lp(decide(eval_items, lm, LOGPROB))
