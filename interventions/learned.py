@@ -194,6 +194,12 @@ class LoReFTFit(LearnedFit):
 
 
 @dataclass(frozen=True)
+class LoReFTApply(SitesApply):
+    """Apply options of ``loreft``: where the trained module acts (``positions``; ``at_layers``: its one layer)."""
+    method: ClassVar[str] = "loreft"
+
+
+@dataclass(frozen=True)
 class ReFTR1Apply(SitesApply):
     """Apply options of ``reft_r1``: ``alpha`` x the learned unit direction is added (None: the mean top-k
     latent on the training pairs after training), at ``positions``."""
@@ -345,6 +351,7 @@ class LoReFT(_Learned):
     name = "loreft"
     module_kind = "loreft"
     FitOptions = LoReFTFit
+    ApplyOptions = LoReFTApply
 
 
 @register

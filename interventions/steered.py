@@ -27,7 +27,8 @@ the prompt and of the answer).
   candidate identity Karvonen & Marks erase; items with identity cues) or ``pressure``
   (whether the pressure favours the minority-coded candidate; pressured items with identity
   cues). LEACE is fitted layer by layer in order, each layer on activations already erased
-  upstream (``sequential``, default true; :func:`steering.leace.fit_leace_sequential`).
+  upstream (the upstream erasers applied at every position; ``sequential``, default true;
+  :func:`steering.leace.fit_leace_sequential`).
 
 All three are :class:`~interventions.base.DirectionIntervention` methods, so each
 gets the random-direction control (``random_control``): every fitted direction
@@ -137,10 +138,6 @@ def concept_labels(items: pd.DataFrame, concept: str = "identity", name: str = "
         raise InterventionError(f"{name}: concept {concept!r} needs train items of both classes "
                                 f"({_NEEDS[concept]})")
     return rows.reset_index(drop=True), z.to_numpy(int)
-
-
-def _identity_rows(items: pd.DataFrame) -> pd.DataFrame:
-    return concept_labels(items, "identity")[0]
 
 
 def concept_activations(lm, train_items: pd.DataFrame | None, layers, batch_size: int = 32, progress: bool = False,

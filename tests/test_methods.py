@@ -180,3 +180,16 @@ def test_reft_r1_is_one_direction_for_detection_and_steering(lm, train_items, ev
     control = reft.random_control(fitted, seed=1)
     assert abs(float(control.tensors[f"{site}/direction"].norm()) - 1.0) < 1e-5
     assert not torch.allclose(control.tensors[f"{site}/direction"], w)
+
+
+def test_learned_methods_take_the_same_apply_options(lm, train_items, eval_items):
+    loreft = get("loreft")
+    fitted = loreft.fit(lm, train_items, {"steps": 2, "batch_size": 4, "rank": 2, "layer": 1}, seed=0)
+    with pytest.raises(InterventionError, match=r"loreft: option at_layers names layer\(s\) \[0\].*fitted layers: \[1\]"):
+        with loreft.apply(fitted, lm, {"at_layers": 0}):
+            pass
+    with pytest.raises(InterventionError, match="loreft: option positions must be one of"):
+        loreft.split_options({"positions": "everywhere"})
+    runs = {p: _lp(decide_with(loreft, fitted, eval_items, lm, LOGPROB, {"positions": p, "at_layers": 1}))
+            for p in ("all", "last")}
+    assert not np.allclose(runs["all"], runs["last"], atol=1e-6)
