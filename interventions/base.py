@@ -22,7 +22,8 @@ Kinds:
 - ``activation`` and ``learned`` (:class:`EditingIntervention`): the method declares
   its edits (site name -> edit, e.g. the hooks of :mod:`steering.hooks`) with
   ``edits(fitted, lm, apply_options)``; the base class applies them in
-  ``apply(fitted, lm, apply_options)`` and removes them on exit, then checks that no
+  ``apply(fitted, lm, apply_options)`` (at the layers and positions of the shared apply options
+  :class:`SitesApply`: ``at_layers``, ``positions``) and removes them on exit, then checks that no
   hook is left and no parameter changed (:class:`InterventionError` otherwise).
   Subclasses may not override ``fit``, ``apply`` or ``decide``.
 - :class:`DirectionIntervention` (activation methods whose fit is a set of
@@ -41,7 +42,7 @@ from __future__ import annotations
 import abc
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -60,6 +61,58 @@ REGISTRY: dict[str, type["Intervention"]] = {}
 @dataclass(frozen=True)
 class NoOptions:
     """No options."""
+
+
+def check_at_layers(name: str, at_layers):
+    """``at_layers`` normalised (a list becomes a tuple); :class:`InterventionError` naming the option otherwise."""
+    if isinstance(at_layers, list):
+        at_layers = tuple(at_layers)
+    ok = at_layers == "fitted" or (isinstance(at_layers, int) and not isinstance(at_layers, bool)) or (
+        isinstance(at_layers, tuple) and at_layers
+        and all(isinstance(x, int) and not isinstance(x, bool) for x in at_layers))
+    if not ok:
+        raise InterventionError(f"{name}: option at_layers must be 'fitted', a layer index or a list of them, "
+                                f"got {at_layers!r}")
+    return at_layers
+
+
+@dataclass(frozen=True)
+class SitesApply:
+    """Where an editing method's edits act, shared by every activation and learned method's apply options.
+
+    ``positions``: ``all`` (default), ``prompt``, ``last`` (the last prompt token, the decision token) or
+    ``generated`` (the answer's tokens; :data:`steering.hooks.POSITIONS`). ``at_layers``: ``fitted``
+    (default: every layer the fit holds an edit for) or a layer index or list of them, each one a fitted
+    layer. Subclasses add their own options and call ``super().__post_init__()``."""
+    method: ClassVar[str] = "apply"  # the method named in errors
+    positions: str = "all"
+    at_layers: str | int | tuple = "fitted"
+
+    def __post_init__(self):
+        from steering.hooks import POSITIONS
+        if self.positions not in POSITIONS:
+            raise InterventionError(f"{self.method}: option positions must be one of {', '.join(POSITIONS)}, "
+                                    f"got {self.positions!r}")
+        object.__setattr__(self, "at_layers", check_at_layers(self.method, self.at_layers))
+
+
+def placed_edits(name: str, edits: dict, options) -> dict:
+    """``edits`` (site -> edit(s)) kept at the layers ``options.at_layers`` names and restricted to
+    ``options.positions`` (options without these fields: every fitted site, every position)."""
+    from steering.hooks import AtPositions
+    at_layers = getattr(options, "at_layers", "fitted")
+    positions = getattr(options, "positions", "all")
+    if at_layers != "fitted":
+        wanted = {int(x) for x in (at_layers if isinstance(at_layers, tuple) else (at_layers,))}
+        layer_of = {s: int(s.split(".")[1]) for s in edits if s.startswith("blocks.")}
+        missing = sorted(wanted - set(layer_of.values()))
+        if missing:
+            raise InterventionError(f"{name}: option at_layers names layer(s) {missing} the fit has no edit for "
+                                    f"(fitted layers: {sorted(set(layer_of.values()))})")
+        edits = {s: e for s, e in edits.items() if layer_of.get(s) in wanted}
+    if positions != "all":
+        edits = {s: AtPositions(e, positions) for s, e in edits.items()}
+    return edits
 
 
 class Intervention:
@@ -187,7 +240,8 @@ class EditingIntervention(Intervention, abc.ABC):
         and parameters it held before (:class:`InterventionError` naming what changed)."""
         from steering.hooks import steer
         check_fitted(self, fitted)
-        edits = self.edits(fitted, lm, self.apply_options(options))
+        opts = self.apply_options(options)
+        edits = placed_edits(self.name, self.edits(fitted, lm, opts), opts)
         before = ModelState.capture(lm.model)
         try:
             with steer(lm.model, edits):
@@ -196,8 +250,12 @@ class EditingIntervention(Intervention, abc.ABC):
             before.check(lm.model, f"{self.name}: after apply")
 
     def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
-        """Decisions with the edits applied."""
+        """Decisions with the edits applied (prefix reuse off when the edits act at some positions only: the
+        prefix and the rest of a prompt would run in separate passes)."""
         from evenhand.decisions import decide
+        options = self.apply_options(options)
+        if getattr(options, "positions", "all") != "all" and opts.prefix_reuse:
+            opts = replace(opts, prefix_reuse=False)
         with self.apply(fitted, lm, options):
             return decide(items, lm, opts)
 

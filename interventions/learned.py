@@ -1,26 +1,34 @@
-"""Learned interventions built on pyvene's intervention classes: LoReFT and ReFT-r1.
+"""Learned interventions: LoReFT (a pyvene intervention) and ReFT-r1 as AxBench defines it.
 
-Both are small modules applied to one site's hidden state at every position
-(prompt and generated tokens): each declares one edit (:class:`ModuleEdit` at
-its site) that the base class applies and removes, checking on exit that the
-model is exactly as before. Neither has apply options: the fit is the edit.
-They are pyvene ``TrainableIntervention`` subclasses, built from
-pyvene's orthogonal ``LowRankRotateLayer``:
+Each is trained at one site (``blocks.<layer>.resid_post``) with the model's weights frozen
+and declares one edit that the base class applies (at the ``positions`` of the shared
+apply options, default every position of the prompt and of the answer) and removes,
+checking on exit that the model is exactly as before.
 
-- ``loreft`` (Wu et al. 2024): ``h + R^T (W h + b - R h)``, ``R`` a rank-r
-  matrix with orthonormal rows.
-- ``reft_r1`` (AxBench's rank-1 ReFT idea: one subspace both detects and
-  steers): ``h + ReLU(w . h + b) r`` with a learned unit direction ``r`` and a
-  learned gate; it starts barely open (next to the identity map).
+- ``loreft`` (Wu et al. 2024, "ReFT: Representation Finetuning for Language Models"):
+  ``h + R^T (W h + b - R h)``, ``R`` a rank-r matrix with orthonormal rows, a pyvene
+  ``TrainableIntervention`` built on pyvene's orthogonal ``LowRankRotateLayer``.
+- ``reft_r1`` (Wu et al. 2025, "AxBench: Steering LLMs? Even Simple Baselines Outperform
+  Sparse Autoencoders", section 3): one unit direction ``w`` serves both detection and
+  steering. Detection: the latent ``z_i = ReLU(h_i . w)`` at each token, an item's score its
+  largest latent (:meth:`ReFTR1.detect`). Training: the model runs with
+  ``h_i + mean(TopK_i(z)) w`` at every position (the mean of the ``topk`` largest latents
+  over the sequence's tokens), and the loss adds an L1 penalty on the latents outside the
+  top k (sparsity), weighted ``l1`` x a coefficient ramped from 0 to 1 over training; ``w``
+  is kept at unit norm (the gradient along ``w`` is removed, then ``w`` renormalised). At
+  apply time it steers as AxBench does: ``h + alpha w`` (``alpha`` None: the mean top-k
+  latent on the training pairs after training, the strength the objective learned). As a
+  direction (``<site>/direction``) it gets the random-direction control.
 
-Training (train scenarios only; the model's weights are frozen): pairs of an
-item and its identity-swapped counterpart (same scenario, values, slot of each
-value and pressure; the two candidates' identity cues exchanged). The loss is
-the cross-entropy of the correct label on GT items, for both members of the
-pair, plus ``consistency`` x the squared difference of the two members'
-log-odds of "A" (the decision should not depend on who is in which slot). The
-decision is read as the next-token distribution at the letter of the answer
-("<noun> A" vs "<noun> B"), teacher-forced after the noun.
+Training (train scenarios only): pairs of an item and its identity-swapped counterpart
+(same scenario, values, slot of each value and pressure; the two candidates' identity cues
+exchanged). The task loss is the cross-entropy of the correct label on GT items, for both
+members of the pair, plus ``consistency`` x the squared difference of the two members'
+log-odds of "A" (the decision should not depend on who is in which slot). The decision is
+read as the next-token distribution at the letter of the answer ("<noun> A" vs
+"<noun> B"), teacher-forced after the noun. (AxBench trains ReFT-r1 with a language-modelling
+loss on concept-steered completions; here the concept is the task's: a decision that
+follows the evidence and not the candidates' identities.)
 """
 from __future__ import annotations
 
@@ -28,9 +36,10 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import pandas as pd
 
-from .base import EditingIntervention, Fitted, InterventionError, register
+from .base import DirectionIntervention, EditingIntervention, Fitted, InterventionError, SitesApply, register
 from .steered import check_number, check_positive
 
 
@@ -42,7 +51,8 @@ def _pyvene():
 
 
 def make_module(kind: str, embed_dim: int, rank: int):
-    """A fresh pyvene intervention module (``loreft`` or ``reft_r1``)."""
+    """A fresh intervention module: ``loreft`` (a pyvene intervention) or ``reft_r1`` (:func:`ReFTR1Module`;
+    ``rank`` is the top k of its sparsity objective)."""
     import torch
     Trainable, Distributed, LowRankRotateLayer = _pyvene()
 
@@ -65,28 +75,55 @@ def make_module(kind: str, embed_dim: int, rank: int):
             delta = self.learned_source(x) - x @ R            # [.., r]
             return (x + delta @ R.T).to(base.dtype)
 
-    class ReFTR1Intervention(Trainable, Distributed):
-        """h + ReLU(w . h + b) r: a learned unit direction r, written with a learned, gated strength."""
-
-        def __init__(self, **kwargs):
-            super().__init__(**kwargs)
-            self.rotate_layer = torch.nn.utils.parametrizations.orthogonal(
-                LowRankRotateLayer(kwargs["embed_dim"], 1, init_orth=True))
-            self.gate = torch.nn.Linear(kwargs["embed_dim"], 1)
-            with torch.no_grad():  # start next to the identity map (gate barely open, so it gets gradients)
-                self.gate.weight.zero_()
-                self.gate.bias.fill_(1e-3)
-
-        def forward(self, base, source=None, subspaces=None, **kwargs):
-            r = self.rotate_layer.weight                      # [d, 1], unit norm
-            x = base.to(r.dtype)
-            return (x + torch.relu(self.gate(x)) @ r.T).to(base.dtype)
-
     if kind == "loreft":
         return LoReFTIntervention(embed_dim=embed_dim, low_rank_dimension=rank)
     if kind == "reft_r1":
-        return ReFTR1Intervention(embed_dim=embed_dim)
+        return ReFTR1Module(embed_dim, rank)
     raise InterventionError(f"unknown learned intervention kind {kind!r}")
+
+
+def ReFTR1Module(embed_dim: int, topk: int):
+    """AxBench's ReFT-r1 as a torch module: latents ``ReLU(h . w)``, output ``h + mean(TopK(latents)) w``.
+
+    Before a forward, ``mask`` may be set to the real-token mask [batch, seq] (left padding is not a token);
+    after it, ``l1`` holds the mean L1 norm of the latents outside each row's top k (the sparsity penalty)
+    and ``magnitude`` each row's mean top-k latent."""
+    import torch
+
+    class _ReFTR1(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.topk = int(topk)
+            self.w = torch.nn.Parameter(torch.full((embed_dim,), embed_dim ** -0.5))  # unit norm, as AxBench
+            self.mask = None
+            self.l1 = None
+            self.magnitude = None
+
+        def latents(self, h):
+            return torch.relu(h.to(self.w.dtype) @ self.w)  # [batch, seq]
+
+        def forward(self, h):
+            z = self.latents(h)
+            mask = torch.ones_like(z, dtype=torch.bool) if self.mask is None else self.mask.to(z.device).bool()
+            zm = z * mask
+            k = min(self.topk, z.shape[-1])
+            top, idx = zm.topk(k, dim=-1)
+            rest = zm.scatter(-1, idx, 0.0)
+            self.l1 = rest.sum() / mask.sum().clamp(min=1)
+            self.magnitude = top.mean(-1)
+            return (h.to(self.w.dtype) + self.magnitude[:, None, None] * self.w).to(h.dtype)
+
+        def project_gradient(self):
+            """Remove the gradient's component along ``w`` (the norm is fixed; only the direction learns)."""
+            if self.w.grad is not None:
+                u = self.w.detach() / self.w.detach().norm()
+                self.w.grad -= (self.w.grad @ u) * u
+
+        def renormalise(self):
+            with torch.no_grad():
+                self.w /= self.w.norm()
+
+    return _ReFTR1()
 
 
 class ModuleEdit:
@@ -118,17 +155,16 @@ def swapped_item(item: dict) -> dict:
 def _check_learned(name: str, o) -> None:
     if o.layer != "middle" and (isinstance(o.layer, bool) or not isinstance(o.layer, int)):
         raise InterventionError(f"{name}: option layer must be 'middle' or a layer index, got {o.layer!r}")
-    for opt in ("steps", "batch_size", "max_train") + (("rank",) if hasattr(o, "rank") else ()):
+    for opt in ("steps", "batch_size", "max_train") + tuple(x for x in ("rank", "topk") if hasattr(o, x)):
         check_positive(name, opt, getattr(o, opt))
-    for opt in ("lr", "consistency"):
+    for opt in ("lr", "consistency") + (("l1",) if hasattr(o, "l1") else ()):
         check_number(name, opt, getattr(o, opt))
 
 
 @dataclass(frozen=True)
-class ReFTR1Fit:
-    """Fit options of ``reft_r1`` (rank one by construction): site layer, training steps, learning rate,
-    batch, loss weight, data cap."""
-    method: ClassVar[str] = "reft_r1"
+class LearnedFit:
+    """Fit options of a learned method: site layer, training steps, learning rate, batch, loss weight, data cap."""
+    method: ClassVar[str] = "learned"
     layer: str | int = "middle"
     steps: int = 150
     lr: float = 5e-3
@@ -141,15 +177,45 @@ class ReFTR1Fit:
 
 
 @dataclass(frozen=True)
-class LoReFTFit(ReFTR1Fit):
-    """Fit options of ``loreft``: ``reft_r1``'s plus the rank of the intervention."""
+class ReFTR1Fit(LearnedFit):
+    """Fit options of ``reft_r1`` (rank one by construction): the common ones plus ``topk`` (the k of the
+    top-k latent mean that sets the steering magnitude in training) and ``l1`` (the weight of the L1 penalty
+    on the latents outside the top k, ramped from 0 over training)."""
+    method: ClassVar[str] = "reft_r1"
+    topk: int = 8
+    l1: float = 0.01
+
+
+@dataclass(frozen=True)
+class LoReFTFit(LearnedFit):
+    """Fit options of ``loreft``: the common ones plus the rank of the intervention."""
     method: ClassVar[str] = "loreft"
     rank: int = 4
+
+
+@dataclass(frozen=True)
+class LoReFTApply(SitesApply):
+    """Apply options of ``loreft``: where the trained module acts (``positions``; ``at_layers``: its one layer)."""
+    method: ClassVar[str] = "loreft"
+
+
+@dataclass(frozen=True)
+class ReFTR1Apply(SitesApply):
+    """Apply options of ``reft_r1``: ``alpha`` x the learned unit direction is added (None: the mean top-k
+    latent on the training pairs after training), at ``positions``."""
+    method: ClassVar[str] = "reft_r1"
+    alpha: float | None = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.alpha is not None:
+            check_number("reft_r1", "alpha", self.alpha)
 
 
 class _Learned(EditingIntervention):
     kind = "learned"
     module_kind = "loreft"
+    ApplyOptions = SitesApply
 
     def _rank(self, options) -> int:
         return int(getattr(options, "rank", 1))
@@ -181,7 +247,10 @@ class _Learned(EditingIntervention):
         site = self._site(lm, options)
         d = int(lm.model.config.get_text_config().hidden_size)
         torch.manual_seed(seed)
-        module = make_module(self.module_kind, d, self._rank(options)).to(lm.model.device)
+        module = make_module(self.module_kind, d, int(getattr(options, "topk", self._rank(options))))
+        module = module.to(lm.model.device)
+        sparse = hasattr(module, "project_gradient")  # ReFT-r1: top-k latents, L1 penalty, unit-norm direction
+        set_mask = (lambda mask: setattr(module, "mask", mask)) if sparse else None
         params = [p for p in module.parameters() if p.requires_grad]
         opt = torch.optim.Adam(params, lr=float(options.lr))
         frozen = [p.requires_grad for p in lm.model.parameters()]
@@ -195,8 +264,9 @@ class _Learned(EditingIntervention):
             with steer(lm.model, {site: ModuleEdit(module)}):
                 for step in tqdm(range(steps), disable=not progress, desc=self.name):
                     batch = [pairs[(step * bs + i) % len(pairs)] for i in range(bs)]
-                    lo_x = letter_logodds(lm, [a for a, _ in batch])
-                    lo_s = letter_logodds(lm, [b for _, b in batch])
+                    lo_x = letter_logodds(lm, [a for a, _ in batch], set_mask)
+                    l1 = module.l1 if sparse else 0.0
+                    lo_s = letter_logodds(lm, [b for _, b in batch], set_mask)
                     loss = float(options.consistency) * ((lo_x - lo_s) ** 2).mean()
                     gt = [i for i, (a, _) in enumerate(batch) if a["condition"] == "GT"]
                     if gt:
@@ -204,18 +274,27 @@ class _Learned(EditingIntervention):
                                            device=lo_x.device)
                         bce = torch.nn.functional.binary_cross_entropy_with_logits
                         loss = loss + bce(lo_x[gt], tgt) + bce(lo_s[gt], tgt)
+                    if sparse:  # AxBench: the L1 weight ramps from 0 to its value over training
+                        loss = loss + (step / steps) * float(options.l1) * (l1 + module.l1) / 2
                     opt.zero_grad()
                     loss.backward()
+                    if sparse:
+                        module.project_gradient()
                     opt.step()
+                    if sparse:
+                        module.renormalise()
                     if step % 10 == 0 or step == steps - 1:
                         curve.append({"step": step, "loss": round(float(loss.detach()), 6)})
         finally:
             for p, g in zip(lm.model.parameters(), frozen):
                 p.requires_grad_(g)
             lm.model.train(was_training)
-        tensors = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
-        return {"site": site, "embed_dim": d, "rank": self._rank(options), "n_pairs": len(pairs),
-                "curve": curve}, tensors  # the seed is Fitted.seed
+        info = {"site": site, "embed_dim": d, "rank": self._rank(options), "n_pairs": len(pairs), "curve": curve}
+        return self.fit_result(lm, module, site, pairs, info, options)
+
+    def fit_result(self, lm, module, site: str, pairs: list, info: dict, options) -> tuple[dict, dict]:
+        """(info, tensors) of the trained module (LoReFT: its state dict)."""
+        return info, {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}  # seed: Fitted.seed
 
     def module(self, fitted: Fitted):
         import torch
@@ -231,8 +310,10 @@ class _Learned(EditingIntervention):
         return {fitted.info["site"]: ModuleEdit(self.module(fitted).to(lm.model.device))}
 
 
-def letter_logodds(lm, items: list[dict]):
-    """log P(A) - log P(B) at the answer's letter, teacher-forced after the noun (differentiable)."""
+def letter_logodds(lm, items: list[dict], before=None):
+    """log P(A) - log P(B) at the answer's letter, teacher-forced after the noun (differentiable).
+
+    ``before``, when given, is called with the batch's attention mask [batch, seq] before the forward."""
     import torch
 
     from evenhand.engine.batching import left_pad
@@ -253,6 +334,8 @@ def letter_logodds(lm, items: list[dict]):
         seqs.append(list(ctx) + list(ca[:k]))
         pairs.append((ca[k], cb[k]))
     ids, mask, pos = left_pad(seqs, tok.pad_token_id, lm.model.device)
+    if before is not None:
+        before(mask)
     out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
     logp = torch.log_softmax(out.logits[:, -1].float(), -1)
     ia = torch.tensor([a for a, _ in pairs], device=logp.device)
@@ -262,16 +345,56 @@ def letter_logodds(lm, items: list[dict]):
 
 @register
 class LoReFT(_Learned):
-    """LoReFT (pyvene intervention): a low-rank representation edit trained for identity-swap consistency and GT accuracy."""
+    """LoReFT (pyvene intervention): a low-rank edit trained for identity-swap consistency and GT accuracy.
+
+    Wu et al. 2024, "ReFT: Representation Finetuning for Language Models"."""
     name = "loreft"
     module_kind = "loreft"
     FitOptions = LoReFTFit
+    ApplyOptions = LoReFTApply
 
 
 @register
-class ReFTR1(_Learned):
-    """ReFT-r1 (pyvene intervention): a rank-1 learned steering edit trained on the same objective."""
+class ReFTR1(_Learned, DirectionIntervention):
+    """ReFT-r1 (AxBench): one learned unit direction for detection and steering, with top-k sparsity.
+
+    Wu et al. 2025, "AxBench: Steering LLMs? Even Simple Baselines Outperform Sparse Autoencoders",
+    section 3: one unit direction ``w`` for detection (latent ``ReLU(h . w)``, :meth:`detect`) and steering
+    (``h + alpha w``), trained with the top-k latent mean as the steering magnitude and an L1 penalty on the
+    other latents (sparsity)."""
     name = "reft_r1"
+    kind = "learned"
     module_kind = "reft_r1"
     FitOptions = ReFTR1Fit
+    ApplyOptions = ReFTR1Apply
 
+    def fit_result(self, lm, module, site: str, pairs: list, info: dict, options) -> tuple[dict, dict]:
+        """The unit direction (``<site>/direction``) and, in ``info``, the mean top-k latent on the training pairs
+        (the default steering factor) and the latents' share of zeros (their sparsity)."""
+        import torch
+        w = module.w.detach().float().cpu().clone()
+        scores = self.latents(lm, [a for a, _ in pairs] + [b for _, b in pairs], site, w)
+        top = [float(np.sort(z)[-min(module.topk, len(z)):].mean()) for z in scores]
+        info = {**info, "steering_factor": float(np.mean(top)),
+                "latent_zero_share": float(np.mean(np.concatenate(scores) == 0))}
+        return info, {f"{site}/direction": w}
+
+    def latents(self, lm, items: list[dict], site: str, w) -> list[np.ndarray]:
+        """Per item, the latents ``ReLU(h_i . w)`` at every prompt token at ``site``."""
+        from .reading import prompt_ids, token_states
+        states = token_states(lm, [prompt_ids(lm, it) for it in items], site)
+        wn = w.double().numpy()
+        return [np.maximum(h.astype(np.float64) @ wn, 0.0) for h in states]
+
+    def detect(self, fitted: Fitted, lm, items: pd.DataFrame) -> np.ndarray:
+        """AxBench's concept detection with the same direction: each item's largest latent over its prompt."""
+        site = fitted.info["site"]
+        return np.array([z.max() for z in self.latents(lm, items.to_dict("records"), site,
+                                                         fitted.tensors[f"{site}/direction"])])
+
+    def edits(self, fitted: Fitted, lm, options: ReFTR1Apply) -> dict:
+        """``h + alpha w`` at the trained site (``alpha`` None: the fit's steering factor)."""
+        from steering.hooks import Add
+        site = fitted.info["site"]
+        alpha = fitted.info["steering_factor"] if options.alpha is None else options.alpha
+        return {site: Add(fitted.tensors[f"{site}/direction"], float(alpha))}

@@ -8,7 +8,10 @@ and device, and never modifies ``h`` in place:
 - :class:`ProjectOut`: ``h - strength * ((h - mean) . u) u`` with ``u`` the unit direction;
   with ``mean`` this is affine concept editing (ACE, Marshall et al. 2024): the
   component along ``u`` is set to the mean's;
-- :class:`Affine`: ``h + strength * ((h @ matrix.T + bias) - h)`` (e.g. a LEACE eraser).
+- :class:`Affine`: ``h + strength * ((h @ matrix.T + bias) - h)`` (e.g. a LEACE eraser);
+- :class:`AtPositions`: any of these (or a list) restricted to some positions (:data:`POSITIONS`):
+  every position, the prompt's, the prompt's last token (the decision token) or the answer's
+  (generated tokens, or the label's teacher-forced tokens in label scoring).
 
 :func:`steer` registers the edits on sites named in the vocabulary of
 :mod:`evenhand.models.sites` for the duration of a ``with`` block, so they apply to
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from evenhand.engine.positions import current_answer_tokens
 from evenhand.models.sites import SiteError, module, resolve
 
 _MARK = "_evenhand_steering_hook"
@@ -162,24 +166,91 @@ class Affine:
         return (x + float(self.strength) * ((x @ M.T + b) - x)).to(h.dtype)
 
 
-Edit = Add | ProjectOut | Affine
+POSITIONS = ("all", "prompt", "last", "generated")
+"""Where an edit acts: ``all`` positions; the ``prompt``'s positions; the ``last`` prompt token (the decision
+token, where :mod:`evenhand.activations` reads); the ``generated`` tokens (each step of ``generate`` after the
+prompt, and in label scoring the label's teacher-forced tokens, :mod:`evenhand.engine.positions`)."""
 
 
-def _apply(edits: Sequence[Callable[[torch.Tensor], torch.Tensor]], h: torch.Tensor) -> torch.Tensor:
+@dataclass
+class ForwardInfo:
+    """What :func:`steer` knows of the forward pass in progress: the KV-cache length it extends (0 for a
+    prompt's first pass) and the per-row answer-token counts the engine declared (None: none)."""
+    past: int = 0
+    answer: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class AtPositions:
+    """``edits`` (one edit or a list, applied in order) at the positions named by ``positions`` only.
+
+    In a forward pass of ``s`` positions whose row ``i`` ends with ``c_i`` answer tokens, positions
+    ``< s - c_i`` are the prompt (left padding included), ``s - c_i - 1`` is its last token and the rest
+    the answer. A pass that extends a KV cache without declared answer tokens (a generation step) is
+    all answer. Other positions keep ``h`` bit for bit. ``all`` applies the edits everywhere."""
+
+    edits: object
+    positions: str = "all"
+
+    def __post_init__(self) -> None:
+        lst = list(self.edits) if isinstance(self.edits, (list, tuple)) else [self.edits]
+        if not lst or not all(callable(e) for e in lst):
+            raise TypeError("AtPositions.edits must be an edit (callable on h) or a non-empty list of them")
+        if self.positions not in POSITIONS:
+            raise ValueError(f"AtPositions.positions must be one of {', '.join(POSITIONS)}; got {self.positions!r}")
+        object.__setattr__(self, "edits", lst)
+
+    def mask(self, h: torch.Tensor, info: ForwardInfo | None = None) -> torch.Tensor:
+        """Boolean [batch, seq] of the positions edited in ``h`` [batch, seq, d]."""
+        if h.ndim != 3:
+            raise ValueError(f"AtPositions needs a hidden state [batch, seq, d]; got shape {tuple(h.shape)}")
+        info = info or ForwardInfo(answer=current_answer_tokens())
+        b, s = h.shape[0], h.shape[1]
+        if info.answer is not None:
+            if len(info.answer) != b:
+                raise ValueError(f"AtPositions: {len(info.answer)} answer-token counts for a batch of {b}")
+            counts = torch.tensor(info.answer, device=h.device).clamp(0, s)
+        else:
+            counts = torch.full((b,), s if info.past > 0 else 0, device=h.device)
+        j = torch.arange(s, device=h.device)[None, :]
+        start = (s - counts)[:, None]  # the first answer position of each row
+        if self.positions == "all":
+            return torch.ones(b, s, dtype=torch.bool, device=h.device)
+        if self.positions == "prompt":
+            return j < start
+        if self.positions == "last":
+            return j == start - 1
+        return j >= start
+
+    def __call__(self, h: torch.Tensor, info: ForwardInfo | None = None) -> torch.Tensor:
+        """``h`` with the edits applied at the selected positions (a new tensor)."""
+        out = h
+        for e in self.edits:
+            out = e(out)
+        if self.positions == "all":
+            return out
+        return torch.where(self.mask(h, info)[..., None], out, h)
+
+
+Edit = Add | ProjectOut | Affine | AtPositions
+
+
+def _apply(edits: Sequence[Callable[[torch.Tensor], torch.Tensor]], h: torch.Tensor,
+           info: ForwardInfo | None = None) -> torch.Tensor:
     for e in edits:
-        h = e(h)
+        h = e(h, info) if isinstance(e, AtPositions) else e(h)
     return h
 
 
-def _output_hook(site: str, edits: list) -> Callable:
+def _output_hook(site: str, edits: list, info: ForwardInfo) -> Callable:
     """A forward hook that replaces the module's output (element 0 of a tuple/list output) by the edited one."""
 
     def hook(mod, args, output):
         if isinstance(output, torch.Tensor):
-            return _apply(edits, output)
+            return _apply(edits, output, info)
         if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
-            return type(output)([_apply(edits, output[0]), *output[1:]]) if isinstance(output, list) \
-                else (_apply(edits, output[0]), *output[1:])
+            return type(output)([_apply(edits, output[0], info), *output[1:]]) if isinstance(output, list) \
+                else (_apply(edits, output[0], info), *output[1:])
         raise TypeError(f"steer: site {site!r} returned {type(output).__name__}, not a tensor or a tuple "
                         f"whose first element is a tensor")
 
@@ -187,18 +258,32 @@ def _output_hook(site: str, edits: list) -> Callable:
     return hook
 
 
-def _input_hook(site: str, edits: list) -> Callable:
+def _input_hook(site: str, edits: list, info: ForwardInfo) -> Callable:
     """A forward pre-hook that replaces the module's hidden-state input (first positional or ``hidden_states``)."""
 
     def hook(mod, args, kwargs):
         if args and isinstance(args[0], torch.Tensor):
-            return (_apply(edits, args[0]), *args[1:]), kwargs
+            return (_apply(edits, args[0], info), *args[1:]), kwargs
         if isinstance(kwargs.get("hidden_states"), torch.Tensor):
-            return args, {**kwargs, "hidden_states": _apply(edits, kwargs["hidden_states"])}
+            return args, {**kwargs, "hidden_states": _apply(edits, kwargs["hidden_states"], info)}
         raise TypeError(f"steer: site {site!r}: the module was called without a hidden-state tensor "
                         f"(first positional argument or hidden_states=)")
 
     setattr(hook, _MARK, site)
+    return hook
+
+
+def _forward_hook(info: ForwardInfo) -> Callable:
+    """A forward pre-hook on the whole model that records, per forward pass, the KV-cache length it extends
+    and the answer-token counts the engine declared (:mod:`evenhand.engine.positions`)."""
+
+    def hook(mod, args, kwargs):
+        past = kwargs.get("past_key_values")
+        length = past.get_seq_length() if past is not None and hasattr(past, "get_seq_length") else 0
+        info.past = int(length)
+        info.answer = current_answer_tokens()
+
+    setattr(hook, _MARK, "<model>")
     return hook
 
 
@@ -227,7 +312,9 @@ def steer(model, edits: Mapping[str, Edit | Sequence[Edit]]) -> Iterator[None]:
 
     Registers one forward hook per site (a forward pre-hook for ``resid_pre``, whose port
     is the decoder layer's input) that replaces the hidden state at every position, in the
-    prompt's forward pass and in each step of ``model.generate``. Site names and edits are
+    prompt's forward pass and in each step of ``model.generate`` (an :class:`AtPositions` edit
+    restricts itself to some positions; then a forward pre-hook on ``model`` records, per pass,
+    whether it extends a KV cache and the answer-token counts the engine declared). Site names and edits are
     all validated before any hook is registered; every hook is removed on exit, also when
     the block raises. Hooks are *prepended*, so observers registered on the same module
     (Hugging Face's ``output_hidden_states`` capture, activation caches) see the edited
@@ -236,13 +323,17 @@ def steer(model, edits: Mapping[str, Edit | Sequence[Edit]]) -> Iterator[None]:
     """
     plan = _normalise(model, edits)
     handles = []
+    info = ForwardInfo()
     try:
+        if any(isinstance(x, AtPositions) and x.positions != "all" for _, _, lst in plan for x in lst):
+            handles.append(model.register_forward_pre_hook(_forward_hook(info), with_kwargs=True, prepend=True))
         for name, site, lst in plan:
             mod = module(model, site)
             if site.port == "input":
-                handles.append(mod.register_forward_pre_hook(_input_hook(name, lst), with_kwargs=True, prepend=True))
+                handles.append(mod.register_forward_pre_hook(_input_hook(name, lst, info), with_kwargs=True,
+                                                             prepend=True))
             else:
-                handles.append(mod.register_forward_hook(_output_hook(name, lst), prepend=True))
+                handles.append(mod.register_forward_hook(_output_hook(name, lst, info), prepend=True))
         yield
     finally:
         for h in handles:

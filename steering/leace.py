@@ -15,6 +15,11 @@ rank-deficient covariance) and ``P`` the orthogonal projection onto the column s
 only along the columns of ``Sigma_XZ`` (for a binary label, the difference of class means),
 by an amount read off in whitened coordinates.
 
+Across layers (:func:`fit_leace_sequential`), the erasers are fitted in order, each on activations
+already erased upstream, as Belrose et al. do for a whole network (section 6, "concept scrubbing"):
+a later layer recomputes from the erased earlier one, so an eraser fitted on un-erased activations
+guards the concept only for inputs it will no longer see.
+
 Implemented here with numpy (float64) because the ``concept-erasure`` package is not
 available offline; :meth:`LeaceEraser.as_affine` gives the same map as a
 :class:`steering.hooks.Affine` edit for :func:`steering.hooks.steer`; the ``leace``
@@ -22,6 +27,7 @@ intervention (:mod:`interventions.steered`) applies exactly this eraser.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -147,3 +153,20 @@ def fit_leace(X, Z, shrinkage: float = 0.0) -> LeaceEraser:
     Ur = U[:, s > s[0] * max(M.shape) * _EPS]
     proj = W_pinv @ (Ur @ (Ur.T @ W))
     return LeaceEraser(mean, proj)
+
+
+def fit_leace_sequential(collect: Callable[[str, dict], np.ndarray], sites: Sequence[str], Z,
+                         shrinkage: float = 0.0) -> dict[str, LeaceEraser]:
+    """LEACE erasers for ``sites`` fitted layer by layer, in order (concept scrubbing, Belrose et al. 2023).
+
+    ``collect(site, erasers)`` returns the activations [n, d] at ``site`` (rows aligned with ``Z``)
+    computed with ``erasers`` (site -> :class:`LeaceEraser`, the ones fitted so far, all upstream of
+    ``site``) applied. Each eraser is fitted on what the previous ones leave, so after applying all of
+    them the cross-covariance with ``Z`` is zero at every site, on these inputs. Returns
+    ``{site: eraser}`` in the order of ``sites``."""
+    if not sites:
+        raise ValueError("fit_leace_sequential needs at least one site")
+    erasers: dict[str, LeaceEraser] = {}
+    for site in sites:
+        erasers[site] = fit_leace(collect(site, dict(erasers)), Z, shrinkage)
+    return erasers

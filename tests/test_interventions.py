@@ -5,7 +5,7 @@ The per-method tests are parametrised over the registry (the built-in methods an
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -100,11 +100,13 @@ def test_the_nine_methods_are_registered():
     assert {kinds[n] for n in NINE[:4]} == {"prompt"}
     assert {kinds[n] for n in ("caa", "ace", "leace")} == {"activation"}
     assert {kinds[n] for n in ("loreft", "reft_r1")} == {"learned"}
-    assert {n for n in NINE if REGISTRY[n].has_random_control} == {"caa", "ace", "leace"}
+    assert {n for n in NINE if REGISTRY[n].has_random_control} == {"caa", "ace", "leace", "reft_r1"}
     for r in rows:  # fit and apply options are declared separately, never the seed
         assert not set(r["fit_options"]) & set(r["apply_options"]) and "seed" not in r["fit_options"]
-    assert set(get("caa").split_options({})[0].__dataclass_fields__) == {"layers", "batch_size"}
-    assert set(get("leace").split_options({})[1].__dataclass_fields__) == {"strength"}
+    assert set(get("caa").split_options({})[0].__dataclass_fields__) == {"layers", "batch_size", "contrast"}
+    assert {f.name for f in fields(get("leace").split_options({})[1])} == {"positions", "at_layers", "strength"}
+    for name in ("caa", "ace", "leace", "loreft", "reft_r1"):  # where the edits act: an apply option of each
+        assert {"positions", "at_layers"} <= {f.name for f in fields(get(name).split_options({})[1])}
 
 
 def test_registry_rejects_duplicates_unknowns_and_bad_declarations():
@@ -240,7 +242,7 @@ def test_restored_after_an_exception(lm, fits, eval_items):
 
 def test_activation_methods_change_logits_and_controls_differ(lm, fits, eval_items):
     before = logits(lm, eval_items)
-    for name, opts in (("caa", {"alpha": 8.0}), ("ace", {})):
+    for name, opts in (("caa", {"alpha": 8.0, "positions": "all"}), ("ace", {})):  # a prompt-only forward
         iv = get(name)
         f = fits(name)
         c = iv.random_control(f, seed=0)
@@ -304,7 +306,8 @@ def test_leace_applies_the_apply_options_given_not_the_fit(lm, train_items, eval
     """A saved LEACE fit holds only fit options; the strength is the one given when applying."""
     leace = get("leace")
     fitted = leace.fit(lm, train_items, {"layers": [1], "batch_size": 8}, seed=0)
-    assert fitted.fit_options == {"layers": [1], "batch_size": 8} and "strength" not in json.dumps(fitted.fit_options)
+    assert fitted.fit_options == {"layers": [1], "batch_size": 8, "concept": "identity", "sequential": True}
+    assert "strength" not in json.dumps(fitted.fit_options)
     loaded = Fitted.load(fitted.save(tmp_path / "leace"))
     assert "strength" not in (tmp_path / "leace" / "fitted.json").read_text()
     before = logits(lm, eval_items)
@@ -322,12 +325,15 @@ def test_leace_applies_the_apply_options_given_not_the_fit(lm, train_items, eval
 
 def test_leace_method_applies_the_eraser_it_fits(lm, train_items):
     """One LEACE implementation: the method's edit is steering.leace's fitted eraser."""
-    from interventions.steered import concept_activations
+    from interventions.reading import last_token_activations, prompt_ids
+    from interventions.steered import concept_labels
     from steering.leace import fit_leace
     leace = get("leace")
     fitted = leace.fit(lm, train_items, {"layers": [2], "batch_size": 8})
-    _, z, sites, acts = concept_activations(lm, train_items, [2], 8)
-    X = acts[sites[0]].astype(np.float64)
+    rows, z = concept_labels(train_items, "identity")
+    sites = fitted.info["sites"]
+    X = last_token_activations(lm, [prompt_ids(lm, r) for r in rows.to_dict("records")], sites, 8)[sites[0]]
+    X = X.astype(np.float64)
     want = fit_leace(X, z)(X)
     edit = leace.edits(fitted, lm, leace.ApplyOptions())[sites[0]]
     got = edit(torch.from_numpy(X)).numpy()

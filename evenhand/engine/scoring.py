@@ -10,6 +10,7 @@ from ..models.loading import LoadedModel
 from ..prompts import continuation, labels
 from . import prefix
 from .batching import left_pad
+from .positions import answer_tokens
 
 
 def label_token_ids(tok, text: str, label: str, special: bool) -> tuple[list[int], list[int]]:
@@ -47,14 +48,17 @@ def score_labels(lm: LoadedModel, texts: list[str], items: list[dict], special: 
     k = max(max(len(p[2]), len(p[3])) for p in plan)
     groups = prefix.prefix_groups(seqs, tails, min_prefix) if min_prefix > 0 else []
     shared = [0] * len(seqs)
+    answers = [t - 1 for t in tails]  # each row ends with its label's tokens (positions.py)
     with torch.inference_mode():
         if groups and prefix.reuse_supported(model) and prefix.reuse_pays(seqs, groups):
             cache, ids, mask, pos, shared = prefix.prefix_prefill(lm, seqs, groups)
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
-                           use_cache=True, logits_to_keep=k + 1).logits
+            with answer_tokens(answers):
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache,
+                               use_cache=True, logits_to_keep=k + 1).logits
         else:
             ids, mask, pos = left_pad(seqs, tok.pad_token_id, model.device)
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=k + 1).logits
+            with answer_tokens(answers):
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=k + 1).logits
     logp = torch.log_softmax(logits.float(), dim=-1)  # (n_seq, k+1, V); index j predicts position L-k+j
 
     def score(row: int, cont: list[int]) -> float:
