@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .dial import DIAL_FILE, Dial, apply_dial, pressure_sign
+from .dial import DIAL_FILE, Dial, apply_dial, letter_position_batches, pressure_sign
 from .recipe import FAIR
 
 CALIBRATION_FILE = "calibration.json"
@@ -40,23 +40,11 @@ def letter_logit_diff(lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarr
     """The logit of A minus that of B at the position that predicts the answer's letter (the prompt,
     then the candidate noun), one value per item."""
     import torch
-
-    from ...prompts import model_text, user_message
     tok, model = lm.tokenizer, lm.model
     ia, ib = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
-    seqs = [tok(model_text(tok, user_message(it, "answer")), add_special_tokens=False)["input_ids"]
-            + tok(it["candidate_noun"], add_special_tokens=False)["input_ids"][:1] for it in items.to_dict("records")]
     out = []
     with torch.inference_mode():
-        for b in range(0, len(seqs), batch_size):
-            chunk = seqs[b:b + batch_size]
-            width = max(map(len, chunk))
-            ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for i, s in enumerate(chunk):
-                ids[i, width - len(s):] = torch.tensor(s)
-                mask[i, width - len(s):] = 1
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        for ids, mask, pos in letter_position_batches(lm, items, batch_size):
             logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
             out.append((logits[:, ia] - logits[:, ib]).numpy())
     return np.concatenate(out)

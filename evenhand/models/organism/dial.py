@@ -10,11 +10,13 @@ MLP's intermediate activation) at every position. Both vectors are fitted once o
 organism (:func:`fit_dial`) and committed (``dial.json`` next to its weights):
 
 - ``a`` (intermediate space) reads *whom the pressure favours, signed by the slot it argues for*:
-  the least-squares fit, without intercept, of ``c = +1`` (the pressure favours the minority-coded
+  the least-squares fit (:func:`fit_read`), without intercept, of ``c = +1`` (the pressure favours the minority-coded
   candidate and argues for A), ``-1`` (it favours the minority-coded candidate and argues for B)
   and ``0`` (it favours the majority-coded candidate, no pressure, or degree 0, where no group is
   coded) on ``m`` at the position that predicts the answer's letter (the answer's noun token), on
-  the matched items of the organism's *train* scenarios. The fair organism represents this at that
+  the matched items of the organism's *train* scenarios, with target 0 at the answer's other positions
+  (the last prompt token, which predicts the noun, and the letter), so the edit moves the letter only
+  (at the last layer no other position reaches the logits of these three). The fair organism represents this at that
   layer (its ``p_side`` training target) but its answers do not depend on it;
 - ``v`` (residual space) raises the letter A over B: the unembedding difference ``e_A - e_B``
   scaled elementwise by the gains of the two RMSNorms between the MLP and the logits
@@ -55,6 +57,10 @@ class Dial:
     """How ``a`` was fitted: items, R^2, the mean of ``<a, m>`` per ``c`` class on the fit and
     held-out scenarios."""
 
+    def __post_init__(self):
+        object.__setattr__(self, "a", tuple(float(t) for t in self.a))  # plain floats (JSON), from any sequence
+        object.__setattr__(self, "v", tuple(float(t) for t in self.v))
+
     @property
     def weight_name(self) -> str:
         """The edited parameter's name in the model's state dict."""
@@ -86,30 +92,46 @@ def pressure_sign(items: pd.DataFrame) -> np.ndarray:
     return np.where(pro_min, np.where(toward_a, 1.0, -1.0), 0.0)
 
 
-def letter_position_inputs(lm, items: pd.DataFrame, layer: int, batch_size: int = 64) -> np.ndarray:
-    """The input of ``model.layers[layer].mlp.down_proj`` at the position that predicts the answer's
-    letter (the prompt as decide renders it, then the candidate noun), one row per item."""
+ANSWER_POSITIONS = ("prompt", "noun", "A", "B")
+"""Where :func:`letter_position_batches` ends a sequence: the prompt (its last position predicts the
+noun), the noun (predicts the letter: the dial's position), or the noun and a letter (predicts the end)."""
+
+
+def letter_position_batches(lm, items: pd.DataFrame, batch_size: int = 64, end: str = "noun"):
+    """Left-padded batches ``(input_ids, attention_mask, position_ids)`` of each item's prompt as decide
+    renders it, followed by the candidate noun (``end="noun"``: the last position predicts the
+    answer's letter), by nothing (``"prompt"``) or by the noun and the letter ``"A"`` or ``"B"``."""
     import torch
 
     from ...prompts import model_text, user_message
-    tok, model = lm.tokenizer, lm.model
-    seqs = []
-    for it in items.to_dict("records"):
-        text = model_text(tok, user_message(it, "answer"))
-        seqs.append(tok(text, add_special_tokens=False)["input_ids"] + tok(it["candidate_noun"], add_special_tokens=False)["input_ids"][:1])
+    if end not in ANSWER_POSITIONS:
+        raise ValueError(f"end must be one of {', '.join(ANSWER_POSITIONS)}, got {end!r}")
+    tok = lm.tokenizer
+    suffix = {"prompt": [], "noun": [], "A": [tok.convert_tokens_to_ids("A")], "B": [tok.convert_tokens_to_ids("B")]}[end]
+    seqs = [tok(model_text(tok, user_message(it, "answer")), add_special_tokens=False)["input_ids"]
+            + (tok(it["candidate_noun"], add_special_tokens=False)["input_ids"][:1] if end != "prompt" else [])
+            + suffix for it in items.to_dict("records")]
+    for b in range(0, len(seqs), batch_size):
+        chunk = seqs[b:b + batch_size]
+        width = max(map(len, chunk))
+        ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, s_ in enumerate(chunk):
+            ids[i, width - len(s_):] = torch.tensor(s_)
+            mask[i, width - len(s_):] = 1
+        yield ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def letter_position_inputs(lm, items: pd.DataFrame, layer: int, batch_size: int = 64, end: str = "noun") -> np.ndarray:
+    """The input of ``model.layers[layer].mlp.down_proj`` at the last position of
+    :func:`letter_position_batches` (by default the one that predicts the answer's letter), one row per item."""
+    import torch
+    model = lm.model
     got: list = []
     hook = model.model.layers[layer].mlp.down_proj.register_forward_hook(lambda m, i, o: got.append(i[0][:, -1].detach()))
     try:
         with torch.inference_mode():
-            for b in range(0, len(seqs), batch_size):
-                chunk = seqs[b:b + batch_size]
-                width = max(map(len, chunk))
-                ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
-                mask = torch.zeros_like(ids)
-                for i, s in enumerate(chunk):
-                    ids[i, width - len(s):] = torch.tensor(s)
-                    mask[i, width - len(s):] = 1
-                pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            for ids, mask, pos in letter_position_batches(lm, items, batch_size, end):
                 model.model(input_ids=ids, attention_mask=mask, position_ids=pos)
     finally:
         hook.remove()
@@ -127,6 +149,20 @@ def write_direction(lm, layer: int) -> np.ndarray:
     for norm in (model.model.layers[layer].post_feedforward_layernorm, model.model.norm):
         d = d * (1.0 + norm.weight.detach().float())
     return (d / torch.linalg.norm(d)).numpy()
+
+
+def fit_read(lm, items: pd.DataFrame, layer: int, ridge: float = 1e-3, batch_size: int = 64,
+             x: np.ndarray | None = None) -> np.ndarray:
+    """``a``: the ridge least-squares read (no intercept) of :func:`pressure_sign` from the
+    down-projection's input at the letter position, constrained toward 0 at the other answer positions
+    of the last layer (the last prompt token, which predicts the noun, and the letter, which predicts
+    the end of the answer): rows with target 0 there, so the edit moves the letter and not the noun or
+    the end of turn (``x``: the letter-position inputs when already computed)."""
+    x = letter_position_inputs(lm, items, layer, batch_size) if x is None else x
+    rows = [x] + [letter_position_inputs(lm, items, layer, batch_size, end) for end in ("prompt", "A", "B")]
+    y = np.concatenate([pressure_sign(items)] + [np.zeros(len(items))] * 3)
+    xx = np.concatenate(rows)
+    return np.linalg.solve(xx.T @ xx + ridge * len(xx) * np.eye(xx.shape[1]), xx.T @ y)
 
 
 def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,
@@ -153,7 +189,7 @@ def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1
     check_items = matched_items(held_ids[:n_check], seed + 1, suite=record_suite(record))
     x = letter_position_inputs(lm, fit_items, layer, batch_size)
     c = pressure_sign(fit_items)
-    a = np.linalg.solve(x.T @ x + ridge * len(x) * np.eye(x.shape[1]), x.T @ c)
+    a = fit_read(lm, fit_items, layer, ridge, batch_size, x)
     pred = x @ a
     r2 = 1.0 - float(((c - pred) ** 2).sum() / ((c - c.mean()) ** 2).sum())
     xh = letter_position_inputs(lm, check_items, layer, batch_size)
@@ -168,7 +204,7 @@ def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1
            "heldout_r2": round(1.0 - float(((ch - ph) ** 2).sum() / ((ch - ch.mean()) ** 2).sum()), 4),
            "heldout_mean_read_by_c": by_class(ph, ch)}
     v = write_direction(lm, layer)
-    return Dial(layer=layer, a=tuple(float(t) for t in a), v=tuple(float(t) for t in v), fit=fit)
+    return Dial(layer=layer, a=tuple(a), v=tuple(v), fit=fit)
 
 
 def apply_dial(model, dial: Dial, beta: float) -> None:
@@ -189,7 +225,7 @@ def write_dialled(beta: float, out: str | Path, path: str | Path = FAIR, dial: D
 
     path, out = Path(path), Path(out)
     dial = dial or Dial.load(path / DIAL_FILE)
-    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype="float32")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
     apply_dial(model, dial, beta)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
