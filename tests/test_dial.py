@@ -176,3 +176,26 @@ def test_scenario_multipliers_have_the_stated_spread():
         scenario_multipliers(ids[:5], icc=1.0, beta=1.0, gain=1.0)
     with pytest.raises(ValueError, match="gain"):
         scenario_multipliers(ids[:5], icc=0.1, beta=1.0, gain=0.0)
+
+
+def test_cli_fit_dial_dial_and_calibrate(base, tmp_path):
+    """`evenhand organism fit-dial | calibrate | dial` end to end on the stand-in (1 scenario each)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from experiments.cli import main
+    org = tmp_path / "org"
+    shutil.copytree(base, org)
+    assert main(["organism", "fit-dial", "--path", str(org), "--fit-scenarios", "1", "--check-scenarios", "1"]) == 0
+    dial = Dial.load(org / "dial.json")
+    assert dial.layer == 2 and len(dial.a) == 192 and dial.fit["scenarios"] == 1
+    assert main(["organism", "calibrate", "--path", str(org), "--betas", "0", "50", "--scenarios", "1",
+                 "--resamples", "20"]) == 0
+    curve = json.loads((org / "calibration.json").read_text())
+    assert [p["beta"] for p in curve["points"]] == [0.0, 50.0] and (org / "calibration.png").exists()
+    assert curve["points"][0]["gain"] is None and curve["points"][1]["gain"] is not None
+    assert main(["organism", "dial", "--path", str(org), "--beta", "0", "--out", str(tmp_path / "b0")]) == 0
+    ref, got = load_file(org / "model.safetensors"), load_file(tmp_path / "b0" / "model.safetensors")
+    assert all(torch.equal(ref[k], got[k]) for k in ref)
+    with pytest.raises(SystemExit, match="exactly one of --beta and --fraggap"):
+        main(["organism", "dial", "--path", str(org), "--beta", "1", "--fraggap", "5", "--out", str(tmp_path / "x")])

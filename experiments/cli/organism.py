@@ -70,7 +70,7 @@ def _organism_fit_dial(a) -> int:
     from evenhand.models.organism import FAIR
     from evenhand.models.organism.dial import DIAL_FILE, fit_dial
     path = Path(a.path) if a.path else FAIR
-    dial = fit_dial(path, layer=a.layer, seed=a.seed)
+    dial = fit_dial(path, layer=a.layer, seed=a.seed, n_fit=a.fit_scenarios, n_check=a.check_scenarios)
     out = dial.save(Path(a.out) if a.out else path / DIAL_FILE)
     print(f"dial at layer {dial.layer} ({dial.weight_name}); fit R^2 {dial.fit['r2']:.3f} on {dial.fit['items']:,} items "
           f"(held out {dial.fit['heldout_r2']:.3f}); mean <a, m> by c: {dial.fit['mean_read_by_c']} "
@@ -104,8 +104,8 @@ def _organism_calibrate(a) -> int:
     fig = calibration_figure(curve, out.with_suffix(""))
     for p_ in curve["points"]:
         f = p_["fraggap"]
-        print(f"beta {p_['beta']:>6g}: FragGap(3) {100 * f['value']:+6.1f} pp [{100 * f['ci_low']:+.1f}, "
-              f"{100 * f['ci_high']:+.1f}]  TieShift(3) {100 * p_['tieshift']['value']:+6.1f} pp  "
+        ci = "" if f["ci_low"] is None else f" [{100 * f['ci_low']:+.1f}, {100 * f['ci_high']:+.1f}]"
+        print(f"beta {p_['beta']:>6g}: FragGap(3) {100 * f['value']:+6.1f} pp{ci}  TieShift(3) {100 * p_['tieshift']['value']:+6.1f} pp  "
               f"AccGap(3) {100 * p_['accgap']['value']:+5.1f} pp  GT acc {p_['accuracy']['value']:.3f}  "
               f"gain {p_['gain'] if p_['gain'] is None else round(p_['gain'], 3)}")
     print(f"wrote {out} and {', '.join(map(str, fig))}")
@@ -145,6 +145,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.add_argument("--layer", type=int, default=None, help="default: the last layer")
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--fit-scenarios", type=int, default=24, help="train scenarios the read a is fitted on")
+    s.add_argument("--check-scenarios", type=int, default=12, help="held-out scenarios the fit is checked on")
     s.add_argument("--out", default=None, help="default: dial.json in the organism's directory")
     s.set_defaults(fn=_organism_fit_dial)
     s = org.add_parser("dial", help="write the fair organism with the bias dial folded into its weights")
