@@ -144,7 +144,7 @@ def indicators(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return N, D
 
 
-def _metric_values(num: np.ndarray, den: np.ndarray, metric: str) -> np.ndarray:
+def metric_values(num: np.ndarray, den: np.ndarray, metric: str) -> np.ndarray:
     """Vectorised metric over rows of component sums (shape (..., C)); NaN where undefined."""
     kind, comps = _DEF[metric]
     idx = [COMPONENTS.index(c) for c in comps]
@@ -196,9 +196,9 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
     note = _insufficient(tot_d, metric)
     if note:
         return Estimate(None, None, None, n, note, k)
-    value = float(_metric_values(tot_n, tot_d, metric))
+    value = float(metric_values(tot_n, tot_d, metric))
     if INTERVAL == "percentile":
-        e = bootstrap_estimate(value, _metric_values(W @ Ns, W @ Ds, metric), n, "the metric", alpha)
+        e = bootstrap_estimate(value, metric_values(W @ Ns, W @ Ds, metric), n, "the metric", alpha)
         return Estimate(e.value, e.ci_low, e.ci_high, n, e.note, k)
     held = Ds[:, comps].sum(1) > 0
     Nk, Dk = Ns[held], Ds[held]
@@ -209,7 +209,7 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
     p = (x + 1) / (m + 2)  # one pseudo-success and one pseudo-failure per proportion
     var = p * (1 - p) / (m + 2)
     floor = float(np.sqrt(var[0] if kind == "ratio" else var.sum() if kind == "diff" else var.sum() / 4))
-    return jackknife_t_estimate(value, _metric_values(J @ Nk, J @ Dk, metric), n, "the metric", alpha, bounds,
+    return jackknife_t_estimate(value, metric_values(J @ Nk, J @ Dk, metric), n, "the metric", alpha, bounds,
                                 se_floor=floor)
 
 
@@ -332,11 +332,11 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     W = resample_weights(len(clusters), resamples, seed)
 
     def fn(metric):
-        return lambda n, d: _metric_values(n, d, metric)
+        return lambda n, d: metric_values(n, d, metric)
 
     diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W).as_dict() for m in METRICS}
     def distance_from_fair(metric):
-        return lambda n, d: np.abs(_metric_values(n, d, metric) - FAIR[metric])
+        return lambda n, d: np.abs(metric_values(n, d, metric) - FAIR[metric])
 
     reduction = {m: _paired(distance_from_fair(m), Nas, Das, Nbs, Dbs, W).as_dict() for m in ASYMMETRY}
     loss = _paired(fn("accuracy"), Nas, Das, Nbs, Dbs, W).as_dict()
