@@ -16,7 +16,7 @@ def _score(a) -> int:
     df = load_rows(a.file)
     if df.attrs.get("joined"):
         print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
-    report = score(df, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed)
+    report = score(df, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed, convention=a.convention)
     if a.json:
         print(json.dumps(report, indent=2))
     else:

@@ -17,7 +17,7 @@ def _compare(a) -> int:
     from evenhand.metrics import compare
     from evenhand.schema import load_rows
     result = compare(load_rows(a.base), load_rows(a.other), contrast_type=a.contrast_type, resamples=a.resamples,
-                     seed=a.seed)
+                     seed=a.seed, convention=a.convention)
     print(json.dumps(result, indent=2) if a.json else compare_table(result))
     return 0
 
