@@ -209,3 +209,16 @@ def test_cli_and_run_config_take_the_convention(tmp_path, smoke_items):
     assert run.read_metrics()["convention"] == "ai2"
     with pytest.raises(ConfigError, match="convention"):
         config_from_dict({"model": "evenhand-organism", "output_dir": str(tmp_path / "r2"), "convention": "ai3"})
+
+
+def test_the_side_by_side_table_in_the_docs_is_what_its_command_prints(capsys):
+    """docs/METRICS.md shows the two conventions on a simulated core run: rerun its command."""
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "METRICS.md").read_text(encoding="utf-8")
+    section = doc.split("## Two conventions", 1)[1].split("\n## ", 1)[0]
+    script = re.search(r"<<'PY'\n(.*?)\nPY\n", section, re.S).group(1)
+    exec(compile(script, "docs/METRICS.md", "exec"), {})
+    printed = capsys.readouterr().out.strip().splitlines()
+    table = [line for line in section.splitlines() if line.startswith("| ") and "(n=" in line]
+    assert printed[2:] == table and len(table) == 6
