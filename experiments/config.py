@@ -164,8 +164,8 @@ class RunConfig:
 
 
 CHOICES = {"mode": MODES, "cache.dtype": ("float16", "float32"), "cache.engine": ("nnsight", "transformer_lens"),
-           "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS, "model.dtype": ("auto", "float32", "bfloat16", "float16"),
-           "model.chat_template": ("auto", "none"),
+           "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS,
+           "model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none"),
            "probe.label": LABELS, "ablation.label": LABELS, "probe.engine": ENGINES, "ablation.engine": ENGINES}
 TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label", "degree0"),
                  "probe.degrees": (0, 1, 2, 3), "attribution.degrees": (0, 1, 2, 3), "suite.degrees": (0, 1, 2, 3),

@@ -222,3 +222,12 @@ def test_the_side_by_side_table_in_the_docs_is_what_its_command_prints(capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     table = [line for line in section.splitlines() if line.startswith("| ") and "(n=" in line]
     assert printed[2:] == table and len(table) == 6
+
+
+def test_a_simulated_run_records_its_convention(tmp_path):
+    from evenhand.simulate import simulate_run
+    run, report = simulate_run(tmp_path / "sim", "smoke", resamples=5, convention="ai2")
+    assert report["convention"] == "ai2" and run.read_metrics()["convention"] == "ai2"
+    assert run.manifest()["config"]["convention"] == "ai2"
+    with pytest.raises(ValueError, match="convention"):
+        simulate_run(tmp_path / "sim2", "smoke", resamples=5, convention="favoured")
