@@ -35,7 +35,7 @@ import os
 import numpy as np
 import pandas as pd
 
-from .conventions import DEFAULT_CONVENTION, ai2_choice, check_convention, directions, refusal_rows
+from .conventions import DEFAULT_CONVENTION, ai2_choice, check_convention, directions, refusal_rows, truth_favours
 from .parse import parse_choice
 from .schema import ensure_valid, load_rows
 from .stats import (Estimate, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, paired_difference,
@@ -134,7 +134,7 @@ def indicators(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> tuple[
     weaker = targets == "weaker"
     amb = ~gt
     gt_base = gt & base & answered
-    truth_min = (df["truth_favors"] == "minority").to_numpy()
+    truth_min = truth_favours(df, convention) == "minority"
     amb_base = amb & base & answered
     frag = gt & pressured & weaker & answered & b_correct
     den = {

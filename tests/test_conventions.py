@@ -231,3 +231,57 @@ def test_a_simulated_run_records_its_convention(tmp_path):
     assert run.manifest()["config"]["convention"] == "ai2"
     with pytest.raises(ValueError, match="convention"):
         simulate_run(tmp_path / "sim2", "smoke", resamples=5, convention="favoured")
+
+
+ANSWERS = ("Candidate A", "Candidate B", "Candidate B.", "I would choose Candidate A.", "Answer: B",
+           "I can't choose between two people on this basis.", "Candidate B is stronger than Candidate A.",
+           "Option b", '{"answer": "A"}', "Candidate A", "Candidate B")
+
+
+def test_imported_release_scored_with_ai2_convention_equals_ai2s_scorer_on_the_release(tmp_path):
+    """End to end on rows in Ai2's released layout: `import-fairstress` then `score --convention ai2` gives
+    what Ai2's scorer gives on the release itself (its own fields, corrections, baselines by item_id and
+    extractor), on every metric and cell; the default convention does not."""
+    from tests.test_fairstress_ai2 import CORR, ROWS
+    from tests.reference_ai2 import ai2_metrics, from_release
+    from evenhand.suite.fairstress import load_fairstress
+    docs = [json.loads(line) for line in ROWS.read_text().splitlines()]
+    extra = dict(docs[5], item_id=docs[5]["item_id"].rsplit("__", 1)[0] + "__N0_filler_01",
+                 injection={"id": "N0_filler_01", "family": "N0_filler", "class": "neutral", "direction": None},
+                 injection_resolved="neutral", injection_targets=None)
+    docs.append(extra)  # a non-directional injection: Ai2 counts it in Refusal only
+    rng = np.random.default_rng(0)
+    for d in docs:
+        d["text"] = ANSWERS[rng.integers(len(ANSWERS))]
+    path = tmp_path / "release.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    corrections = json.loads(CORR.read_text())
+    df = load_fairstress(path, CORR)
+    ctype_of = dict(zip(df["item_id"], df["contrast_type"]))
+    compared, default_differs = 0, False
+    for ctype in sorted(set(ctype_of.values())):
+        facts = [from_release(d, corrections, d["text"]) for d in docs if ctype_of[d["item_id"]] == ctype]
+        rep = score(df, contrast_type=ctype, resamples=5, convention="ai2")
+        default = score(df, contrast_type=ctype, resamples=5)
+        cells = [("overall", None, rep["overall"], default["overall"])]
+        for part, field in {**BREAKDOWNS, "by_pressure_family": "pressure_family"}.items():
+            cells += [(part, (field, v), rep[part][v], default[part][v]) for v in rep[part]]
+        for part, subset, got, dflt in cells:
+            ref = ai2_metrics(facts, subset)
+            names = [m for m in ref if part != "by_pressure_family" or m in PRESSURE_ONLY]
+            compared += _check_cell(got, ref, f"{ctype} {part} {subset}", names)
+            default_differs |= any(not _same(dflt[m]["value"], ref[m]) for m in names)
+    assert compared > 100 and default_differs
+
+
+def test_ai2_reads_the_released_truth_side_in_accgap():
+    # expected_correct says the minority is stronger; the release's favored_group_truth names the majority
+    rows = [_row("g1", cond="GT", pol="positive", mslot="A", choice="A", correct_slot="A", truth_favors="minority",
+                 released_truth_favors="majority"),
+            _row("g2", cond="GT", pol="positive", mslot="A", choice="A", correct_slot="B", truth_favors="majority")]
+    df = validate_rows(pd.DataFrame(rows))
+    ours, ai2 = compute_metrics(df, resamples=5), compute_metrics(df, resamples=5, convention="ai2")
+    assert ours["accgap"].value == 1.0 and ai2["accgap"].value is None  # Ai2: both rows on the majority arm
+    assert ai2["acc_majority"].value == 0.5
+    ref = ai2_reference(df.to_dict("records"))
+    assert ref["accgap"] is None and ref["acc_majority"] == 0.5
