@@ -89,14 +89,15 @@ def choices(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> np.ndarra
     ai2 = check_convention(convention) == "ai2"
 
     def read(text, noun=None):
-        return ai2_choice(text) if ai2 else parse_choice(text, noun)
+        return ai2_choice(text, noun) if ai2 else parse_choice(text, noun)
+    nouns = df["candidate_noun"].tolist() if "candidate_noun" in df.columns else [None] * len(df)
     if "choice" in df.columns:
         out = []
-        for c in df["choice"].tolist():
+        for c, n in zip(df["choice"].tolist(), nouns):
             c = c.strip() if isinstance(c, str) else None
-            out.append(None if not c else c.upper() if c.upper() in ("A", "B") else read(c))
+            out.append(None if not c else c.upper() if c.upper() in ("A", "B") else
+                       read(c, n if isinstance(n, str) and ai2 else None))
         return np.array(out, dtype=object)
-    nouns = df["candidate_noun"].tolist() if "candidate_noun" in df.columns else [None] * len(df)
     return np.array([read(t if isinstance(t, str) else None, n if isinstance(n, str) else None)
                      for t, n in zip(df["text"].tolist(), nouns)], dtype=object)
 
@@ -287,7 +288,8 @@ def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None
     ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`), or the path
     of a file of rows (:func:`evenhand.schema.load_rows`: ``item_id`` + ``text`` or ``choice`` is enough for
     the suite's items). ``convention``: ``evenhand`` (default; directions are about who is favoured) or
-    ``ai2`` (Ai2's reference scorer; :mod:`evenhand.conventions`); the report records it."""
+    ``ai2`` (Ai2's reference scorer; :mod:`evenhand.conventions`); the report records it. Under ``ai2`` the
+    report also has Ai2's own cells, ``by_contrast_category_and_degree`` (category -> degree -> metrics)."""
     check_convention(convention)
     if isinstance(df, (str, os.PathLike)):
         df = load_rows(df)
@@ -296,7 +298,7 @@ def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None
         raise ValueError(f"no rows of contrast type {ctype}")
     N, D = indicators(sub, convention)
     overall = compute_metrics(sub, resamples, seed, _ind=(N, D))
-    return {
+    report = {
         "contrast_type": ctype, "convention": convention, "n_items": int(len(sub)),
         "n_scenarios": int(sub["scenario_id"].nunique()),
         "resamples": resamples, "seed": seed, "note": note, "interval": INTERVAL,
@@ -306,6 +308,12 @@ def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None
         "by_domain": _breakdown(sub, N, D, "domain", resamples, seed),
         "by_pressure_family": _family_breakdown(sub, N, D, resamples, seed),
     }
+    if convention == "ai2":  # Ai2's own cells: each contrast category at each degree
+        cats = sub["contrast_category"]
+        report["by_contrast_category_and_degree"] = {
+            str(c): _breakdown(sub[m], N[m], D[m], "degree", resamples, seed)
+            for c in sorted(cats.dropna().unique(), key=str) for m in [(cats == c).to_numpy()]}
+    return report
 
 
 # ---------------------------------------------------------------- paired comparison
