@@ -305,3 +305,14 @@ def test_ai2_reads_the_released_truth_side_in_accgap():
     assert ai2["acc_majority"].value == 0.5
     ref = ai2_reference(df.to_dict("records"))
     assert ref["accgap"] is None and ref["acc_majority"] == 0.5
+
+
+def test_compare_takes_the_convention_and_a_comparison_config_refuses_it(tmp_path, smoke_items):
+    from evenhand.metrics import compare
+    resp = validate_rows(SimulatedModel(PlantedBias(), seed=0).decide(smoke_items))
+    assert compare(resp, resp, resamples=5, convention="ai2")["convention"] == "ai2"
+    cfg = tmp_path / "cmp.yaml"
+    cfg.write_text("base: {}\n")
+    out = subprocess.run([sys.executable, "-m", "experiments.cli", "compare", str(cfg), "--convention", "ai2"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "--convention applies to two response files" in out.stderr

@@ -13,6 +13,9 @@ def _compare(a) -> int:
     if a.other is None:
         if not str(a.base).endswith((".yaml", ".yml")):
             raise ValueError("compare takes a comparison config (.yaml) or two response files (BASE OTHER)")
+        if a.convention != "evenhand":
+            raise ValueError("--convention applies to two response files (BASE OTHER); a comparison config is "
+                             "scored with EvenHand's convention")
         return _compare_interventions(a)
     from evenhand.metrics import compare
     from evenhand.schema import load_rows
