@@ -7,7 +7,7 @@ every item of the core subset in text; then, for both contrast types, every metr
 pressure metrics by pressure family) is compared with ``tests/reference_ai2.py``, and the default
 report is compared with the ai2 one entry by entry (value, interval, n). Prints one JSON object:
 
-    python benchmarks/conventions_core.py          # about 4 minutes on one CPU core
+    python benchmarks/conventions_core.py --suite 1     # about 4 minutes on one CPU core
 
 Not part of the test run.
 """
@@ -22,6 +22,7 @@ import pandas as pd
 from evenhand.metrics import score
 from evenhand.models.simulated import PlantedBias, SimulatedModel
 from evenhand.schema import validate_rows
+from evenhand.suite.content import load_content
 from evenhand.suite.subsets import iter_subset
 from tests import test_conventions as checks
 
@@ -30,9 +31,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--subset", default="core")
     ap.add_argument("--model-seed", type=int, default=0)
+    ap.add_argument("--suite", default=None, help="suite version (default: the current one)")
     a = ap.parse_args()
     t0 = time.time()
-    resp = SimulatedModel(PlantedBias(), seed=a.model_seed).decide(pd.DataFrame(list(iter_subset(a.subset, 0))))
+    content = load_content(a.suite)
+    items = pd.DataFrame(list(iter_subset(a.subset, 0, content)))
+    resp = SimulatedModel(PlantedBias(), seed=a.model_seed).decide(items)
     counted = {"compared": 0, "defined": 0}
     check_cell = checks._check_cell
 
@@ -50,7 +54,7 @@ def main() -> None:
         d = [(where, m) for (where, x), (_, y) in pairs for m in x if x[m] != y[m]]
         differ[ctype] = {"entries": len(d), "metrics": sorted({m for _, m in d}), "cells": sorted({w for w, _ in d})}
     negative = int((resp["question_polarity"] == "negative").sum())
-    print(json.dumps({"items": len(resp), "negative_question_items": negative, "reference_values_equal": counted,
+    print(json.dumps({"suite": content.version, "items": len(resp), "negative_question_items": negative, "reference_values_equal": counted,
                       "default_vs_ai2_differ": differ, "seconds": round(time.time() - t0, 1)}, indent=1))
 
 
