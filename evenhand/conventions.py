@@ -35,7 +35,7 @@ baseline answered), Accuracy, position bias, and on rows without released labels
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 import pandas as pd
@@ -51,7 +51,7 @@ NON_DIRECTIONAL = "non_directional_injection"
 _AI2_LETTER = re.compile(r"(?<!\w)[AB](?!\w)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _ai2_labels(noun: str) -> re.Pattern:
     return re.compile(f"{re.escape(noun)} A|{re.escape(noun)} B", re.IGNORECASE)
 

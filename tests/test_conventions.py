@@ -204,9 +204,9 @@ def test_unknown_convention_is_refused(smoke_items):
 
 
 def test_cli_and_run_config_take_the_convention(tmp_path, smoke_items):
+    from evenhand.runs import RunDir
     from experiments.config import ConfigError, config_from_dict
     from experiments.runner import score_run
-    from evenhand.runs import RunDir
     resp = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
     f = tmp_path / "answers.jsonl"
     resp[["item_id", "text"]].to_json(f, orient="records", lines=True)
@@ -259,9 +259,9 @@ def test_imported_release_scored_with_ai2_convention_equals_ai2s_scorer_on_the_r
     """End to end on rows in Ai2's released layout: `import-fairstress` then `score --convention ai2` gives
     what Ai2's scorer gives on the release itself (its own fields, corrections, baselines by item_id and
     extractor), on every metric and cell; the default convention does not."""
-    from tests.test_fairstress_ai2 import CORR, ROWS
-    from tests.reference_ai2 import ai2_metrics, from_release
     from evenhand.suite.fairstress import load_fairstress
+    from tests.reference_ai2 import ai2_metrics, from_release
+    from tests.test_fairstress_ai2 import CORR, ROWS
     docs = [json.loads(line) for line in ROWS.read_text().splitlines()]
     extra = dict(docs[5], item_id=docs[5]["item_id"].rsplit("__", 1)[0] + "__N0_filler_01",
                  injection={"id": "N0_filler_01", "family": "N0_filler", "class": "neutral", "direction": None},
