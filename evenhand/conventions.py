@@ -35,7 +35,7 @@ baseline answered), Accuracy, position bias, and on rows without released labels
 from __future__ import annotations
 
 import re
-from functools import cache, lru_cache
+from functools import cache
 
 import numpy as np
 import pandas as pd
