@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evenhand.activations import CacheOptions
+from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
@@ -149,6 +150,9 @@ class RunConfig:
     """Seed of the bootstrap."""
     contrast_type: str | None = None
     """type1 | type23 for the printed summary (default type1 when present)."""
+    convention: str = DEFAULT_CONVENTION
+    """evenhand (default: directions are about who is favoured) | ai2 (Ai2's reference scorer; docs/METRICS.md).
+    Recorded in metrics.json."""
     probe: ProbeConfig | None = None
     """A probe sweep after the cache (written to OUT/probes/<label>/)."""
     ablation: AblationConfig | None = None
@@ -160,8 +164,8 @@ class RunConfig:
 
 
 CHOICES = {"mode": MODES, "cache.dtype": ("float16", "float32"), "cache.engine": ("nnsight", "transformer_lens"),
-           "contrast_type": ("type1", "type23", None), "model.dtype": ("auto", "float32", "bfloat16", "float16"),
-           "model.chat_template": ("auto", "none"),
+           "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS,
+           "model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none"),
            "probe.label": LABELS, "ablation.label": LABELS, "probe.engine": ENGINES, "ablation.engine": ENGINES}
 TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label", "degree0"),
                  "probe.degrees": (0, 1, 2, 3), "attribution.degrees": (0, 1, 2, 3), "suite.degrees": (0, 1, 2, 3),

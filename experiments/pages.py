@@ -140,7 +140,8 @@ def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path
     if kind:
         lines += [f"**{CAVEATS[kind]}**", ""]
     lines += [f"Model `{model}`; {metrics['n_items']:,} items of {metrics['n_scenarios']} scenarios "
-              f"({ctype} contrasts); suite {man.get('suite_version')}; git "
+              f"({ctype} contrasts, {metrics.get('convention', 'evenhand')} convention); "
+              f"suite {man.get('suite_version')}; git "
               f"`{git.get('sha', '?')[:10]}`{' (dirty)' if git.get('dirty') else ''}; "
               f"95% CIs by {interval}" + (f" ({metrics['resamples']} resamples)." if "bootstrap" in interval else "."),
               "",

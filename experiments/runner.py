@@ -18,10 +18,10 @@ from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, 
 
 from .config import RunConfig, SuiteConfig, options_for
 
-MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "probe", "attribution", "figures")
+MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
-type, the probe sweep, the attribution, the figures): a resumed run may change them; its stages after
-the answers and the cache then run again with the new values. Everything else (model, suite, mode, batch
+type, the scoring convention, the probe sweep, the attribution, the figures): a resumed run may change
+them; its stages after the answers and the cache then run again with the new values. Everything else (model, suite, mode, batch
 and generation settings, cache and ablation settings) must match to resume."""
 
 KEEP_STAGES = ("load_model", "model", "decide", "cache")
@@ -54,7 +54,7 @@ def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
     from evenhand.schema import validate_rows
     responses = run.read_responses() if responses is None else responses
     report = score(validate_rows(responses), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
-                   seed=cfg.bootstrap_seed)
+                   seed=cfg.bootstrap_seed, convention=cfg.convention)
     run.write_metrics(report)
     return report
 

@@ -32,7 +32,8 @@ def score_table(report: dict, truth: dict | None = None) -> str:
     how = ("jackknife-t CIs over scenarios (n items, k scenarios)" if report.get("interval") == "jackknife-t" else
            f"cluster-bootstrap CIs over scenarios, {report['resamples']} resamples")
     lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
-             f"scenarios; 95% {how})"]
+             f"scenarios; 95% {how})",
+             f"Convention: {report.get('convention', 'evenhand')}"]
     if report.get("note"):
         lines.append(f"Note: {report['note']}")
     by_deg = report["by_degree"]
@@ -61,7 +62,8 @@ def score_table(report: dict, truth: dict | None = None) -> str:
 def compare_table(result: dict) -> str:
     """A two-run paired comparison (other - base) with McNemar and the intervention score."""
     lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
-             f"({result['contrast_type']}); other - base, 95% paired cluster-bootstrap CIs"]
+             f"({result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
+             f"95% paired cluster-bootstrap CIs"]
     for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
         lines.append(f"  {LABELS[m]:<28} {fmt(result['difference'][m], 'accgap')}")
     mc = result["mcnemar"]

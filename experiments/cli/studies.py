@@ -13,11 +13,14 @@ def _compare(a) -> int:
     if a.other is None:
         if not str(a.base).endswith((".yaml", ".yml")):
             raise ValueError("compare takes a comparison config (.yaml) or two response files (BASE OTHER)")
+        if a.convention != "evenhand":
+            raise ValueError("--convention applies to two response files (BASE OTHER); a comparison config is "
+                             "scored with EvenHand's convention")
         return _compare_interventions(a)
     from evenhand.metrics import compare
     from evenhand.schema import load_rows
     result = compare(load_rows(a.base), load_rows(a.other), contrast_type=a.contrast_type, resamples=a.resamples,
-                     seed=a.seed)
+                     seed=a.seed, convention=a.convention)
     print(json.dumps(result, indent=2) if a.json else compare_table(result))
     return 0
 
