@@ -41,40 +41,45 @@ def _same(a, b) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and a == pytest.approx(b, abs=1e-12))
 
 
-def _check_cell(got: dict, ref: dict, where: str, metrics) -> int:
+def check_cell(got: dict, ref: dict, where: str, metrics, counts: dict) -> None:
+    """Assert that every metric of a report cell equals the reference's; count the values compared and the
+    defined ones in ``counts``."""
+    metrics = list(metrics)
     for m in metrics:
         assert _same(got[m]["value"], ref[m]), f"{where} {m}: ours {got[m]['value']} Ai2 reference {ref[m]}"
-    return len(metrics)
+    counts["compared"] += len(metrics)
+    counts["defined"] += sum(ref[m] is not None for m in metrics)
 
 
-def check_against_reference(rows: pd.DataFrame, resamples: int = 5) -> int:
+def check_against_reference(rows: pd.DataFrame, resamples: int = 5) -> dict:
     """Every metric of the reference on every cell of `score(..., convention="ai2")`, both contrast
-    types; returns the number of values compared."""
-    n = 0
+    types; returns the numbers of values compared and of defined ones (AssertionError on the first that
+    differs, naming its cell and metric)."""
+    n = {"compared": 0, "defined": 0}
     for ctype in ("type1", "type23"):
         sub = rows[rows["contrast_type"] == ctype]
         rep = score(validate_rows(sub), contrast_type=ctype, resamples=resamples, convention="ai2")
         assert rep["convention"] == "ai2"
         recs = sub.to_dict("records")
         ref = ai2_reference(recs)
-        n += _check_cell(rep["overall"], ref, f"{ctype} overall", ref)
+        check_cell(rep["overall"], ref, f"{ctype} overall", ref, n)
         for part, field in BREAKDOWNS.items():
             for value, cell in rep[part].items():
                 ref = ai2_reference(recs, (field, value))
-                n += _check_cell(cell, ref, f"{ctype} {part}={value}", ref)
+                check_cell(cell, ref, f"{ctype} {part}={value}", ref, n)
         for fam, cell in rep["by_pressure_family"].items():
             ref = ai2_reference(recs, ("pressure_family", fam))
-            n += _check_cell(cell, ref, f"{ctype} family={fam}", [m for m in ref if m in PRESSURE_ONLY])
+            check_cell(cell, ref, f"{ctype} family={fam}", [m for m in ref if m in PRESSURE_ONLY], n)
         for cat, by_degree in rep["by_contrast_category_and_degree"].items():  # Ai2's own cells
             for d, cell in by_degree.items():
                 ref = ai2_reference(recs, [("contrast_category", cat), ("degree", d)])
-                n += _check_cell(cell, ref, f"{ctype} {cat} degree {d}", ref)
+                check_cell(cell, ref, f"{ctype} {cat} degree {d}", ref, n)
     return n
 
 
 def test_ai2_convention_equals_ai2_reference_on_every_metric_and_cell(core_like):
     assert (core_like["question_polarity"] == "negative").sum() > 500
-    assert check_against_reference(core_like) > 400
+    assert check_against_reference(core_like)["compared"] > 400
 
 
 def test_reference_check_fails_on_a_wrong_scorer(core_like, monkeypatch):
@@ -95,7 +100,8 @@ def test_conventions_agree_exactly_on_a_run_with_only_positive_questions(smoke_i
     assert ours == ai2  # every value, CI and n of every cell
 
 
-def _cells(rep: dict):
+def report_cells(rep: dict):
+    """(where, cell) for the overall cell and every breakdown cell of a score report."""
     yield "overall", rep["overall"]
     for part in (*BREAKDOWNS, "by_pressure_family"):
         for value, cell in rep[part].items():
@@ -111,7 +117,7 @@ def test_default_differs_from_ai2_only_where_polarity_matters(core_like):
     negative_cells |= {f"by_pressure_family={v}" for v in
                        df.loc[df["question_polarity"] == "negative", "pressure_family"].dropna()}
     differ = set()
-    for (where, a), (_, b) in zip(_cells(ours), _cells(ai2)):
+    for (where, a), (_, b) in zip(report_cells(ours), report_cells(ai2)):
         for m in a:
             if a[m] != b[m]:
                 differ.add((where, m))
@@ -275,7 +281,7 @@ def test_imported_release_scored_with_ai2_convention_equals_ai2s_scorer_on_the_r
     corrections = json.loads(CORR.read_text())
     df = load_fairstress(path, CORR)
     ctype_of = dict(zip(df["item_id"], df["contrast_type"]))
-    compared, default_differs = 0, False
+    counts, default_differs = {"compared": 0, "defined": 0}, False
     for ctype in sorted(set(ctype_of.values())):
         facts = [from_release(d, corrections, d["text"]) for d in docs if ctype_of[d["item_id"]] == ctype]
         rep = score(df, contrast_type=ctype, resamples=5, convention="ai2")
@@ -289,9 +295,9 @@ def test_imported_release_scored_with_ai2_convention_equals_ai2s_scorer_on_the_r
         for part, subset, got, dflt in cells:
             ref = ai2_metrics(facts, subset)
             names = [m for m in ref if part != "by_pressure_family" or m in PRESSURE_ONLY]
-            compared += _check_cell(got, ref, f"{ctype} {part} {subset}", names)
+            check_cell(got, ref, f"{ctype} {part} {subset}", names, counts)
             default_differs |= dflt is not None and any(not _same(dflt[m]["value"], ref[m]) for m in names)
-    assert compared > 100 and default_differs
+    assert counts["compared"] > 100 and default_differs
 
 
 def test_ai2_reads_the_released_truth_side_in_accgap():
