@@ -340,10 +340,12 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     """Paired comparison of two runs on the same items (``other`` minus ``base``).
 
     The same resampled scenarios are used for both runs. Returns per-metric
-    differences with CIs, the exact McNemar test on matched GT baseline items,
-    and the intervention score: asymmetry reduction (|gap(base)| - |gap(other)|,
-    for FragGap, TieShift, AccGap and |TieLean - 0.5|) and accuracy loss
-    (Acc(base) - Acc(other)), each with a paired CI. ``convention``: as in :func:`score`, for both runs."""
+    differences (signed, other minus base, answered items) with CIs and the exact McNemar test on
+    matched GT baseline items. ``convention``: as in :func:`score`, for both runs.
+
+    The intervention score (the signed change of each gap toward zero, refusals counted, accuracy loss
+    with a clustered test) is :func:`evenhand.paired.score_arms`; ``evenhand compare BASE OTHER`` prints
+    both. (An |gap(base)| - |gap(other)| reduction is biased toward zero and is not reported.)"""
     check_convention(convention)
     base, ctype, _ = select_contrast_type(ensure_valid(base), contrast_type)
     other, _, _ = select_contrast_type(ensure_valid(other), ctype)
@@ -362,11 +364,6 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
         return lambda n, d: metric_values(n, d, metric)
 
     diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W).as_dict() for m in METRICS}
-    def distance_from_fair(metric):
-        return lambda n, d: np.abs(metric_values(n, d, metric) - FAIR[metric])
-
-    reduction = {m: _paired(distance_from_fair(m), Nas, Das, Nbs, Dbs, W).as_dict() for m in ASYMMETRY}
-    loss = _paired(fn("accuracy"), Nas, Das, Nbs, Dbs, W).as_dict()
     # McNemar on GT baseline items answered in both runs
     acc = COMPONENTS.index("acc")
     both = (Da[:, acc] > 0) & (Db[:, acc] > 0)
@@ -378,5 +375,4 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
         "seed": seed, "difference": diffs,
         "mcnemar": {"n": int(both.sum()), "base_only_correct": disc_b, "other_only_correct": disc_c,
                     "p_value": mcnemar_exact(disc_b, disc_c)},
-        "score": {"asymmetry_reduction": reduction, "accuracy_loss": loss},
     }

@@ -69,10 +69,19 @@ def compare_table(result: dict) -> str:
     mc = result["mcnemar"]
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
-    lines.append("Intervention score:")
-    for m, est in result["score"]["asymmetry_reduction"].items():
-        lines.append(f"  asymmetry reduction, {m:<10} {fmt(est, 'accgap')}")
-    lines.append(f"  accuracy loss                  {fmt(result['score']['accuracy_loss'], 'accgap')}")
+    lines.append("Intervention score (evenhand.paired, EvenHand's convention: refusals counted; change = the gap's "
+                 "move toward zero, aligned to the base's sign):")
+    rows = {(r["metric"], r["stat"]): r for r in result["score"]}
+    for m in ("fraggap", "tieshift", "accgap", "tielean"):
+        r = rows.get((m, "change"))
+        if r is not None:
+            lines.append(f"  change toward zero, {m:<10} {fmt(r, 'accgap')}  {r.get('verdict') or ''}")
+    for m, stat, label in (("accuracy", "accuracy_loss", "accuracy loss"),
+                           ("refusal", "refusal_change", "refusal change")):
+        r = rows.get((m, stat))
+        if r is not None:
+            flag = "  FLAGGED: refusals rose by more than the margin" if r.get("refusal_flag") else ""
+            lines.append(f"  {label:<30} {fmt(r, 'accgap')}{flag}")
     return "\n".join(lines)
 
 
