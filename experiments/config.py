@@ -81,7 +81,7 @@ class ProbeConfig:
     inner_folds: int = ProbeOptions.inner_folds
     """Inner folds choosing the regularisation."""
     control: bool = True
-    """Fit the shuffled-label control task too."""
+    """Fit the control task too (Hewitt & Liang: a random label per input type; probes.design)."""
     text: bool = False
     """Also the text baseline (TF-IDF of the written reasoning; needs mode: reasoning)."""
     seed: int = ProbeOptions.seed

@@ -102,7 +102,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
             write_sweep(table, run.probe_dir(p.label).path, ds, opts, run_dir=str(run.path))
         stages.append(Step("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table),
                            about=f"label {p.label}, sites {', '.join(p.sites) if p.sites else 'all cached'}"
-                                 f"{', with shuffled-label control' if p.control else ''}"))
+                                 f"{', with control task' if p.control else ''}"))
     if cfg.ablation is not None:
         ab = cfg.ablation
 
