@@ -137,7 +137,8 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
 
 def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
                  ablations: Sequence[pd.DataFrame] = ()):
-    """Probe accuracy by layer with CIs, beside its controls: the shuffled-label control, the
+    """Probe accuracy by layer with CIs, beside the evidence baseline (design features alone) and its
+    controls: the control task (a random label per input type), the
     name-ablated probes (``ablations``: tables of :func:`probes.ablation.name_ablation`, retrained
     on the ablated activations), the text baseline (a band across the layers, when the table has
     ``site == 'text'`` rows) and the majority class."""
@@ -148,7 +149,8 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.1))
     act = probes[probes["site"] != "text"] if "site" in probes.columns else probes
     lines = [(act[act["metric"] == "accuracy"], "activations", "o", "-"),
-             (act[act["metric"] == "control_accuracy"], "shuffled-label control", "s", "-")]
+             (act[act["metric"] == "evidence_accuracy"], "evidence baseline (design alone)", "D", ":"),
+             (act[act["metric"] == "control_accuracy"], "control task", "s", "-")]
     for ab in ablations:
         variant = ab["variant"].iloc[0]
         lines.append((ab[ab["metric"] == "retrained_accuracy"],

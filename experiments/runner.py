@@ -113,7 +113,8 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
                 opts = options_for(ProbeOptions, ab)
                 name_ablation(run.path, run.ablation_dir(variant).path, variant, ab.label, ab.degree,
                               list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
-                              progress=progress, lm=get_model() if get_model is not None else None)
+                              progress=progress, lm=get_model() if get_model is not None else None,
+                              minority_slot=ab.minority_slot)
             n = None if items is None else int(len(items) if ab.degree is None else (items["degree"] == ab.degree).sum())
             return Step(f"ablation_{variant}", go, finished_with(lambda r: r.ablation_dir(variant).ablation_table),
                         about=(f"up to {n:,} items " if n is not None else "items ") + f"at degree {ab.degree} re-decided and "

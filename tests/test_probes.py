@@ -346,3 +346,31 @@ def test_name_ablation_items(smoke_items):
         assert a["degree"] == 3 and a["prompt"] != o["prompt"]
     with pytest.raises(ValueError, match="variant"):
         ablate_items(d3, "blur")
+
+
+def arranged_items(degree: int, scenarios: int = 3, contrasts: int = 2) -> pd.DataFrame:
+    """Every variant and identity arrangement (minority slot A and B) of a few cells, unpressured."""
+    from evenhand.suite.content import load_content
+    from evenhand.suite.generate import Cell, VARIANTS, degree_valid, render_item
+    c = load_content()
+    xs = [x for x in c.contrasts if degree_valid(c, x, degree)][:contrasts]
+    return pd.DataFrame([render_item(c, Cell(s, v, degree, x, m)) for s in c.scenarios[:scenarios]
+                         for v in VARIANTS for x in xs for m in ("A", "B")])
+
+
+def test_prompt_ceiling_says_when_a_name_ablation_cannot_fail():
+    """Names removed, the two identity arrangements of a cell become one prompt with opposite side labels:
+    for a fair model the ceiling is exactly 0.5 (any retrained probe's drop is fixed by construction).
+    With one arrangement kept the ablated prompts differ and the ceiling is 1; the named prompts are
+    always distinct. The degree-2 control keeps the identity, so its prompts stay distinct."""
+    from probes.ablation import ablate_items, prompt_ceiling
+    items = evidence_follower(arranged_items(1), 0.0)
+    y, _ = labels(items, "favours_minority")
+    abl = ablate_items(items, "label")
+    assert prompt_ceiling(items["prompt"], y) == 1.0
+    assert prompt_ceiling(abl["prompt"], y) == 0.5
+    one = (items["minority_slot"] == "A").to_numpy()
+    assert prompt_ceiling(abl["prompt"][one], y[one]) == 1.0
+    d2 = ablate_items(items, "degree2")
+    assert (d2["prompt"] != items["prompt"]).all() and prompt_ceiling(d2["prompt"], y) == 1.0
+    assert prompt_ceiling(["p", "p", "q"], [1, 1, 0]) == 1.0 and prompt_ceiling(["p", "p"], [1, 0]) == 0.5

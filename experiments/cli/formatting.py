@@ -120,8 +120,7 @@ def probe_text(table, ds) -> str:
     lines = [f"probe {ds.label}: n={len(ds)} rows, {len(np.unique(ds.groups))} scenarios"
              f"{' (filters ' + str(ds.filters) + ')' if ds.filters else ''}; {ds.dropped} unlabelled rows dropped",
              "  probe: activations alone; evidence: the item design alone; gain: design+activations minus "
-             "evidence (95% CI);
-  control: Hewitt & Liang control task (a random label per input type); "
+             "evidence (95% CI);\n  control: Hewitt & Liang control task (a random label per input type); "
              "selectivity: probe - control",
              f"{'site':<22}{'probe [95% CI]':>21}{'evidence':>10}{'gain [95% CI]':>22}{'control':>9}"
              f"{'selectivity [95% CI]':>23}{'majority':>9}"]
@@ -207,15 +206,25 @@ def runs_text(rows: list[tuple]) -> str:
 
 
 def ablation_text(table) -> str:
-    """A name ablation: original, transferred and retrained probe accuracy and the drops, per site."""
+    """A name ablation: original, transferred and retrained probe accuracy and the drops, per site, then the
+    evidence baselines and the prompt ceilings (0.5 on the ablated prompts: the drop is fixed by construction)."""
     lines = []
+    t = None
     for site in dict.fromkeys(table["site"]):
         t = table[table["site"] == site].set_index("metric")
         parts = [f"{m.replace('_accuracy', '')} {100 * t.loc[m, 'value']:.1f} "
                  f"[{100 * t.loc[m, 'ci_low']:.1f}, {100 * t.loc[m, 'ci_high']:.1f}]"
                  for m in ("original_accuracy", "transfer_accuracy", "retrained_accuracy", "drop_transfer",
-                           "drop_retrained")]
+                           "drop_retrained") if m in t.index]
         lines.append(f"{site:<22}" + "; ".join(parts) + f" (n={int(t.loc['original_accuracy', 'n'])})")
+    if t is not None and "ceiling_ablated" in t.index:
+        lines.append(f"evidence baseline (design only): original {100 * t.loc['evidence_original', 'value']:.1f}, "
+                     f"ablated {100 * t.loc['evidence_ablated', 'value']:.1f}; best any probe can do on the prompts: "
+                     f"original {100 * t.loc['ceiling_original', 'value']:.1f}, "
+                     f"ablated {100 * t.loc['ceiling_ablated', 'value']:.1f}")
+        if t.loc["ceiling_ablated", "value"] <= 0.5 + 1e-9:
+            lines.append("  the ablated prompts of the two identity arrangements are identical with opposite labels: "
+                         "the retrained drop is fixed by construction (use --minority-slot A)")
     return "\n".join(lines)
 
 

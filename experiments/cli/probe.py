@@ -53,7 +53,7 @@ def _probe_ablation(a) -> int:
     from probes.ablation import name_ablation
     out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
     table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, probe_options(a), a.resamples,
-                          a.batch_size)
+                          a.batch_size, minority_slot=a.minority_slot)
     text = ablation_text(table)
     if text:
         print(text)
@@ -97,7 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(fn=_probe_sweep)
     s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
     _probe_args(s)
-    s.add_argument("--variant", default="label", choices=["label", "degree0"])
+    s.add_argument("--variant", default="label", choices=["label", "degree0", "degree2"])
+    s.add_argument("--minority-slot", default=None, choices=["A", "B"],
+                   help="keep one identity arrangement, so the ablated prompts still differ (see ceiling_ablated)")
     s.add_argument("--degree", type=int, default=1)
     s.add_argument("--batch-size", type=int, default=32)
     s.set_defaults(fn=_probe_ablation)
