@@ -117,12 +117,15 @@ def test_name_ablation_says_when_it_cannot_fail_and_measures_when_it_can(tmp_pat
     both = name_ablation(run.path, tmp_path / "both", "label", degree=1, opts=opts, resamples=300, batch_size=64,
                          progress=False).set_index(["site", "metric"])
     site = both.xs("original_accuracy", level="metric")["value"].idxmax()
-    assert both.loc[(site, "ceiling_ablated"), "value"] == 0.5
-    assert both.loc[(site, "retrained_accuracy"), "value"] <= 0.5 + 1e-9
+    ceiling = both.loc[(site, "ceiling_ablated"), "value"]
+    assert ceiling <= 0.52  # 0.5 exactly when both arrangements of every cell are answered
+    assert both.loc[(site, "retrained_accuracy"), "value"] <= ceiling + 1e-9
+    assert both.loc[(site, "transfer_accuracy"), "value"] <= ceiling + 1e-9
     one = name_ablation(run.path, tmp_path / "one", "label", degree=1, opts=opts, resamples=300, batch_size=64,
                         progress=False, minority_slot="A").set_index(["site", "metric"])
     assert one.loc[(site, "ceiling_ablated"), "value"] > 0.9
     assert np.isfinite(one["value"]).all()
+    assert one.loc[(site, "evidence_ablated"), "value"] > 0.6  # the design still predicts the unnamed decision
 
 
 def test_mode_switch_on_the_organism_agrees_with_itself(tmp_path):
