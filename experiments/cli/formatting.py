@@ -162,7 +162,8 @@ def eval_text(res: dict) -> str:
                  + (f", evidence baseline {100 * b['evidence_accuracy']['value']:.1f}, gain "
                     f"{100 * b['gain']['value']:+.1f} [{100 * b['gain']['ci_low']:+.1f}, {100 * b['gain']['ci_high']:+.1f}]"
                     if b.get("gain") else "")
-                 + f", control task {100 * b['control_accuracy']['value']:.1f}, majority baseline "
+                 + f", {'control task' if b.get('gain') else 'shuffled-label control (a record from before the control task)'} "
+                   f"{100 * b['control_accuracy']['value']:.1f}, majority baseline "
                    f"{100 * b['majority_baseline']['value']:.1f}")
     return "\n".join(lines)
 
