@@ -147,5 +147,5 @@ def input_types(df: pd.DataFrame) -> np.ndarray:
 def control_labels(types: np.ndarray, seed: int = 0) -> np.ndarray:
     """Hewitt & Liang's control task: a random 0/1 label per input type (a seeded hash of the type), the same
     for every row of that type."""
-    from .logistic import _hash
-    return np.array([_hash(seed + 104729, t) & 1 for t in types], int)
+    from .logistic import seeded_hash
+    return np.array([seeded_hash(seed + 104729, t) & 1 for t in types], int)
