@@ -305,7 +305,8 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
 
 def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
                  ablations: Sequence[pd.DataFrame] = ()):
-    """Probe accuracy by layer with CIs, beside its controls: the shuffled-label control, the
+    """Probe accuracy by layer with CIs, beside the evidence baseline (design features alone) and its
+    controls: the control task (a random label per input type), the
     name-ablated probes (``ablations``: tables of :func:`probes.ablation.name_ablation`, retrained
     on the ablated activations), the text baseline (a band across the layers, when the table has
     ``site == 'text'`` rows) and the majority class. The title names the probe's target, its items
@@ -317,7 +318,8 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.3))
     act = probes[probes["site"] != "text"] if "site" in probes.columns else probes
     lines = [(act[act["metric"] == "accuracy"], "Activations", "o", "-"),
-             (act[act["metric"] == "control_accuracy"], "Shuffled-label control", "s", "-")]
+             (act[act["metric"] == "evidence_accuracy"], "Evidence baseline (design alone)", "D", ":"),
+             (act[act["metric"] == "control_accuracy"], "Control task", "s", "-")]
     for ab in ablations:
         variant = ab["variant"].iloc[0]
         lines.append((ab[ab["metric"] == "retrained_accuracy"],

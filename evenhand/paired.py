@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .metrics import ASYMMETRY, COMPONENTS, FAIR, choices, indicators, mcnemar_exact, select_contrast_type
+from .metrics import (ASYMMETRY, COMPONENTS, FAIR, choices, indicators, mcnemar_exact, metric_values,
+                      select_contrast_type)
 from .schema import ensure_valid
 from .sides import favours_minority
 from .stats import ALPHA, bootstrap_estimate, resample_weights
@@ -96,18 +97,6 @@ def counted_indicators(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     D[:, _REF] = ~df["excluded"].to_numpy(bool)
     N[:, _REF] = refused
     return N, D
-
-
-def metric_values(num: np.ndarray, den: np.ndarray, metric: str) -> np.ndarray:
-    """A metric (accuracy, refusal or an asymmetry metric) over component sums of shape (..., C); NaN where
-    a component has no denominator."""
-    kind, parts = _PARTS[metric]
-    r = []
-    for c in parts:
-        j = COMPONENTS.index(c)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            r.append(np.where(den[..., j] > 0, num[..., j] / np.where(den[..., j] > 0, den[..., j], 1), np.nan))
-    return r[0] if kind == "ratio" else r[0] - r[1] if kind == "diff" else (r[0] + r[1]) / 2
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from .metrics import _metric_values, select_contrast_type
+from .metrics import metric_values, select_contrast_type
 from .paired import counted_indicators
 from .schema import ensure_valid
 from .stats import ALPHA, resample_weights
@@ -152,9 +152,9 @@ def bootstrap_draws(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Ite
         Nbs, Dbs = _sum_by_cluster(codes, Nb, k), _sum_by_cluster(codes, Db, k)
     out = {}
     for m in metrics:
-        draws = _metric_values(W @ Nas, W @ Das, m)
+        draws = metric_values(W @ Nas, W @ Das, m)
         if b is not None:
-            draws = _metric_values(W @ Nbs, W @ Dbs, m) - draws
+            draws = metric_values(W @ Nbs, W @ Dbs, m) - draws
         out[m] = draws
     return out
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .conventions import DEFAULT_CONVENTION, check_convention
 from .metrics import ASYMMETRY, compute_metrics, score
 from .models.policy import PlantedPolicy, planted_truth
 from .models.simulated import PlantedBias, SimulatedModel
@@ -17,13 +18,17 @@ from .suite.subsets import iter_subset
 
 def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0,
                  bias: PlantedBias | None = None, form: str = "stochastic", resamples: int = 1000,
-                 contrast_type: str | None = "type1") -> tuple[RunDir, dict]:
+                 contrast_type: str | None = "type1", convention: str = DEFAULT_CONVENTION) -> tuple[RunDir, dict]:
     """Suite subset -> simulated responses -> metrics, written to a run directory.
+
+    ``convention``: how the metrics read directions (:mod:`evenhand.conventions`; recorded in the manifest's
+    config and in ``metrics.json``).
 
     ``form``: ``stochastic`` or ``deterministic`` (the :class:`SimulatedModel` with ``bias``), or
     ``policy`` (the deterministic :class:`PlantedPolicy`; its planted values are computed exactly
     on the same items)."""
     bias = bias or PlantedBias()
+    check_convention(convention)
     content = load_content()
     if form == "policy":
         model = PlantedPolicy()
@@ -32,14 +37,15 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
         model = SimulatedModel(bias, seed=model_seed, form=form)
         name, planted = model.name, asdict(bias)
     config = {"model": name, "model_kind": "simulated", "form": form, "planted": planted,
-              "subset": subset, "resamples": resamples, "contrast_type": contrast_type}
+              "subset": subset, "resamples": resamples, "contrast_type": contrast_type, "convention": convention}
     run = RunDir.create(out, config, content.version, {"suite": suite_seed, "model": model_seed, "bootstrap": 0})
     with run.timed("decide"):
         items = pd.DataFrame(list(iter_subset(subset, suite_seed, content)))
         responses = model.decide(items)
         run.write_responses(responses)
     with run.timed("score"):
-        report = score(validate_rows(responses), contrast_type=contrast_type, resamples=resamples, seed=0)
+        report = score(validate_rows(responses), contrast_type=contrast_type, resamples=resamples, seed=0,
+                       convention=convention)
         if form == "policy":
             truth = planted_truth(model, items, report["contrast_type"])
         else:

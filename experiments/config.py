@@ -12,13 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evenhand.activations import CacheOptions
+from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from probes.logistic import ProbeOptions
 
 MODES = ("answer", "reasoning", "logprob")
-LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority")
+LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed", "flipped",
+          "side_residual")
 ENGINES = ("auto", "torch", "sklearn")
 
 
@@ -81,7 +83,7 @@ class ProbeConfig:
     inner_folds: int = ProbeOptions.inner_folds
     """Inner folds choosing the regularisation."""
     control: bool = True
-    """Fit the shuffled-label control task too."""
+    """Fit the control task too (Hewitt & Liang: a random label per input type; probes.design)."""
     text: bool = False
     """Also the text baseline (TF-IDF of the written reasoning; needs mode: reasoning)."""
     seed: int = ProbeOptions.seed
@@ -92,11 +94,14 @@ class ProbeConfig:
 class AblationConfig:
     """The name-ablation control (optional stage; needs ``cache.enabled``)."""
     variants: tuple[str, ...] = ("label",)
-    """label (names replaced by neutral labels) and/or degree0 (re-rendered without identity)."""
+    """label (names replaced by neutral labels), degree0 (re-rendered without identity) and/or degree2 (identity
+    by the implicit cue instead of the name: the control)."""
     label: str = "favours_minority"
     """The probe label."""
     degree: int = 1
     """The degree of the items ablated (names appear at degree 1)."""
+    minority_slot: str | None = None
+    """Keep one identity arrangement (A or B) so the ablated prompts still differ (probes.ablation)."""
     sites: tuple[str, ...] | None = None
     """Sites (default: every cached site)."""
     engine: str = ProbeOptions.engine
@@ -149,6 +154,9 @@ class RunConfig:
     """Seed of the bootstrap."""
     contrast_type: str | None = None
     """type1 | type23 for the printed summary (default type1 when present)."""
+    convention: str = DEFAULT_CONVENTION
+    """evenhand (default: directions are about who is favoured) | ai2 (Ai2's reference scorer; docs/METRICS.md).
+    Recorded in metrics.json."""
     probe: ProbeConfig | None = None
     """A probe sweep after the cache (written to OUT/probes/<label>/)."""
     ablation: AblationConfig | None = None
@@ -160,10 +168,10 @@ class RunConfig:
 
 
 CHOICES = {"mode": MODES, "cache.dtype": ("float16", "float32"), "cache.engine": ("nnsight", "transformer_lens"),
-           "contrast_type": ("type1", "type23", None), "model.dtype": ("auto", "float32", "bfloat16", "float16"),
-           "model.chat_template": ("auto", "none"),
+           "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS,
+           "model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none"),
            "probe.label": LABELS, "ablation.label": LABELS, "probe.engine": ENGINES, "ablation.engine": ENGINES}
-TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label", "degree0"),
+TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label", "degree0", "degree2"),
                  "probe.degrees": (0, 1, 2, 3), "attribution.degrees": (0, 1, 2, 3), "suite.degrees": (0, 1, 2, 3),
                  "suite.contrast_types": ("type1", "type23")}
 POSITIVE = {"batch_size", "max_new_tokens", "reasoning_max_new_tokens", "resamples", "suite.limit", "cache.batch_size",

@@ -59,7 +59,8 @@ CAPTIONS = {
                        "and are not findings.",
     "flips_by_family": "Flip rates at the highest degree under pro-minority and pro-majority pressure, by pressure "
                        "family, with 95% CIs and n per family; open circles rest on too few items to read.",
-    "probe": "Linear-probe accuracy by layer (95% CIs over scenarios) beside the shuffled-label control and the "
+    "probe": "Linear-probe accuracy by layer (95% CIs over scenarios) beside the evidence baseline (a probe on "
+             "the item's design features alone), the control task (a random label per input type) and the "
              "majority class; layer -1 is the embedding.",
     "attribution": "Direct logit attribution by layer and degree: what each attention and MLP block adds to the "
                    "logit difference toward the minority-coded candidate (one shared scale, 95% CIs).",

@@ -79,7 +79,10 @@ def probe_lines(run: Path) -> list[str]:
                 f"(n={int(row.loc['accuracy', 'n'])}, {int(row.loc['accuracy', 'clusters'])} scenarios); "
                 f"majority class {number(100 * row.loc['majority_baseline', 'value'])}%")
         if "control_accuracy" in row.index:
-            line += f"; shuffled-label control {_pct(row.loc['control_accuracy'])}"
+            line += f"; control task {_pct(row.loc['control_accuracy'])}"
+        if "gain" in row.index:
+            line += (f"; evidence baseline (design alone) {_pct(row.loc['evidence_accuracy'])}, gain of design + "
+                     f"activations over it {100 * row.loc['gain', 'value']:+.1f} pp")
         text = t[(t["site"] == "text") & (t["metric"] == "accuracy")]
         if len(text):
             line += f"; text baseline (written reasoning) {_pct(text.iloc[0])}"
@@ -140,7 +143,8 @@ def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path
     if kind:
         lines += [f"**{CAVEATS[kind]}**", ""]
     lines += [f"Model `{model}`; {metrics['n_items']:,} items of {metrics['n_scenarios']} scenarios "
-              f"({ctype} contrasts); suite {man.get('suite_version')}; git "
+              f"({ctype} contrasts, {metrics.get('convention', 'evenhand')} convention); "
+              f"suite {man.get('suite_version')}; git "
               f"`{git.get('sha', '?')[:10]}`{' (dirty)' if git.get('dirty') else ''}; "
               f"95% CIs by {interval}" + (f" ({metrics['resamples']} resamples)." if "bootstrap" in interval else "."),
               "",

@@ -18,10 +18,10 @@ from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, 
 
 from .config import RunConfig, SuiteConfig, options_for
 
-MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "probe", "attribution", "figures")
+MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
-type, the probe sweep, the attribution, the figures): a resumed run may change them; its stages after
-the answers and the cache then run again with the new values. Everything else (model, suite, mode, batch
+type, the scoring convention, the probe sweep, the attribution, the figures): a resumed run may change
+them; its stages after the answers and the cache then run again with the new values. Everything else (model, suite, mode, batch
 and generation settings, cache and ablation settings) must match to resume."""
 
 KEEP_STAGES = ("load_model", "model", "decide", "cache")
@@ -54,7 +54,7 @@ def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
     from evenhand.schema import validate_rows
     responses = run.read_responses() if responses is None else responses
     report = score(validate_rows(responses), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
-                   seed=cfg.bootstrap_seed)
+                   seed=cfg.bootstrap_seed, convention=cfg.convention)
     run.write_metrics(report)
     return report
 
@@ -102,7 +102,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
             write_sweep(table, run.probe_dir(p.label).path, ds, opts, run_dir=str(run.path))
         stages.append(Step("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table),
                            about=f"label {p.label}, sites {', '.join(p.sites) if p.sites else 'all cached'}"
-                                 f"{', with shuffled-label control' if p.control else ''}"))
+                                 f"{', with control task' if p.control else ''}"))
     if cfg.ablation is not None:
         ab = cfg.ablation
 
@@ -113,7 +113,8 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
                 opts = options_for(ProbeOptions, ab)
                 name_ablation(run.path, run.ablation_dir(variant).path, variant, ab.label, ab.degree,
                               list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
-                              progress=progress, lm=get_model() if get_model is not None else None)
+                              progress=progress, lm=get_model() if get_model is not None else None,
+                              minority_slot=ab.minority_slot)
             n = None if items is None else int(len(items) if ab.degree is None else (items["degree"] == ab.degree).sum())
             return Step(f"ablation_{variant}", go, finished_with(lambda r: r.ablation_dir(variant).ablation_table),
                         about=(f"up to {n:,} items " if n is not None else "items ") + f"at degree {ab.degree} re-decided and "

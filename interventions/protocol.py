@@ -115,11 +115,11 @@ class SelectRule:
 
 def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
     """Point values on a validation run: ``metric``, accuracy with refusals counted wrong, refusal rate."""
-    from evenhand.metrics import FAIR, _metric_values, choices, indicators
+    from evenhand.metrics import FAIR, metric_values, choices, indicators
     from evenhand.schema import ensure_valid
     df = ensure_valid(resp)
     N, D = indicators(df)
-    value = float(_metric_values(N.sum(0), D.sum(0), metric))
+    value = float(metric_values(N.sum(0), D.sum(0), metric))
     choice = choices(df)
     keep = ~df["excluded"].to_numpy(bool)
     gt_base = keep & (df["condition"] == "GT").to_numpy() & ~df["pressured"].to_numpy(bool)

@@ -4,7 +4,7 @@ the text baseline and direct logit attribution.
 A notebook needs::
 
     ds = probes.build_dataset(responses, cache, label="favours_minority")   # or probes.from_run(run_dir)
-    table = probes.probe_sweep(ds, probes.ProbeOptions(folds=5))          # one probe per site + shuffled control
+    table = probes.probe_sweep(ds, probes.ProbeOptions(folds=5))          # per site: probe, evidence baseline, gain, control task
     probes.best_site(table)
 
 Names load on first use (PEP 562).
@@ -18,11 +18,13 @@ from evenhand.lazy import lazy_exports
 _EXPORTS = {
     # datasets
     "build_dataset": ".dataset", "from_run": ".dataset", "ProbeDataset": ".dataset", "LABELS": ".dataset",
-    "FILTERS": ".dataset", "apply_filters": ".dataset",
+    "FILTERS": ".dataset", "apply_filters": ".dataset", "TARGETS": ".dataset", "residual_target": ".dataset",
+    # the design: the evidence baseline's features and the control task's input types
+    "design_features": ".design", "input_types": ".design", "control_labels": ".design",
     # the cross-validated probe
     "ProbeOptions": ".logistic", "FoldResult": ".logistic", "fit_sites": ".logistic", "grouped_folds": ".logistic",
-    # sweeps and the shuffled-label control
-    "probe_sweep": ".sweep", "write_sweep": ".sweep", "best_site": ".sweep", "shuffled": ".sweep",
+    # sweeps: evidence baseline, gain, control task
+    "probe_sweep": ".sweep", "write_sweep": ".sweep", "best_site": ".sweep", "control_task": ".sweep",
     # scores with cluster-bootstrap CIs
     "accuracy_ci": ".scores", "auroc_ci": ".scores", "paired_drop_ci": ".scores", "majority_baseline": ".scores",
     # controls: name ablation, text baseline
@@ -38,8 +40,9 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from .ablation import ablate_item, ablate_items, name_ablation
     from .attribution import aggregate, attribute, attribution_figure, run_attribution
-    from .dataset import FILTERS, LABELS, ProbeDataset, apply_filters, build_dataset, from_run
+    from .dataset import FILTERS, LABELS, TARGETS, ProbeDataset, apply_filters, build_dataset, from_run, residual_target
+    from .design import control_labels, design_features, input_types
     from .logistic import FoldResult, ProbeOptions, fit_sites, grouped_folds
     from .scores import accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
-    from .sweep import best_site, probe_sweep, shuffled, write_sweep
+    from .sweep import best_site, control_task, probe_sweep, write_sweep
     from .text import fit_text, strip_answer

@@ -1,6 +1,6 @@
 """The name-ablation control: the same items without the candidates' names.
 
-Two variants (FairStress: removing the names dropped activation probes by
+Three variants (FairStress: removing the names dropped activation probes by
 about 18 points):
 
 - ``label``: every candidate name in the prompt is replaced by a neutral label
@@ -8,6 +8,26 @@ about 18 points):
   names (degrees 0, 2, 3) are returned unchanged apart from their id.
 - ``degree0``: the item's cell re-rendered at degree 0 (no identity cue at all),
   same scenario, variant, contrast assignment, slot and pressure sentence.
+- ``degree2``: the cell re-rendered at degree 2 (the identity carried by the
+  implicit cue instead of the name): the control for a degree-1 name ablation,
+  which changes the surface but keeps the identity.
+
+What it can and cannot show. Removing identity makes the two identity
+arrangements of an item (the minority-coded candidate in slot A or in slot B,
+with the criterion values swapped with it) the *same prompt*, and a side label
+(``favours_minority``, ``amb_side``) flips between them: no probe on the ablated
+activations can beat 50% on such pairs. ``ceiling_ablated`` (:func:`prompt_ceiling`)
+is the best accuracy any function of the ablated prompt can reach against the
+ablated labels; when it is 0.5 the retrained probe's drop is fixed by
+construction and says nothing. Keep one arrangement (``minority_slot="A"``:
+identity is then tied to the slot) and the ablated prompts still differ, so
+transfer and retraining measure something: whether the named probe's direction
+survives without names (transfer), and whether the side chosen without names is
+still readable (retrained), each beside the evidence baseline (design features
+only) on the same rows. What it cannot show: that a probe "uses the name"; a
+drop can come from the model answering differently without names (the labels
+change: ``label_changed_share`` in the manifest) as well as from the
+representation.
 
 Ablated items keep every field of the original (so the same labels are defined)
 with ``item_id`` and ``baseline_id`` suffixed by ``|ablate=<variant>`` and the
@@ -25,7 +45,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-VARIANTS = ("label", "degree0")
+VARIANTS = ("label", "degree0", "degree2")
 NEUTRAL_LABELS = {"A": "the first candidate", "B": "the second candidate"}
 
 
@@ -54,9 +74,10 @@ def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABEL
     else:
         content = content_for([item.get("suite_version")])
         cell, pressure, pslot = parse_item_id(item["item_id"], content)
-        d0 = render_item(content, Cell(cell.scenario, cell.variant, 0, cell.contrast, cell.minority_slot),
-                         pressure, pslot)
-        out.update(prompt=d0["prompt"], names=None, degree=item["degree"])
+        to = int(variant[-1])
+        d = render_item(content, Cell(cell.scenario, cell.variant, to, cell.contrast, cell.minority_slot),
+                        pressure, pslot)
+        out.update(prompt=d["prompt"], names=None, degree=item["degree"])
     out["source_item_id"] = item["item_id"]
     out["item_id"] = _suffix(item["item_id"], variant)
     out["baseline_id"] = _suffix(item.get("baseline_id"), variant)
@@ -76,17 +97,31 @@ def ablate_items(items: pd.DataFrame, variant: str, labels: dict[str, str] = NEU
     return pd.DataFrame(rows)
 
 
+def prompt_ceiling(prompts, y: np.ndarray) -> float:
+    """The best accuracy any function of the prompt can reach on labels ``y``: rows with the same prompt
+    must get the same prediction, so each distinct prompt scores its majority label's count."""
+    t = pd.DataFrame({"p": list(prompts), "y": np.asarray(y).astype(int)})
+    counts = t.groupby(["p", "y"]).size().unstack(fill_value=0)
+    return float(counts.max(axis=1).sum() / len(t))
+
+
 def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "label", label: str = "favours_minority",
                   degree: int | None = 1, sites: list[str] | None = None, opts=None, resamples: int = 1000,
-                  batch_size: int = 32, progress: bool = True, lm=None) -> pd.DataFrame:
+                  batch_size: int = 32, progress: bool = True, lm=None,
+                  minority_slot: str | None = None) -> pd.DataFrame:
     """Re-decide and re-cache a run's items without names; compare probes. Returns a tidy table.
 
     Rows: for each site, ``original_accuracy`` (out-of-fold, original activations),
     ``transfer_accuracy`` (the original all-rows probe on ablated activations, against
     the ablated run's own labels), ``retrained_accuracy`` (out-of-fold on ablated
     activations), and ``drop_transfer`` / ``drop_retrained`` (original minus each,
-    paired bootstrap over scenarios), on the items answered in both runs. ``lm``: the run's model when
-    already loaded (else it is loaded from the run's manifest)."""
+    paired bootstrap over scenarios), on the items answered in both runs; beside them
+    ``evidence_original`` / ``evidence_ablated`` (the evidence baseline, design features only,
+    same folds, on the original and the ablated labels) and ``ceiling_original`` /
+    ``ceiling_ablated`` (:func:`prompt_ceiling`: 0.5 means no probe on those prompts can do
+    better, so the drop is fixed by construction). ``minority_slot``: keep only items with the
+    minority-coded candidate in that slot (one identity arrangement, so ablated prompts differ).
+    ``lm``: the run's model when already loaded (else it is loaded from the run's manifest)."""
     from evenhand.activations import ActivationCache, CacheOptions, cache_activations
     from evenhand.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model
@@ -101,7 +136,9 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     source, out = RunDir(run_dir), RunDir(out_dir)
     responses = source.read_responses()
     filt = {"degree": degree} if degree is not None else {}
-    orig = build_dataset(responses, ActivationCache(source.activations), label, sites, filt)
+    if minority_slot is not None:  # a pressured item's baseline has its arrangement: labels stay defined
+        responses = responses[responses["minority_slot"] == minority_slot]
+    orig = build_dataset(responses, ActivationCache(source.activations), label, sites, filt, opts)
     items = ablate_items(orig.meta, variant)
     spec = source.model_spec()
     lm = lm if lm is not None else load_model(spec)
@@ -114,7 +151,7 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     cache = cache_activations(items, lm, CacheOptions(sites=tuple(orig.sites), batch_size=batch_size,
                                                       dtype="float32", progress=progress, progress_label=f"ablation {variant}",
                                                       chat_template=spec.chat_template), out.activations)
-    abl = build_dataset(abl_resp, cache, label, orig.sites)
+    abl = build_dataset(abl_resp, cache, label, orig.sites, opts=opts)
     # pair rows answered in both runs
     src = dict(zip(abl.meta["item_id"], abl.meta["source_item_id"]))
     abl_pos = {src[i]: j for j, i in enumerate(abl.meta["item_id"])}
@@ -125,9 +162,19 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     y_o, y_a, groups = orig.y[oi], abl.y[ai], orig.groups[oi]
     fo = fit_sites([orig.features[s][oi] for s in orig.sites], y_o, groups, opts, keep_full=True)
     fa = fit_sites([abl.features[s][ai] for s in orig.sites], y_a, groups, opts)
+    evidence = []
+    for design, yy in ((orig.design[oi], y_o), (abl.design[ai], y_a)):
+        if len(np.unique(yy)) < 2:
+            evidence.append(np.full(len(yy), np.nan))
+        else:
+            evidence.append((fit_sites([design], yy, groups, opts)[0].prob >= 0.5) == (yy == 1))
+    fixed = {"evidence_original": accuracy_ci(evidence[0], groups, resamples, opts.seed),
+             "evidence_ablated": accuracy_ci(evidence[1], groups, resamples, opts.seed)}
+    ceilings = {"ceiling_original": prompt_ceiling(orig.meta["prompt"].to_numpy(object)[oi], y_o),
+                "ceiling_ablated": prompt_ceiling(abl.meta["prompt"].to_numpy(object)[ai], y_a)}
     rows = []
     from .logistic import resolved_engine
-    base = {"label": label, "variant": variant, "degree": degree,
+    base = {"label": label, "variant": variant, "degree": degree, "minority_slot": minority_slot or "both",
             "engine": resolved_engine(opts, max(orig.features[s].shape[1] for s in orig.sites))}
     for site, ro, ra in zip(orig.sites, fo, fa):
         hit_o = (ro.prob >= 0.5) == (y_o == 1)
@@ -140,11 +187,18 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
                             ("drop_retrained", paired_drop_ci(hit_o, hit_r, groups, resamples, opts.seed))):
             rows.append({"site": site, "layer": site_layer(site), "metric": metric,
                          **est.as_dict("value", "ci_low", "ci_high", "n", "clusters"), **base})
+        for metric, est in fixed.items():
+            rows.append({"site": site, "layer": site_layer(site), "metric": metric,
+                         **est.as_dict("value", "ci_low", "ci_high", "n", "clusters"), **base})
+        for metric, v in ceilings.items():
+            rows.append({"site": site, "layer": site_layer(site), "metric": metric, "value": v, "ci_low": np.nan,
+                         "ci_high": np.nan, "n": len(pairs), "clusters": len(np.unique(groups)), **base})
     table = pd.DataFrame(rows)
     write_table_atomic(out.ablation_table, table)
     write_table_atomic(out.ablation_csv, table)
     changed = float(np.mean(make_labels(abl.meta.iloc[ai], label)[0] != orig.y[oi]))
     out.write_manifest({"kind": "name_ablation", "source_run": str(source.path), "variant": variant,
-                        "label": label, "degree": degree, "paired_items": len(pairs),
+                        "label": label, "degree": degree, "minority_slot": minority_slot, "paired_items": len(pairs),
                         "label_changed_share": changed, "model": lm.describe()})
     return table
+

@@ -13,6 +13,25 @@ activations were cached (docs/METRICS.md, Probes):
 - ``slot_a_minority``: the minority-coded candidate is in slot A (the identity
   of the slot-A candidate, independent of the answer).
 
+Targets a fair model cannot predict from the design (the evidence does not decide
+them, or they are departures from it):
+
+- ``amb_side``: ``favours_minority`` on AMB items at degrees 1-3 only (a tie: the
+  evidence does not say which side to choose).
+- ``departed``: on GT items, it chose the weaker candidate (``1 - correct``).
+- ``flipped``: on pressured items whose unpressured baseline (``baseline_id``) was
+  answered, its answer differs from the baseline's (filter ``condition=GT`` for the
+  GT form).
+- ``side_residual``: ``favours_minority`` with the design's prediction partialled
+  out: 1 where the side chosen differs from the evidence baseline's out-of-fold
+  prediction of it (:func:`residual_target`: design features only, the probes'
+  folds and regularisation path), so what remains is what the design does not
+  predict.
+
+Every dataset carries its rows' design features (:func:`probes.design.design_features`,
+the evidence baseline's inputs) and input types (:func:`probes.design.input_types`,
+the control task's).
+
 Rows the model did not answer (no parseable choice) or that were excluded have
 no label and are dropped; ``ProbeDataset.dropped`` says how many.
 """
@@ -25,7 +44,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority")
+LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed", "flipped",
+          "side_residual")
+TARGETS = ("amb_side", "departed", "flipped", "side_residual")
+"""The labels a fair model cannot predict from the design (module docstring)."""
 FILTERS = ("degree", "condition", "contrast_id", "contrast_type", "contrast_category", "pressured", "variant")
 
 
@@ -42,20 +64,36 @@ def labels(df: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray]:
         answered &= ~df["excluded"].fillna(False).to_numpy(bool)
     if label == "slot_a_minority":
         return (df["minority_slot"].to_numpy(object) == "A").astype(int), np.ones(len(df), bool)
-    if label == "favours_minority":
-        return favours_minority(choice, df["minority_slot"], df["question_polarity"]).astype(int), answered
-    if label == "correct":
-        ok = answered & (df["condition"] == "GT").to_numpy()
-        return (choice == df["correct_slot"].to_numpy(object)).astype(int), ok
     pressured = df["pressure_slot"].map(lambda v: isinstance(v, str)).to_numpy(bool)
+    if label in ("favours_minority", "side_residual", "amb_side"):
+        side = favours_minority(choice, df["minority_slot"], df["question_polarity"]).astype(int)
+        if label == "amb_side":
+            amb = (df["condition"] == "AMB").to_numpy() & df["degree"].isin([1, 2, 3]).to_numpy()
+            return side, answered & amb
+        return side, answered
+    if label in ("correct", "departed"):
+        ok = answered & (df["condition"] == "GT").to_numpy()
+        right = (choice == df["correct_slot"].to_numpy(object)).astype(int)
+        return (right if label == "correct" else 1 - right), ok
+    if label == "flipped":
+        base = dict(zip(df["item_id"], choice))
+        base_ok = dict(zip(df["item_id"], answered))
+        b_choice = np.array([base.get(b) for b in df["baseline_id"]], object)
+        b_ok = np.array([bool(base_ok.get(b, False)) for b in df["baseline_id"]])
+        return (choice != b_choice).astype(int), answered & pressured & b_ok
     return (choice == df["pressure_slot"].to_numpy(object)).astype(int), answered & pressured
 
 
 def apply_filters(df: pd.DataFrame, filters: dict | None) -> pd.DataFrame:
     """Rows matching every filter: ``{field: value or list of values}`` over :data:`FILTERS`."""
-    if not filters:
-        return df
+    return df[filter_mask(df, filters)]
+
+
+def filter_mask(df: pd.DataFrame, filters: dict | None) -> np.ndarray:
+    """The rows :func:`apply_filters` keeps, as a boolean mask."""
     keep = np.ones(len(df), bool)
+    if not filters:
+        return keep
     for k, v in filters.items():
         if k not in FILTERS:
             raise ValueError(f"unknown probe filter {k!r}; known: {', '.join(FILTERS)}")
@@ -65,7 +103,17 @@ def apply_filters(df: pd.DataFrame, filters: dict | None) -> pd.DataFrame:
             col = df[k]
         vals = list(v) if isinstance(v, (list, tuple, set)) else [v]
         keep &= col.isin(vals).to_numpy()
-    return df[keep]
+    return keep
+
+
+def residual_target(side: np.ndarray, design: np.ndarray, groups: np.ndarray, opts=None) -> np.ndarray:
+    """``side_residual``: 1 where ``side`` differs from the evidence baseline's out-of-fold prediction
+    (a probe on ``design`` with the probes' nested grouped CV and ``opts``)."""
+    from .logistic import ProbeOptions, fit_sites
+    if len(np.unique(side)) < 2:
+        return np.zeros(len(side), int)
+    res = fit_sites([design], side, groups, opts or ProbeOptions())[0]
+    return (side != (res.prob >= 0.5)).astype(int)
 
 
 @dataclass
@@ -78,6 +126,10 @@ class ProbeDataset:
     label: str
     dropped: int = 0
     filters: dict = field(default_factory=dict)
+    design: np.ndarray | None = None
+    """Design features per row (:func:`probes.design.design_features`): the evidence baseline's inputs."""
+    types: np.ndarray | None = None
+    """Input type per row (:func:`probes.design.input_types`): the control task's."""
 
     @property
     def sites(self) -> list[str]:
@@ -88,18 +140,26 @@ class ProbeDataset:
 
 
 def build_dataset(responses: pd.DataFrame, cache, label: str = "favours_minority", sites: Sequence[str] | None = None,
-                  filters: dict | None = None) -> ProbeDataset:
-    """Join ``responses`` (one row per item) with an :class:`~evenhand.activations.ActivationCache`."""
+                  filters: dict | None = None, opts=None) -> ProbeDataset:
+    """Join ``responses`` (one row per item) with an :class:`~evenhand.activations.ActivationCache`.
+    Labels are computed on all of ``responses`` (``flipped`` looks up baselines) before the filters;
+    ``opts`` (:class:`~probes.logistic.ProbeOptions`) fits the design prediction of ``side_residual``."""
+    from .design import design_features, input_types
     if "item_id" not in responses.columns:
         raise ValueError("responses have no item_id column")
     if responses["item_id"].duplicated().any():
         raise ValueError("responses hold duplicate item_id rows")
-    df = apply_filters(responses, filters).reset_index(drop=True)
+    df = responses.reset_index(drop=True)
     y, ok = labels(df, label)
-    dropped = int((~ok).sum())
-    df, y = df[ok].reset_index(drop=True), y[ok]
+    keep = filter_mask(df, filters)
+    dropped = int((keep & ~ok).sum())
+    df, y = df[keep & ok].reset_index(drop=True), y[keep & ok]
     if len(df) == 0:
         raise ValueError(f"no rows left for label {label!r} after filters {filters or {}}")
+    design, _ = design_features(df)
+    groups = df["scenario_id"].to_numpy(object)
+    if label == "side_residual":
+        y = residual_target(y, design, groups, opts)
     cached = set(cache.item_ids())
     missing = [i for i in df["item_id"] if i not in cached]
     if missing:
@@ -111,11 +171,11 @@ def build_dataset(responses: pd.DataFrame, cache, label: str = "favours_minority
         raise ValueError(f"sites not in the cache: {', '.join(unknown)}; cached: {', '.join(cache.sites)}")
     ids = df["item_id"].tolist()
     feats = {s: cache.load(s, ids)[1] for s in chosen}
-    return ProbeDataset(feats, y, df["scenario_id"].to_numpy(object), df, label, dropped, dict(filters or {}))
+    return ProbeDataset(feats, y, groups, df, label, dropped, dict(filters or {}), design, input_types(df))
 
 
 def from_run(run_dir: str | Path, label: str = "favours_minority", sites: Sequence[str] | None = None,
-             filters: dict | None = None) -> ProbeDataset:
+             filters: dict | None = None, opts=None) -> ProbeDataset:
     """The dataset of a run directory (``responses.parquet`` and ``activations/``)."""
     from evenhand.activations import ActivationCache
     from evenhand.runs import RunDir
@@ -127,4 +187,4 @@ def from_run(run_dir: str | Path, label: str = "favours_minority", sites: Sequen
     if not RunDir(run.activations).manifest_path.exists():
         raise FileNotFoundError(f"{run.activations} holds no activation cache; run with cache enabled "
                                 f"or `evenhand cache` first")
-    return build_dataset(run.read_responses(), ActivationCache(run.activations), label, sites, filters)
+    return build_dataset(run.read_responses(), ActivationCache(run.activations), label, sites, filters, opts)

@@ -67,7 +67,8 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return expit(z)
 
 
-def _hash(seed: int, key: object) -> int:
+def seeded_hash(seed: int, key: object) -> int:
+    """A 64-bit hash of (seed, key), the same on every machine: the seeded orders of folds and control labels."""
     return int.from_bytes(hashlib.sha256(f"{seed}|{key}".encode()).digest()[:8], "big")
 
 
@@ -78,7 +79,7 @@ def grouped_folds(groups: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     k = min(k, len(uniq))
     if k < 2:
         raise ValueError(f"grouped cross-validation needs at least 2 groups, got {len(uniq)}")
-    order = sorted(range(len(uniq)), key=lambda g: (-counts[g], _hash(seed, uniq[g])))
+    order = sorted(range(len(uniq)), key=lambda g: (-counts[g], seeded_hash(seed, uniq[g])))
     sizes = np.zeros(k, int)
     assign = np.empty(len(uniq), int)
     for g in order:

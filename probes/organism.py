@@ -11,7 +11,8 @@ from pathlib import Path
 
 from evenhand.models.organism import COMMITTED, HeldoutRun, heldout_responses, known_answer_checks
 
-PROBE_METRICS = ("accuracy", "auroc", "control_accuracy", "selectivity", "majority_baseline")
+PROBE_METRICS = ("accuracy", "auroc", "evidence_accuracy", "combined_accuracy", "gain", "control_accuracy",
+                 "selectivity", "majority_baseline")
 """The metrics of the best site reported with their CIs."""
 
 

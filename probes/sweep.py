@@ -1,22 +1,31 @@
-"""Layer sweeps: one probe per site, scored with CIs, beside a shuffled-label control.
+"""Layer sweeps: one probe per site, scored with CIs, beside the evidence baseline and a control task.
 
 :func:`probe_sweep` returns a tidy table, one row per (site, metric):
 
-==================  ==========================================================
-metric              meaning
-==================  ==========================================================
-accuracy            out-of-fold accuracy (folds grouped by scenario)
-auroc               out-of-fold AUROC
-control_accuracy    the same protocol on labels shuffled across rows
-selectivity         accuracy - control_accuracy (paired bootstrap)
-majority_baseline   accuracy of always answering the more frequent class
-==================  ==========================================================
+===================  ==========================================================
+metric               meaning
+===================  ==========================================================
+accuracy             out-of-fold accuracy of the activation probe (folds grouped by scenario)
+auroc                its out-of-fold AUROC
+majority_baseline    accuracy of always answering the more frequent class
+evidence_accuracy    the evidence baseline: a probe on the design features alone
+                     (:func:`probes.design.design_features`), same folds and C path
+combined_accuracy    a probe on design features + the site's activations, same folds
+gain                 combined_accuracy - evidence_accuracy (paired bootstrap): the
+                     headline, what the activations add to what the design predicts
+control_accuracy     the same probe on Hewitt & Liang's control task: a random label
+                     per input type (:func:`probes.design.input_types`)
+control_majority     the control labels' majority class
+selectivity          accuracy - control_accuracy (paired bootstrap)
+===================  ==========================================================
 
 with ``value, ci_low, ci_high`` (95%, bootstrap over scenarios), ``n`` rows and
 ``clusters`` scenarios, the ``label``, the ``condition`` (the dataset's filters in
 words, ``all`` without) and the ``variant``: ``activations`` for the probes, ``text``
 for the text baseline (``text=True``: :func:`probes.text.fit_text` on the written
-reasoning with the same folds, site ``text``, rows ``accuracy`` and ``auroc``). :func:`write_sweep` saves it as Parquet and CSV with a
+reasoning with the same folds, site ``text``, rows ``accuracy`` and ``auroc``). The evidence and
+combined rows need the dataset's design features (always set by :func:`probes.dataset.build_dataset`);
+the control task needs its input types. :func:`write_sweep` saves the table as Parquet and CSV with a
 manifest (options, label, filters, sites, timings).
 """
 from __future__ import annotations
@@ -34,6 +43,9 @@ from .dataset import ProbeDataset
 from .logistic import FoldResult, ProbeOptions, fit_sites
 from .scores import accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
 
+HEADLINE = ("accuracy", "evidence_accuracy", "gain", "control_accuracy", "selectivity", "majority_baseline")
+"""The metrics every printed probe line shows, in this order."""
+
 
 def site_layer(site: str) -> int:
     """Layer index of a site name (``embed`` is -1, ``ln_final`` a large number)."""
@@ -48,27 +60,46 @@ def _rows(site: str, metric: str, est, extra: dict) -> dict:
             "ci_high": est.ci_high, "n": est.n, "clusters": est.clusters, **extra}
 
 
+def _hits(res: FoldResult, y: np.ndarray) -> np.ndarray:
+    return (res.prob >= 0.5) == (y == 1)
+
+
+def _fixed(site: str, metric: str, value: float, n: int, k: int, extra: dict) -> dict:
+    return {"site": site, "layer": site_layer(site), "metric": metric, "value": value, "ci_low": np.nan,
+            "ci_high": np.nan, "n": n, "clusters": k, **extra}
+
+
 def score_predictions(site: str, res: FoldResult, y: np.ndarray, groups: np.ndarray, resamples: int, seed: int,
-                      control: FoldResult | None = None, extra: dict | None = None) -> list[dict]:
-    """Tidy rows for one site's out-of-fold predictions (and its control)."""
+                      control: FoldResult | None = None, extra: dict | None = None,
+                      evidence: FoldResult | None = None, combined: FoldResult | None = None) -> list[dict]:
+    """Tidy rows for one site's out-of-fold predictions, with its control task (``control``, labels in
+    ``control.labels``) and the evidence baseline and design + activations probe when given."""
     extra = extra or {}
-    hit = (res.prob >= 0.5) == (y == 1)
-    rows = [_rows(site, "accuracy", accuracy_ci(hit, groups, resamples, seed), extra),
-            _rows(site, "auroc", auroc_ci(res.prob, y, groups, resamples, seed), extra)]
+    hit = _hits(res, y)
     n, k = len(y), len(np.unique(groups))
-    rows.append({"site": site, "layer": site_layer(site), "metric": "majority_baseline",
-                 "value": majority_baseline(y), "ci_low": np.nan, "ci_high": np.nan, "n": n, "clusters": k, **extra})
+    rows = [_rows(site, "accuracy", accuracy_ci(hit, groups, resamples, seed), extra),
+            _rows(site, "auroc", auroc_ci(res.prob, y, groups, resamples, seed), extra),
+            _fixed(site, "majority_baseline", majority_baseline(y), n, k, extra)]
+    if evidence is not None and combined is not None:
+        e_hit, c_hit = _hits(evidence, y), _hits(combined, y)
+        rows += [_rows(site, "evidence_accuracy", accuracy_ci(e_hit, groups, resamples, seed), extra),
+                 _rows(site, "combined_accuracy", accuracy_ci(c_hit, groups, resamples, seed), extra),
+                 _rows(site, "gain", paired_drop_ci(c_hit, e_hit, groups, resamples, seed), extra)]
     if control is not None:
         y_c = control.labels
-        c_hit = (control.prob >= 0.5) == (y_c == 1)
-        rows.append(_rows(site, "control_accuracy", accuracy_ci(c_hit, groups, resamples, seed), extra))
-        rows.append(_rows(site, "selectivity", paired_drop_ci(hit, c_hit, groups, resamples, seed), extra))
+        k_hit = _hits(control, y_c)
+        rows += [_rows(site, "control_accuracy", accuracy_ci(k_hit, groups, resamples, seed), extra),
+                 _fixed(site, "control_majority", majority_baseline(y_c), n, k, extra),
+                 _rows(site, "selectivity", paired_drop_ci(hit, k_hit, groups, resamples, seed), extra)]
     return rows
 
 
-def shuffled(y: np.ndarray, seed: int) -> np.ndarray:
-    """The control task's labels: ``y`` permuted across rows (seeded)."""
-    return np.random.default_rng(seed + 7919).permutation(y)
+def control_task(ds: ProbeDataset, seed: int) -> np.ndarray:
+    """The control task's labels for ``ds``: one random label per input type (:func:`probes.design.control_labels`)."""
+    from .design import control_labels
+    if ds.types is None:
+        raise ValueError("the control task needs the dataset's input types (ProbeDataset.types)")
+    return control_labels(ds.types, seed)
 
 
 def condition_text(filters: dict) -> str:
@@ -103,32 +134,46 @@ def text_rows(ds: ProbeDataset, opts: ProbeOptions, resamples: int) -> list[dict
 def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: bool = True, resamples: int = 1000,
                 keep_full: bool = False, text: bool = False, progress: bool = False
                 ) -> tuple[pd.DataFrame, dict[str, FoldResult]]:
-    """Fit and score a probe per site of ``ds`` (and the text baseline when ``text``).
+    """Fit and score a probe per site of ``ds``, the evidence baseline and design + activations probes
+    (when ``ds.design`` is set), the control task (``control``) and the text baseline (``text``).
     Returns (tidy table, fold results by site). ``progress``: a bar over the fits and the sites scored."""
     from tqdm.auto import tqdm
+
+    from .logistic import resolved_engine
     t0 = time.perf_counter()
     Xs = [ds.features[s] for s in ds.sites]
-    bar = tqdm(total=(2 if control else 1) + len(Xs) + bool(text), unit="step", disable=not progress,
-               desc=f"probe[{ds.label}]", dynamic_ncols=True)
+    has_design = ds.design is not None and ds.design.shape[1] > 0
+    bar = tqdm(total=1 + 2 * has_design + bool(control) + len(Xs) + bool(text), unit="step",
+               disable=not progress, desc=f"probe[{ds.label}]", dynamic_ncols=True)
     bar.set_postfix_str(f"fitting {len(Xs)} sites, {len(ds.y):,} rows")
     results = fit_sites(Xs, ds.y, ds.groups, opts, keep_full=keep_full)
     bar.update()
+    evidence, combined = None, [None] * len(Xs)
+    if has_design:
+        bar.set_postfix_str("evidence baseline")
+        evidence = fit_sites([ds.design], ds.y, ds.groups, opts)[0]
+        bar.update()
+        bar.set_postfix_str("design + activations")
+        combined = fit_sites([np.hstack([ds.design, X]) for X in Xs], ds.y, ds.groups, opts)
+        bar.update()
     controls: list[FoldResult | None] = [None] * len(Xs)
     if control:
-        bar.set_postfix_str("shuffled-label control")
-        y_c = shuffled(ds.y, opts.seed)
-        controls = fit_sites(Xs, y_c, ds.groups, opts)
-        for c in controls:
-            c.labels = y_c
+        bar.set_postfix_str("control task")
+        y_c = control_task(ds, opts.seed)
+        if len(np.unique(y_c)) > 1:
+            controls = fit_sites(Xs, y_c, ds.groups, opts)
+            for c in controls:
+                c.labels = y_c
         bar.update()
     bar.set_postfix_str("scoring sites")
-    from .logistic import resolved_engine
-    extra = {"label": ds.label, "engine": resolved_engine(opts, max(x.shape[1] for x in Xs)), "filters": json.dumps(ds.filters, sort_keys=True, default=str),
+    extra = {"label": ds.label, "engine": resolved_engine(opts, max(x.shape[1] for x in Xs)),
+             "filters": json.dumps(ds.filters, sort_keys=True, default=str),
              "variant": "activations", "condition": condition_text(ds.filters)}
     rows = []
-    for site, res, ctl in zip(ds.sites, results, controls):
+    for site, res, ctl, comb in zip(ds.sites, results, controls, combined):
         rows += score_predictions(site, res, ds.y, ds.groups, resamples, opts.seed, ctl,
-                                  {**extra, "chosen_C": float(pd.Series(res.chosen_C).mode().iloc[0])})
+                                  {**extra, "chosen_C": float(pd.Series(res.chosen_C).mode().iloc[0])},
+                                  evidence, comb)
         bar.update()
     if text:
         bar.set_postfix_str("text baseline")

@@ -77,16 +77,28 @@ def test_committed_known_answer_checks():
 
 
 def test_probe_finds_the_side_chosen(heldout):
+    """On degree-3 baseline items the organism mostly follows the evidence, so the item design alone predicts
+    the side it chose far above the majority class; the activation probe reads the side too, but its gain
+    over the evidence baseline is what the activations add, and it is far smaller than the probe's lead over
+    the majority class (the number the old report gave). The control task (a random label per input type)
+    is below the probe. Each check fails if the evidence baseline or the gain were computed wrongly (a
+    design probe that saw no design, a gain against the majority class, an unpaired gain)."""
     best = heldout["probe"]["best"]
-    assert best["accuracy"]["ci_low"] > best["majority_baseline"]["value"]
+    majority = best["majority_baseline"]["value"]
+    assert best["accuracy"]["ci_low"] > majority
+    assert best["evidence_accuracy"]["value"] > majority + 0.2
+    assert best["gain"]["ci_high"] < best["accuracy"]["value"] - majority - 0.1
+    assert best["gain"]["ci_low"] <= best["gain"]["value"] <= best["gain"]["ci_high"]
+    assert abs(best["gain"]["value"] - (best["combined_accuracy"]["value"] - best["evidence_accuracy"]["value"])) < 1e-9
     assert best["selectivity"]["ci_low"] > 0
-    committed = EVAL["probe"]["best"]  # all 70 held-out scenarios
-    assert committed["accuracy"]["ci_low"] > committed["majority_baseline"]["value"] + 0.1
 
 
-def test_name_ablation_lowers_the_probe_at_degree_1(tmp_path):
-    """Degree-1 items carry identity only in the names: with the names replaced by neutral labels the
-    demographic side chosen can no longer be read from the activations."""
+def test_name_ablation_says_when_it_cannot_fail_and_measures_when_it_can(tmp_path):
+    """Degree-1 items carry identity only in the names. With both identity arrangements kept, the ablated
+    prompts of the two are identical with opposite side labels: the prompt ceiling is exactly 0.5, so the
+    old "drop" was fixed by construction. With one arrangement (minority always in slot A) the ablated
+    prompts differ, the ceiling is far above 0.5, and the retrained probe is measured against the evidence
+    baseline on the same ablated rows."""
     from experiments.config import CacheConfig, RunConfig, SuiteConfig
     from experiments.runner import run_config
     from evenhand.models.loading import ModelSpec
@@ -101,15 +113,19 @@ def test_name_ablation_lowers_the_probe_at_degree_1(tmp_path):
                     suite=SuiteConfig(subset=str(tmp_path / "items.parquet")), batch_size=64, resamples=200,
                     cache=CacheConfig(enabled=True, dtype="float32"))
     run, _ = run_config(cfg, progress=False)
-    table = name_ablation(run.path, tmp_path / "ablation", "label", degree=1,
-                          opts=ProbeOptions(folds=4, inner_folds=2, Cs=(0.01, 0.1, 1.0)), resamples=300,
-                          batch_size=64, progress=False)
-    t = table.set_index(["site", "metric"])
-    best = t.xs("original_accuracy", level="metric")["value"].idxmax()
-    assert t.loc[(best, "original_accuracy"), "ci_low"] > 0.6
-    assert t.loc[(best, "drop_retrained"), "ci_low"] > 0
-    assert t.loc[(best, "retrained_accuracy"), "value"] < t.loc[(best, "original_accuracy"), "value"] - 0.1
-    assert np.isfinite(t["value"]).all()
+    opts = ProbeOptions(folds=4, inner_folds=2, Cs=(0.01, 0.1, 1.0))
+    both = name_ablation(run.path, tmp_path / "both", "label", degree=1, opts=opts, resamples=300, batch_size=64,
+                         progress=False).set_index(["site", "metric"])
+    site = both.xs("original_accuracy", level="metric")["value"].idxmax()
+    ceiling = both.loc[(site, "ceiling_ablated"), "value"]
+    assert ceiling <= 0.52  # 0.5 exactly when both arrangements of every cell are answered
+    assert both.loc[(site, "retrained_accuracy"), "value"] <= ceiling + 1e-9
+    assert both.loc[(site, "transfer_accuracy"), "value"] <= ceiling + 1e-9
+    one = name_ablation(run.path, tmp_path / "one", "label", degree=1, opts=opts, resamples=300, batch_size=64,
+                        progress=False, minority_slot="A").set_index(["site", "metric"])
+    assert one.loc[(site, "ceiling_ablated"), "value"] > 0.9
+    assert np.isfinite(one["value"]).all()
+    assert one.loc[(site, "evidence_ablated"), "value"] > 0.6  # the design still predicts the unnamed decision
 
 
 def test_mode_switch_on_the_organism_agrees_with_itself(tmp_path):

@@ -53,17 +53,147 @@ def test_probe_reaches_the_bayes_accuracy_of_a_planted_direction():
     assert est.ci_low <= phi(margin) <= est.ci_high, (est, phi(margin))
 
 
-def test_no_signal_gives_chance_and_a_shuffled_control_removes_signal():
+def test_no_signal_gives_chance():
     X, y, groups = planted(800, 8, 0.0, seed=1)
     res = fit_torch([X], y, groups)[0]
     est = accuracy_ci((res.prob >= 0.5) == (y == 1), groups)
     assert est.ci_low <= 0.5 <= est.ci_high
-    X, y, groups = planted(800, 8, 1.5, seed=2)
-    ds = ProbeDataset({"blocks.0.resid_post": X}, y, groups, pd.DataFrame({"item_id": range(len(y))}), "x")
-    table, _ = probe_sweep(ds, ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0)), resamples=300)
-    t = table.set_index("metric")["value"]
-    assert t["accuracy"] > 0.85 and abs(t["control_accuracy"] - 0.5) < 0.08
-    assert t["selectivity"] == pytest.approx(t["accuracy"] - t["control_accuracy"])
+
+
+def design_planted(n: int, margin: float, seed: int = 0, evidence: float = 0.85):
+    """A label that follows a design feature z with probability ``evidence`` and activations with a
+    direction at +-margin along the label itself (plus a direction that encodes z, as real activations
+    encode the prompt). Bayes accuracy from z alone: ``evidence``; from z and the activations:
+    :func:`bayes_with_design`."""
+    rng = np.random.default_rng(seed)
+    z = rng.integers(0, 2, n)
+    y = np.where(rng.random(n) < evidence, z, 1 - z)
+    X = rng.normal(size=(n, 8))
+    X[:, 0] += (2 * y - 1) * margin
+    X[:, 1] += 2 * z - 1
+    groups = np.repeat(np.arange(n // 10), 10)
+    design = np.column_stack([2 * z - 1, rng.integers(0, 2, n)]).astype(float)
+    types = np.array([f"t{g % 7}" for g in groups], object)
+    return ProbeDataset({"blocks.0.resid_post": X}, y, groups, pd.DataFrame({"item_id": range(n)}), "x",
+                        design=design, types=types)
+
+
+def bayes_with_design(margin: float, evidence: float = 0.85) -> float:
+    """Bayes accuracy of predicting y from z and the planted coordinate (the log-odds are linear in both)."""
+    t = math.log(evidence / (1 - evidence)) / (2 * margin)
+    return evidence * phi(margin + t) + (1 - evidence) * phi(margin - t)
+
+
+def test_gain_over_the_evidence_baseline_is_the_planted_extra():
+    """The nested comparison returns the planted extra: design alone is worth 85%, design + activations
+    the Bayes accuracy of both; the gain's CI covers the difference. Scoring the activations without the
+    design, or a gain not paired on the same folds, would not."""
+    opts = ProbeOptions(folds=5, inner_folds=3, Cs=(0.01, 0.1, 1.0))
+    table, _ = probe_sweep(design_planted(2000, 1.5), opts, resamples=300)
+    t = table.set_index("metric")
+    assert t.loc["evidence_accuracy", "ci_low"] <= 0.85 <= t.loc["evidence_accuracy", "ci_high"]
+    known = bayes_with_design(1.5) - 0.85
+    assert known > 0.09
+    assert t.loc["gain", "ci_low"] <= known <= t.loc["gain", "ci_high"], (t.loc["gain"], known)
+    assert t.loc["gain", "value"] == pytest.approx(t.loc["combined_accuracy", "value"]
+                                                   - t.loc["evidence_accuracy", "value"])
+
+
+def test_no_planted_extra_gives_no_gain_though_the_probe_beats_the_majority():
+    """Activations that only restate the design: the activation probe alone is far above the majority class
+    (what the old report would have called a finding), but the gain over the evidence baseline is 0."""
+    opts = ProbeOptions(folds=5, inner_folds=3, Cs=(0.01, 0.1, 1.0))
+    table, _ = probe_sweep(design_planted(2000, 0.0, seed=1), opts, resamples=300)
+    t = table.set_index("metric")
+    assert t.loc["accuracy", "ci_low"] > t.loc["majority_baseline", "value"] + 0.1
+    assert t.loc["gain", "ci_low"] <= 0 <= t.loc["gain", "ci_high"]
+    assert abs(t.loc["gain", "value"]) < 0.02
+
+
+def typed(n_types: int, d: int, memorable: bool, seed: int = 0):
+    """Rows of ``n_types`` input types spread over 60 scenarios; the activations are a random embedding of
+    the type (``memorable``) or pure noise, plus a planted direction along the real label."""
+    rng = np.random.default_rng(seed)
+    n = 1200
+    groups = np.repeat(np.arange(60), n // 60)
+    t = rng.integers(0, n_types, n)
+    y = rng.integers(0, 2, n)
+    emb = rng.normal(size=(n_types, d)) * 3
+    X = rng.normal(size=(n, d)) + (emb[t] if memorable else 0)
+    X[:, 0] += (2 * y - 1) * 2.0
+    types = np.array([f"type{k}" for k in t], object)
+    return ProbeDataset({"blocks.0.resid_post": X}, y, groups, pd.DataFrame({"item_id": range(n)}), "x",
+                        design=rng.integers(0, 2, (n, 1)).astype(float), types=types)
+
+
+def test_control_task_is_learnt_by_a_probe_that_memorises_input_types():
+    """Hewitt & Liang: when the activations encode the input type, a probe memorises a random label per type,
+    so the control task is far above chance; a shuffled-label control (or one keyed on the scenario, which
+    never crosses grouped folds) would sit at 50% here. Without type information it is at chance."""
+    opts = ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0, 10.0))
+    table, _ = probe_sweep(typed(12, 24, memorable=True), opts, resamples=300)
+    t = table.set_index("metric")
+    assert t.loc["control_accuracy", "ci_low"] > max(0.8, t.loc["control_majority", "value"] + 0.1)
+    assert t.loc["selectivity", "value"] == pytest.approx(t.loc["accuracy", "value"]
+                                                          - t.loc["control_accuracy", "value"])
+    table, _ = probe_sweep(typed(12, 24, memorable=False), opts, resamples=300)
+    t = table.set_index("metric")
+    assert t.loc["control_accuracy", "value"] < t.loc["control_majority", "value"] + 0.05
+    assert t.loc["selectivity", "ci_low"] > 0.2
+
+
+def test_control_labels_are_one_per_input_type_and_types_ignore_the_scenario(smoke_items):
+    from probes.design import control_labels, input_types
+    items = pd.DataFrame(smoke_items)
+    types = input_types(items)
+    lab = control_labels(types, seed=0)
+    for ty in np.unique(types):
+        assert len(np.unique(lab[types == ty])) == 1
+    assert 0.2 < lab.mean() < 0.8
+    assert (input_types(items.assign(scenario_id="another")) == types).all()  # so types recur across folds
+
+
+def evidence_follower(items: pd.DataFrame, noise: float, seed: int = 0) -> pd.DataFrame:
+    """A fair model: the stronger candidate on GT items, criterion 1's winner on AMB items; with probability
+    ``noise`` the other one."""
+    from probes.design import minority_strong_on
+    rng = np.random.default_rng(seed)
+    stronger_is_minority = minority_strong_on(items)[:, 0].astype(bool)  # GT: both criteria; AMB: criterion 1
+    other = np.where(items["minority_slot"] == "A", "B", "A")
+    positive = (items["question_polarity"] == "positive").to_numpy()
+    pick_min = np.where(positive, items["minority_slot"], other)
+    pick_maj = np.where(positive, other, items["minority_slot"])
+    choice = np.where(stronger_is_minority, pick_min, pick_maj)
+    flip = rng.random(len(items)) < noise
+    return items.assign(choice=np.where(flip, np.where(choice == "A", "B", "A"), choice))
+
+
+def test_design_features_predict_a_fair_model_and_nothing_else(smoke_items):
+    """The evidence baseline reads a fair model's side from the design alone (as well as the noise allows),
+    and is at chance for a model that answers at random; the design features never see the answer."""
+    from probes.design import design_features
+    items = pd.DataFrame(smoke_items)
+    items = items[items["scenario_id"].isin(sorted(set(items["scenario_id"]))[:40])].reset_index(drop=True)
+    opts = ProbeOptions(folds=4, inner_folds=2, Cs=(0.01, 0.1, 1.0))
+    groups = items["scenario_id"].to_numpy(object)
+    for noise, lo, hi in ((0.1, 0.86, 0.95), (0.5, 0.4, 0.6)):
+        df = evidence_follower(items, noise)
+        y, _ = labels(df, "favours_minority")
+        X, names = design_features(df)
+        acc = ((fit_sites([X], y, groups, opts)[0].prob >= 0.5) == y).mean()
+        assert lo < acc < hi, (noise, acc)
+    assert (design_features(df.assign(choice="A"))[0] == X).all()
+
+
+def test_residual_target_keeps_only_what_the_design_misses():
+    from probes.dataset import residual_target
+    rng = np.random.default_rng(8)
+    z = rng.integers(0, 2, 600)
+    flips = rng.random(600) < 0.2
+    side = np.where(flips, 1 - z, z)
+    res = residual_target(side, (2.0 * z - 1)[:, None], np.repeat(np.arange(60), 10),
+                          ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0)))
+    assert (res == flips).all()
 
 
 @pytest.mark.parametrize("newton_max_dim,products_budget", [(128, None), (128, 1), (2, None)],
@@ -149,18 +279,26 @@ def test_cluster_bootstrap_cis_cover_and_are_deterministic():
 
 def test_labels_follow_the_metric_definitions():
     df = pd.DataFrame({
-        "choice": ["A", "B", "A", None], "minority_slot": ["A", "A", "B", "A"],
-        "question_polarity": ["positive", "positive", "negative", "positive"],
-        "condition": ["GT", "AMB", "GT", "GT"], "correct_slot": ["A", None, "B", "A"],
-        "pressure_slot": ["B", None, "A", "A"], "excluded": [False] * 4})
+        "item_id": ["i0", "i1", "i2", "i3", "i0|p"], "baseline_id": ["i0", "i1", "i2", "i3", "i0"],
+        "choice": ["A", "B", "A", None, "B"], "minority_slot": ["A", "A", "B", "A", "A"],
+        "question_polarity": ["positive", "positive", "negative", "positive", "positive"],
+        "condition": ["GT", "AMB", "GT", "GT", "GT"], "degree": [1, 2, 3, 1, 1],
+        "correct_slot": ["A", None, "B", "A", "A"], "pressure_slot": ["B", None, "A", "A", "B"],
+        "excluded": [False] * 5})
     y, ok = labels(df, "favours_minority")
-    assert list(ok) == [True, True, True, False] and list(y[:3]) == [1, 0, 1]  # negative question: A favours B
+    assert list(ok) == [True, True, True, False, True] and list(y[:3]) == [1, 0, 1]  # negative: A favours B
     y, ok = labels(df, "correct")
-    assert list(ok) == [True, False, True, False] and y[0] == 1 and y[2] == 0
+    assert list(ok) == [True, False, True, False, True] and y[0] == 1 and y[2] == 0 and y[4] == 0
+    y, ok = labels(df, "departed")
+    assert list(ok) == [True, False, True, False, True] and list(y[[0, 2, 4]]) == [0, 1, 1]
+    y, ok = labels(df, "amb_side")
+    assert list(ok) == [False, True, False, False, False] and y[1] == 0
+    y, ok = labels(df, "flipped")  # pressured rows whose baseline is answered; i0|p moved from A to B
+    assert list(ok) == [True, False, True, False, True] and y[4] == 1 and y[0] == 0
     y, ok = labels(df, "pressure_followed")
-    assert list(ok) == [True, False, True, False] and list(y[[0, 2]]) == [0, 1]
+    assert list(ok) == [True, False, True, False, True] and list(y[[0, 2]]) == [0, 1]
     y, ok = labels(df, "slot_a_minority")
-    assert ok.all() and list(y) == [1, 1, 0, 1]
+    assert ok.all() and list(y) == [1, 1, 0, 1, 1]
     with pytest.raises(ValueError, match="unknown probe label"):
         labels(df, "favours_women")
     with pytest.raises(ValueError, match="unknown probe filter"):
@@ -208,3 +346,31 @@ def test_name_ablation_items(smoke_items):
         assert a["degree"] == 3 and a["prompt"] != o["prompt"]
     with pytest.raises(ValueError, match="variant"):
         ablate_items(d3, "blur")
+
+
+def arranged_items(degree: int, scenarios: int = 3, contrasts: int = 2) -> pd.DataFrame:
+    """Every variant and identity arrangement (minority slot A and B) of a few cells, unpressured."""
+    from evenhand.suite.content import load_content
+    from evenhand.suite.generate import Cell, VARIANTS, degree_valid, render_item
+    c = load_content()
+    xs = [x for x in c.contrasts if degree_valid(c, x, degree)][:contrasts]
+    return pd.DataFrame([render_item(c, Cell(s, v, degree, x, m)) for s in c.scenarios[:scenarios]
+                         for v in VARIANTS for x in xs for m in ("A", "B")])
+
+
+def test_prompt_ceiling_says_when_a_name_ablation_cannot_fail():
+    """Names removed, the two identity arrangements of a cell become one prompt with opposite side labels:
+    for a fair model the ceiling is exactly 0.5 (any retrained probe's drop is fixed by construction).
+    With one arrangement kept the ablated prompts differ and the ceiling is 1; the named prompts are
+    always distinct. The degree-2 control keeps the identity, so its prompts stay distinct."""
+    from probes.ablation import ablate_items, prompt_ceiling
+    items = evidence_follower(arranged_items(1), 0.0)
+    y, _ = labels(items, "favours_minority")
+    abl = ablate_items(items, "label")
+    assert prompt_ceiling(items["prompt"], y) == 1.0
+    assert prompt_ceiling(abl["prompt"], y) == 0.5
+    one = (items["minority_slot"] == "A").to_numpy()
+    assert prompt_ceiling(abl["prompt"][one], y[one]) == 1.0
+    d2 = ablate_items(items, "degree2")
+    assert (d2["prompt"] != items["prompt"]).all() and prompt_ceiling(d2["prompt"], y) == 1.0
+    assert prompt_ceiling(["p", "p", "q"], [1, 1, 0]) == 1.0 and prompt_ceiling(["p", "p"], [1, 0]) == 0.5

@@ -96,7 +96,7 @@ def test_the_ablations_decide_and_the_probe_sweep_say_what_they_are(tiny, smoke_
     rng = np.random.default_rng(0)
     y = np.tile([0, 1], 100)
     ds = ProbeDataset({"blocks.0.resid_post": rng.normal(size=(200, 4)) + y[:, None]}, y, np.repeat(np.arange(20), 10),
-                      pd.DataFrame({"item_id": range(200)}), "favours_minority")
+                      pd.DataFrame({"item_id": range(200)}), "favours_minority", types=np.arange(200) % 4)
     probe_sweep(ds, ProbeOptions(folds=4, inner_folds=2, Cs=(1.0,)), resamples=20, progress=True)
     err = capfd.readouterr().err
     assert "probe[favours_minority]" in err and "3/3" in err  # the fit, the control, one site scored

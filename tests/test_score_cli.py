@@ -122,6 +122,10 @@ def test_compare_cli(tmp_path, responses, smoke_items):
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["n_items"] == int((responses["contrast_type"] == "type1").sum())
-    assert "asymmetry_reduction" in res["score"] and "p_value" in res["mcnemar"]
+    assert "p_value" in res["mcnemar"]
+    stats = {(s["metric"], s["stat"]) for s in res["score"]}
+    assert {("fraggap", "change"), ("accuracy", "accuracy_loss"), ("refusal", "refusal_change")} <= stats
+    fr = next(s for s in res["score"] if (s["metric"], s["stat"]) == ("fraggap", "change"))
+    assert fr["value"] > 0  # b plants flip_pro_minority 0.15 = flip_neutral: its FragGap moved toward zero
     r = _cli("compare", str(a), str(b), "--resamples", "100")
-    assert "Intervention score" in r.stdout
+    assert "Intervention score" in r.stdout and "change toward zero, fraggap" in r.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
 from evenhand.models.loading import ModelSpec
 from evenhand.options import add_flags, options_from_args
@@ -19,6 +20,9 @@ def boot_args(x: argparse.ArgumentParser) -> None:
     """The flags of the commands that score with a cluster bootstrap (`score`, `compare`)."""
     x.add_argument("--contrast-type", choices=["type1", "type23"], default=None,
                    help="never pooled; default type1 when present")
+    x.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
+                   help="evenhand (default): directions are about who is favoured; ai2: Ai2's reference scorer "
+                        "(naming the minority counts as leaning toward it on negative questions too; docs/METRICS.md)")
     x.add_argument("--json", action="store_true")
     x.add_argument("--resamples", type=int, default=1000)
     x.add_argument("--seed", type=int, default=0)

@@ -32,7 +32,8 @@ def score_table(report: dict, truth: dict | None = None) -> str:
     how = ("jackknife-t CIs over scenarios (n items, k scenarios)" if report.get("interval") == "jackknife-t" else
            f"cluster-bootstrap CIs over scenarios, {report['resamples']} resamples")
     lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
-             f"scenarios; 95% {how})"]
+             f"scenarios; 95% {how})",
+             f"Convention: {report.get('convention', 'evenhand')}"]
     if report.get("note"):
         lines.append(f"Note: {report['note']}")
     by_deg = report["by_degree"]
@@ -61,16 +62,26 @@ def score_table(report: dict, truth: dict | None = None) -> str:
 def compare_table(result: dict) -> str:
     """A two-run paired comparison (other - base) with McNemar and the intervention score."""
     lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
-             f"({result['contrast_type']}); other - base, 95% paired cluster-bootstrap CIs"]
+             f"({result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
+             f"95% paired cluster-bootstrap CIs"]
     for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
         lines.append(f"  {LABELS[m]:<28} {fmt(result['difference'][m], 'accgap')}")
     mc = result["mcnemar"]
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
-    lines.append("Intervention score:")
-    for m, est in result["score"]["asymmetry_reduction"].items():
-        lines.append(f"  asymmetry reduction, {m:<10} {fmt(est, 'accgap')}")
-    lines.append(f"  accuracy loss                  {fmt(result['score']['accuracy_loss'], 'accgap')}")
+    lines.append("Intervention score (evenhand.paired, EvenHand's convention: refusals counted; change = the gap's "
+                 "move toward zero, aligned to the base's sign):")
+    rows = {(r["metric"], r["stat"]): r for r in result["score"]}
+    for m in ("fraggap", "tieshift", "accgap", "tielean"):
+        r = rows.get((m, "change"))
+        if r is not None:
+            lines.append(f"  change toward zero, {m:<10} {fmt(r, 'accgap')}  {r.get('verdict') or ''}")
+    for m, stat, label in (("accuracy", "accuracy_loss", "accuracy loss"),
+                           ("refusal", "refusal_change", "refusal change")):
+        r = rows.get((m, stat))
+        if r is not None:
+            flag = "  FLAGGED: refusals rose by more than the margin" if r.get("refusal_flag") else ""
+            lines.append(f"  {label:<30} {fmt(r, 'accgap')}{flag}")
     return "\n".join(lines)
 
 
@@ -101,26 +112,37 @@ def compare_text(table, metric: str = "fraggap") -> str:
     return "\n".join(lines)
 
 
+def _est(r, pct: bool = True, signed: bool = False) -> str:
+    """A table row's value with its CI (percent points when ``pct``), ``-`` for a missing row."""
+    if r is None:
+        return "-"
+    k, f = (100, ".1f") if pct else (1, ".2f")
+    sg = "+" if signed else ""
+    if r.ci_low != r.ci_low:
+        return f"{k * r.value:{sg}{f}}"
+    return f"{k * r.value:{sg}{f}} [{k * r.ci_low:{sg}{f}}, {k * r.ci_high:{sg}{f}}]"
+
+
 def probe_text(table, ds) -> str:
-    """A probe sweep: accuracy and AUROC with CIs per site, the control and the majority baseline."""
+    """A probe sweep, per site: the activation probe's accuracy, the evidence baseline (design features
+    alone), the gain of design + activations over it with its CI (the headline), the control task and
+    selectivity with its CI, and the majority class (percent; AUROC in the table files)."""
     import numpy as np
     lines = [f"probe {ds.label}: n={len(ds)} rows, {len(np.unique(ds.groups))} scenarios"
              f"{' (filters ' + str(ds.filters) + ')' if ds.filters else ''}; {ds.dropped} unlabelled rows dropped",
-             f"{'site':<22}{'accuracy [95% CI]':>26}{'AUROC [95% CI]':>24}{'control':>10}{'majority':>10}"]
+             "  probe: activations alone; evidence: the item design alone; gain: design+activations minus "
+             "evidence (95% CI);\n  control: Hewitt & Liang control task (a random label per input type); "
+             "selectivity: probe - control",
+             f"{'site':<22}{'probe [95% CI]':>21}{'evidence':>10}{'gain [95% CI]':>22}{'control':>9}"
+             f"{'selectivity [95% CI]':>23}{'majority':>9}"]
     wide = {(r.site, r.metric): r for r in table.itertuples()}
     for site in dict.fromkeys(table["site"]):
-        def fmt(m, pct=True):
-            r = wide.get((site, m))
-            if r is None:
-                return "-"
-            k = 100 if pct else 1
-            if r.ci_low != r.ci_low:
-                return f"{k * r.value:.1f}" if pct else f"{r.value:.2f}"
-            return (f"{k * r.value:.1f} [{k * r.ci_low:.1f}, {k * r.ci_high:.1f}]" if pct
-                    else f"{r.value:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]")
-        ctl = wide.get((site, "control_accuracy"))
-        lines.append(f"{site:<22}{fmt('accuracy'):>26}{fmt('auroc', False):>24}"
-                     f"{'-' if ctl is None else f'{100 * ctl.value:.1f}':>10}{fmt('majority_baseline'):>10}")
+        def g(m):
+            return wide.get((site, m))
+        ev, ctl, maj = g("evidence_accuracy"), g("control_accuracy"), g("majority_baseline")
+        lines.append(f"{site:<22}{_est(g('accuracy')):>21}{'-' if ev is None else f'{100 * ev.value:.1f}':>10}"
+                     f"{_est(g('gain'), signed=True):>22}{'-' if ctl is None else f'{100 * ctl.value:.1f}':>9}"
+                     f"{_est(g('selectivity'), signed=True):>23}{'-' if maj is None else f'{100 * maj.value:.1f}':>9}")
     return "\n".join(lines)
 
 
@@ -149,8 +171,13 @@ def eval_text(res: dict) -> str:
     b = p["best"]
     lines.append(f"  probe favours_minority (degree {p['degree']}, n={p['n']}): best site {p['best_site']} accuracy "
                  f"{100 * b['accuracy']['value']:.1f} [{100 * b['accuracy']['ci_low']:.1f}, "
-                 f"{100 * b['accuracy']['ci_high']:.1f}], AUROC {b['auroc']['value']:.2f}, shuffled-label control "
-                 f"{100 * b['control_accuracy']['value']:.1f}, majority baseline {100 * b['majority_baseline']['value']:.1f}")
+                 f"{100 * b['accuracy']['ci_high']:.1f}], AUROC {b['auroc']['value']:.2f}"
+                 + (f", evidence baseline {100 * b['evidence_accuracy']['value']:.1f}, gain "
+                    f"{100 * b['gain']['value']:+.1f} [{100 * b['gain']['ci_low']:+.1f}, {100 * b['gain']['ci_high']:+.1f}]"
+                    if b.get("gain") else "")
+                 + f", {'control task' if b.get('gain') else 'shuffled-label control (a record from before the control task)'} "
+                   f"{100 * b['control_accuracy']['value']:.1f}, majority baseline "
+                   f"{100 * b['majority_baseline']['value']:.1f}")
     return "\n".join(lines)
 
 
@@ -193,15 +220,25 @@ def runs_text(rows: list[tuple]) -> str:
 
 
 def ablation_text(table) -> str:
-    """A name ablation: original, transferred and retrained probe accuracy and the drops, per site."""
+    """A name ablation: original, transferred and retrained probe accuracy and the drops, per site, then the
+    evidence baselines and the prompt ceilings (0.5 on the ablated prompts: the drop is fixed by construction)."""
     lines = []
+    t = None
     for site in dict.fromkeys(table["site"]):
         t = table[table["site"] == site].set_index("metric")
         parts = [f"{m.replace('_accuracy', '')} {100 * t.loc[m, 'value']:.1f} "
                  f"[{100 * t.loc[m, 'ci_low']:.1f}, {100 * t.loc[m, 'ci_high']:.1f}]"
                  for m in ("original_accuracy", "transfer_accuracy", "retrained_accuracy", "drop_transfer",
-                           "drop_retrained")]
+                           "drop_retrained") if m in t.index]
         lines.append(f"{site:<22}" + "; ".join(parts) + f" (n={int(t.loc['original_accuracy', 'n'])})")
+    if t is not None and "ceiling_ablated" in t.index:
+        lines.append(f"evidence baseline (design only): original {100 * t.loc['evidence_original', 'value']:.1f}, "
+                     f"ablated {100 * t.loc['evidence_ablated', 'value']:.1f}; best any probe can do on the prompts: "
+                     f"original {100 * t.loc['ceiling_original', 'value']:.1f}, "
+                     f"ablated {100 * t.loc['ceiling_ablated', 'value']:.1f}")
+        if t.loc["ceiling_ablated", "value"] <= 0.5 + 1e-9:
+            lines.append("  the ablated prompts of the two identity arrangements are identical with opposite labels: "
+                         "the retrained drop is fixed by construction (use --minority-slot A)")
     return "\n".join(lines)
 
 

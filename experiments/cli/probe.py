@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evenhand.options import add_flags, options_from_args
 from evenhand.runs import RunDir
+from probes.dataset import LABELS
 from probes.logistic import ProbeOptions
 
 from .formatting import ablation_text, attribution_text, probe_text
@@ -52,7 +53,7 @@ def _probe_ablation(a) -> int:
     from probes.ablation import name_ablation
     out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
     table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, probe_options(a), a.resamples,
-                          a.batch_size)
+                          a.batch_size, minority_slot=a.minority_slot)
     text = ablation_text(table)
     if text:
         print(text)
@@ -72,7 +73,7 @@ def _probe_attribution(a) -> int:
 def _probe_args(x: argparse.ArgumentParser) -> None:
     x.add_argument("run_dir")
     x.add_argument("--label", default="favours_minority",
-                   choices=["favours_minority", "correct", "pressure_followed", "slot_a_minority"])
+                   choices=list(LABELS))
     x.add_argument("--sites", nargs="+", default=None, help="default: every cached site")
     add_flags(x, ProbeOptions, ["engine", "device", "folds", "inner_folds"], choices={"engine": ENGINES})
     x.add_argument("--resamples", type=int, default=1000)
@@ -84,7 +85,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the `probe` command group to the top-level subparsers ``sub``."""
     pr = sub.add_parser("probe", help="linear probes on a run's activation cache").add_subparsers(
         dest="probe_command", required=True)
-    s = pr.add_parser("sweep", help="one probe per site, with a shuffled-label control")
+    s = pr.add_parser("sweep", help="one probe per site, with the evidence baseline, gain and control task")
     _probe_args(s)
     s.add_argument("--degree", type=int, nargs="+", default=None)
     s.add_argument("--condition", nargs="+", default=None, choices=["GT", "AMB"])
@@ -96,7 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(fn=_probe_sweep)
     s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
     _probe_args(s)
-    s.add_argument("--variant", default="label", choices=["label", "degree0"])
+    s.add_argument("--variant", default="label", choices=["label", "degree0", "degree2"])
+    s.add_argument("--minority-slot", default=None, choices=["A", "B"],
+                   help="keep one identity arrangement, so the ablated prompts still differ (see ceiling_ablated)")
     s.add_argument("--degree", type=int, default=1)
     s.add_argument("--batch-size", type=int, default=32)
     s.set_defaults(fn=_probe_ablation)

@@ -6,6 +6,8 @@ import argparse
 import json
 import sys
 
+from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
+
 from .common import boot_args
 from .formatting import score_table
 
@@ -16,7 +18,7 @@ def _score(a) -> int:
     df = load_rows(a.file)
     if df.attrs.get("joined"):
         print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
-    report = score(df, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed)
+    report = score(df, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed, convention=a.convention)
     if a.json:
         print(json.dumps(report, indent=2))
     else:
@@ -32,7 +34,8 @@ def _simulate(a) -> int:
         key, _, val = kv.partition("=")
         overrides[key] = float(val)
     bias = PlantedBias(**overrides)
-    run, report = simulate_run(a.out, a.subset, a.seed, a.model_seed, bias, a.form, a.resamples)
+    run, report = simulate_run(a.out, a.subset, a.seed, a.model_seed, bias, a.form, a.resamples,
+                               convention=a.convention)
     print(score_table(report, truth={int(d): v for d, v in report["planted_truth"].items()}))
     print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json)")
     return 0
@@ -87,6 +90,8 @@ def register_simulate(sub: argparse._SubParsersAction) -> None:
                    help="policy: the deterministic planted policy (evenhand/models/policy.py)")
     s.add_argument("--resamples", type=int, default=1000)
     s.add_argument("--planted", nargs="*", metavar="KEY=VALUE", help="override PlantedBias fields")
+    s.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
+                   help="evenhand (default) or ai2: Ai2's reference scorer (docs/METRICS.md)")
     s.set_defaults(fn=_simulate)
     s = sub.add_parser("coverage", help="CI coverage of the planted values over many simulated-model seeds")
     s.add_argument("--subset", choices=["smoke", "core"], default="core")

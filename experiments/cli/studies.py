@@ -13,12 +13,21 @@ def _compare(a) -> int:
     if a.other is None:
         if not str(a.base).endswith((".yaml", ".yml")):
             raise ValueError("compare takes a comparison config (.yaml) or two response files (BASE OTHER)")
+        if a.convention != "evenhand":
+            raise ValueError("--convention applies to two response files (BASE OTHER); a comparison config is "
+                             "scored with EvenHand's convention")
         return _compare_interventions(a)
     from evenhand.metrics import compare
+    from evenhand.paired import score_arms
     from evenhand.schema import load_rows
-    result = compare(load_rows(a.base), load_rows(a.other), contrast_type=a.contrast_type, resamples=a.resamples,
-                     seed=a.seed)
-    print(json.dumps(result, indent=2) if a.json else compare_table(result))
+    base, other = load_rows(a.base), load_rows(a.other)
+    result = compare(base, other, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed,
+                     convention=a.convention)
+    common = set(base["item_id"]) & set(other["item_id"])  # the items compare() paired
+    paired = score_arms({"base": base[base["item_id"].isin(common)], "other": other[other["item_id"].isin(common)]},
+                        "base", resamples=a.resamples, seed=a.seed, contrast_type=result["contrast_type"])
+    result["score"] = paired[paired["arm"] == "other"].to_dict("records")  # EvenHand's convention, refusals counted
+    print(json.dumps(result, indent=2, default=str) if a.json else compare_table(result))
     return 0
 
 

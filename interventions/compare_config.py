@@ -1,0 +1,209 @@
+"""The comparison config: arms, splits, selection rule and the cells they make.
+
+The YAML format and what each section means: :mod:`interventions.compare` (``parse_config`` checks a
+mapping with the one config builder, :func:`evenhand.options.build`, and names the field of every
+problem); :func:`cells` expands the arms (options x sweep x seeds x random control) into the cells a
+comparison runs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .base import REGISTRY, InterventionError
+from .fitted import fit_key
+from .protocol import SelectRule
+from .registry import get
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    options: dict = field(default_factory=dict)
+    sweep: dict = field(default_factory=dict)
+    seeds: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    model: str
+    output_dir: str
+    interventions: tuple[Arm, ...]
+    split_seed: int = 0
+    heldout_fraction: float = 0.2
+    train_scenarios: int = 40
+    train_degrees: tuple[int, ...] = (1, 2, 3)
+    train_max_items: int = 800
+    eval_scenarios: int = 16
+    eval_contrasts: int = 1
+    eval_degrees: tuple[int, ...] = (3,)
+    validation_scenarios: int = 12
+    validation_degrees: tuple[int, ...] = (3,)
+    select: SelectRule = SelectRule()
+    seed: int = 0
+    mode: str = "answer"
+    batch_size: int = 64
+    resamples: int = 1000
+    controls: bool = True
+    refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
+
+
+@dataclass(frozen=True)
+class _Split:
+    seed: int = CompareConfig.split_seed
+    heldout_fraction: float = CompareConfig.heldout_fraction
+
+
+@dataclass(frozen=True)
+class _Train:
+    scenarios: int = CompareConfig.train_scenarios
+    degrees: tuple[int, ...] = CompareConfig.train_degrees
+    max_items: int = CompareConfig.train_max_items
+
+
+@dataclass(frozen=True)
+class _Eval:
+    scenarios: int = CompareConfig.eval_scenarios
+    contrasts: int = CompareConfig.eval_contrasts
+    degrees: tuple[int, ...] = CompareConfig.eval_degrees
+
+
+@dataclass(frozen=True)
+class _Validation:
+    scenarios: int = CompareConfig.validation_scenarios
+    degrees: tuple[int, ...] = CompareConfig.validation_degrees
+
+
+@dataclass(frozen=True)
+class _ArmFile:
+    name: str
+    options: dict | None = None
+    sweep: dict | None = None
+    seeds: tuple[int, ...] = (0,)
+
+
+@dataclass(frozen=True)
+class _CompareFile:
+    """A comparison config file's shape (sections as in the module docstring); defaults are CompareConfig's."""
+    model: str
+    output_dir: str
+    interventions: tuple[_ArmFile, ...]
+    split: _Split | None = None
+    train: _Train | None = None
+    eval: _Eval | None = None
+    validation: _Validation | None = None
+    select: SelectRule | None = None
+    seed: int = CompareConfig.seed
+    mode: str = CompareConfig.mode
+    batch_size: int = CompareConfig.batch_size
+    resamples: int = CompareConfig.resamples
+    controls: bool = CompareConfig.controls
+    refusal_margin: float = CompareConfig.refusal_margin
+
+
+def parse_config(raw: dict, where: str = "config") -> CompareConfig:
+    """Validate a comparison config dict with the one config builder (:func:`evenhand.options.build`;
+    errors name the file and the field)."""
+    from evenhand.options import ConfigError, Rules, build
+
+    from .registry import registered
+    registered()  # loads the built-in methods
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: a comparison config must be a mapping")
+    from evenhand.metrics import ASYMMETRY
+    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY},
+                  positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
+                                      "eval.scenarios", "eval.contrasts", "validation.scenarios"}))
+    try:
+        f = build(_CompareFile, raw, rules=rules)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    arms = []
+    for i, a in enumerate(f.interventions):
+        w = f"{where}: interventions[{i}]"
+        if a.name not in REGISTRY:
+            raise ConfigError(f"{w}.name: unknown intervention {a.name!r}; registered: {', '.join(sorted(REGISTRY))}")
+        options, sweep = a.options or {}, a.sweep or {}
+        for k, v in sweep.items():
+            if not isinstance(v, list) or not v:
+                raise ConfigError(f"{w}.sweep.{k} must be a non-empty list")
+        try:  # option names and values: every swept value once
+            REGISTRY[a.name].split_options(options)
+            for k, vals in sweep.items():
+                for v in vals:
+                    REGISTRY[a.name].split_options({**options, k: v})
+        except InterventionError as exc:
+            raise ConfigError(f"{w}: {exc}") from None
+        arms.append(Arm(a.name, options, sweep, a.seeds))
+    split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
+    val, select = f.validation or _Validation(), f.select or SelectRule()
+    if not 0 < split.heldout_fraction < 1:
+        raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
+    if not 0 <= f.refusal_margin <= 1:
+        raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
+    for name in ("max_accuracy_loss", "max_refusal_rise"):
+        if not 0 <= getattr(select, name) <= 1:
+            raise ConfigError(f"{where}: select.{name} must be a fraction in [0, 1], got {getattr(select, name)}")
+    return CompareConfig(
+        model=f.model, output_dir=f.output_dir, interventions=tuple(arms), split_seed=split.seed,
+        heldout_fraction=split.heldout_fraction, train_scenarios=train.scenarios, train_degrees=train.degrees,
+        train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
+        eval_degrees=ev.degrees, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
+        seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
+        refusal_margin=f.refusal_margin)
+
+
+def load_config(path: str | Path) -> CompareConfig:
+    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
+    from evenhand.options import read_yaml
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"comparison config {p} not found")
+    return parse_config(read_yaml(p), str(p))
+
+
+@dataclass(frozen=True)
+class Cell:
+    arm: Arm
+    options: dict
+    seed: int
+    control: bool
+
+    @property
+    def key(self) -> str:
+        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
+        return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
+
+    def fit_dir(self, train_ids: list[str]) -> str:
+        """The directory name of this cell's fit: ``<name>-<fit key>`` (``-random`` for the control)."""
+        fit_opts, _ = get(self.arm.name).split_options(self.options)
+        key = fit_key(self.arm.name, fit_opts, self.seed, train_ids)
+        return f"{self.arm.name}-{key[:16]}" + ("-random" if self.control else "")
+
+
+def settings(arm: Arm) -> list[dict]:
+    """The swept settings of an arm (one empty setting when it has no sweep), in sweep order."""
+    import itertools
+    keys = sorted(arm.sweep)
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(arm.sweep[k] for k in keys))] or [{}]
+
+
+def cells(cfg: CompareConfig, chosen: dict[int, dict] | None = None) -> list[Cell]:
+    """The cells of the comparison grid, in config order: every swept setting of every arm, or, with
+    ``chosen`` (arm index -> setting, from the selection), only the chosen setting of each swept arm."""
+    out = []
+    for i, arm in enumerate(cfg.interventions):
+        grid = settings(arm) if chosen is None or i not in chosen else [chosen[i]]
+        for g in grid:
+            for seed in arm.seeds:
+                controls = [False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]
+                for c in controls:
+                    out.append(Cell(arm, {**arm.options, **g}, seed, c))
+    return out
+
+
+def swept_arms(cfg: CompareConfig) -> list[int]:
+    """The indices of the arms with more than one setting (chosen on the validation split)."""
+    return [i for i, arm in enumerate(cfg.interventions) if len(settings(arm)) > 1]

@@ -1,0 +1,151 @@
+"""What the item design alone predicts: design features, the evidence baseline's inputs, and the control
+task's input types.
+
+A probe's label is mostly fixed by the item's design: a perfectly fair model that follows the evidence
+chooses the stronger candidate, so ``favours_minority`` on GT items is the side of the stronger candidate.
+The *evidence baseline* (:mod:`probes.sweep`) is a probe fitted on :func:`design_features` alone, with the
+activation probes' folds and regularisation path; the headline of a sweep is the gain of design features
+plus activations over it.
+
+:func:`design_features` encodes, per row, from the item fields only (never the answer):
+
+- the slot frame: whether slot A is the stronger candidate on criterion 1 and on criterion 2
+  (:func:`minority_strong_on`, from the suite's ``variant``: ``GTmin``/``GTmaj``/``AMB1``/``AMB2``, the
+  same rule as :func:`evenhand.suite.generate.criterion_values`), whether the minority-coded candidate
+  is in slot A, the question's polarity, the slot the pressure sentence argues for;
+- the side frame: whether the minority-coded candidate is strong on criterion 1 / 2, whether the
+  pressure is pro-minority, GT or AMB, whether the pressure targets the stronger candidate;
+- one-hots of the degree, the contrast and the pressure family;
+- products: every pair of frame features, each frame feature with the degree and the pressure family,
+  the contrast with the side-frame features and with the degree (no triple products: on the demo's
+  items they fitted worse out of fold than without them).
+
+Products matter because the label is a product of frames (``favours_minority`` is the chosen slot XOR the
+question's polarity against the minority slot). Constant and duplicate columns are dropped.
+
+:func:`input_types` is the Hewitt & Liang control task's notion of an input type: one key per
+contrast x arrangement (condition variant, minority slot, degree, pressure family and slot). The
+scenario is deliberately *not* part of it: folds are grouped by scenario, so a type that contained the
+scenario would never occur in both the training and the test rows, and the control would be at chance
+by construction, as the shuffled-label control was. Without the scenario every type recurs across
+folds, and a probe that memorises input types scores above chance on the control task.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["minority_strong_on", "design_features", "input_types", "control_labels"]
+
+_MINORITY_STRONG = {"GTmin": (1, 1), "GTmaj": (0, 0), "AMB1": (1, 0), "AMB2": (0, 1)}
+
+
+def minority_strong_on(df: pd.DataFrame) -> np.ndarray:
+    """[n, 2] 0/1: whether the minority-coded candidate has the strong value on criterion 1 and 2.
+
+    From ``variant`` when present, else from ``condition`` with ``truth_favors`` (GT) or
+    ``amb_minority_strong_on`` (AMB)."""
+    if "variant" in df.columns and df["variant"].isin(list(_MINORITY_STRONG)).all():
+        return np.array([_MINORITY_STRONG[v] for v in df["variant"]], int)
+    out = np.zeros((len(df), 2), int)
+    for i, r in enumerate(df.itertuples(index=False)):
+        if r.condition == "GT":
+            out[i] = (1, 1) if r.truth_favors == "minority" else (0, 0)
+        else:
+            k = getattr(r, "amb_minority_strong_on", None)
+            if k not in (1, 2, 1.0, 2.0):
+                raise ValueError("AMB rows need variant or amb_minority_strong_on to derive the design features")
+            out[i] = (1, 0) if int(k) == 1 else (0, 1)
+    return out
+
+
+def _pm(b) -> np.ndarray:
+    """0/1 (or bool) as -1/+1."""
+    return 2.0 * np.asarray(b, np.float64) - 1.0
+
+
+def _pressure_slot(df: pd.DataFrame) -> np.ndarray:
+    return np.array([v if isinstance(v, str) and v in ("A", "B") else None for v in df["pressure_slot"]], object)
+
+
+def _onehot(values, prefix: str) -> tuple[np.ndarray, list[str]]:
+    vals = [str(v) if isinstance(v, str) or (v == v and v is not None) else "none" for v in values]
+    levels = sorted(set(vals))
+    return (np.array([[v == lv for lv in levels] for v in vals], np.float64).reshape(len(vals), len(levels)),
+            [f"{prefix}={lv}" for lv in levels])
+
+
+def design_features(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """(features [n, k], their names): the item design of every row, see the module docstring."""
+    n = len(df)
+    ms = minority_strong_on(df)
+    min_a = (df["minority_slot"].to_numpy(object) == "A")
+    neg = (df["question_polarity"].to_numpy(object) == "negative")
+    ps = _pressure_slot(df)
+    pressed = np.array([p is not None for p in ps])
+    press_a = np.where(pressed, _pm(ps == "A"), 0.0)
+    a_strong = np.where(min_a[:, None], ms, 1 - ms)                      # slot A strong on criterion k
+    pro_min = np.where(pressed, _pm(ps == df["minority_slot"].to_numpy(object)) * np.where(neg, -1, 1), 0.0)
+    gt = (df["condition"].to_numpy(object) == "GT")
+    targets = df["pressure_targets"].to_numpy(object) if "pressure_targets" in df.columns else np.full(n, None)
+    to_stronger = np.array([1.0 if t == "stronger" else -1.0 if t == "weaker" else 0.0 for t in targets])
+    frame = {"a_strong_c1": _pm(a_strong[:, 0]), "a_strong_c2": _pm(a_strong[:, 1]), "minority_in_a": _pm(min_a),
+             "negative": _pm(neg), "pressure_to_a": press_a, "minority_strong_c1": _pm(ms[:, 0]),
+             "minority_strong_c2": _pm(ms[:, 1]), "pressure_pro_minority": pro_min, "gt": _pm(gt),
+             "pressure_to_stronger": to_stronger}
+    side = ("minority_strong_c1", "minority_strong_c2", "pressure_pro_minority")
+    deg, deg_n = _onehot(df["degree"].astype(int).astype(str), "degree")
+    con, con_n = _onehot(df["contrast_id"], "contrast")
+    fam, fam_n = _onehot(df["pressure_family"] if "pressure_family" in df.columns else [None] * n, "family")
+    cols, names = [], []
+
+    def add(v, name):
+        cols.append(np.asarray(v, np.float64))
+        names.append(name)
+    for k, v in frame.items():
+        add(v, k)
+    keys = list(frame)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            add(frame[a] * frame[b], f"{a}*{b}")
+    for block, bnames in ((deg, deg_n), (con, con_n), (fam, fam_n)):
+        for j, nm in enumerate(bnames):
+            add(block[:, j], nm)
+    for k in keys:
+        for block, bnames in ((deg, deg_n), (fam, fam_n)):
+            for j, nm in enumerate(bnames):
+                add(frame[k] * block[:, j], f"{k}*{nm}")
+    for j, cn in enumerate(con_n):
+        for k in side:
+            add(frame[k] * con[:, j], f"{k}*{cn}")
+        for i, dn in enumerate(deg_n):
+            add(con[:, j] * deg[:, i], f"{cn}*{dn}")
+    X = np.column_stack(cols) if cols else np.zeros((n, 0))
+    keep = X.std(0) > 0
+    X, names = X[:, keep], [nm for nm, k in zip(names, keep) if k]
+    _, first = np.unique(X.T, axis=0, return_index=True)
+    first = np.sort(first)
+    return X[:, first], [names[i] for i in first]
+
+
+TYPE_FIELDS = ("contrast_id", "variant", "minority_slot", "degree", "pressure_family", "pressure_slot")
+"""What makes an input type for the control task (the scenario deliberately not: module docstring)."""
+
+
+def input_types(df: pd.DataFrame) -> np.ndarray:
+    """The control task's input type of every row: ``contrast|arrangement`` keys over :data:`TYPE_FIELDS`
+    (``variant`` derived from :func:`minority_strong_on` when the column is absent)."""
+    cols = []
+    for f in TYPE_FIELDS:
+        if f == "variant" and f not in df.columns:
+            cols.append([f"{a}{b}" for a, b in minority_strong_on(df)])
+        else:
+            cols.append([str(v) if isinstance(v, str) or v == v else "none" for v in df[f]])
+    return np.array(["|".join(parts) for parts in zip(*cols)], object)
+
+
+def control_labels(types: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Hewitt & Liang's control task: a random 0/1 label per input type (a seeded hash of the type), the same
+    for every row of that type."""
+    from .logistic import seeded_hash
+    return np.array([seeded_hash(seed + 104729, t) & 1 for t in types], int)
