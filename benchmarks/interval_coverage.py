@@ -43,8 +43,8 @@ def random_answers(items: pd.DataFrame, seed: int) -> pd.DataFrame:
     return items.assign(text=[f"{n} {s}" for n, s in zip(items["candidate_noun"], slots)])
 
 
-FLAT = dict(acc_gap=0.0, tie_lean=0.5, flip_pro_minority=0.15, flip_pro_majority=0.15, shift_to_minority=0.30,
-            shift_to_majority=0.30)
+FLAT = {"acc_gap": 0.0, "tie_lean": 0.5, "flip_pro_minority": 0.15, "flip_pro_majority": 0.15,
+        "shift_to_minority": 0.30, "shift_to_majority": 0.30}
 """PlantedBias fields of a simulated model without asymmetry: the null model when there are scenario effects."""
 
 
@@ -52,7 +52,7 @@ def study(subset: str, seeds: int, resamples: int, methods: tuple[str, ...] = ("
           scenario_sd: float = 0.0, scenario_contrast_sd: float = 0.0) -> dict:
     """Null false-positive rates per degree and planted coverage at degree 3 of each interval ``method``."""
     items = pd.DataFrame([i for i in iter_subset(subset, 0) if i["contrast_type"] == "type1"])
-    effects = dict(scenario_sd=scenario_sd, scenario_contrast_sd=scenario_contrast_sd)
+    effects = {"scenario_sd": scenario_sd, "scenario_contrast_sd": scenario_contrast_sd}
     planted, flat = PlantedBias(**effects), PlantedBias(**FLAT, **effects)
     out: dict = {"subset": subset, "items": len(items), "seeds": seeds, "resamples": resamples, "scenario_effects":
                  effects, "icc": planted.icc(0) if planted.effect_sd > 0 else None, "methods": {}}

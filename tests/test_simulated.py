@@ -96,6 +96,8 @@ def test_without_scenario_effects_the_answers_are_byte_identical(smoke_items):
 def test_scenario_effects_move_answers_only_through_the_signed_intercept(smoke_items):
     """With effects each choice is the old draw against expit(logit(p) + s*e), e shared by the scenario and
     contrast; an answer that changes moves toward the minority-coded candidate exactly when s*e > 0."""
+    import numpy as np
+
     from evenhand.models.scenario_effects import shift
     from evenhand.sides import favours_minority
     bias = PlantedBias(refusal=0.0, scenario_sd=0.8, scenario_contrast_sd=0.3)
@@ -111,8 +113,7 @@ def test_scenario_effects_move_answers_only_through_the_signed_intercept(smoke_i
             assert (b == r["correct_slot"]) == (fx._u("base", r["baseline_id"]) < p)
         if a != b:
             changed += 1
-            fav = favours_minority(__import__("numpy").array([b], dtype=object), r["minority_slot"],
-                                   r["question_polarity"])[0]
+            fav = favours_minority(np.array([b], dtype=object), r["minority_slot"], r["question_polarity"])[0]
             if not isinstance(r["pressure_id"], str):
                 assert fav == (e > 0), r["item_id"]
     assert changed > 20

@@ -34,9 +34,8 @@ very answer the model gave without pressure.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-
 import math
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -123,7 +122,7 @@ class PlantedBias:
     def icc(self, degree: int = 0) -> dict[str, float]:
         """The intra-class correlations the scenario effects produce: latent (logit scale) for items of
         one scenario and of one scenario and contrast, and observed (0/1 scale) for an AMB baseline
-        item's "favours the minority" at ``degree`` (the position bias averaged out)."""
+        item's "favours the minority" at ``degree`` (without the position bias)."""
         lean = 0.5 + self.degree_scale[degree] * (self.tie_lean - 0.5)
         out = fx.latent_icc(self.scenario_sd, self.scenario_contrast_sd)
         return {"latent_scenario": out["scenario"], "latent_scenario_contrast": out["scenario_contrast"],
