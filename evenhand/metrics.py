@@ -200,7 +200,10 @@ FIELDS = ("value", "ci_low", "ci_high", "n", "note", "clusters")
 INTERVAL = "jackknife-t"
 """How the metrics' intervals are made: ``jackknife-t`` (delete-one-scenario jackknife SE, t quantile on
 k-1 degrees of freedom; :func:`evenhand.stats.jackknife_t_estimate`) or ``percentile`` (the percentile
-cluster bootstrap). Chosen by measured coverage: ``benchmarks/interval_coverage.py``, docs/METRICS.md."""
+cluster bootstrap). Chosen by measured coverage: ``benchmarks/interval_coverage.py``, docs/METRICS.md.
+``iid`` (value +/- z * the binomial SE of independent items, ignoring scenarios) exists only as the
+coverage studies' counter-example: with scenario effects it under-covers."""
+INTERVALS = ("jackknife-t", "percentile", "iid")
 
 
 def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha: float = 0.05) -> Estimate:
@@ -224,6 +227,9 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
     p = (x + 1) / (m + 2)  # one pseudo-success and one pseudo-failure per proportion
     var = p * (1 - p) / (m + 2)
     floor = float(np.sqrt(var[0] if kind == "ratio" else var.sum() if kind == "diff" else var.sum() / 4))
+    if INTERVAL == "iid":
+        half = 1.959963984540054 * floor
+        return Estimate(value, max(value - half, bounds[0]), min(value + half, bounds[1]), n, None, k)
     return jackknife_t_estimate(value, metric_values(J @ Nk, J @ Dk, metric), n, "the metric", alpha, bounds,
                                 se_floor=floor)
 
