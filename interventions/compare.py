@@ -59,6 +59,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.checks import warn_unparseable
 from evenhand.runs import RunDir
 
 from .base import Fitted, InterventionError, decide_with
@@ -213,6 +214,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
             resp = decide_with(method, fitted, items, model(), opts, apply_opts)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_table_atomic(path, resp)
+        warn_unparseable(resp, run, part=f"{path.parent.parent.name}/{path.parent.name}")  # e.g. cells/caa-...
 
     def resp_path(root: Path, key: str) -> Path:
         return root / key / "responses.parquet"
