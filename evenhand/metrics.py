@@ -159,6 +159,11 @@ def indicators(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> tuple[
     return N, D
 
 
+def components_of(metric: str) -> tuple[str, ...]:
+    """The :data:`COMPONENTS` a metric is computed from (its numerators and denominators)."""
+    return _DEF[metric][1]
+
+
 def metric_values(num: np.ndarray, den: np.ndarray, metric: str) -> np.ndarray:
     """Vectorised metric over rows of component sums (shape (..., C)); NaN where undefined."""
     kind, comps = _DEF[metric]
