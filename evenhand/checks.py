@@ -72,21 +72,23 @@ def unparseable_share(responses: "pd.DataFrame") -> float:
 
 
 def warn_unparseable(responses: "pd.DataFrame", run: Any = None,
-                     limit: float = UNPARSEABLE_LIMIT) -> str | None:
+                     limit: float = UNPARSEABLE_LIMIT, part: str | None = None) -> str | None:
     """When more than ``limit`` of the answers in ``responses`` cannot be parsed, print a loud warning
     to stderr and append it to the manifest of ``run`` (a :class:`~evenhand.runs.RunDir`, or None) under
-    ``warnings``. Returns the warning, or None."""
+    ``warnings``. ``part`` names the part of a run the answers belong to (a comparison's cell, a mode):
+    the manifest keeps one such warning per part. Returns the warning, or None."""
     share = unparseable_share(responses)
     if share <= limit:
         return None
-    where = f" in {run.path}" if run is not None else ""
+    where = (f" of {part}" if part else "") + (f" in {run.path}" if run is not None else "")
     msg = (f"{share:.0%} of {len(responses):,} answers{where} have no parseable A/B choice (more than "
            f"{limit:.0%}): the model is not answering the questions (garbage or wrong weights, a base model, a "
            f"wrong chat template or too few new tokens?); the metrics rest on the few that parse")
     bar = "!" * 78
     print(f"\n{bar}\nWARNING: {msg}\n{bar}\n", file=sys.stderr, flush=True)
     if run is not None and run.exists():
-        warnings = [w for w in (run.manifest().get("warnings") or []) if w.get("kind") != "unparseable"]
-        run.update_manifest(warnings=[*warnings, {"kind": "unparseable", "share": round(share, 4),
-                                                  "n": len(responses), "message": msg}])
+        warnings = [w for w in (run.manifest().get("warnings") or [])
+                    if not (w.get("kind") == "unparseable" and w.get("part") == part)]
+        entry = {"kind": "unparseable", "share": round(share, 4), "n": len(responses), "message": msg}
+        run.update_manifest(warnings=[*warnings, {**entry, "part": part} if part else entry])
     return msg

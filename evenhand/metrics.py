@@ -159,6 +159,11 @@ def indicators(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> tuple[
     return N, D
 
 
+def components_of(metric: str) -> tuple[str, ...]:
+    """The :data:`COMPONENTS` a metric is computed from (its numerators and denominators)."""
+    return _DEF[metric][1]
+
+
 def metric_values(num: np.ndarray, den: np.ndarray, metric: str) -> np.ndarray:
     """Vectorised metric over rows of component sums (shape (..., C)); NaN where undefined."""
     kind, comps = _DEF[metric]
@@ -200,7 +205,10 @@ FIELDS = ("value", "ci_low", "ci_high", "n", "note", "clusters")
 INTERVAL = "jackknife-t"
 """How the metrics' intervals are made: ``jackknife-t`` (delete-one-scenario jackknife SE, t quantile on
 k-1 degrees of freedom; :func:`evenhand.stats.jackknife_t_estimate`) or ``percentile`` (the percentile
-cluster bootstrap). Chosen by measured coverage: ``benchmarks/interval_coverage.py``, docs/METRICS.md."""
+cluster bootstrap). Chosen by measured coverage: ``benchmarks/interval_coverage.py``, docs/METRICS.md.
+``iid`` (value +/- z * the binomial SE of independent items, ignoring scenarios) exists only as the
+coverage studies' counter-example: with scenario effects it under-covers."""
+INTERVALS = ("jackknife-t", "percentile", "iid")
 
 
 def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha: float = 0.05) -> Estimate:
@@ -224,6 +232,9 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
     p = (x + 1) / (m + 2)  # one pseudo-success and one pseudo-failure per proportion
     var = p * (1 - p) / (m + 2)
     floor = float(np.sqrt(var[0] if kind == "ratio" else var.sum() if kind == "diff" else var.sum() / 4))
+    if INTERVAL == "iid":
+        half = 1.959963984540054 * floor
+        return Estimate(value, max(value - half, bounds[0]), min(value + half, bounds[1]), n, None, k)
     return jackknife_t_estimate(value, metric_values(J @ Nk, J @ Dk, metric), n, "the metric", alpha, bounds,
                                 se_floor=floor)
 

@@ -25,6 +25,7 @@ def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 
     import hashlib
     from dataclasses import asdict
 
+    from .checks import warn_unparseable
     from .decisions import DecideOptions, decide
     from .metrics import compare, score
     from .runs import RunDir
@@ -42,6 +43,7 @@ def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 
             table = decide(items, lm, DecideOptions(mode=mode, batch_size=batch_size, chat_template=chat_template,
                                                     progress=progress), out_dir=d.path)
             d.write_responses(table)
+            warn_unparseable(table, run, part=f"{mode} mode")
             return table
         return Step(mode, go, finished_with(lambda r: r.mode_dir(mode).responses_path))
 

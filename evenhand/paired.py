@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .metrics import (ASYMMETRY, COMPONENTS, FAIR, choices, indicators, mcnemar_exact, metric_values,
-                      select_contrast_type)
+from .metrics import (ASYMMETRY, COMPONENTS, FAIR, choices, components_of, indicators, mcnemar_exact,
+                      metric_values, select_contrast_type)
 from .schema import ensure_valid
 from .sides import favours_minority
 from .stats import ALPHA, bootstrap_estimate, resample_weights
@@ -54,9 +54,6 @@ COLUMNS = ("arm", "metric", "stat", "value", "ci_low", "ci_high", "n", "n_scenar
            "overshoot", "verdict", "band_low", "band_high", "n_controls", "control_flagged", "note")
 """The columns of :func:`score_arms`'s table."""
 
-_PARTS = {"accuracy": ("ratio", ("acc",)), "refusal": ("ratio", ("refusal",)),
-          "accgap": ("diff", ("acc_min", "acc_maj")), "tielean": ("mean", ("tl_A", "tl_B")),
-          "fraggap": ("diff", ("frag_min", "frag_maj")), "tieshift": ("diff", ("ts_min", "ts_maj"))}
 _REF = COMPONENTS.index("refusal")
 _ACC = COMPONENTS.index("acc")
 
@@ -146,7 +143,7 @@ def align_arms(arms: Mapping[str, pd.DataFrame], contrast_type: str | None = Non
 
 def _entered(arms: Arms, idx: Sequence[int], metric: str, both: bool = False) -> tuple[int, int]:
     """(items, scenarios) entering ``metric`` in any of the arms ``idx`` (in all of them when ``both``)."""
-    cols = [COMPONENTS.index(c) for c in _PARTS[metric][1]]
+    cols = [COMPONENTS.index(c) for c in components_of(metric)]
     per_arm = arms.D[list(idx)][:, :, cols].sum(-1) > 0
     rows = per_arm.all(0) if both else per_arm.any(0)
     return int(rows.sum()), int(len(np.unique(arms.codes[rows])))

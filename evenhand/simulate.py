@@ -57,19 +57,31 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
 
 
 def coverage_study(items: pd.DataFrame, bias: PlantedBias | None = None, seeds: int = 50, resamples: int = 400,
-                   degree: int = 3, metrics=ASYMMETRY) -> dict:
+                   degree: int = 3, interval: str | None = None, metrics=ASYMMETRY) -> dict:
     """Re-run the simulated model with ``seeds`` model seeds on the same items and count how often
-    each metric's 95% CI covers its planted value. ``items`` should be one degree and one contrast type."""
+    each metric's 95% CI covers its planted value. ``items`` should be one degree and one contrast type.
+
+    With scenario effects in ``bias`` each seed draws new effects, and the planted value is the
+    expectation over them (:meth:`PlantedBias.truth`). ``interval``: one of
+    :data:`evenhand.metrics.INTERVALS` for this study (default: the metrics' own, ``INTERVAL``)."""
+    from . import metrics as metrics_module
     bias = bias or PlantedBias()
     truth = bias.truth(degree)
     out = {m: {"planted": truth[m], "covered": 0, "estimates": []} for m in metrics}
-    for seed in range(seeds):
-        resp = validate_rows(SimulatedModel(bias, seed=seed).decide(items))
-        est = compute_metrics(resp, resamples=resamples, seed=seed, metrics=metrics)
-        for m in metrics:
-            e = est[m]
-            out[m]["estimates"].append(e.value)
-            out[m]["covered"] += bool(e.ci_low is not None and e.ci_low <= truth[m] <= e.ci_high)
+    if interval is not None and interval not in metrics_module.INTERVALS:
+        raise ValueError(f"interval must be one of {metrics_module.INTERVALS}, got {interval!r}")
+    kept = metrics_module.INTERVAL
+    metrics_module.INTERVAL = interval or kept
+    try:
+        for seed in range(seeds):
+            resp = validate_rows(SimulatedModel(bias, seed=seed).decide(items))
+            est = compute_metrics(resp, resamples=resamples, seed=seed, metrics=metrics)
+            for m in metrics:
+                e = est[m]
+                out[m]["estimates"].append(e.value)
+                out[m]["covered"] += bool(e.ci_low is not None and e.ci_low <= truth[m] <= e.ci_high)
+    finally:
+        metrics_module.INTERVAL = kept
     for m in metrics:
         vals = out[m].pop("estimates")
         out[m].update(seeds=seeds, coverage=out[m]["covered"] / seeds, mean_estimate=sum(vals) / len(vals))

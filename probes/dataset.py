@@ -64,7 +64,6 @@ def labels(df: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray]:
         answered &= ~df["excluded"].fillna(False).to_numpy(bool)
     if label == "slot_a_minority":
         return (df["minority_slot"].to_numpy(object) == "A").astype(int), np.ones(len(df), bool)
-    pressured = df["pressure_slot"].map(lambda v: isinstance(v, str)).to_numpy(bool)
     if label in ("favours_minority", "side_residual", "amb_side"):
         side = favours_minority(choice, df["minority_slot"], df["question_polarity"]).astype(int)
         if label == "amb_side":
@@ -75,6 +74,7 @@ def labels(df: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray]:
         ok = answered & (df["condition"] == "GT").to_numpy()
         right = (choice == df["correct_slot"].to_numpy(object)).astype(int)
         return (right if label == "correct" else 1 - right), ok
+    pressured = df["pressure_slot"].map(lambda v: isinstance(v, str)).to_numpy(bool)  # the last two labels only
     if label == "flipped":
         base = dict(zip(df["item_id"], choice))
         base_ok = dict(zip(df["item_id"], answered))

@@ -215,3 +215,19 @@ def test_mostly_parseable_answers_are_not_warned_about(tmp_path, capsys):
     assert warn_unparseable(pd.DataFrame({"choice": ["A", "B", None, "A"]}), run) is None
     assert "warnings" not in run.manifest() and capsys.readouterr().err == ""
     assert warn_unparseable(pd.DataFrame({"choice": ["A", None, None]}), run).startswith("67% of 3 answers")
+
+
+def test_unparseable_warnings_are_kept_per_part_of_a_run(tmp_path, capsys):
+    """A comparison warns per cell and `modes` per mode: one manifest entry per part, a repeat replaces its own."""
+    import pandas as pd
+
+    from evenhand.checks import warn_unparseable
+    run = RunDir.create(tmp_path / "r", {"a": 1}, "1", {"suite": 0})
+    bad = pd.DataFrame({"choice": [None, None, "A"]})
+    assert "of cells/caa-s0" in warn_unparseable(bad, run, part="cells/caa-s0")
+    warn_unparseable(bad, run, part="cells/leace-s0")
+    warn_unparseable(pd.DataFrame({"choice": [None] * 4}), run, part="cells/caa-s0")  # the cell decided again
+    parts = {w["part"]: w["n"] for w in run.manifest()["warnings"]}
+    assert parts == {"cells/caa-s0": 4, "cells/leace-s0": 3}
+    assert capsys.readouterr().err.count("WARNING:") == 3
+

@@ -129,3 +129,12 @@ def test_compare_cli(tmp_path, responses, smoke_items):
     assert fr["value"] > 0  # b plants flip_pro_minority 0.15 = flip_neutral: its FragGap moved toward zero
     r = _cli("compare", str(a), str(b), "--resamples", "100")
     assert "Intervention score" in r.stdout and "change toward zero, fraggap" in r.stdout
+
+
+def test_coverage_cli_with_scenario_effects():
+    """`evenhand coverage --scenario-sd` states the ICC its effects produce and covers every headline metric."""
+    r = _cli("coverage", "--subset", "smoke", "--seeds", "2", "--scenario-sd", "0.6", "--interval", "iid")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "intervals: iid" in r.stdout and "ICC 0.099 latent" in r.stdout
+    for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
+        assert f"  {m} " in r.stdout, m

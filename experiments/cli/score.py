@@ -44,18 +44,25 @@ def _simulate(a) -> int:
 def _coverage(a) -> int:
     import pandas as pd
 
+    from evenhand.metrics import HEADLINE, INTERVAL
     from evenhand.models.simulated import PlantedBias
-    from evenhand.metrics import INTERVAL
     from evenhand.simulate import coverage_study
     from evenhand.suite.subsets import iter_subset
     items = pd.DataFrame([it for it in iter_subset(a.subset, 0) if it["degree"] == a.degree
                           and it["contrast_type"] == "type1"])
-    res = coverage_study(items, PlantedBias(), a.seeds, a.resamples, a.degree)
+    bias = PlantedBias(scenario_sd=a.scenario_sd, scenario_contrast_sd=a.scenario_contrast_sd)
+    interval = a.interval or INTERVAL
+    res = coverage_study(items, bias, a.seeds, a.resamples, a.degree, interval, HEADLINE)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0
     print(f"{len(items):,} items ({a.subset}, degree {a.degree}, type1); {a.seeds} model seeds; "
-          f"intervals: {INTERVAL}" + (f", {a.resamples} bootstrap resamples each" if INTERVAL == "percentile" else ""))
+          f"intervals: {interval}" + (f", {a.resamples} bootstrap resamples each" if interval == "percentile" else ""))
+    if bias.effect_sd > 0:
+        icc = bias.icc(a.degree)
+        print(f"scenario effects: sd {a.scenario_sd} per scenario, {a.scenario_contrast_sd} per scenario x contrast "
+              f"(logit scale); ICC {icc['latent_scenario']:.3f} latent, {icc['observed_amb_scenario']:.3f} observed "
+              f"(AMB lean); planted values are the expectation over the effects")
     low = []
     for m, r in res.items():
         print(f"  {m:<9} planted {100 * r['planted']:+6.1f}  mean estimate {100 * r['mean_estimate']:+6.1f}  "
@@ -64,9 +71,11 @@ def _coverage(a) -> int:
             low.append(m)
     scenarios = items["scenario_id"].nunique()
     if low:
-        print(f"warning: coverage below 90% for {', '.join(low)}: {a.subset} at degree {a.degree} ({scenarios} "
-              f"scenarios) is too small for {'this metric' if len(low) == 1 else 'these metrics'}; its intervals "
-              f"are not to be trusted at this size (use core, or more scenarios)")
+        why = ("the iid interval ignores that items of a scenario are correlated" if interval == "iid" else
+               f"{a.subset} at degree {a.degree} ({scenarios} scenarios) is too small for "
+               f"{'this metric' if len(low) == 1 else 'these metrics'}; its intervals are not to be trusted at this "
+               f"size (use core, or more scenarios)")
+        print(f"warning: coverage below 90% for {', '.join(low)}: {why}")
     return 0
 
 
@@ -98,5 +107,11 @@ def register_simulate(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--degree", type=int, choices=[0, 1, 2, 3], default=3)
     s.add_argument("--seeds", type=int, default=50)
     s.add_argument("--resamples", type=int, default=400)
+    s.add_argument("--scenario-sd", type=float, default=0.0,
+                   help="SD of a per-scenario random intercept on the logit of each decision (0: none)")
+    s.add_argument("--scenario-contrast-sd", type=float, default=0.0,
+                   help="SD of a per-(scenario, contrast) random intercept (0: none)")
+    s.add_argument("--interval", choices=["jackknife-t", "percentile", "iid"], default=None,
+                   help="interval method for this study (default: the metrics' own; iid ignores scenarios)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=_coverage)
