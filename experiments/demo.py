@@ -7,14 +7,16 @@ The demo (``evenhand demo``, ``make demo``) runs the main job on the fair organi
 off the committed calibration curve (:func:`~evenhand.models.organism.calibration.beta_for`) so that it
 plants a degree-3 FragGap of :data:`DEMO_FRAGGAP`. Its truth (:func:`planted_truths`), per degree:
 
-- where the dial is silent, the fair policy's exact value on the demo's own items
-  (:func:`~evenhand.models.policy.planted_truth`): AccGap, TieLean and GT accuracy at every degree
-  (they are measured on unpressured items, where the dial's read ``c`` is 0), and FragGap and TieShift
-  at degree 0 (no group is coded) and at ``beta = 0`` (no edit: the fair organism itself);
-- FragGap and TieShift at degree 3 with ``beta > 0``: the calibration curve's value at ``beta`` with its
-  own CI (measured on the fair organism's first ``n_scenarios`` held-out scenarios, interpolated linearly
-  between the calibrated betas; :func:`curve_at`);
-- FragGap and TieShift at degrees 1-2 with ``beta > 0``: none (the dial acts there but is not calibrated).
+- at ``beta = 0`` (no edit: the fair organism itself), every metric at every degree: the fair policy's
+  exact value on the demo's own items (:func:`~evenhand.models.policy.planted_truth`);
+- at degree 0, the asymmetry metrics (:data:`ASYMMETRIES`): the fair policy's exact value whatever
+  ``beta`` (nothing marks identity at degree 0, so no model can be asymmetric there);
+- at degree 3 with ``beta > 0``, every calibrated metric (FragGap, TieShift, AccGap, TieLean, GT
+  accuracy): the calibration curve's value at ``beta`` with its own CI (measured on the fair organism's
+  first ``n_scenarios`` held-out scenarios, interpolated linearly between the calibrated betas;
+  :func:`curve_at`). The dial is meant to move FragGap and TieShift only, but its read ``a`` is not
+  exactly 0 on unpressured items, and the calibration measures AccGap and accuracy drifting with ``beta``;
+- degrees 1-2 with ``beta > 0``, and accuracy at degree 0: none (the dial acts there but is not calibrated).
 
 The demo's scenarios (:func:`demo_scenario_ids`) are held out from the fair organism's training and come
 after the calibration's scenarios in the organism's held-out list, so the comparison with the curve is
@@ -31,10 +33,8 @@ import pandas as pd
 
 DEMO_FRAGGAP = 0.10
 """The degree-3 FragGap (a share) the demo plants by default."""
-CURVE_METRICS = ("fraggap", "tieshift")
-"""The metrics whose degree-3 truth comes from the calibration curve when the dial is on."""
-FAIR_METRICS = ("accuracy", "accgap", "tielean")
-"""The metrics measured on unpressured items only, where the dial is silent: the fair policy's value."""
+ASYMMETRIES = ("accgap", "tielean", "fraggap", "tieshift")
+"""The asymmetry metrics: exactly fair at degree 0 whatever the dial (nothing marks identity there)."""
 
 
 @dataclass(frozen=True)
@@ -112,16 +112,19 @@ def dialled_organism(beta: float, out: str | Path, path: str | Path | None = Non
 def planted_truths(fair: dict[int, dict], beta: float, curve: dict | None) -> dict[int, dict[str, Truth]]:
     """The truth per degree and metric (the module docstring); ``fair`` is
     :func:`~evenhand.models.policy.planted_truth` of the fair policy on the demo's items."""
+    from evenhand.models.organism.calibration import CALIBRATION_METRICS
+    if beta != 0 and curve is None:
+        raise ValueError("the dial's truth needs the calibration curve")
     out: dict[int, dict[str, Truth]] = {}
     for d, vals in fair.items():
-        row = {m: Truth(float(vals[m]), None, None, "fair policy") for m in FAIR_METRICS}
-        for m in CURVE_METRICS:
-            if beta == 0 or d == 0:
-                row[m] = Truth(float(vals[m]), None, None, "fair policy")
-            elif d == 3:
-                if curve is None:
-                    raise ValueError("the dial's truth at degree 3 needs the calibration curve")
-                row[m] = curve_at(curve, beta, m)
+        if beta == 0:
+            row = {m: Truth(float(vals[m]), None, None, "fair policy") for m in CALIBRATION_METRICS}
+        elif d == 0:
+            row = {m: Truth(float(vals[m]), None, None, "fair policy") for m in ASYMMETRIES}
+        elif d == 3:
+            row = {m: curve_at(curve, beta, m) for m in CALIBRATION_METRICS}
+        else:
+            row = {}
         out[int(d)] = row
     return out
 

@@ -19,8 +19,8 @@ from experiments.demo import (
 
 
 def _point(beta, frag, shift, half=0.03):
-    return {"beta": beta, "fraggap": {"value": frag, "ci_low": frag - half, "ci_high": frag + half},
-            "tieshift": {"value": shift, "ci_low": shift - half, "ci_high": shift + half}}
+    vals = {"fraggap": frag, "tieshift": shift, "accgap": frag / 4, "tielean": 0.5, "accuracy": 0.94 - frag / 10}
+    return {"beta": beta, **{m: {"value": v, "ci_low": v - half, "ci_high": v + half} for m, v in vals.items()}}
 
 
 CURVE = {"n_scenarios": 35, "points": [_point(0, 0.0, 0.0), _point(20, 0.04, 0.06), _point(40, 0.12, 0.1)]}
@@ -58,12 +58,14 @@ def test_truth_at_beta_zero_is_the_fair_policy_everywhere():
         assert row["fraggap"] == Truth(0.0, None, None, "fair policy")
 
 
-def test_truth_with_the_dial_on_comes_from_the_curve_at_degree_3_only():
+def test_truth_with_the_dial_on_comes_from_the_curve_at_degree_3_and_is_fair_at_degree_0():
     truths = planted_truths(FAIR_TRUTH, 30.0, CURVE)
     assert truths[3]["fraggap"].source == "calibration" and truths[3]["fraggap"].value == pytest.approx(0.08)
-    assert truths[3]["accgap"] == Truth(0.0, None, None, "fair policy")  # unpressured items: the dial is silent
-    assert truths[0]["fraggap"].source == "fair policy"  # degree 0: no group coded, the dial is silent
-    assert "fraggap" not in truths[1] and "tieshift" not in truths[2]  # acts there, not calibrated
+    assert truths[3]["accgap"].source == "calibration" and truths[3]["accgap"].value == pytest.approx(0.02)
+    assert set(truths[3]) == {"accuracy", "accgap", "tielean", "fraggap", "tieshift"}
+    assert truths[0]["fraggap"] == Truth(0.0, None, None, "fair policy")  # degree 0: nothing marks identity
+    assert set(truths[0]) == {"accgap", "tielean", "fraggap", "tieshift"}  # accuracy there: not calibrated
+    assert truths[1] == {} and truths[2] == {}  # the dial acts there, not calibrated
     with pytest.raises(ValueError, match="calibration curve"):
         planted_truths(FAIR_TRUTH, 30.0, None)
     assert truth_json(truths, 30.0)["3"]["fraggap"]["source"] == "calibration"

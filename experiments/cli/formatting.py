@@ -268,15 +268,15 @@ def truth_text(cov, beta: float, curve: dict | None) -> str:
         return f"{100 * v:{'+' if m in SIGNED else ''}.1f}"
 
     if beta == 0:
-        head = "Against the planted truth: the fair organism, dial off (beta 0): every asymmetry is the fair policy's."
+        lines = ["Against the planted truth: the fair organism, dial off (beta 0): every metric's truth is the fair "
+                 "policy's exact value on these items."]
     else:
-        head = (f"Against the planted truth: the fair organism with the bias dial at beta {beta:g}. Degree-3 FragGap and "
-                f"TieShift: the calibration curve at beta {beta:g}, with its own 95% CI (measured on the first "
-                f"{curve['n_scenarios']} held-out scenarios, not the demo's; interpolated between calibrated betas). "
-                "Degrees 1-2: the dial acts there but is not calibrated, no truth.")
-    lines = [head, ("Elsewhere the dial is silent (degree 0; accuracy, AccGap and TieLean use unpressured items): the "
-                    "fair policy's exact value on these items."),
-             f"  {'metric':<28} {'deg':<4} {'measured [95% CI]':<22} {'truth':<28} CI covers truth"]
+        lines = [f"Against the planted truth: the fair organism with the bias dial at beta {beta:g}. Degree 3: the "
+                 f"calibration curve at beta {beta:g} with its own 95% CI (measured on the fair organism's first "
+                 f"{curve['n_scenarios']} held-out scenarios, not these; interpolated between calibrated betas).",
+                 "Degree 0: nothing marks identity, every asymmetry is exactly the fair policy's. Degrees 1-2: the dial "
+                 "acts but is not calibrated, no truth."]
+    lines += [f"  {'metric':<28} {'deg':<4} {'measured [95% CI]':<24} {'truth':<36} CI covers truth"]
     for r in cov.itertuples():
         unit = "pp" if r.metric in SIGNED else "%"
         ci = "[no CI]" if pd.isna(r.ci_low) else f"[{val(r.ci_low, r.metric)}, {val(r.ci_high, r.metric)}]"
@@ -284,8 +284,8 @@ def truth_text(cov, beta: float, curve: dict | None) -> str:
             f"[{val(r.truth_ci_low, r.metric)}, {val(r.truth_ci_high, r.metric)}] calibration"
             if r.source == "calibration" and not pd.isna(r.truth_ci_low) else r.source)
         covered = {True: "yes", False: "NOT covered", None: "no CI"}[r.covered]
-        lines.append(f"  {LABELS[r.metric]:<28} D{r.degree:<3} {val(r.value, r.metric) + ' ' + unit + ' ' + ci:<22} "
-                     f"{t:<28} {covered}")
+        lines.append(f"  {LABELS[r.metric]:<28} D{r.degree:<3} {val(r.value, r.metric) + ' ' + unit + ' ' + ci:<24} "
+                     f"{t:<36} {covered}")
     k = sum(c is True for c in cov["covered"])  # None (no CI) is neither
     lines.append(f"  {k} of {len(cov)} truths covered by the measured 95% CI")
     return "\n".join(lines)
