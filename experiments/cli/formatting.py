@@ -268,14 +268,14 @@ def truth_text(cov, beta: float, curve: dict | None) -> str:
         return f"{100 * v:{'+' if m in SIGNED else ''}.1f}"
 
     if beta == 0:
-        lines = ["Against the planted truth: the fair organism, dial off (beta 0): every metric's truth is the fair "
-                 "policy's exact value on these items."]
+        lines = [("Against the planted truth: the fair organism, dial off (beta 0): every metric's truth is the fair "
+                  "policy's exact value on these items.")]
     else:
-        lines = [f"Against the planted truth: the fair organism with the bias dial at beta {beta:g}. Degree 3: the "
-                 f"calibration curve at beta {beta:g} with its own 95% CI (measured on the fair organism's first "
-                 f"{curve['n_scenarios']} held-out scenarios, not these; interpolated between calibrated betas).",
-                 "Degree 0: nothing marks identity, every asymmetry is exactly the fair policy's. Degrees 1-2: the dial "
-                 "acts but is not calibrated, no truth."]
+        lines = [(f"Against the planted truth: the fair organism with the bias dial at beta {beta:g}. Degree 3: the "
+                  f"calibration curve at beta {beta:g} with its own 95% CI (measured on the fair organism's first "
+                  f"{curve['n_scenarios']} held-out scenarios, not these; interpolated between calibrated betas)."),
+                 ("Degree 0: nothing marks identity, every asymmetry is exactly the fair policy's. Degrees 1-2: the "
+                  "dial acts but is not calibrated, no truth.")]
     lines += [f"  {'metric':<28} {'deg':<4} {'measured [95% CI]':<24} {'truth':<36} CI covers truth"]
     for r in cov.itertuples():
         unit = "pp" if r.metric in SIGNED else "%"
