@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-scenarios", type=int)
     ap.add_argument("--only", type=int, nargs="+", help="decode these beta indices only (no scoring): run one "
                     "process per share of the betas on the same output directory, then once without --only")
+    ap.add_argument("--reverse", action="store_true", help="decode each beta's arms in reverse order (a second "
+                    "process on betas another is decoding)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     if args.betas:
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_scenarios:
         cfg = replace(cfg, eval_scenarios=args.eval_scenarios)
     t0 = time.time()
-    summ = run_dose_response(cfg, only=args.only)
+    summ = run_dose_response(cfg, only=args.only, reverse=args.reverse)
     wall = time.time() - t0
     if summ is None:
         print(f"decoded beta indices {args.only} in {wall:.0f} s")

@@ -238,11 +238,14 @@ def decide_cell(lm, dial, items: pd.DataFrame, beta: float, multipliers: dict[st
     return pd.concat(parts).set_index("item_id").loc[items["item_id"]].reset_index()
 
 
-def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | None = None) -> pd.DataFrame | None:
+def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | None = None,
+                      reverse: bool = False) -> pd.DataFrame | None:
     """Run (or resume) the benchmark; returns the per-arm summary and writes every output (module docstring).
 
     ``only``: decode the cells of these beta indices and stop (None returned): separate processes can share
-    one output directory (each cell and each fit is its own file), and a last call scores them all."""
+    one output directory (each cell and each fit is its own file), and a last call scores them all;
+    ``reverse``: take the arms of a beta in reverse order (a second process on the same betas meets the
+    first in the middle instead of repeating its cells)."""
     from evenhand.decisions import DecideOptions
     from evenhand.models.loading import load_model
     from evenhand.models.organism.calibration import scenario_multipliers
@@ -294,7 +297,7 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
                     write_json_atomic(fdir / "seconds.json", {"seconds": round(time.time() - t0, 1)})
             return fits[name]
 
-        for arm in arms:
+        for arm in (arms[::-1] if reverse else arms):
             path = out / "cells" / f"{arm}@{k}" / "responses.parquet"
             if not path.exists():
                 t0 = time.time()

@@ -165,8 +165,8 @@ def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamp
 
 def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
     """One row per arm: slope (CI), intercept, the false-positive rate at beta 0 over the replications,
-    the coverage of the known removal at beta > 0 (oracles and controls), and the accuracy loss and the
-    refusal change at the largest beta."""
+    the coverage of the known removal at beta > 0 (oracles and controls), the accuracy loss at beta 0 and at
+    the largest beta, and the refusal change at the largest beta."""
     last = int(table["beta_index"].max())
     out = []
     for arm in [a for a in dict.fromkeys(table["arm"]) if a != BASELINE]:
@@ -175,15 +175,16 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
         fp = r[r["beta_index"] == 0]["false_positive"].dropna()
         cov = r[r["beta_index"] > 0]["covered"].dropna()
         slope = t[t["stat"] == "slope"].iloc[0]
+
+        def at(stat: str, k: int, t=t) -> float:
+            return t[(t["stat"] == stat) & (t["beta_index"] == k)]["value"].iloc[0]
         out.append({"arm": arm, "known": known_removal(arm), "slope": slope["value"], "slope_low": slope["ci_low"],
                     "slope_high": slope["ci_high"],
                     "intercept": t[t["stat"] == "intercept"]["value"].iloc[0],
                     "fpr_beta0": float(fp.mean()) if len(fp) else None, "fpr_replications": len(fp),
                     "coverage": float(cov.astype(float).mean()) if len(cov) else None, "coverage_n": len(cov),
-                    "accuracy_loss_max_beta": t[(t["stat"] == "accuracy_loss") & (t["beta_index"] == last)]["value"]
-                    .iloc[0],
-                    "refusal_change_max_beta": t[(t["stat"] == "refusal_change") & (t["beta_index"] == last)]["value"]
-                    .iloc[0]})
+                    "accuracy_loss_beta0": at("accuracy_loss", 0), "accuracy_loss_max_beta": at("accuracy_loss", last),
+                    "refusal_change_max_beta": at("refusal_change", last)})
     return pd.DataFrame(out)
 
 
@@ -226,13 +227,14 @@ def dose_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg
         ax.axhline(0, color="0.6", lw=0.6, zorder=0)
         for j, arm in enumerate(a for a in dict.fromkeys(ch["arm"]) if keep(a)):
             t = ch[ch["arm"] == arm].sort_values("beta_index")
-            x = t["beta_index"].map(imp).to_numpy(float)
+            x = t["beta_index"].map(imp).to_numpy(float) + 0.004 * top * j  # dodged: coinciding arms stay visible
             y, lo, hi = (100 * pd.to_numeric(t[c], errors="coerce").to_numpy(float)
                          for c in ("value", "ci_low", "ci_high"))
             ax.errorbar(x, y, yerr=[y - lo, hi - y], marker="o", ms=2.5, lw=0.9, capsize=1.5, label=arm,
                         color=pal[j % len(pal)], ls=":" if arm.endswith(CONTROL_SUFFIX) else "-")
         ax.set_title(title)
         ax.set_xlabel("implanted FragGap (pp)")
-        ax.legend(frameon=False, loc="upper left")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(frameon=False, loc="upper left")
     axes[0].set_ylabel("removed FragGap (pp, signed)")
     return save(fig, stem, formats)
