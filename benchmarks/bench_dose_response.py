@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interventions.dose_response import load_config, run_dose_response  # noqa: E402
-from interventions.dose_scoring import known_answer_failures  # noqa: E402
+from interventions.dose_response import load_config, run_dose_response
+from interventions.dose_scoring import known_answer_failures
 
 
 def main(argv: list[str] | None = None) -> int:

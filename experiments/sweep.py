@@ -217,11 +217,13 @@ def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) 
         run_compare(parse_config(cell.data), progress=progress)
         return
     if kind == "dose":
-        from interventions.dose_response import parse_config as parse_dose, run_dose_response
+        from interventions.dose_response import parse_config as parse_dose
+        from interventions.dose_response import run_dose_response
         run_dose_response(parse_dose(cell.data), progress=progress)
         return
     if kind == "bbq":
-        from evenhand.bbq.run import parse_config as parse_bbq, run_bbq
+        from evenhand.bbq.run import parse_config as parse_bbq
+        from evenhand.bbq.run import run_bbq
         run_bbq(parse_bbq(cell.data), progress=progress)
         return
     cfg = config_from_dict(cell.data)

@@ -95,7 +95,7 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
     """Check a config mapping with the one config builder (:func:`evenhand.options.build`); errors name the field."""
     from evenhand.options import ConfigError, Rules, build
 
-    from .base import REGISTRY
+    from .base import REGISTRY, InterventionError
     from .registry import load_builtin
     load_builtin()
     rules = Rules(tuple_choices={"conditions": ("GT", "AMB"), "train_degrees": (1, 2, 3)},
@@ -110,7 +110,7 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
             raise ConfigError(f"{where}: config field 'methods[{i}].name': unknown intervention {m.name!r}")
         try:
             REGISTRY[m.name].split_options(m.options)
-        except Exception as exc:
+        except InterventionError as exc:
             raise ConfigError(f"{where}: config field 'methods[{i}].options': {exc}") from None
     if cfg.betas and cfg.betas[0] != 0:
         raise ConfigError(f"{where}: config field 'betas' must start with 0 (the fair organism), got {cfg.betas[0]}")
@@ -283,7 +283,7 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
         mult = scenario_multipliers(scen, cfg.icc, beta, gains[k] or 1.0, cfg.seed)
         fits: dict[str, Fitted] = {}
 
-        def fitted_for(name: str) -> Fitted:
+        def fitted_for(name: str, k: int = k, beta: float = beta, fits: dict = fits) -> Fitted:
             method = get(name)
             fdir = out / "fitted" / f"{name}@{k}"
             if name not in fits:

@@ -140,7 +140,7 @@ def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamp
     the replications are not independent), ``false_positive`` (beta 0: the change CI excludes 0) and
     ``covered`` (beta > 0: the known removal's CI covers 0; None for an arm without a known answer)."""
     S = len(d.clusters)
-    k = max(2, int(round(fraction * S)))
+    k = max(2, round(fraction * S))
     rows = []
     for r in range(replications):
         rng = np.random.default_rng([seed, r, 18])

@@ -12,9 +12,24 @@ import pandas as pd
 import pytest
 
 from evenhand.options import ConfigError
-from interventions.dose_response import (ORACLES, DoseConfig, DoseMethod, Oracle, decide_cell, edited, item_sets,
-                                         parse_config, run_dose_response)
-from interventions.dose_scoring import (dose_data, known_answer_failures, replicate, score_dose, summary)
+from interventions.dose_response import (
+    ORACLES,
+    DoseConfig,
+    DoseMethod,
+    Oracle,
+    decide_cell,
+    edited,
+    item_sets,
+    parse_config,
+    run_dose_response,
+)
+from interventions.dose_scoring import (
+    dose_data,
+    known_answer_failures,
+    replicate,
+    score_dose,
+    summary,
+)
 
 BETA = 120.0  # degree-3 FragGap +24 pp on the calibration curve (35 held-out scenarios)
 
@@ -164,3 +179,13 @@ def test_config_errors_name_the_field():
     with pytest.raises(ConfigError, match="conditions"):
         parse_config({"output_dir": "runs/x", "conditions": ["XYZ"]})
     assert parse_config({"output_dir": "runs/x"}).methods[0].name == "fair_instruction"
+
+
+def test_the_bar_flags_each_miss():
+    ok = {"arm": "oracle_inverse", "known": "all", "slope": 1.0, "slope_low": 1.0, "slope_high": 1.0, "fpr_beta0": 0.0}
+    ctl = {"arm": "caa-random", "known": "none", "slope": 0.1, "slope_low": -0.2, "slope_high": 0.4, "fpr_beta0": 0.0}
+    assert known_answer_failures(pd.DataFrame([ok, ctl])) == []
+    bad = known_answer_failures(pd.DataFrame([{**ok, "slope": 0.85}, {**ok, "arm": "oracle_project", "fpr_beta0": 0.1},
+                                              {**ctl, "slope_low": 0.05}]))
+    assert [b.split(":")[0] for b in bad] == ["oracle_inverse", "oracle_project", "caa-random"]
+    assert "slope" in bad[0] and "false-positive" in bad[1] and "does not cover 0" in bad[2]
