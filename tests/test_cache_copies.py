@@ -97,3 +97,35 @@ def test_nnsight_runner_copies_once_per_batch_and_keeps_the_values(tiny, smoke_i
     want = per_row(dict(saved))
     assert len(got[0]) == 3 * len(resolved) and same_bits(got, want)
     assert np.isnan(got[4]["blocks.1.resid_post@name_A"]).all() and np.isfinite(got[0]["embed"]).all()
+
+
+def test_merge_caches_gathers_parts_into_one_cache(tiny, smoke_items, tmp_path):
+    """Two parts merged hold the parts' values and equal one cache of all the items (up to the rounding
+    of other batch shapes); a merge cut short (a part missing) writes no index; parts that disagree are
+    refused."""
+    from evenhand.activations import ActivationCache, cache_activations, merge_caches
+    lm = tiny["qwen2"]
+    items = smoke_items.head(8)
+    ids = items["item_id"].tolist()
+    opts = CacheOptions(batch_size=4, dtype="float32", progress=False)
+    whole = cache_activations(items, lm, opts, tmp_path / "whole")
+    out = tmp_path / "merged"
+    parts = [out / "ray-0000", out / "ray-0001"]
+    made = [cache_activations(items.head(4), lm, opts, parts[0]), cache_activations(items.tail(4), lm, opts, parts[1])]
+    values = {site: np.concatenate([c.load(site)[1] for c in made]) for site in whole.sites}
+    part_ids = made[0].item_ids() + made[1].item_ids()
+    partial = merge_caches(parts[:1], out, ids)  # not every item: no index, the parts stay
+    assert len(partial.item_ids()) == 4 and not (out / "index.json").exists() and parts[0].exists()
+    merged = merge_caches(parts, out, ids)
+    assert sorted(merged.item_ids()) == sorted(ids) and (out / "index.json").exists()
+    assert not parts[0].exists() and not parts[1].exists()
+    for site in whole.sites:  # the parts' values exactly; a whole cache's up to float rounding (other batches)
+        assert np.array_equal(ActivationCache(out).load(site, part_ids)[1], values[site]), site
+        np.testing.assert_allclose(whole.load(site, ids)[1], ActivationCache(out).load(site, ids)[1], rtol=0, atol=1e-6)
+    other = cache_activations(items.head(2), lm, CacheOptions(batch_size=4, dtype="float16", progress=False),
+                              tmp_path / "f16")
+    again = cache_activations(items.head(2), lm, opts, tmp_path / "f32")
+    with pytest.raises(ValueError, match="other sites, dtype or model"):
+        merge_caches([again.path, other.path], tmp_path / "bad", ids)
+    with pytest.raises(ValueError, match="no cache parts"):
+        merge_caches([], tmp_path / "none", ids)
