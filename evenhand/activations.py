@@ -283,17 +283,24 @@ def nnsight_runner(lm: LoadedModel, texts: list[str], todo: list[dict], special:
     return run
 
 
-def host_rows(saved: dict) -> list[dict]:
-    """``saved`` (name -> a ``(batch, width)`` tensor on the device) as one dict of float32 arrays per row,
-    with a single device-to-host copy: the sites are stacked on the device, converted to float32 there and
-    copied at once; each row's arrays are views of that one host array (values as a copy per site and row)."""
+def host_rows(saved: dict, stack: bool | None = None) -> list[dict]:
+    """``saved`` (name -> a ``(batch, width)`` tensor) as one dict of float32 arrays per row, each a view of
+    one array per batch or per site. ``stack`` (default: when a tensor is not on the CPU): the sites are
+    stacked on the device, converted to float32 there and copied to the host at once, one device-to-host
+    copy per batch; otherwise each site is converted (and copied) on its own, which on the CPU, where there
+    is nothing to copy, spares the stack. The values equal a copy per site and row (``v[j].float().cpu()``)."""
     import torch
     names = list(saved)
     if not names:
         return []
-    device = saved[names[0]].device  # with a device map the sites can sit on several devices
-    host = torch.stack([saved[k].to(device) for k in names]).float().cpu().numpy()  # (sites, batch, width)
-    return [{k: host[s, j] for s, k in enumerate(names)} for j in range(host.shape[1])]
+    if stack is None:
+        stack = any(saved[k].device.type != "cpu" for k in names)
+    if stack:
+        device = saved[names[0]].device  # with a device map the sites can sit on several devices
+        host = torch.stack([saved[k].to(device) for k in names]).float().cpu().numpy()  # (sites, batch, width)
+        return [{k: host[s, j] for s, k in enumerate(names)} for j in range(host.shape[1])]
+    per_site = {k: saved[k].float().cpu().numpy() for k in names}
+    return [{k: per_site[k][j] for k in names} for j in range(per_site[names[0]].shape[0])]
 
 
 def boot_bridge(lm: LoadedModel):

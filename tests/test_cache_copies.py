@@ -50,26 +50,29 @@ def test_host_rows_equal_per_row_copies_bit_for_bit(dtype, monkeypatch):
     saved["blocks.0.resid_post@name_A"] = torch.full((5, 12), float("nan"), dtype=dtype)
     want = per_row(saved)
     copies = CountCopies(monkeypatch)
-    got = host_rows(saved)
+    got = host_rows(saved, stack=True)  # what a GPU batch takes: one copy
     assert copies.n == 1
     assert same_bits(got, want)
+    on_cpu = host_rows(saved)  # on the CPU: one conversion per site, no stack
+    assert same_bits(on_cpu, want) and copies.n == 1 + len(saved)
     assert host_rows({}) == []
 
 
 def test_the_checks_catch_a_changed_value_and_extra_copies(monkeypatch):
     """Constructed failures: float16 on the way loses bits of float32 values; per-row copies are many."""
     saved = {"a": torch.randn(3, 8, dtype=torch.float64) / 3, "b": torch.randn(3, 8) / 3}
-    assert not same_bits(host_rows({k: v.half() for k, v in saved.items()}), per_row(saved))
+    assert not same_bits(host_rows({k: v.half() for k, v in saved.items()}, stack=True), per_row(saved))
     nan_moved = {"a": saved["a"].clone(), "b": saved["b"]}
     nan_moved["a"][1, 2] = float("nan")
-    assert not same_bits(host_rows(nan_moved), per_row(saved))
+    assert not same_bits(host_rows(nan_moved, stack=True), per_row(saved))
     copies = CountCopies(monkeypatch)
     per_row(saved)
     assert copies.n == 2 * 3
 
 
 def test_nnsight_runner_copies_once_per_batch_and_keeps_the_values(tiny, smoke_items, monkeypatch):
-    """Through the cache's own trace (every residual site, the name means): the rows equal the per-row copies."""
+    """Through the cache's own trace (every residual site, the name means): the rows equal the per-row copies
+    (the stacked path, one copy per batch, is what a GPU takes: tested on the same tensors above)."""
     from evenhand.activations import trace_body
     from evenhand.engine.batching import left_pad
     from nnsight import TransformersModel
@@ -84,7 +87,7 @@ def test_nnsight_runner_copies_once_per_batch_and_keeps_the_values(tiny, smoke_i
     copies = CountCopies(monkeypatch)
     with torch.inference_mode():
         got = run(list(range(len(todo))))
-    assert copies.n == 1
+    assert copies.n == 3 * len(resolved)  # on the CPU: one per site, not per site and row
     # the reference: the same trace, each site of each row copied on its own
     from evenhand.activations import name_weights
     enc = [lm.tokenizer(t, add_special_tokens=special)["input_ids"] for t in texts]
