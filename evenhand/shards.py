@@ -6,6 +6,10 @@ item ids already present and skips them; a run killed with ``kill -9`` leaves
 only whole shards (stray temporary files are removed on the next start). Since
 work is planned over the remaining items in a fixed order and shards hold
 whole batches, a resumed run computes exactly the batches it had not written.
+
+It also says which items go to which shard of a distributed run (:func:`balanced_shards`): whole units
+(scenarios by default, :func:`shard_units`), so that the items sharing a prompt prefix and a baseline
+stay together, with the shards about equally full.
 """
 from __future__ import annotations
 
