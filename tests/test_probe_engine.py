@@ -204,3 +204,22 @@ def test_memory_plan_groups_by_budget_and_states_its_peak():
         ProbeOptions(memory_budget=0)
     with pytest.raises(ValueError, match="dtype"):
         ProbeOptions(dtype="float16")
+
+
+def test_sweep_manifest_records_the_engine_report(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from probes.dataset import ProbeDataset
+    from probes.sweep import probe_sweep, write_sweep
+    Xs, y, groups = sites_data(2, 6, 240)
+    ds = ProbeDataset({f"blocks.{i}.resid_post": X for i, X in enumerate(Xs)}, y, groups,
+                      pd.DataFrame({"item_id": range(len(y))}), "x")
+    opts = ProbeOptions(engine="torch", folds=3, inner_folds=2, Cs=(1.0,))
+    table, _ = probe_sweep(ds, opts, control=False, resamples=10)
+    manifest = json.loads((write_sweep(table, tmp_path / "p", ds, opts) / "manifest.json").read_text())
+    assert manifest["solver"]["converged"] and manifest["solver"]["dtype"] == "float64"
+    assert manifest["solver"]["sites_per_group"] == 2 and manifest["solver"]["expected_peak_bytes"] > 0
+    table, _ = probe_sweep(ds, replace(opts, engine="sklearn"), control=False, resamples=10)
+    assert table.attrs["solver"] is None
