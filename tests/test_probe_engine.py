@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+import probes.newton as kernels
 import probes.solver as solver
 from probes.logistic import ProbeOptions, fit_sites, fit_torch, plan_fits
 from probes.solver import memory_plan, torch_solve
@@ -65,8 +66,8 @@ def test_float32_held_to_float64s_tolerance_runs_to_max_iter_and_says_so(monkeyp
     """The constructed failing case of the test above: the old settings (a relative gradient of 1e-8
     and float64's line-search and step floors) in float32 take every step to max_iter."""
     monkeypatch.setitem(solver.GRADIENT_FLOOR, "float32", 0.0)
-    monkeypatch.setitem(solver.STEP_FLOOR, "float32", solver.STEP_FLOOR["float64"])
-    monkeypatch.setitem(solver.OBJECTIVE_SLACK, "float32", solver.OBJECTIVE_SLACK["float64"])
+    monkeypatch.setitem(kernels.STEP_FLOOR, "float32", kernels.STEP_FLOOR["float64"])
+    monkeypatch.setitem(kernels.OBJECTIVE_SLACK, "float32", kernels.OBJECTIVE_SLACK["float64"])
     Xs, y, groups = sites_data(2, 100, 600)
     opts = ProbeOptions(engine="torch", folds=3, inner_folds=2, newton_max_dim=2, max_iter=15, Cs=(1.0, 10.0))
     with pytest.warns(RuntimeWarning, match="max_iter=15"):
