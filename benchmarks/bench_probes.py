@@ -9,7 +9,9 @@ ratio sklearn/torch of the medians, and the largest accuracy difference between
 the engines over the sites (the acceptance bar is 1 point); the torch engine's
 report (compute dtype, sites per group, the peak it expects, Newton steps,
 contractions, converged) and the process's measured peak resident memory during
-its last sweep above what it held before (``torch_rss_peak_mib``, Linux).
+its last sweep above what it held before (``torch_rss_peak_mib``, Linux); CPU
+seconds per engine (``*_cpu_s``, fairer than wall time on a shared machine) and
+the load average at the start and end.
 ``--sklearn-sites k`` times scikit-learn on the first k sites only and scales its
 time to all sites (``sklearn_extrapolated``: at 3,840 features it takes minutes
 per site); accuracies are then compared on those k sites.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -84,23 +87,26 @@ def main() -> None:
     fit_sites(wx, wy, wg, ProbeOptions(engine="sklearn"))
 
     def timed(opts, sites):
-        times = []
+        times, cpu = [], []
         for _ in range(max(1, a.reps)):
             rss0 = reset_peak_rss()
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             res = fit_sites(sites, y, groups, opts)
             if a.device.startswith("cuda"):
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        out[f"{opts.engine}_cpu_s"] = round(float(np.median(cpu)) * a.sites / len(sites), 3)
         return res, float(np.median(times)), times, peak_rss() - rss0
 
     if a.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
+    out = {"loadavg_start": [round(v, 2) for v in os.getloadavg()]}
     rt, t_torch, all_t, rss = timed(base, Xs)
-    out = {"sites": a.sites, "dim": a.dim, "rows": a.rows, "device": a.device, "reps": a.reps,
+    out.update({"sites": a.sites, "dim": a.dim, "rows": a.rows, "device": a.device, "reps": a.reps,
            "fits_per_site": None, "torch_s": round(t_torch, 3), "torch_all_s": [round(v, 3) for v in all_t],
            "features_mib": round(sum(X.nbytes for X in Xs) / 2**20, 1), "torch_rss_peak_mib": round(rss / 2**20, 1),
-           "torch_report": rt[0].solver}
+           "torch_report": rt[0].solver})
     if a.device.startswith("cuda"):
         out["torch_cuda_peak_mib"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
     k = min(base.folds, len(np.unique(groups)))
@@ -115,8 +121,10 @@ def main() -> None:
         out.update(sklearn_s=round(t_sk, 3), sklearn_all_s=[round(v, 3) for v in all_s],
                    sklearn_sites_timed=n_sk, sklearn_extrapolated=n_sk < a.sites,
                    ratio_sklearn_over_torch=round(t_sk / t_torch, 2),
+                   ratio_cpu_sklearn_over_torch=round(out["sklearn_cpu_s"] / max(out["torch_cpu_s"], 1e-9), 2),
                    sklearn_accuracy=[round(v, 4) for v in acc_s],
                    max_accuracy_diff_points=round(100 * max(abs(p - q) for p, q in zip(acc_s, acc_t)), 3))
+    out["loadavg_end"] = [round(v, 2) for v in os.getloadavg()]
     print(json.dumps(out))
 
 
