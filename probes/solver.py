@@ -37,7 +37,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .newton import PRODUCTS_BUDGET, Work, backward, backward_squares, linear, newton_cg, row_products
+from .newton import (
+    PRODUCTS_BUDGET,
+    Work,
+    backward,
+    backward_squares,
+    linear,
+    newton_cg,
+    row_products,
+)
 from .newton import newton as newton_step
 from .options import ProbeOptions
 
@@ -164,6 +172,8 @@ def _masked_moments(X, M, work: Work):
     Mg = M.expand(g, *M.shape)
     work.contractions += 2
     return backward(X, Mg) / n_tr, backward_squares(X, Mg) / n_tr
+
+
 def torch_solve(Xs: Sequence[np.ndarray], y: np.ndarray, masks: list[np.ndarray], Cs: Sequence[float],
                 opts: ProbeOptions) -> SolveResult:
     """Minimise every (site, mask, C) problem for P masks and K values of C (see :class:`SolveResult`).

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-import probes.newton as kernels
-import probes.solver as solver
+from probes import newton as kernels
+from probes import solver
 from probes.logistic import ProbeOptions, fit_sites, fit_torch, plan_fits
 from probes.solver import memory_plan, torch_solve
 
