@@ -205,7 +205,7 @@ def test_torch_engine_matches_sklearn_on_every_site(newton_max_dim, products_bud
     if products_budget is not None:
         monkeypatch.setattr(kernels, "PRODUCTS_BUDGET", products_budget)
     rng = np.random.default_rng(3)
-    Xs, ys = [], None
+    Xs = []
     X0, y, groups = planted(600, 24, 0.0, seed=3)
     for m in (0.0, 0.4, 1.0, 2.0):
         u = rng.normal(size=24)
