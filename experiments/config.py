@@ -172,7 +172,8 @@ class RunConfig:
     """Write the paper figures, the LaTeX table and the report page (OUT/figures/, OUT/report.md) at the end."""
 
 
-CHOICES = {"mode": MODES, "engine": DECISION_ENGINES, "cache.dtype": ("float16", "float32"), "cache.engine": ("nnsight", "transformer_lens"),
+CHOICES = {"mode": MODES, "engine": DECISION_ENGINES, "cache.dtype": ("float16", "float32"),
+           "cache.engine": ("nnsight", "transformer_lens"),
            "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS,
            "model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none"),
            "probe.label": LABELS, "ablation.label": LABELS, "probe.engine": ENGINES, "ablation.engine": ENGINES}

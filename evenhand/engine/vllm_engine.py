@@ -102,7 +102,8 @@ def load_vllm(spec: ModelSpec | str, *, gpu_memory_utilization: float = 0.85, ma
     shares the GPU); on CPU the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB (:data:`CPU_KV_CACHE_GIB`
     when unset) and vLLM's engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless set).
     ``enforce_eager`` (default: on CPU only) turns off torch.compile and CUDA graphs: on CPU the
-    compilation took 414 s for a tiny model on two shared cores, more than it can save in a test run. ``max_model_len`` defaults to the model's. Raises :class:`ModelLoadError` for a GGUF
+    compilation took 414 s for a tiny model on two shared cores, more than it can save in a test run.
+    ``max_model_len`` defaults to the model's. Raises :class:`ModelLoadError` for a GGUF
     model (dequantise it first: :func:`save_dequantized`), for ``trust_remote_code`` (vLLM loads no
     remote code here) and when vLLM is not installed (the ``vllm`` extra)."""
     if options:
