@@ -47,6 +47,7 @@ class CompareConfig:
     resamples: int = 1000
     controls: bool = True
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
+    engine: str = "hf"  # vllm: the baseline and the prompt methods decide on vLLM; activation/learned ones on hf
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class _CompareFile:
     resamples: int = CompareConfig.resamples
     controls: bool = CompareConfig.controls
     refusal_margin: float = CompareConfig.refusal_margin
+    engine: str = CompareConfig.engine
 
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
@@ -112,7 +114,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
     from evenhand.metrics import ASYMMETRY
-    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY},
+    from evenhand.engine.vllm_engine import ENGINES, VLLM_MODES
+    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY, "engine": ENGINES},
                   positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
                                       "eval.scenarios", "eval.contrasts", "validation.scenarios"}))
     try:
@@ -140,6 +143,9 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     val, select = f.validation or _Validation(), f.select or SelectRule()
     if not 0 < split.heldout_fraction < 1:
         raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
+    if f.engine == "vllm" and f.mode not in VLLM_MODES:
+        raise ConfigError(f"{where}: engine vllm runs {' and '.join(VLLM_MODES)} modes; mode {f.mode} runs on "
+                          f"engine hf")
     if not 0 <= f.refusal_margin <= 1:
         raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
     for name in ("max_accuracy_loss", "max_refusal_rise"):
@@ -151,7 +157,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
         eval_degrees=ev.degrees, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
-        refusal_margin=f.refusal_margin)
+        refusal_margin=f.refusal_margin, engine=f.engine)
 
 
 def load_config(path: str | Path) -> CompareConfig:
