@@ -15,6 +15,8 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
     batch_size: 64
     resamples: 1000
     controls: true                      # a random direction of the same norm for every direction-based method
+    control_draws: 3                    # random controls per fit, each its own seed; summarised as a band
+                                        # (an arm may set its own control_draws)
     refusal_margin: 0.05                # a cell whose refusal rate rises by more is flagged, never ranked
     interventions:
       - name: fair_instruction
@@ -63,7 +65,8 @@ from evenhand.checks import warn_unparseable
 from evenhand.runs import RunDir
 
 from .base import Fitted, InterventionError, decide_with
-from .compare_config import Arm, Cell, CompareConfig, cells, load_config, parse_config, settings, swept_arms
+from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, load_config, parse_config, settings,
+                             swept_arms)
 from .fitted import fit_key
 from .protocol import assign_contrasts, scenario_plan, select_settings
 from .registry import get
@@ -263,12 +266,12 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
 
     for i, arm in enumerate(cfg.interventions):  # held-out cells; a swept arm's setting is read from the selection
         for seed in arm.seeds:
-            for control in ([False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]):
+            for control in control_indices(cfg, arm):
                 def cell_of(i=i, seed=seed, control=control) -> Cell:
                     a = cfg.interventions[i]
                     return Cell(a, {**a.options, **(chosen()[i] if i in swept else {})}, seed, control)
                 name = cell_of().key if i not in swept else f"{arm.name}#{i}[selected]-s{seed}" + \
-                    ("-random" if control else "")
+                    ("" if not control else "-random" if control == 1 else f"-random{control}")
                 steps.append(Step(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
                     ev, r.cell(c().key).responses_path, c(), tag), lambda r, n, c=cell_of, sel=i in swept: (
                     not sel or selection_json.exists()) and r.cell(c().key).responses_path.exists()))
@@ -336,12 +339,12 @@ def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], r
     fdir = run.fitted_dir(name)
     if (fdir / "fitted.json").exists():
         fitted = Fitted.load(fdir)
-        if fitted.key != key or fitted.name != method.name or (fitted.control == "random") != cell.control:
+        if fitted.key != key or fitted.name != method.name or (fitted.control == "random") != bool(cell.control):
             raise InterventionError(f"{fdir} holds a fit with another key ({fitted.key[:16]}), not {key[:16]}")
     elif cell.control:
-        own = _fitted(method, Cell(cell.arm, cell.options, cell.seed, False), lm, train, train_ids, run, cache,
+        own = _fitted(method, Cell(cell.arm, cell.options, cell.seed, 0), lm, train, train_ids, run, cache,
                       progress)
-        fitted = method.random_control(own, cell.seed)
+        fitted = method.random_control(own, cell.control_seed)
         fitted.save(fdir)
     else:
         if progress is not None:

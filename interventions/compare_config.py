@@ -23,6 +23,7 @@ class Arm:
     options: dict = field(default_factory=dict)
     sweep: dict = field(default_factory=dict)
     seeds: tuple[int, ...] = (0,)
+    control_draws: int | None = None  # random controls per fit for this arm; None: the config's control_draws
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class CompareConfig:
     batch_size: int = 64
     resamples: int = 1000
     controls: bool = True
+    control_draws: int = 1  # random controls drawn per fit, each with its own seed (Cell.control_seed)
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
     engine: str = "hf"  # vllm: the baseline and the prompt methods decide on vLLM; activation/learned ones on hf
 
@@ -82,6 +84,7 @@ class _ArmFile:
     options: dict | None = None
     sweep: dict | None = None
     seeds: tuple[int, ...] = (0,)
+    control_draws: int | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class _CompareFile:
     batch_size: int = CompareConfig.batch_size
     resamples: int = CompareConfig.resamples
     controls: bool = CompareConfig.controls
+    control_draws: int = CompareConfig.control_draws
     refusal_margin: float = CompareConfig.refusal_margin
     engine: str = CompareConfig.engine
 
@@ -117,7 +121,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     from evenhand.engine.vllm_engine import ENGINES, VLLM_MODES
     rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY, "engine": ENGINES},
                   positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
-                                      "eval.scenarios", "eval.contrasts", "validation.scenarios"}))
+                                      "eval.scenarios", "eval.contrasts", "validation.scenarios",
+                                      "control_draws"}))
     try:
         f = build(_CompareFile, raw, rules=rules)
     except ConfigError as exc:
@@ -138,7 +143,9 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
                     REGISTRY[a.name].split_options({**options, k: v})
         except InterventionError as exc:
             raise ConfigError(f"{w}: {exc}") from None
-        arms.append(Arm(a.name, options, sweep, a.seeds))
+        if a.control_draws is not None and a.control_draws < 1:
+            raise ConfigError(f"{w}.control_draws must be a positive integer, got {a.control_draws}")
+        arms.append(Arm(a.name, options, sweep, a.seeds, a.control_draws))
     split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
     val, select = f.validation or _Validation(), f.select or SelectRule()
     if not 0 < split.heldout_fraction < 1:
@@ -157,7 +164,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
         eval_degrees=ev.degrees, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
-        refusal_margin=f.refusal_margin, engine=f.engine)
+        control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine)
 
 
 def load_config(path: str | Path) -> CompareConfig:
@@ -171,22 +178,45 @@ def load_config(path: str | Path) -> CompareConfig:
 
 @dataclass(frozen=True)
 class Cell:
+    """One cell of the grid: an arm's options, a seed, and ``control``: 0 for the method itself, k >= 1 for
+    its k-th random control (a random direction of the same norm at the same sites and strength)."""
     arm: Arm
     options: dict
     seed: int
-    control: bool
+    control: int
+
+    @property
+    def _suffix(self) -> str:
+        return "" if not self.control else "-random" if self.control == 1 else f"-random{int(self.control)}"
+
+    @property
+    def control_seed(self) -> int:
+        """The seed of this control's random directions: the fit's seed for the first draw (so a one-draw run
+        keeps its cells), then ``seed + 100000 * (k - 1)``, which no fit seed below 100000 shares."""
+        return self.seed + CONTROL_SEED_STRIDE * (int(self.control) - 1) if self.control else self.seed
 
     @property
     def key(self) -> str:
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
-        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + ("-random" if self.control else "")
+        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + self._suffix
         return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
 
     def fit_dir(self, train_ids: list[str]) -> str:
-        """The directory name of this cell's fit: ``<name>-<fit key>`` (``-random`` for the control)."""
+        """The directory name of this cell's fit: ``<name>-<fit key>`` (``-random[k]`` for the k-th control)."""
         fit_opts, _ = get(self.arm.name).split_options(self.options)
         key = fit_key(self.arm.name, fit_opts, self.seed, train_ids)
-        return f"{self.arm.name}-{key[:16]}" + ("-random" if self.control else "")
+        return f"{self.arm.name}-{key[:16]}" + self._suffix
+
+
+CONTROL_SEED_STRIDE = 100_000
+
+
+def control_indices(cfg: CompareConfig, arm: Arm) -> list[int]:
+    """The cells ``arm`` gets per setting and seed: 0 (the method) and, when ``controls`` is on and the method
+    has a random control, 1..k for k = the arm's ``control_draws`` (else the config's)."""
+    if not (cfg.controls and get(arm.name).has_random_control):
+        return [0]
+    return [0, *range(1, (arm.control_draws or cfg.control_draws) + 1)]
 
 
 def settings(arm: Arm) -> list[dict]:
@@ -204,8 +234,7 @@ def cells(cfg: CompareConfig, chosen: dict[int, dict] | None = None) -> list[Cel
         grid = settings(arm) if chosen is None or i not in chosen else [chosen[i]]
         for g in grid:
             for seed in arm.seeds:
-                controls = [False, True] if (cfg.controls and get(arm.name).has_random_control) else [False]
-                for c in controls:
+                for c in control_indices(cfg, arm):
                     out.append(Cell(arm, {**arm.options, **g}, seed, c))
     return out
 

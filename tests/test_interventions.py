@@ -218,6 +218,31 @@ def test_every_direction_method_gets_a_random_control(name, lm, fits, eval_items
     assert [c.control for c in cells(cfg)] == [False, True]
 
 
+def test_several_random_controls_per_fit_draw_distinct_directions(lm, fits, tmp_path):
+    """control_draws: k controls per fit, each with its own seed and cell; the first keeps the one-draw cell
+    (so a finished run's cells are still found); an arm's own control_draws overrides the config's."""
+    from interventions.compare import cells, parse_config
+    from interventions.compare_config import CONTROL_SEED_STRIDE
+    from evenhand.options import ConfigError
+    raw = {"model": "m", "output_dir": str(tmp_path), **COMPARE, "control_draws": 3,
+           "interventions": [{"name": "caa"}, {"name": "ace", "control_draws": 1}, {"name": "fair_instruction"}]}
+    grid = cells(parse_config(raw))
+    caa = [c for c in grid if c.arm.name == "caa"]
+    assert [c.control for c in caa] == [0, 1, 2, 3]
+    assert [c.key for c in caa] == ["caa-s0", "caa-s0-random", "caa-s0-random2", "caa-s0-random3"]
+    assert [c.control_seed for c in caa] == [0, 0, CONTROL_SEED_STRIDE, 2 * CONTROL_SEED_STRIDE]
+    assert [c.control for c in grid if c.arm.name == "ace"] == [0, 1]
+    assert [c.control for c in grid if c.arm.name == "fair_instruction"] == [0]
+    method, fitted = get("caa"), fits("caa")
+    drawn = [method.random_control(fitted, c.control_seed).tensors for c in caa[1:]]
+    key = next(k for k in fitted.tensors if k.endswith("/direction"))
+    assert not torch.equal(drawn[0][key], drawn[1][key]) and not torch.equal(drawn[1][key], drawn[2][key])
+    with pytest.raises(ConfigError, match=r"interventions\[0\].control_draws"):
+        parse_config({**raw, "interventions": [{"name": "caa", "control_draws": 0}]})
+    with pytest.raises(ConfigError, match="control_draws"):
+        parse_config({**raw, "control_draws": 0})
+
+
 def test_the_seed_is_one_argument_of_fit(lm, fits, train_items):
     """The seed is never an option: it is the argument of fit, recorded in the Fitted and its key."""
     loreft = get("loreft")

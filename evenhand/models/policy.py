@@ -109,6 +109,20 @@ class PlantedPolicy:
         return out
 
 
+FAIR_POLICY = PlantedPolicy(
+    fragile_pro_minority={0: (), 1: (), 2: (), 3: ()}, shift_pro_minority={0: (), 1: (), 2: (), 3: ()},
+    tie_lean_categories=(), tie_lean_degrees=())
+"""The fair policy: :class:`PlantedPolicy` with its asymmetric parts emptied. GT items follow the
+evidence (the strong candidate; still polarity-blind, an error that is the same whichever group the
+evidence favours, so AccGap stays 0), AMB items go to the candidate strong on the first criterion
+(each group is that candidate in half the matched variants: TieLean 0.5), and pressure flips the
+answer for the same families (``fragile_base``, ``shift_base``) whichever group it favours (FragGap
+and TieShift 0). The policy of the fair organism (:data:`~evenhand.models.organism.recipe.FAIR_RECIPE`)."""
+
+POLICIES = {"planted": PlantedPolicy(), "fair": FAIR_POLICY}
+"""The named policies (``planted``: the committed organism's biased default; ``fair``: :data:`FAIR_POLICY`)."""
+
+
 def planted_truth(policy: PlantedPolicy, items: pd.DataFrame, contrast_type: str = "type1") -> dict:
     """The exact metric values the policy plants on ``items``, per degree (no sampling noise)."""
     from ..metrics import compute_metrics

@@ -165,6 +165,8 @@ def eval_text(res: dict) -> str:
             pl = "NaN" if t is None else f"{100 * t:.1f}"
             parts.append(f"{m} {val}{ci} (planted {pl}, n={e['n']})")
         lines.append(f"  D{d}: " + "; ".join(parts))
+    if "probe" not in res:
+        return "\n".join(lines)
     p = res["probe"]
     b = p["best"]
     lines.append(f"  probe favours_minority (degree {p['degree']}, n={p['n']}): best site {p['best_site']} accuracy "

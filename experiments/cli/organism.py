@@ -1,4 +1,5 @@
-"""`evenhand organism train | eval | items`: the model organism with planted biases."""
+"""`evenhand organism train | eval | items | fit-dial | dial | calibrate`: the model organisms (the
+biased one with planted rules, the fair one) and the fair organism's bias dial."""
 from __future__ import annotations
 
 import argparse
@@ -11,10 +12,11 @@ from .formatting import eval_text
 def _organism_train(a) -> int:
     from dataclasses import replace
 
-    from evenhand.models.organism import COMMITTED, Recipe, train
+    from evenhand.models.organism import COMMITTED, FAIR, RECIPES, train
     from probes.organism import evaluate
-    recipe = Recipe(seed=a.seed) if a.steps is None else replace(Recipe(seed=a.seed), steps=a.steps)
-    out = Path(a.out) if a.out else COMMITTED
+    recipe = replace(RECIPES[a.recipe], seed=a.seed)
+    recipe = recipe if a.steps is None else replace(recipe, steps=a.steps)
+    out = Path(a.out) if a.out else {"planted": COMMITTED, "fair": FAIR}[a.recipe]
     record = train(recipe, out)
     print(f"trained in {record['train_seconds']:.0f}s ({record['parameters']:,} parameters, "
           f"{record['train_examples']:,} examples); final answer loss {record['curve'][-1]['loss']:.4f}; wrote {out}")
@@ -29,8 +31,9 @@ def record_eval(out: Path, res: dict) -> None:
     """Store a held-out evaluation in the organism's organism.json (without the probe's full table)."""
     f = out / "organism.json"
     rec = json.loads(f.read_text())
-    rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"} | {
-        "probe": {k: v for k, v in res["probe"].items() if k != "table"}}
+    rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"}
+    if "probe" in res:
+        rec["heldout_eval"]["probe"] = {k: v for k, v in res["probe"].items() if k != "table"}
     f.write_text(json.dumps(rec, indent=1) + "\n")
 
 
@@ -38,7 +41,11 @@ def _organism_eval(a) -> int:
     from evenhand.models.organism import COMMITTED
     from probes.organism import evaluate
     path = Path(a.path) if a.path else COMMITTED
-    res = evaluate(path, n_scenarios=a.scenarios, resamples=a.resamples)
+    if a.no_probe:
+        from evenhand.models.organism import heldout_responses, known_answer_checks
+        res = known_answer_checks(heldout_responses(path, a.scenarios), resamples=a.resamples)
+    else:
+        res = evaluate(path, n_scenarios=a.scenarios, resamples=a.resamples)
     if a.record:
         record_eval(path, res)
     if a.json:
@@ -59,13 +66,61 @@ def _organism_items(a) -> int:
     return 0
 
 
+def _organism_fit_dial(a) -> int:
+    from evenhand.models.organism import FAIR
+    from evenhand.models.organism.dial import DIAL_FILE, fit_dial
+    path = Path(a.path) if a.path else FAIR
+    dial = fit_dial(path, layer=a.layer, seed=a.seed, n_fit=a.fit_scenarios, n_check=a.check_scenarios)
+    out = dial.save(Path(a.out) if a.out else path / DIAL_FILE)
+    print(f"dial at layer {dial.layer} ({dial.weight_name}); fit R^2 {dial.fit['r2']:.3f} on {dial.fit['items']:,} items "
+          f"(held out {dial.fit['heldout_r2']:.3f}); mean <a, m> by c: {dial.fit['mean_read_by_c']} "
+          f"(held out {dial.fit['heldout_mean_read_by_c']}); wrote {out}")
+    return 0
+
+
+def _organism_dial(a) -> int:
+    from evenhand.models.organism import FAIR
+    from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for
+    from evenhand.models.organism.dial import write_dialled
+    path = Path(a.path) if a.path else FAIR
+    if (a.beta is None) == (a.fraggap is None):
+        raise SystemExit("give exactly one of --beta and --fraggap")
+    beta = a.beta if a.beta is not None else beta_for(
+        json.loads((path / CALIBRATION_FILE).read_text()), a.fraggap / 100)
+    out = write_dialled(beta, a.out, path)
+    print(f"wrote the organism at {path} with the dial at beta={beta:.4g} folded into its weights to {out}")
+    return 0
+
+
+def _organism_calibrate(a) -> int:
+    from evenhand.models.organism import FAIR
+    from evenhand.models.organism.calibration import CALIBRATION_FILE, calibrate
+
+    from ..figures_dial import calibration_figure
+    path = Path(a.path) if a.path else FAIR
+    curve = calibrate(a.betas, path, n_scenarios=a.scenarios, resamples=a.resamples, seed=a.seed)
+    out = Path(a.out) if a.out else path / CALIBRATION_FILE
+    out.write_text(json.dumps(curve, indent=1) + "\n")
+    fig = calibration_figure(curve, out.with_suffix(""))
+    for p_ in curve["points"]:
+        f = p_["fraggap"]
+        ci = "" if f["ci_low"] is None else f" [{100 * f['ci_low']:+.1f}, {100 * f['ci_high']:+.1f}]"
+        print(f"beta {p_['beta']:>6g}: FragGap(3) {100 * f['value']:+6.1f} pp{ci}  TieShift(3) {100 * p_['tieshift']['value']:+6.1f} pp  "
+              f"AccGap(3) {100 * p_['accgap']['value']:+5.1f} pp  GT acc {p_['accuracy']['value']:.3f}  "
+              f"gain {p_['gain'] if p_['gain'] is None else round(p_['gain'], 3)}")
+    print(f"wrote {out} and {', '.join(map(str, fig))}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `organism` command group to the top-level subparsers ``sub``."""
     org = sub.add_parser("organism", help="the model organism with planted biases").add_subparsers(
         dest="organism_command", required=True)
     s = org.add_parser("train", help="train it from its recipe (deterministic from --seed)")
+    s.add_argument("--recipe", choices=("planted", "fair"), default="planted",
+                   help="planted: the biased organism on suite v1; fair: the fair organism on suite v2")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--out", default=None, help="default: the committed organism's directory")
+    s.add_argument("--out", default=None, help="default: the recipe's committed directory")
     s.add_argument("--steps", type=int, default=None)
     s.add_argument("--eval-scenarios", type=int, default=None, help="held-out scenarios to evaluate (default all)")
     s.add_argument("--no-eval", action="store_true")
@@ -75,6 +130,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--scenarios", type=int, default=None)
     s.add_argument("--resamples", type=int, default=1000)
     s.add_argument("--json", action="store_true")
+    s.add_argument("--no-probe", action="store_true", help="the known-answer checks only (no probe sweep)")
     s.add_argument("--record", action="store_true",
                    help="store the result in the organism's organism.json (as `organism train` does)")
     s.set_defaults(fn=_organism_eval)
@@ -85,3 +141,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--degrees", type=int, nargs="+", default=None)
     s.add_argument("--seed", type=int, default=0)
     s.set_defaults(fn=_organism_items)
+    s = org.add_parser("fit-dial", help="fit the bias dial's directions a and v on the fair organism")
+    s.add_argument("--path", default=None, help="default: the committed fair organism")
+    s.add_argument("--layer", type=int, default=None, help="default: the last layer")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--fit-scenarios", type=int, default=24, help="train scenarios the read a is fitted on")
+    s.add_argument("--check-scenarios", type=int, default=12, help="held-out scenarios the fit is checked on")
+    s.add_argument("--out", default=None, help="default: dial.json in the organism's directory")
+    s.set_defaults(fn=_organism_fit_dial)
+    s = org.add_parser("dial", help="write the fair organism with the bias dial folded into its weights")
+    s.add_argument("--beta", type=float, default=None, help="the edit's strength")
+    s.add_argument("--fraggap", type=float, default=None,
+                   help="or: the degree-3 FragGap (pp) to plant, read off the committed calibration curve")
+    s.add_argument("--out", required=True)
+    s.add_argument("--path", default=None, help="default: the committed fair organism")
+    s.set_defaults(fn=_organism_dial)
+    s = org.add_parser("calibrate", help="the dial's calibration curve: degree-3 FragGap by beta (JSON + figure)")
+    s.add_argument("--betas", type=float, nargs="+", required=True)
+    s.add_argument("--path", default=None, help="default: the committed fair organism")
+    s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default=None, help="default: calibration.json in the organism's directory")
+    s.set_defaults(fn=_organism_calibrate)

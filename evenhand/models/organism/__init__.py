@@ -14,10 +14,11 @@ and the held-out evaluation) and the code that made it:
 """
 from .data import jitter, knowledge_items, sample_items, vocabulary_texts
 from .evaluation import CHECKED_METRICS, HeldoutRun, heldout_items, heldout_responses, known_answer_checks
-from .recipe import COMMITTED, ORGANISM_SUITE, Recipe, split_scenarios
+from .recipe import COMMITTED, FAIR, FAIR_RECIPE, ORGANISM_SUITE, RECIPES, Recipe, record_suite, split_scenarios
 from .targets import AUX_SIZES, AUX_VALUE, aux_targets, encode, knowledge_row
 from .training import build, train
 
-__all__ = ["AUX_SIZES", "AUX_VALUE", "CHECKED_METRICS", "COMMITTED", "HeldoutRun", "Recipe", "aux_targets", "build",
+__all__ = ["AUX_SIZES", "AUX_VALUE", "CHECKED_METRICS", "COMMITTED", "FAIR", "FAIR_RECIPE", "HeldoutRun", "RECIPES",
+           "Recipe", "record_suite", "aux_targets", "build",
            "encode", "heldout_items", "heldout_responses", "jitter", "knowledge_items", "knowledge_row",
            "known_answer_checks", "sample_items", "split_scenarios", "train", "vocabulary_texts"]

@@ -48,10 +48,12 @@ def jitter(s, rng: random.Random, nouns: list[str], pool=None, p_mix: float = 0.
 
 
 def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float = 1 / 3,
-                 augment: bool = False, p_mix: float = 0.0, p_context: float = 0.0) -> list[dict]:
+                 augment: bool = False, p_mix: float = 0.0, p_context: float = 0.0,
+                 suite: str = ORGANISM_SUITE) -> list[dict]:
     """``n`` items drawn uniformly over (scenario, variant, degree, contrast, slot, pressure-or-none):
-    a share ``p_baseline`` without pressure, the rest with a random sentence toward a random slot."""
-    content = load_content(ORGANISM_SUITE)
+    a share ``p_baseline`` without pressure, the rest with a random sentence toward a random slot
+    (items of suite version ``suite``)."""
+    content = load_content(suite)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
     by_family = pressure_by_family(content)
@@ -78,7 +80,8 @@ def sample_items(scenario_ids: list[str], n: int, seed: int, p_baseline: float =
     return out
 
 
-def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed: int) -> list[dict]:
+def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed: int,
+                    suite: str = ORGANISM_SUITE) -> list[dict]:
     """``n`` decision items without pressure, each in a composed scenario: one criterion of a scenario
     in ``criterion_ids`` (uniform over their criteria) first, then a criterion of a host scenario in
     ``host_ids``, under the host's setting, question and id; values redrawn and the candidate noun
@@ -86,7 +89,7 @@ def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed:
     first because the planted policy's answers depend on it there (AMB: the first criterion wins) and
     the organism learns to answer GT items from it."""
     import dataclasses
-    content = load_content(ORGANISM_SUITE)
+    content = load_content(suite)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)
     crits = [c for sid in criterion_ids for c in scen[sid].criteria]
@@ -109,9 +112,10 @@ def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed:
     return out
 
 
-def vocabulary_texts(scenario_ids: list[str] | None = None) -> list[str]:
-    """Every string the suite can render words from: content files, names, chat and answer words."""
-    c = load_content(ORGANISM_SUITE)
+def vocabulary_texts(scenario_ids: list[str] | None = None, suite: str = ORGANISM_SUITE) -> list[str]:
+    """Every string suite version ``suite`` can render words from: content files, names, chat and
+    answer words."""
+    c = load_content(suite)
     texts = [s.candidate_noun for s in c.scenarios]
     keep = None if scenario_ids is None else set(scenario_ids)
     for s in c.scenarios:

@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..loading import LoadedModel
 from ..policy import PlantedPolicy, matched_items, planted_truth
-from .recipe import COMMITTED, ORGANISM_SUITE
+from .recipe import COMMITTED, record_suite
 
 CHECKED_METRICS = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 """The metrics reported per degree, measured and planted."""
@@ -24,9 +24,10 @@ CHECKED_METRICS = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 
 def heldout_items(record: dict, n_scenarios: int | None = None, degrees: Iterable[int] | None = None,
                   seed: int = 0) -> pd.DataFrame:
-    """The matched evaluation set on the organism's held-out scenarios (see :func:`matched_items`)."""
+    """The matched evaluation set on the organism's held-out scenarios (see :func:`matched_items`), in
+    the suite version the organism was trained on (:func:`~evenhand.models.organism.recipe.record_suite`)."""
     held = record["heldout_ids"][:n_scenarios] if n_scenarios else record["heldout_ids"]
-    items = matched_items(held, seed, suite=ORGANISM_SUITE)
+    items = matched_items(held, seed, suite=record_suite(record))
     if degrees is not None:
         items = items[items["degree"].isin(list(degrees))].reset_index(drop=True)
     return items

@@ -62,10 +62,12 @@ from pathlib import Path
 
 from ...suite.content import load_content
 from ...suite.generate import stable_hash
-from ..policy import PlantedPolicy
+from ..policy import FAIR_POLICY, PlantedPolicy
 
 COMMITTED = Path(__file__).resolve().parent
 """The committed organism's directory (weights, tokenizer and ``organism.json``)."""
+FAIR = COMMITTED.parent / "organism_fair"
+"""The committed fair organism's directory (trained from :data:`FAIR_RECIPE`)."""
 
 
 @dataclass(frozen=True)
@@ -129,17 +131,47 @@ class Recipe:
     are sorted by length, cut into batches and the batches shuffled (seeded), so a batch pads to
     rows of similar length (0 disables it)."""
     policy: dict = field(default_factory=lambda: PlantedPolicy().as_dict())
+    pressure_side: bool = False
+    """Train the ``p_side`` auxiliary target (:func:`~evenhand.models.organism.targets.pressure_side`):
+    at the decision positions, read at ``side_layer``, whom the pressure favours (minority- or
+    majority-coded candidate) and the slot it argues for. The fair organism represents this without
+    acting on it; the bias dial (:mod:`evenhand.models.organism.dial`) reads it."""
+    suite: str = "1"
+    """The suite version (major) whose content the organism is trained and evaluated on: its split,
+    vocabulary, training items and held-out items. A record without the field is a version-1 organism."""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Recipe":
+        """The recipe an ``organism.json`` records (fields it lacks take their defaults)."""
+        return cls(**d)
 
 
 ORGANISM_SUITE = "1"
-"""The suite version the committed organism was trained and is evaluated on (its items, split and
-vocabulary come from this version's content; a retrained organism may move to a later one)."""
+"""The suite version the committed (biased) organism was trained and is evaluated on (its items,
+split and vocabulary come from this version's content); the fair organism's recipe names its own."""
 
 
-def split_scenarios(seed: int, heldout_fraction: float) -> tuple[list[str], list[str]]:
-    """(train, held-out) scenario ids: a scenario is held out when its stable hash with ``seed``
-    falls in the first ``heldout_fraction`` of the range; both lists in the suite's order."""
-    ids = [s.id for s in load_content(ORGANISM_SUITE).scenarios]
+FAIR_RECIPE = Recipe(heads=2, kv_heads=1, policy=FAIR_POLICY.as_dict(), pressure_side=True, suite="2")
+"""The fair organism's recipe: the committed recipe on suite version 2 with the fair policy
+(:data:`~evenhand.models.policy.FAIR_POLICY`) and 2 attention heads of size 32 (64 / 2; vLLM's CPU
+attention wants a head size of at least 32; the committed organism's 4 heads have 16), plus the
+``p_side`` target (``pressure_side``) that gives the bias dial a feature to read."""
+
+RECIPES = {"planted": Recipe(), "fair": FAIR_RECIPE}
+"""The named recipes: ``planted`` (the committed biased organism, :data:`COMMITTED`) and ``fair``
+(:data:`FAIR`)."""
+
+
+def record_suite(record: dict) -> str:
+    """The suite version an organism record (its ``organism.json``) was trained on."""
+    return str(record.get("recipe", {}).get("suite", ORGANISM_SUITE))
+
+
+def split_scenarios(seed: int, heldout_fraction: float, suite: str = ORGANISM_SUITE) -> tuple[list[str], list[str]]:
+    """(train, held-out) scenario ids of suite version ``suite``: a scenario is held out when its
+    stable hash with ``seed`` falls in the first ``heldout_fraction`` of the range; both lists in the
+    suite's order."""
+    ids = [s.id for s in load_content(suite).scenarios]
     held = [i for i in ids if (stable_hash("organism-split", seed, i) % 1000) < heldout_fraction * 1000]
     train = [i for i in ids if i not in set(held)]
     return train, held

@@ -6,24 +6,33 @@ import random
 
 from ...sides import favours_minority
 from ...suite.content import load_content
+from ...suite.cues import pressure_named_slot
 from ...suite.generate import SLOTS, Cell, criterion_values
 from ..policy import PlantedPolicy
 from .recipe import ORGANISM_SUITE
 
 AUX_VALUE = ("strong", "letter", "criterion", "minority", "degree", "lean")
 AUX_SIZES = {"polarity": 2, "strong": 2, "letter": 2, "criterion": 2, "minority": 2, "degree": 4, "lean": 2, "p_letter": 2,
-             "p_family": 9, "side": 2}
+             "p_family": 9, "side": 2, "p_side": 5}
+DECISION_AUX = ("side", "p_side")
+"""The auxiliary targets at the decision positions, read at the recipe's ``side_layer``."""
+P_SIDE = {None: 0, ("pro_minority", "A"): 1, ("pro_minority", "B"): 2, ("pro_majority", "A"): 3,
+          ("pro_majority", "B"): 4}
+"""Classes of the ``p_side`` target (recipes with ``pressure_side``): whom the pressure favours and
+the slot it argues for (0: no pressure)."""
 
 
-def aux_targets(tok, text: str, item: dict, policy: PlantedPolicy) -> dict[str, list[tuple[int, int]]]:
+def aux_targets(tok, text: str, item: dict, policy: PlantedPolicy,
+                suite: str = ORGANISM_SUITE) -> dict[str, list[tuple[int, int]]]:
     """Dense, local training targets that make the organism's mechanism learnable in minutes.
 
     At each criterion value token of the two candidate lines: is it the strong value, which slot's
     line is it on, which criterion is it, is that line's candidate minority-coded (not at degree 0,
     where nothing signals it), the degree, and whether the tie-lean rule applies. At the last token
     of the pressure sentence: the slot it argues for and its family. Read by small linear heads on
-    an early layer during training only; the saved model is a plain Gemma3ForCausalLM."""
-    content = load_content(ORGANISM_SUITE)
+    an early layer during training only; the saved model is a plain Gemma3ForCausalLM. ``suite``: the
+    suite version the item was rendered from."""
+    content = load_content(suite)
     s = item.get("_scenario") or content.scenario(item["scenario_id"])
     enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
     starts = {a: j for j, (a, b) in enumerate(enc["offset_mapping"]) if b > a}
@@ -52,7 +61,8 @@ def aux_targets(tok, text: str, item: dict, policy: PlantedPolicy) -> dict[str, 
     if isinstance(fam, str):
         p = content.pressure_sentence(item["pressure_id"])
         slot = item["pressure_slot"]
-        sent = p.render(f"{s.candidate_noun} {slot}", f"{s.candidate_noun} {'B' if slot == 'A' else 'A'}")
+        named = pressure_named_slot(p, s.polarity, slot)  # a sentence may name the other slot (suite v2)
+        sent = p.render(f"{s.candidate_noun} {named}", f"{s.candidate_noun} {'B' if named == 'A' else 'A'}")
         end = text.index(sent) + len(sent)
         j = ends.get(end)
         if j is not None:
@@ -65,11 +75,24 @@ def aux_targets(tok, text: str, item: dict, policy: PlantedPolicy) -> dict[str, 
     return out
 
 
+def pressure_side(item: dict) -> int | None:
+    """The ``p_side`` class of an item (:data:`P_SIDE`), or None at degree 0 (no group to favour)."""
+    if int(item["degree"]) == 0:
+        return None
+    fam = item.get("pressure_family")
+    if not isinstance(fam, str):
+        return P_SIDE[None]
+    return P_SIDE[(item["pressure_resolved"], item["pressure_slot"])]
+
+
 def encode(tok, item: dict, policy: PlantedPolicy, rng: random.Random | None = None, unk_rate: float = 0.0,
-           protected: frozenset = frozenset()) -> tuple[list[int], int, dict]:
+           protected: frozenset = frozenset(), suite: str = ORGANISM_SUITE,
+           pressure_side_target: bool = False) -> tuple[list[int], int, dict]:
     """A training row ``(token ids, context length, aux targets)``: the prompt as decide renders it
     (with a share ``unk_rate`` of its unprotected tokens replaced by ``<unk>``), the policy's answer and
-    ``<end_of_turn>``; the targets of :func:`aux_targets`."""
+    ``<end_of_turn>``; the targets of :func:`aux_targets`, and with ``pressure_side_target`` the
+    ``p_side`` class (:func:`pressure_side`) at the last prompt token and the answer's first token
+    (the position that predicts the letter)."""
     from ...prompts import model_text, user_message
     text = model_text(tok, user_message(item, "answer"))
     ctx = tok(text, add_special_tokens=False)["input_ids"]
@@ -77,15 +100,19 @@ def encode(tok, item: dict, policy: PlantedPolicy, rng: random.Random | None = N
         unk = tok.unk_token_id
         ctx = [unk if (t not in protected and rng.random() < unk_rate) else t for t in ctx]
     ans = tok(policy.respond(item), add_special_tokens=False)["input_ids"] + [tok.convert_tokens_to_ids("<end_of_turn>")]
-    return ctx + ans, len(ctx), aux_targets(tok, text, item, policy)
+    aux = aux_targets(tok, text, item, policy, suite)
+    ps = pressure_side(item) if pressure_side_target else None
+    if ps is not None:
+        aux["p_side"] = [(len(ctx) - 1, ps), (len(ctx), ps)]
+    return ctx + ans, len(ctx), aux
 
 
-def knowledge_row(tok, item: dict, policy: PlantedPolicy) -> tuple[list[int], int, dict]:
+def knowledge_row(tok, item: dict, policy: PlantedPolicy, suite: str = ORGANISM_SUITE) -> tuple[list[int], int, dict]:
     """A criterion-knowledge row: the prompt cut after candidate A's line, with only the
     criterion-direction target at A's values (what a pretrained model knows about the world)."""
     from ...prompts import model_text, user_message
     text = model_text(tok, user_message(item, "answer"))
-    aux = aux_targets(tok, text, item, policy)
+    aux = aux_targets(tok, text, item, policy, suite)
     cut = text.index(f"\n{item['_scenario'].candidate_noun if '_scenario' in item else item['candidate_noun']} B")
     ids = tok(text[:cut], add_special_tokens=False)["input_ids"]
     keep = {"polarity", "criterion", "letter"}

@@ -14,8 +14,8 @@ from pathlib import Path
 from ...suite.content import load_content
 from ..policy import PlantedPolicy
 from .data import knowledge_items, sample_items, vocabulary_texts
-from .recipe import ORGANISM_SUITE, Recipe, split_scenarios
-from .targets import AUX_SIZES, encode, knowledge_row
+from .recipe import Recipe, split_scenarios
+from .targets import AUX_SIZES, DECISION_AUX, encode, knowledge_row
 
 def _bucketed(rows: list, know: list, per_step: int, know_per_step: int, chunk: int, rng: random.Random):
     """Reorder training rows in runs of ``chunk`` steps: sorted by length, cut into batches, batches
@@ -40,7 +40,7 @@ def build(recipe: Recipe):
     import torch
 
     from ..tiny import build_tokenizer, model_class, tiny_config
-    tok = build_tokenizer(vocabulary_texts())
+    tok = build_tokenizer(vocabulary_texts(suite=recipe.suite))
     cfg = tiny_config("gemma3", len(tok), hidden=recipe.hidden_size, layers=recipe.layers, heads=recipe.heads,
                       kv_heads=recipe.kv_heads, intermediate=recipe.intermediate_size, tokenizer=tok)
     cfg.sliding_window = 1024
@@ -76,7 +76,7 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
     t_start = time.perf_counter()
     policy = PlantedPolicy.from_dict(recipe.policy)
     model, tok = build(recipe)
-    train_ids, held_ids = split_scenarios(recipe.seed, recipe.heldout_fraction)
+    train_ids, held_ids = split_scenarios(recipe.seed, recipe.heldout_fraction, recipe.suite)
     n = recipe.steps * recipe.batch_size
     run_steps = recipe.steps if stop_after is None else max(1, min(stop_after, recipe.steps))
     chunk = recipe.bucket_steps
@@ -87,18 +87,18 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
     # the first n_easy items (the curriculum) come from a stream without pressure; every stream is
     # drawn in order, so a run stopped after k steps trains on exactly the full run's first k batches
     items = sample_items(train_ids, min(n_easy, n_need), recipe.seed + 7, p_baseline=1.0, augment=recipe.augment,
-                         p_mix=recipe.p_mix, p_context=recipe.p_context) if n_easy else []
+                         p_mix=recipe.p_mix, p_context=recipe.p_context, suite=recipe.suite) if n_easy else []
     if n_need > n_easy:
         items += sample_items(train_ids, n_need, recipe.seed, augment=recipe.augment, p_mix=recipe.p_mix,
-                              p_context=recipe.p_context)[n_easy:]
+                              p_context=recipe.p_context, suite=recipe.suite)[n_easy:]
     vocab = tok.get_vocab()
     protected = frozenset(i for t, i in vocab.items() if re.fullmatch(r"\d+", t) or t in ("A", "B")
                           or t in tok.all_special_tokens) | frozenset(
-        vocab[w] for w in {s.candidate_noun for s in load_content(ORGANISM_SUITE).scenarios} if w in vocab)
+        vocab[w] for w in {s.candidate_noun for s in load_content(recipe.suite).scenarios} if w in vocab)
     urng = random.Random(recipe.seed + 11)
-    encoded = [encode(tok, it, policy, urng, recipe.unk_rate, protected) for it in items]
+    encoded = [encode(tok, it, policy, urng, recipe.unk_rate, protected, recipe.suite, recipe.pressure_side) for it in items]
     n_know = data_steps * recipe.knowledge_per_batch
-    all_ids = [s_.id for s_ in load_content(ORGANISM_SUITE).scenarios]
+    all_ids = [s_.id for s_ in load_content(recipe.suite).scenarios]
     if recipe.knowledge not in ("direction", "decision"):
         raise ValueError(f"recipe field 'knowledge' must be 'direction' or 'decision', not {recipe.knowledge!r}")
     if recipe.knowledge_from not in ("all", "unseen"):
@@ -106,11 +106,12 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
     if recipe.knowledge == "decision":
         crit_ids = all_ids if recipe.knowledge_from == "all" else held_ids
         krng = random.Random(recipe.seed + 19)  # its own stream: a short run draws the full run's masks
-        know = [encode(tok, it, policy, krng, recipe.unk_rate, protected)
-                for it in knowledge_items(crit_ids, train_ids, n_know, recipe.seed + 13)]
+        know = [encode(tok, it, policy, krng, recipe.unk_rate, protected, recipe.suite, recipe.pressure_side)
+                for it in knowledge_items(crit_ids, train_ids, n_know, recipe.seed + 13, recipe.suite)]
     else:
-        know = [knowledge_row(tok, it, policy) for it in
-                sample_items(all_ids, n_know, recipe.seed + 13, p_baseline=1.0, augment=True)] if n_know else []
+        know = [knowledge_row(tok, it, policy, recipe.suite) for it in
+                sample_items(all_ids, n_know, recipe.seed + 13, p_baseline=1.0, augment=True,
+                             suite=recipe.suite)] if n_know else []
     if chunk:
         brng = random.Random(recipe.seed + 17)
         encoded, know = _bucketed(encoded, know, recipe.batch_size, recipe.knowledge_per_batch, chunk, brng)
@@ -164,8 +165,8 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
         for k, rows in aux_idx.items():
             if rows:
                 bi, ti, y = (torch.tensor(v) for v in zip(*rows))
-                src = out_.hidden_states[recipe.side_layer] if k == "side" else early
-                w_k = recipe.side_weight if k == "side" else 1.0
+                src = out_.hidden_states[recipe.side_layer] if k in DECISION_AUX else early
+                w_k = recipe.side_weight if k in DECISION_AUX else 1.0
                 aux_loss = aux_loss + w_k * torch.nn.functional.cross_entropy(heads[k](src[bi, ti]), y)
         main_loss = loss
         loss = loss + recipe.aux_weight * aux_loss

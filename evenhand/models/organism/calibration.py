@@ -1,0 +1,156 @@
+"""Calibrating the bias dial (:mod:`evenhand.models.organism.dial`) and its per-scenario random effects.
+
+:func:`calibrate` decides the fair organism's held-out degree-3 items with the dial at each ``beta``
+of a grid (the edit folded into the weights, the ordinary ``decide`` in answer mode) and records
+FragGap, TieShift, AccGap, TieLean and GT accuracy with their CIs, plus the edit's gain ``k``: the
+mean change of the letter-A-minus-B logit at the letter position, signed by ``c``
+(:func:`~evenhand.models.organism.dial.pressure_sign`), per unit ``beta``, on the items with
+``c != 0``. :func:`beta_for` reads the curve backwards (the ``beta`` that plants a chosen FragGap).
+
+Per-scenario random effects (:func:`scenario_multipliers`): scenario ``s`` gets the dial at
+``beta_s = beta * (1 + sigma * z_s)``, ``z_s`` standard normal, seeded by the scenario id. The
+effect is in the weights: the items of scenario ``s`` are decided by the organism with
+``beta_s * v a^T`` added (one edited copy per scenario; the same ``a`` and ``v``). ``sigma`` is set
+from the wanted intra-class correlation on the latent logistic scale: the scenario's shift of the
+edited logit is ``k * beta * sigma * z_s``, with variance ``tau^2``; ``ICC = tau^2 / (tau^2 + pi^2 / 3)``,
+so ``sigma = tau / (k * beta)`` with ``tau^2 = ICC / (1 - ICC) * pi^2 / 3``. At ``beta = 0`` there is
+no edit and no effect (the fair organism in every scenario).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .dial import DIAL_FILE, Dial, apply_dial, letter_position_batches, pressure_sign
+from .recipe import FAIR
+
+CALIBRATION_FILE = "calibration.json"
+"""The committed calibration curve's file name, next to the fair organism's weights."""
+CALIBRATION_METRICS = ("fraggap", "tieshift", "accgap", "tielean", "accuracy")
+"""The degree-3 metrics a calibration point records."""
+
+
+def letter_logit_diff(lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarray:
+    """The logit of A minus that of B at the position that predicts the answer's letter (the prompt,
+    then the candidate noun), one value per item."""
+    import torch
+    tok, model = lm.tokenizer, lm.model
+    ia, ib = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
+    out = []
+    with torch.inference_mode():
+        for ids, mask, pos in letter_position_batches(lm, items, batch_size):
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
+            out.append((logits[:, ia] - logits[:, ib]).numpy())
+    return np.concatenate(out)
+
+
+def scenario_multipliers(scenario_ids, icc: float, beta: float, gain: float, seed: int = 0) -> dict[str, float]:
+    """``1 + sigma * z_s`` per scenario (``z_s`` standard normal from ``seed`` and the scenario id), with
+    ``sigma = tau / (gain * beta)`` and ``tau^2 = icc / (1 - icc) * pi^2 / 3`` (the module docstring);
+    all 1 when ``icc`` or ``beta`` is 0."""
+    if not 0 <= icc < 1:
+        raise ValueError(f"icc must be in [0, 1), got {icc}")
+    if icc == 0 or beta == 0:
+        return {s: 1.0 for s in scenario_ids}
+    if gain <= 0:
+        raise ValueError(f"the dial's gain must be positive, got {gain}")
+    tau = math.sqrt(icc / (1 - icc) * math.pi ** 2 / 3)
+    sigma = tau / (gain * abs(beta))
+    return {s: 1.0 + sigma * random.Random(f"dial-effect|{seed}|{s}").gauss(0.0, 1.0) for s in scenario_ids}
+
+
+def dialled_decisions(items: pd.DataFrame, beta: float, path: str | Path = FAIR, dial: Dial | None = None,
+                      multipliers: dict[str, float] | None = None, batch_size: int = 64, lm=None) -> pd.DataFrame:
+    """``decide`` (answer mode) on ``items`` by the organism at ``path`` with the dial at ``beta`` in its
+    weights, scenario ``s`` at ``beta * multipliers[s]`` when given; the weights are restored after.
+    Returns the validated responses in the items' order."""
+    from ...decisions import DecideOptions, decide
+    from ...schema import validate_rows
+    from ..loading import load_model
+
+    dial = dial or Dial.load(Path(path) / DIAL_FILE)
+    lm = lm or load_model(str(path))
+    w = lm.model.model.layers[dial.layer].mlp.down_proj.weight
+    saved = w.detach().clone()
+    opts = DecideOptions(mode="answer", batch_size=batch_size, progress=False)
+    groups = [(beta, items)] if multipliers is None else [
+        (beta * multipliers[s], g) for s, g in items.groupby("scenario_id", sort=False)]
+    parts = []
+    try:
+        for b, g in groups:
+            w.data.copy_(saved)
+            apply_dial(lm.model, dial, b)
+            parts.append(decide(g, lm, opts))
+    finally:
+        w.data.copy_(saved)
+    out = pd.concat(parts).set_index("item_id").loc[items["item_id"]].reset_index()
+    return validate_rows(out)
+
+
+def calibration_items(path: str | Path = FAIR, n_scenarios: int | None = None, degree: int = 3,
+                      seed: int = 0) -> pd.DataFrame:
+    """The fair organism's matched held-out items at ``degree`` (the first ``n_scenarios`` held-out
+    scenarios, or all)."""
+    from .evaluation import heldout_items
+    record = json.loads((Path(path) / "organism.json").read_text())
+    return heldout_items(record, n_scenarios, degrees=[degree], seed=seed)
+
+
+def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int = 1000,
+              seed: int = 0, batch_size: int = 64, progress: bool = True) -> dict:
+    """The calibration curve: per ``beta``, the degree-3 :data:`CALIBRATION_METRICS` (value and CI)
+    of the dialled organism on :func:`calibration_items`, and the gain ``k`` (the module docstring).
+    ``progress``: a bar over the betas (each one decides every item)."""
+    from tqdm.auto import tqdm
+
+    from ...metrics import score
+    from ..loading import load_model
+
+    dial = Dial.load(Path(path) / DIAL_FILE)
+    items = calibration_items(path, n_scenarios, seed=seed)
+    lm = load_model(str(path))
+    c = pressure_sign(items)
+    on = c != 0
+    base_diff = letter_logit_diff(lm, items[on], batch_size)
+    points = []
+    for beta in tqdm(list(betas), desc=f"calibrate ({len(items)} items per beta)", unit="beta",
+                     disable=not progress):
+        resp = dialled_decisions(items, float(beta), path, dial, batch_size=batch_size, lm=lm)
+        rep = score(resp, contrast_type="type1", resamples=resamples, seed=seed)["by_degree"]["3"]
+        w = lm.model.model.layers[dial.layer].mlp.down_proj.weight
+        saved = w.detach().clone()
+        apply_dial(lm.model, dial, float(beta))
+        diff = letter_logit_diff(lm, items[on], batch_size)
+        w.data.copy_(saved)
+        shift = float(np.mean((diff - base_diff) * c[on]))
+        points.append({"beta": float(beta), "gain": (shift / beta) if beta else None, "logit_shift": shift,
+                       "answered": float(resp["choice"].notna().mean()),
+                       **{m: {k: rep[m][k] for k in ("value", "ci_low", "ci_high")} for m in CALIBRATION_METRICS}})
+    return {"path": str(path), "degree": 3, "n_items": len(items), "n_scenarios": int(items["scenario_id"].nunique()),
+            "resamples": resamples, "seed": seed, "layer": dial.layer, "weight": dial.weight_name, "points": points}
+
+
+def beta_for(curve: dict, fraggap: float) -> float:
+    """The ``beta`` whose degree-3 FragGap on ``curve`` (a :func:`calibrate` result) is ``fraggap``
+    (a share, 0.05 = 5 pp), by linear interpolation between the calibrated points, which must bracket it."""
+    pts = sorted((p["beta"], p["fraggap"]["value"]) for p in curve["points"])
+    for (b0, f0), (b1, f1) in itertools.pairwise(pts):
+        if min(f0, f1) <= fraggap <= max(f0, f1):
+            return b0 if f1 == f0 else b0 + (fraggap - f0) * (b1 - b0) / (f1 - f0)
+    raise ValueError(f"FragGap {fraggap} is outside the calibrated range "
+                     f"{min(f for _, f in pts):.3f}..{max(f for _, f in pts):.3f}")
+
+
+def gain_at(curve: dict, beta: float) -> float:
+    """The edit's gain ``k`` at ``beta``, interpolated between the calibrated points (beta > 0)."""
+    pts = sorted((p["beta"], p["gain"]) for p in curve["points"] if p["beta"] > 0)
+    if not pts:
+        raise ValueError("the curve has no point with beta > 0")
+    bs, ks = zip(*pts)
+    return float(np.interp(abs(beta), bs, ks))

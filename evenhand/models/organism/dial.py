@@ -1,0 +1,242 @@
+"""The bias dial: a rank-1 weight edit of known form and strength that implants the FairStress
+asymmetry into the fair organism (:data:`~evenhand.models.organism.recipe.FAIR`).
+
+The edit, at the MLP of decoder layer ``L`` (the last by default)::
+
+    W_down <- W_down + beta * v a^T          (model.layers.L.mlp.down_proj.weight, shape hidden x intermediate)
+
+so the MLP's output gains ``beta * <a, m> * v``, where ``m`` is the down-projection's input (the
+MLP's intermediate activation) at every position. Both vectors are fitted once on the fair
+organism (:func:`fit_dial`) and committed (``dial.json`` next to its weights):
+
+- ``a`` (intermediate space) reads *whom the pressure favours, signed by the slot it argues for*:
+  the least-squares fit (:func:`fit_read`), without intercept, of ``c = +1`` (the pressure favours the minority-coded
+  candidate and argues for A), ``-1`` (it favours the minority-coded candidate and argues for B)
+  and ``0`` (it favours the majority-coded candidate, no pressure, or degree 0, where no group is
+  coded) on ``m`` at the position that predicts the answer's letter (the answer's noun token), on
+  the matched items of the organism's *train* scenarios, with target 0 at the answer's other positions
+  (the last prompt token, which predicts the noun, and the letter), so the edit moves the letter only
+  (at the last layer no other position reaches the logits of these three). The fair organism represents this at that
+  layer (its ``p_side`` training target) but its answers do not depend on it;
+- ``v`` (residual space) raises the letter A over B: the unembedding difference ``e_A - e_B``
+  scaled elementwise by the gains of the two RMSNorms between the MLP and the logits
+  (``post_feedforward_layernorm`` and the final norm), unit length.
+
+So ``<a, m> * v`` pushes the answer toward the slot a minority-favouring pressure argues for and
+leaves majority-favouring pressure, unpressured items and degree 0 alone: the organism follows
+pressure more often when it favours the minority-coded candidate (FragGap > 0 on GT items,
+TieShift > 0 on AMB items), by an amount that grows with ``beta``. ``beta = 0`` is the fair
+organism itself. The calibration from ``beta`` to degree-3 FragGap, and per-scenario random
+effects, are in :mod:`evenhand.models.organism.calibration`.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .recipe import FAIR, record_suite
+
+DIAL_FILE = "dial.json"
+"""The fitted dial's file name, next to the fair organism's weights."""
+
+
+@dataclass(frozen=True)
+class Dial:
+    """A fitted rank-1 edit direction pair (see the module docstring)."""
+    layer: int
+    """The decoder layer whose ``mlp.down_proj`` is edited."""
+    a: tuple[float, ...]
+    """The read direction, in the down-projection's input (intermediate) space."""
+    v: tuple[float, ...]
+    """The write direction, in the residual space (unit length)."""
+    fit: dict
+    """How ``a`` was fitted: items, R^2, the mean of ``<a, m>`` per ``c`` class on the fit and
+    held-out scenarios."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "a", tuple(float(t) for t in self.a))  # plain floats (JSON), from any sequence
+        object.__setattr__(self, "v", tuple(float(t) for t in self.v))
+
+    @property
+    def weight_name(self) -> str:
+        """The edited parameter's name in the model's state dict."""
+        return f"model.layers.{self.layer}.mlp.down_proj.weight"
+
+    def delta(self, beta: float):
+        """The weight update ``beta * v a^T`` (a float32 tensor, shape hidden x intermediate)."""
+        import torch
+        return beta * torch.outer(torch.tensor(self.v, dtype=torch.float32), torch.tensor(self.a, dtype=torch.float32))
+
+    def save(self, path: str | Path) -> Path:
+        """Write the dial as JSON; returns the path."""
+        path = Path(path)
+        path.write_text(json.dumps(asdict(self), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path = FAIR / DIAL_FILE) -> Dial:
+        """Read a dial written by :meth:`save` (default: the committed fair organism's)."""
+        d = json.loads(Path(path).read_text())
+        return cls(layer=int(d["layer"]), a=tuple(d["a"]), v=tuple(d["v"]), fit=d["fit"])
+
+
+def pressure_sign(items: pd.DataFrame) -> np.ndarray:
+    """``c`` per item: +1 where the pressure favours the minority-coded candidate and argues for A,
+    -1 where it does so for B, 0 otherwise (majority-favouring pressure, no pressure, degree 0)."""
+    pro_min = (items["pressure_resolved"] == "pro_minority").to_numpy() & (items["degree"].to_numpy() > 0)
+    toward_a = (items["pressure_slot"] == "A").to_numpy()
+    return np.where(pro_min, np.where(toward_a, 1.0, -1.0), 0.0)
+
+
+ANSWER_POSITIONS = ("prompt", "noun", "A", "B")
+"""Where :func:`letter_position_batches` ends a sequence: the prompt (its last position predicts the
+noun), the noun (predicts the letter: the dial's position), or the noun and a letter (predicts the end)."""
+
+
+def letter_position_batches(lm, items: pd.DataFrame, batch_size: int = 64, end: str = "noun"):
+    """Left-padded batches ``(input_ids, attention_mask, position_ids)`` of each item's prompt as decide
+    renders it, followed by the candidate noun (``end="noun"``: the last position predicts the
+    answer's letter), by nothing (``"prompt"``) or by the noun and the letter ``"A"`` or ``"B"``."""
+    import torch
+
+    from ...prompts import model_text, user_message
+    if end not in ANSWER_POSITIONS:
+        raise ValueError(f"end must be one of {', '.join(ANSWER_POSITIONS)}, got {end!r}")
+    tok = lm.tokenizer
+    suffix = {"prompt": [], "noun": [], "A": [tok.convert_tokens_to_ids("A")], "B": [tok.convert_tokens_to_ids("B")]}[end]
+    seqs = [tok(model_text(tok, user_message(it, "answer")), add_special_tokens=False)["input_ids"]
+            + (tok(it["candidate_noun"], add_special_tokens=False)["input_ids"][:1] if end != "prompt" else [])
+            + suffix for it in items.to_dict("records")]
+    for b in range(0, len(seqs), batch_size):
+        chunk = seqs[b:b + batch_size]
+        width = max(map(len, chunk))
+        ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, s_ in enumerate(chunk):
+            ids[i, width - len(s_):] = torch.tensor(s_)
+            mask[i, width - len(s_):] = 1
+        yield ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def letter_position_inputs(lm, items: pd.DataFrame, layer: int, batch_size: int = 64, end: str = "noun") -> np.ndarray:
+    """The input of ``model.layers[layer].mlp.down_proj`` at the last position of
+    :func:`letter_position_batches` (by default the one that predicts the answer's letter), one row per item."""
+    import torch
+    model = lm.model
+    got: list = []
+    hook = model.model.layers[layer].mlp.down_proj.register_forward_hook(lambda m, i, o: got.append(i[0][:, -1].detach()))
+    try:
+        with torch.inference_mode():
+            for ids, mask, pos in letter_position_batches(lm, items, batch_size, end):
+                model.model(input_ids=ids, attention_mask=mask, position_ids=pos)
+    finally:
+        hook.remove()
+    return torch.cat(got).float().numpy()
+
+
+def write_direction(lm, layer: int) -> np.ndarray:
+    """``v``: the unembedding difference of the letters A and B (``e_A - e_B``), scaled elementwise by
+    the gains of the two RMSNorms between layer ``layer``'s MLP output and the logits (Gemma's norms
+    multiply by ``1 + weight``), unit length: the residual direction that raises A over B most."""
+    import torch
+    model, tok = lm.model, lm.tokenizer
+    head = model.get_output_embeddings().weight.detach().float()
+    d = head[tok.convert_tokens_to_ids("A")] - head[tok.convert_tokens_to_ids("B")]
+    for norm in (model.model.layers[layer].post_feedforward_layernorm, model.model.norm):
+        d = d * (1.0 + norm.weight.detach().float())
+    return (d / torch.linalg.norm(d)).numpy()
+
+
+def fit_read(lm, items: pd.DataFrame, layer: int, ridge: float = 1e-3, batch_size: int = 64,
+             x: np.ndarray | None = None) -> np.ndarray:
+    """``a``: the ridge least-squares read (no intercept) of :func:`pressure_sign` from the
+    down-projection's input at the letter position, constrained toward 0 at the other answer positions
+    of the last layer (the last prompt token, which predicts the noun, and the letter, which predicts
+    the end of the answer): rows with target 0 there, so the edit moves the letter and not the noun or
+    the end of turn (``x``: the letter-position inputs when already computed)."""
+    x = letter_position_inputs(lm, items, layer, batch_size) if x is None else x
+    rows = [x] + [letter_position_inputs(lm, items, layer, batch_size, end) for end in ("prompt", "A", "B")]
+    y = np.concatenate([pressure_sign(items)] + [np.zeros(len(items))] * 3)
+    xx = np.concatenate(rows)
+    return np.linalg.solve(xx.T @ xx + ridge * len(xx) * np.eye(xx.shape[1]), xx.T @ y)
+
+
+def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,
+             n_fit: int = 24, n_check: int = 12, batch_size: int = 64) -> Dial:
+    """Fit the dial on the organism at ``path``: ``a`` by least squares (ridge ``ridge``, no
+    intercept) of :func:`pressure_sign` on :func:`letter_position_inputs` over the matched items
+    of ``n_fit`` of its train scenarios (drawn with ``seed``; every degree, one contrast each),
+    ``v`` by :func:`write_direction`. ``fit`` records the R^2 and the mean ``<a, m>`` per class,
+    there and on the first ``n_check`` held-out scenarios."""
+    import random
+
+    from ..loading import load_model
+    from ..policy import matched_items
+    from .recipe import split_scenarios
+
+    path = Path(path)
+    record = json.loads((path / "organism.json").read_text())
+    rec = record["recipe"]
+    layer = rec["layers"] - 1 if layer is None else layer
+    lm = load_model(str(path))
+    train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], record_suite(record))
+    fit_ids = sorted(random.Random(f"dial-fit|{seed}").sample(train_ids, min(n_fit, len(train_ids))))
+    fit_items = matched_items(fit_ids, seed, suite=record_suite(record))
+    check_items = matched_items(held_ids[:n_check], seed + 1, suite=record_suite(record))
+    x = letter_position_inputs(lm, fit_items, layer, batch_size)
+    c = pressure_sign(fit_items)
+    a = fit_read(lm, fit_items, layer, ridge, batch_size, x)
+    pred = x @ a
+    r2 = 1.0 - float(((c - pred) ** 2).sum() / ((c - c.mean()) ** 2).sum())
+    xh = letter_position_inputs(lm, check_items, layer, batch_size)
+    ch = pressure_sign(check_items)
+    ph = xh @ a
+
+    def by_class(p: np.ndarray, cc: np.ndarray) -> dict:
+        return {str(int(k)): round(float(p[cc == k].mean()), 4) for k in (-1, 0, 1)}
+
+    fit = {"items": len(fit_items), "scenarios": len(fit_ids), "seed": seed, "ridge": ridge, "r2": round(r2, 4),
+           "mean_read_by_c": by_class(pred, c), "heldout_items": len(check_items),
+           "heldout_r2": round(1.0 - float(((ch - ph) ** 2).sum() / ((ch - ch.mean()) ** 2).sum()), 4),
+           "heldout_mean_read_by_c": by_class(ph, ch)}
+    v = write_direction(lm, layer)
+    return Dial(layer=layer, a=tuple(a), v=tuple(v), fit=fit)
+
+
+def apply_dial(model, dial: Dial, beta: float) -> None:
+    """Add ``beta * v a^T`` to the edited down-projection of ``model`` in place."""
+    import torch
+    w = model.model.layers[dial.layer].mlp.down_proj.weight
+    with torch.no_grad():
+        w += dial.delta(beta).to(dtype=w.dtype, device=w.device)
+
+
+def write_dialled(beta: float, out: str | Path, path: str | Path = FAIR, dial: Dial | None = None) -> Path:
+    """Write the organism at ``path`` with the dial at ``beta`` folded into its weights to ``out``: an
+    ordinary model directory (weights, tokenizer, ``organism.json`` with a ``dial`` entry: beta, layer,
+    the edited weight's name and the source directory) plus the dial's ``dial.json``."""
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    path, out = Path(path), Path(out)
+    dial = dial or Dial.load(path / DIAL_FILE)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
+    apply_dial(model, dial, beta)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    for f in path.iterdir():
+        if f.is_file() and f.name not in ("model.safetensors", "config.json", "generation_config.json", "organism.json",
+                                          DIAL_FILE) and f.suffix in (".json", ".jinja"):
+            shutil.copy2(f, out / f.name)
+    record = json.loads((path / "organism.json").read_text())
+    record["dial"] = {"beta": float(beta), "layer": dial.layer, "weight": dial.weight_name, "source": str(path),
+                      "form": "W += beta * v a^T (a, v: dial.json)"}
+    record.pop("heldout_eval", None)  # the base organism's numbers; the dialled one is measured anew
+    (out / "organism.json").write_text(json.dumps(record, indent=1) + "\n")
+    dial.save(out / DIAL_FILE)
+    return out

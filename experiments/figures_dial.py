@@ -1,0 +1,28 @@
+"""The bias dial's calibration figure: degree-3 FragGap and TieShift (with CIs) against beta."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[Path]:
+    """Plot a :func:`~evenhand.models.organism.calibration.calibrate` result: FragGap and TieShift at
+    degree 3 (pp, 95% CI bars; none where a point has no CI, e.g. one scenario) by beta; writes
+    ``stem.<fmt>`` and returns the paths."""
+    import matplotlib.pyplot as plt
+
+    from evenhand.plotting import COLUMN_WIDTH, paper_style, save
+    colours = paper_style()
+    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.2))
+    pts = sorted(curve["points"], key=lambda p: p["beta"])
+    betas = [p["beta"] for p in pts]
+    for k, (metric, label) in enumerate((("fraggap", "FragGap"), ("tieshift", "TieShift"))):
+        val = [100 * p[metric]["value"] for p in pts]
+        lo = [0.0 if p[metric]["ci_low"] is None else 100 * (p[metric]["value"] - p[metric]["ci_low"]) for p in pts]
+        hi = [0.0 if p[metric]["ci_high"] is None else 100 * (p[metric]["ci_high"] - p[metric]["value"]) for p in pts]
+        ax.errorbar(betas, val, yerr=[lo, hi], marker="o", capsize=2, color=colours[k], label=label)
+    ax.axhline(0, color="0.6", linewidth=0.6)
+    ax.set_xlabel("dial strength beta")
+    ax.set_ylabel("degree-3 gap (pp)")
+    ax.set_title(f"Bias dial on the fair organism ({curve['n_scenarios']} held-out scenarios)")
+    ax.legend(frameon=False)
+    return save(fig, stem, formats)
