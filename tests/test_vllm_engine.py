@@ -123,13 +123,15 @@ def test_resume_after_a_shard(engines, smoke_items, tmp_path, monkeypatch):
 
 
 def test_prompt_methods_run_on_vllm(engines, smoke_items):
-    """fair_instruction and identity_blind (rewrites) and self_critique (a chat) decide on vLLM unchanged,
+    """fair_instruction and identity_blind (rewrites), self_critique and counterfactual_cot (chats) decide on
+    vLLM unchanged,
     with the choices the Hugging Face engine makes."""
     from interventions import decide_with, get
     hf_lm, vm = engines
     items = items_of(smoke_items, 12)
     for name, options in (("fair_instruction", None), ("identity_blind", None),
-                          ("self_critique", {"critique_max_new_tokens": 8})):
+                          ("self_critique", {"critique_max_new_tokens": 8}),
+                          ("counterfactual_cot", {"reason_max_new_tokens": 8})):
         method = get(name)
         fitted = method.fit(hf_lm, items, seed=0, progress=False)
         _, apply_opts = method.split_options(options or {})

@@ -88,3 +88,26 @@ def test_cli_decide_refuses_logprob_on_vllm_before_loading(tmp_path, capsys):
                  "--mode", "logprob"]) == 2
     assert "logprob mode runs on engine hf" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def _compare(**kw):
+    from interventions.compare import parse_config
+    return parse_config({"model": "evenhand-organism-fair", "output_dir": "o",
+                         "interventions": [{"name": "fair_instruction"}, {"name": "caa"}], **kw})
+
+
+def test_compare_cell_engines():
+    """engine vllm: the baseline and prompt methods on vLLM, activation methods on hf; engine hf: all hf."""
+    from interventions.compare import cell_engine
+    from interventions.compare_config import Cell
+    cfg = _compare(engine="vllm")
+    prompt, caa = (Cell(arm, {}, 0, 0) for arm in cfg.interventions)
+    assert [cell_engine(cfg, c) for c in (None, prompt, caa)] == ["vllm", "vllm", "hf"]
+    assert [cell_engine(_compare(), c) for c in (None, prompt, caa)] == ["hf", "hf", "hf"]
+
+
+def test_compare_config_refuses_logprob_on_vllm():
+    with pytest.raises(ConfigError, match="mode logprob runs on engine hf"):
+        _compare(engine="vllm", mode="logprob")
+    with pytest.raises(ConfigError, match="must be one of hf, vllm"):
+        _compare(engine="tgi")
