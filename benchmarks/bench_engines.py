@@ -132,22 +132,27 @@ def core_token_counts(tokenizer, limit: int | None = None) -> dict:
     out = {"items": len(rows)}
     for mode in ("answer", "reasoning"):
         ids = token_ids(tokenizer, [model_text(tokenizer, user_message(r, mode)) for r in rows], special)
-        seen: set = set()
-        computed = 0
-        for seq in sorted(ids):
-            h = ()
-            full = len(seq) // block
-            cached = 0
-            for b in range(full):
-                h = hash((h, tuple(seq[b * block:(b + 1) * block])))
-                if h in seen and cached == b:
-                    cached += 1
-                seen.add(h)
-            computed += len(seq) - cached * block
         total = sum(len(s) for s in ids)
         out[mode] = {"mean_prompt_tokens": round(total / len(ids), 1), "computed_share_with_prefix_cache":
-                     round(computed / total, 4)}
+                     round(computed_share(ids, block), 4)}
     return out
+
+
+def computed_share(ids: list[list[int]], block: int) -> float:
+    """The share of prompt tokens a block-level prefix cache (vLLM's automatic prefix caching, unbounded) must
+    compute: a prompt's leading full blocks whose whole prefix chain ran before are read from the cache."""
+    seen: set = set()
+    computed = 0
+    for seq in sorted(ids):
+        h: tuple | int = ()
+        cached = 0
+        for b in range(len(seq) // block):
+            h = hash((h, tuple(seq[b * block:(b + 1) * block])))
+            if h in seen and cached == b:
+                cached += 1
+            seen.add(h)
+        computed += len(seq) - cached * block
+    return computed / max(1, sum(len(s) for s in ids))
 
 
 def shape_numbers(shape: dict) -> dict:
