@@ -20,6 +20,10 @@ def test_gpu_shapes_tiny(tmp_path):
     for p in res["probes"]:
         assert p["max_accuracy_diff_points"] <= 1.0
     assert "probe sk/torch" in r.stdout
+    import importlib.util
+    if importlib.util.find_spec("vllm") is not None:  # the vllm extra (make test installs it): HF generate vs vLLM
+        assert [v["shape"] for v in res["vllm"]] == ["qwen2-tiny", "gemma3-tiny"]
+        assert all(v["vllm_gen_tok_per_s"] > 0 and v["vllm_over_hf_gen"] > 0 for v in res["vllm"]), res["vllm"]
 
 
 def test_real_shapes_are_the_published_ones():
