@@ -20,7 +20,8 @@ from evenhand.models.loading import load_model  # noqa: E402
 
 LOGPROB_TOL = 1e-3
 """The largest |gen_logprob (vLLM) - gen_logprob (HF)| accepted, in nats. Measured in float32 on these items:
-1.4e-6 (answer mode) and 3.3e-6 (reasoning mode); on the fair organism 4.7e-6 (README, "Engines")."""
+1.4e-6 (answer mode) and 3.3e-6 (reasoning mode); on the fair organism 4.7e-6; on the real Gemma-3 270M
+3.2e-4 over 8 tokens (README, "Engines": the difference is a sum over the generated tokens)."""
 N_ITEMS = 48
 
 
