@@ -158,11 +158,11 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     out = check_output_dir(cfg.output_dir)
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     from evenhand.decisions import decide
-    from evenhand.models.loading import load_model
+    from evenhand.engine.vllm_engine import load_for_engine
 
     items = suite_items(cfg.suite)
     run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items))
-    model = LoadModel(lambda: load_model(spec), about=spec.model)
+    model = LoadModel(lambda: load_for_engine(spec, cfg.engine), about=spec.model)
 
     def decide_all(run: RunDir):
         responses = decide(items, model(), opts, out_dir=run.path)
