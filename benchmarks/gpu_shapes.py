@@ -7,9 +7,14 @@ below), on suite-length prompts (real smoke-subset prompts, token ids mapped int
   - the same with every layer's residual saved at the decision token (the activation cache's nnsight trace);
   - the same with a steering hook on every layer (``steering.hooks.steer`` with an Add edit);
   - a full probe sweep (every layer, nested grouped CV) with the torch engine on the device against
-    scikit-learn on CPU (``--probe-layers`` layers of scikit-learn, extrapolated to all layers).
+    scikit-learn on CPU (``--probe-layers`` layers of scikit-learn, extrapolated to all layers);
+  - greedy generation of ``--gen-tokens`` tokens for ``--gen-prompts`` prompts: Hugging Face
+    ``generate`` (batches of ``--batch``) against the vLLM engine (every prompt at once, random
+    weights via vLLM's ``load_format="dummy"``, prefix caching on), generated tokens per second of
+    each (when vLLM is installed; the ``vllm`` extra on CPU, ``vllm`` on a GPU).
 
-One script, under 5 minutes on one H200; prints a short table last and writes every number to
+One script, under 5 minutes on one H200 before the generation comparison was added (its time on a GPU
+is not measured yet: no GPU was lent to that change); prints a short table last and writes every number to
 ``OUT/gpu_shapes.json`` (``--out``, or ``$OUT`` when set). ``--tiny`` runs the same code path with small
 shapes on CPU so that CI keeps it working.
 
@@ -40,10 +45,11 @@ SHAPES = {
                            query_pre_attn_scalar=256, tie_word_embeddings=True),
 }
 TINY = {
-    "qwen2-tiny": dict(arch="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-                       num_key_value_heads=2, vocab_size=512, max_position_embeddings=2048, tie_word_embeddings=False),
+    # head size 32: the least vLLM's CPU attention takes
+    "qwen2-tiny": dict(arch="qwen2", hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=2,
+                       num_key_value_heads=1, vocab_size=512, max_position_embeddings=2048, tie_word_embeddings=False),
     "gemma3-tiny": dict(arch="gemma3", hidden_size=64, intermediate_size=128, num_hidden_layers=4,
-                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=512,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=32, vocab_size=512,
                         max_position_embeddings=2048, sliding_window=128, tie_word_embeddings=True),
 }
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0}
@@ -95,7 +101,8 @@ def timed(fn, reps: int, sync) -> float:
     return statistics.median(ts)
 
 
-def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, reps: int) -> dict:
+def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, reps: int, gen_prompts: int = 0,
+                gen_tokens: int = 0) -> dict:
     import torch
 
     from steering.hooks import Add, steer
@@ -150,10 +157,69 @@ def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, re
             out[f"{key}_mfu"] = round(fpt * n_tok / s / (peak * 1e12), 4)
     out["cache_over_plain"] = round(out["cache_all_layers_s"] / out["plain_s"], 3)
     out["steering_over_plain"] = round(out["steering_all_layers_s"] / out["plain_s"], 3)
+    if gen_prompts:
+        gen_ids = prompts(shape["vocab_size"], gen_prompts, length).to(device)
+        hf_generate(model, gen_ids[:batch], batch, 2, sync)  # warm-up
+        s = hf_generate(model, gen_ids, batch, gen_tokens, sync)
+        out.update(gen_prompts=gen_prompts, gen_tokens=gen_tokens, hf_generate_s=round(s, 3),
+                   hf_gen_tok_per_s=round(gen_prompts * gen_tokens / s, 1))
     del model, traced
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return out
+
+
+def hf_generate(model, ids, batch: int, gen: int, sync) -> float:
+    """Seconds Hugging Face ``generate`` takes for exactly ``gen`` greedy tokens per prompt, in batches."""
+    import torch
+    t = time.perf_counter()
+    with torch.inference_mode():
+        for i in range(0, len(ids), batch):
+            chunk = ids[i:i + batch]
+            model.generate(input_ids=chunk, attention_mask=torch.ones_like(chunk), max_new_tokens=gen,
+                           min_new_tokens=gen, do_sample=False, pad_token_id=0)
+    sync()
+    return time.perf_counter() - t
+
+
+def bench_vllm(name: str, shape: dict, device: str, ids, gen: int) -> dict:
+    """vLLM (the engine's settings: greedy, prefix caching, eager on CPU) on random weights of ``shape``:
+    generated tokens per second for ``ids`` (every prompt at once), start-up excluded."""
+    import tempfile
+
+    import transformers as tf
+    try:
+        from vllm import LLM, SamplingParams
+        from vllm.inputs import TokensPrompt
+    except ImportError as exc:
+        return {"shape": name, "vllm": f"not installed ({exc.__class__.__name__})"}
+    if device == "cpu":
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    kw = {k: v for k, v in shape.items() if k != "arch"}
+    cfg = tf.Qwen2Config(**kw) if shape["arch"] == "qwen2" else tf.Gemma3TextConfig(**kw)
+    cfg.architectures = ["Qwen2ForCausalLM" if shape["arch"] == "qwen2" else "Gemma3ForCausalLM"]
+    with tempfile.TemporaryDirectory() as d:
+        cfg.save_pretrained(d)
+        t = time.perf_counter()
+        llm = LLM(model=d, load_format="dummy", skip_tokenizer_init=True, enable_prefix_caching=True, seed=0,
+                  dtype="bfloat16" if device.startswith("cuda") else "float32", enforce_eager=device == "cpu",
+                  max_model_len=ids.shape[1] + gen + 16, gpu_memory_utilization=0.8)
+        start = time.perf_counter() - t
+        params = SamplingParams(temperature=0.0, max_tokens=gen, min_tokens=gen, ignore_eos=True, detokenize=False)
+        prompts = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
+        llm.generate(prompts[:2], params, use_tqdm=False)  # warm-up
+        t = time.perf_counter()
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        s = time.perf_counter() - t
+        engine = getattr(llm, "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        del llm
+    n = sum(len(o.outputs[0].token_ids) for o in outs)
+    return {"shape": name, "vllm_start_s": round(start, 1), "vllm_s": round(s, 3),
+            "vllm_gen_tok_per_s": round(n / s, 1)}
 
 
 def bench_probes(layers: int, dim: int, rows: int, device: str, sk_layers: int) -> dict:
@@ -187,17 +253,26 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--probe-rows", type=int, default=2000)
     ap.add_argument("--probe-sklearn-layers", type=int, default=2)
+    ap.add_argument("--gen-prompts", type=int, default=256, help="prompts of the generation comparison (0: none)")
+    ap.add_argument("--gen-tokens", type=int, default=128, help="greedy tokens generated per prompt")
     a = ap.parse_args()
     import torch
     device = "cpu" if a.tiny or not torch.cuda.is_available() else "cuda"
     if not a.tiny and device == "cpu":
         sys.exit("no CUDA device: run with --tiny on CPU")
     shapes = TINY if a.tiny else SHAPES
-    results = {"device": device, "torch": torch.__version__, "shapes": [], "probes": []}
+    results = {"device": device, "torch": torch.__version__, "shapes": [], "probes": [], "vllm": []}
+    gen_prompts, gen_tokens = (8, 8) if a.tiny else (a.gen_prompts, a.gen_tokens)
     for name, shape in shapes.items():
-        r = bench_shape(name, shape, device, 2 if a.tiny else a.batch, 64 if a.tiny else a.length,
-                        2 if a.tiny else a.reps)
+        length = 64 if a.tiny else a.length
+        r = bench_shape(name, shape, device, 2 if a.tiny else a.batch, length, 2 if a.tiny else a.reps,
+                        gen_prompts, gen_tokens)
         results["shapes"].append(r)
+        if gen_prompts:
+            v = bench_vllm(name, shape, device, prompts(shape["vocab_size"], gen_prompts, length), gen_tokens)
+            if "vllm_gen_tok_per_s" in v:
+                v["vllm_over_hf_gen"] = round(v["vllm_gen_tok_per_s"] / r["hf_gen_tok_per_s"], 2)
+            results["vllm"].append(v)
         rows = 200 if a.tiny else a.probe_rows
         results["probes"].append({"shape": name, **bench_probes(shape["num_hidden_layers"] + 1, shape["hidden_size"],
                                                                 rows, device, a.probe_sklearn_layers)})
@@ -209,6 +284,10 @@ def main() -> None:
         mfu = r.get("plain_mfu")
         print(f"{r['shape']:<22}{r['plain_tok_per_s']:>12,.0f}{'-' if mfu is None else f'{mfu:.2f}':>7}"
               f"{r['cache_over_plain']:>9.2f}{r['steering_over_plain']:>9.2f}{p['ratio_sklearn_over_torch']:>16.2f}")
+    for v in results["vllm"]:
+        print(f"{v['shape']:<22}generation: " + (f"vLLM {v['vllm_gen_tok_per_s']:,.0f} tok/s, "
+                                               f"{v['vllm_over_hf_gen']:.2f}x HF generate" if "vllm_over_hf_gen" in v
+                                               else v["vllm"]))
     print(f"full numbers: {out / 'gpu_shapes.json'}")
 
 

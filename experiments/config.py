@@ -14,6 +14,8 @@ from pathlib import Path
 from evenhand.activations import CacheOptions
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
+from evenhand.engine.vllm_engine import ENGINES as DECISION_ENGINES
+from evenhand.engine.vllm_engine import VLLM_MODES
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from probes.logistic import ProbeOptions
@@ -146,6 +148,9 @@ class RunConfig:
     """Run each shared prompt prefix (a cell's text before its pressure sentence) once and reuse its KV
     cache for the cell's items (same decisions; 2.1x faster in logprob mode and 1.7x in answer mode on
     CPU, benchmarks/bench_throughput.py). Off by default: not yet checked in bfloat16."""
+    engine: str = DecideOptions.engine
+    """hf (Hugging Face, the default and the reference) | vllm (answer and reasoning modes, decisions only:
+    no activation cache or stage after it; the `vllm` extra, README "Engines")."""
     cache: CacheConfig = field(default_factory=CacheConfig)
     """Activation cache settings."""
     resamples: int = 1000
@@ -167,7 +172,8 @@ class RunConfig:
     """Write the paper figures, the LaTeX table and the report page (OUT/figures/, OUT/report.md) at the end."""
 
 
-CHOICES = {"mode": MODES, "cache.dtype": ("float16", "float32"), "cache.engine": ("nnsight", "transformer_lens"),
+CHOICES = {"mode": MODES, "engine": DECISION_ENGINES, "cache.dtype": ("float16", "float32"),
+           "cache.engine": ("nnsight", "transformer_lens"),
            "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS,
            "model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none"),
            "probe.label": LABELS, "ablation.label": LABELS, "probe.engine": ENGINES, "ablation.engine": ENGINES}
@@ -200,6 +206,15 @@ def config_from_dict(data: dict) -> RunConfig:
         if cfg.suite.subset == "organism_heldout" and major != "1":
             raise ConfigError(f"config field 'suite.version' is {cfg.suite.version!r}, but suite.subset "
                               f"organism_heldout is the committed organism's suite version 1")
+    if cfg.engine == "vllm":
+        if cfg.mode not in VLLM_MODES:
+            raise ConfigError(f"config field 'engine' is vllm, which runs {' and '.join(VLLM_MODES)} modes; "
+                              f"mode {cfg.mode} runs on engine hf")
+        if cfg.prefix_reuse:
+            raise ConfigError("config field 'prefix_reuse' is the hf engine's; engine vllm caches prefixes itself")
+        if cfg.cache.enabled:
+            raise ConfigError("config field 'engine' is vllm, which decides only: the activation cache (and the "
+                              "probe and ablation after it) needs engine hf")
     for stage in ("probe", "ablation"):
         if getattr(cfg, stage) is not None and not cfg.cache.enabled:
             raise ConfigError(f"config field '{stage}' needs the activation cache: set cache.enabled: true")

@@ -56,7 +56,7 @@ and the LaTeX table ``compare.tex``.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pandas as pd
@@ -71,8 +71,11 @@ from .fitted import fit_key
 from .protocol import assign_contrasts, scenario_plan, select_settings
 from .registry import get
 
-__all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cells", "comparison_rows", "controls_of", "item_sets",
-           "load_config", "parse_config", "run_compare", "settings", "swept_arms"]
+__all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows", "controls_of",
+           "item_sets", "load_config", "parse_config", "run_compare", "settings", "swept_arms"]
+
+VLLM_GPU_SHARE = 0.5
+"""The share of the GPU vLLM takes in a comparison with ``engine: vllm`` (the Hugging Face model shares it)."""
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,16 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
+    vllm_model: list = []  # loaded on first use, beside the Hugging Face model (which fits and runs the edits)
+
+    def decider(cell: Cell | None) -> tuple:
+        """The model and options a cell decides with (:func:`cell_engine`)."""
+        if cell_engine(cfg, cell) == "hf":
+            return model(), opts
+        if not vllm_model:
+            from evenhand.engine.vllm_engine import load_vllm
+            vllm_model.append(load_vllm(spec, gpu_memory_utilization=VLLM_GPU_SHARE))
+        return vllm_model[0], replace(opts, engine="vllm")
     baseline = run.cell("baseline")
     fitted_cache: dict[str, Fitted] = {}
     train_ids = train["item_id"].astype(str).tolist()
@@ -206,15 +219,16 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     selection_json = run.path / "selection.json"
 
     def decide_to(items: pd.DataFrame, path: Path, cell: Cell | None, tag: str) -> None:
+        lm, dopts = decider(cell)
         if cell is None:
-            resp = decide(items, model(), opts, out_dir=path.parent)
+            resp = decide(items, lm, dopts, out_dir=path.parent)
         else:
             method = get(cell.arm.name)
             _, apply_opts = method.split_options(cell.options)
             fitted = _fitted(method, cell, model(), train, train_ids, run, fitted_cache, tag if progress else None)
             if progress:
                 print(f"{tag}deciding under {cell.key}", flush=True)
-            resp = decide_with(method, fitted, items, model(), opts, apply_opts)
+            resp = decide_with(method, fitted, items, lm, dopts, apply_opts)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_table_atomic(path, resp)
         warn_unparseable(resp, run, part=f"{path.parent.parent.name}/{path.parent.name}")  # e.g. cells/caa-...
@@ -275,6 +289,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         for r in rows:
             cell = by_key.get(r["cell"])
             r["selection"] = reasons.get(cfg.interventions.index(cell.arm), "") if cell else ""
+            r["engine"] = cell_engine(cfg, cell) if cell or r["cell"] == "baseline" else ""
         t = pd.DataFrame(rows)
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
@@ -286,6 +301,14 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     final = Step("table", table)
     run_stages(run, [model, *steps, final])
     return final.result
+
+
+def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:
+    """The engine that decides a cell (None: the baseline): the comparison's ``engine`` for the baseline and the
+    prompt methods, ``hf`` for the activation and learned methods (their edits run as Hugging Face hooks)."""
+    if cfg.engine == "hf" or (cell is not None and get(cell.arm.name).kind != "prompt"):
+        return "hf"
+    return cfg.engine
 
 
 def _power_rows(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.DataFrame | None, resamples: int,

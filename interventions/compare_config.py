@@ -49,6 +49,7 @@ class CompareConfig:
     controls: bool = True
     control_draws: int = 1  # random controls drawn per fit, each with its own seed (Cell.control_seed)
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
+    engine: str = "hf"  # vllm: the baseline and the prompt methods decide on vLLM; activation/learned ones on hf
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,7 @@ class _CompareFile:
     controls: bool = CompareConfig.controls
     control_draws: int = CompareConfig.control_draws
     refusal_margin: float = CompareConfig.refusal_margin
+    engine: str = CompareConfig.engine
 
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
@@ -116,7 +118,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
     from evenhand.metrics import ASYMMETRY
-    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY},
+    from evenhand.engine.vllm_engine import ENGINES, VLLM_MODES
+    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY, "engine": ENGINES},
                   positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
                                       "eval.scenarios", "eval.contrasts", "validation.scenarios",
                                       "control_draws"}))
@@ -147,6 +150,9 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     val, select = f.validation or _Validation(), f.select or SelectRule()
     if not 0 < split.heldout_fraction < 1:
         raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
+    if f.engine == "vllm" and f.mode not in VLLM_MODES:
+        raise ConfigError(f"{where}: engine vllm runs {' and '.join(VLLM_MODES)} modes; mode {f.mode} runs on "
+                          f"engine hf")
     if not 0 <= f.refusal_margin <= 1:
         raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
     for name in ("max_accuracy_loss", "max_refusal_rise"):
@@ -158,7 +164,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
         eval_degrees=ev.degrees, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
-        control_draws=f.control_draws, refusal_margin=f.refusal_margin)
+        control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine)
 
 
 def load_config(path: str | Path) -> CompareConfig:

@@ -5,5 +5,6 @@
 - :mod:`.prefix`: prefix reuse (shared prompt prefixes run once, their KV cache laid out per row);
 - :mod:`.generation`: greedy generation with the generated text's log-probability;
 - :mod:`.scoring`: the two labels' log-probabilities as continuations of a prompt;
+- :mod:`.vllm_engine`: the vLLM engine (answer and reasoning modes, the same rows; ``engine: vllm``);
 - :mod:`.rows`: the one place a response row (item fields, engine output, choice) is built.
 """

@@ -11,6 +11,7 @@ from ..prompts import continuation, labels
 from . import prefix
 from .batching import left_pad
 from .positions import answer_tokens
+from .vllm_engine import engine_of
 
 
 def label_token_ids(tok, text: str, label: str, special: bool) -> tuple[list[int], list[int]]:
@@ -31,6 +32,9 @@ def score_labels(lm: LoadedModel, texts: list[str], items: list[dict], special: 
     (:func:`.prefix.prefix_prefill`) when it pays, and each row says how many prompt tokens it
     took from a shared prefix (``n_shared_prefix_tokens``)."""
     import torch
+    if engine_of(lm) != "hf":
+        raise ValueError("logprob mode (label scoring) runs on the hf engine; the vllm engine runs answer and "
+                         "reasoning modes")
     tok, model = lm.tokenizer, lm.model
     seqs, tails, plan = [], [], []
     for text, item in zip(texts, items):

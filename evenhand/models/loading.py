@@ -186,6 +186,24 @@ def _generic_tokenizer(where: str, kw: dict):
     return PreTrainedTokenizerFast.from_pretrained(where, **{k: v for k, v in kw.items() if k != "trust_remote_code"})
 
 
+def load_tokenizer(where: str, kw: dict):
+    """The tokenizer of a located model (``where`` from :func:`locate`; ``kw``: ``from_pretrained``
+    arguments such as ``gguf_file``, ``revision``, ``trust_remote_code``), padding on the left, with a
+    pad token (the end-of-sequence token when it has none). Every engine tokenises with it."""
+    from transformers import AutoTokenizer
+    tok = _generic_tokenizer(where, kw) or AutoTokenizer.from_pretrained(where, **kw)
+    tok.padding_side = "left"
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def display_name(spec: ModelSpec) -> str:
+    """The name rows and manifests give a model: its preset name, a local path's last part, or the id."""
+    preset = next((k for k, p in PRESETS.items() if p.spec.model == spec.model), None)
+    return preset or (Path(spec.model).name if Path(spec.model).exists() else spec.model)
+
+
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth")
 _REDOWNLOAD = "the file is damaged or was not copied completely: download or copy it again"
 
@@ -302,7 +320,7 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     where, gguf, source = locate(spec)
     import torch
     from safetensors import SafetensorError
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     device = spec.device
     if device == "auto":
@@ -316,7 +334,7 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     if gguf:
         kw["gguf_file"] = gguf
     try:
-        tok = _generic_tokenizer(where, kw) or AutoTokenizer.from_pretrained(where, **kw)
+        tok = load_tokenizer(where, kw)
         mkw = dict(kw, dtype=dtype)
         if spec.attn_implementation:
             mkw["attn_implementation"] = spec.attn_implementation
@@ -329,11 +347,6 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     if not spec.device_map:
         model = model.to(device)
     model.eval()
-    tok.padding_side = "left"
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    preset = next((k for k, p in PRESETS.items() if p.spec.model == spec.model), None)
-    name = preset or (Path(spec.model).name if Path(spec.model).exists() else spec.model)
-    return LoadedModel(model=model, tokenizer=tok, spec=spec, name=name, source=source,
+    return LoadedModel(model=model, tokenizer=tok, spec=spec, name=display_name(spec), source=source,
                        device=str(next(model.parameters()).device), dtype=str(dtype).replace("torch.", ""),
                        meta={"weights": weights_fingerprint(where, gguf, spec.revision)})

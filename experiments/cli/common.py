@@ -48,12 +48,14 @@ def items(a: argparse.Namespace):
     return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
 
 
-def prepare(a: argparse.Namespace):
-    """The shared start of `decide`, `cache` and `modes`: cheap checks first, then items and the model.
+def prepare(a: argparse.Namespace, engine: str = "hf"):
+    """The shared start of `decide`, `cache` and `modes`: cheap checks first, then items and the model
+    (loaded for ``engine``, :func:`evenhand.engine.vllm_engine.load_for_engine`).
     Returns (output directory, resolved spec, items, loaded model)."""
-    from evenhand.models.loading import load_model, locate, resolve_spec
+    from evenhand.engine.vllm_engine import load_for_engine
+    from evenhand.models.loading import locate, resolve_spec
     from experiments.runner import check_output_dir
     spec = resolve_spec(model_spec(a))
     locate(spec)  # a missing or damaged model fails before the output directory is made
     out = check_output_dir(a.out)
-    return out, spec, items(a), load_model(spec)
+    return out, spec, items(a), load_for_engine(spec, engine)

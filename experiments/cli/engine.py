@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from evenhand.activations import CacheOptions
 from evenhand.decisions import MODES, DecideOptions
+from evenhand.engine.vllm_engine import ENGINES
 from evenhand.options import add_flags, options_from_args
 
 from .common import model_args, prepare
 
-DECIDE_FLAGS = ("mode", "batch_size", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse")
+DECIDE_FLAGS = ("mode", "batch_size", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse", "engine")
 """The DecideOptions fields that `decide` takes as flags (batch_size among the model flags)."""
 CACHE_FLAG_NAMES = {"dtype": "--cache-dtype"}
 """CacheOptions.dtype's flag (--dtype is the model's)."""
@@ -19,8 +21,9 @@ def _decide(a) -> int:
     from evenhand.checks import warn_unparseable
     from evenhand.decisions import decide
     from evenhand.runs import RunDir
-    out, spec, items, lm = prepare(a)
-    opts = options_from_args(DecideOptions, a, DECIDE_FLAGS, chat_template=spec.chat_template)
+    opts = options_from_args(DecideOptions, a, DECIDE_FLAGS)  # a bad combination fails before the model loads
+    out, spec, items, lm = prepare(a, engine=opts.engine)
+    opts = replace(opts, chat_template=spec.chat_template)
     table = decide(items, lm, opts, out_dir=out)
     resp = RunDir(out).write_responses(table)
     warn_unparseable(table, RunDir(out))
@@ -45,8 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `decide` and `cache` to the top-level subparsers ``sub``."""
     s = sub.add_parser("decide", help="decisions only (resumable), written to OUT/responses.parquet")
     model_args(s)
-    add_flags(s, DecideOptions, ["mode", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse"],
-              choices={"mode": MODES})
+    add_flags(s, DecideOptions, ["mode", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse", "engine"],
+              choices={"mode": MODES, "engine": ENGINES})
     s.set_defaults(fn=_decide)
     s = sub.add_parser("cache", help="activation cache only (resumable)")
     model_args(s)

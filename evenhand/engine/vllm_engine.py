@@ -1,0 +1,192 @@
+"""The vLLM decision engine (``engine: vllm``): answer and reasoning modes on vLLM.
+
+Hugging Face stays the default engine and the reference; this one gives the same response rows
+faster on long generations (continuous batching, a paged KV cache, automatic prefix caching).
+
+- :func:`load_vllm` loads a model as a :class:`VllmModel`: a ``vllm.LLM`` (greedy, automatic prefix
+  caching on, no remote code, vLLM's own tokenizer not loaded) beside the tokenizer the Hugging Face
+  engine uses (:func:`evenhand.models.loading.load_tokenizer`). Prompts are tokenised and
+  chat-templated by EvenHand exactly as for Hugging Face and handed to vLLM as token ids; the
+  generated token ids are decoded with the same tokenizer (vLLM's own text can differ: a leading
+  space with a word-level tokenizer);
+- :func:`generate_ids` is :func:`evenhand.engine.generation.generate`'s vLLM path: one greedy
+  continuation per prompt, cut after the first end-of-sequence token, with the summed log-probability
+  of the generated tokens (``gen_logprob``) — the rows the Hugging Face engine writes.
+
+Logprob mode stays on Hugging Face: it is one forward pass with ``logits_to_keep`` there.
+vLLM's batches are not batch-invariant: a near-tie between two tokens can break the other way than
+under Hugging Face (tests/test_vllm_engine.py states the tolerance measured). The GGUF loader is not
+in vLLM 0.32: dequantise a ``.gguf`` model to safetensors first (:func:`save_dequantized`).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..models.loading import (LoadedModel, ModelLoadError, ModelSpec, display_name, load_model, load_tokenizer,
+                              locate, resolve_spec, weights_fingerprint)
+from .batching import token_ids
+
+ENGINES = ("hf", "vllm")
+"""The decision engines: ``hf`` (Hugging Face ``generate``, the default and the reference) and ``vllm``."""
+VLLM_MODES = ("answer", "reasoning")
+"""The decision modes the vLLM engine runs (logprob mode stays on Hugging Face)."""
+CPU_KV_CACHE_GIB = 2
+"""The KV cache vLLM's CPU backend reserves when ``VLLM_CPU_KVCACHE_SPACE`` is not set (GiB)."""
+
+
+@dataclass
+class VllmModel:
+    """A model loaded for the vLLM engine: the ``vllm.LLM``, the tokenizer EvenHand tokenises and decodes
+    with, the spec, display name and source, device and dtype, the end-of-sequence token ids generation
+    stops at, and ``meta["weights"]`` (the weight files' fingerprint, as :class:`LoadedModel` has)."""
+    llm: object
+    tokenizer: object
+    spec: ModelSpec
+    name: str
+    source: str
+    device: str
+    dtype: str
+    eos_ids: tuple[int, ...]
+    architecture: str
+    meta: dict = field(default_factory=dict)
+
+    def describe(self) -> dict:
+        """What a run's manifest records about the model (the fields :meth:`LoadedModel.describe` has, and
+        ``engine``)."""
+        return {"name": self.name, "source": self.source, "architecture": self.architecture, "device": self.device,
+                "dtype": self.dtype, "spec": {k: getattr(self.spec, k) for k in self.spec.__dataclass_fields__},
+                "weights": self.meta.get("weights"), "engine": "vllm"}
+
+    def close(self) -> None:
+        """Shut vLLM's engine down (its worker process and memory)."""
+        engine = getattr(self.llm, "llm_engine", None)
+        core = getattr(engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None
+
+
+def engine_of(lm: LoadedModel | VllmModel) -> str:
+    """The engine a loaded model decides with: ``vllm`` for a :class:`VllmModel`, else ``hf``."""
+    return "vllm" if isinstance(lm, VllmModel) else "hf"
+
+
+def _device() -> str:
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _eos_ids(where: str, tokenizer) -> tuple[int, ...]:
+    """The end-of-sequence ids Hugging Face generation stops at: the model's generation config, else the
+    tokenizer's end-of-sequence token."""
+    from transformers import GenerationConfig
+    try:
+        eos = GenerationConfig.from_pretrained(where).eos_token_id
+    except OSError:
+        eos = None
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    return tuple(sorted({int(e) for e in (eos if isinstance(eos, list) else [eos]) if e is not None}))
+
+
+def load_vllm(spec: ModelSpec | str, *, gpu_memory_utilization: float = 0.85, max_model_len: int | None = None,
+              enforce_eager: bool | None = None, **options: object) -> VllmModel:
+    """Load ``spec`` (a :class:`ModelSpec` or what its ``model`` field takes) for the vLLM engine.
+
+    ``options`` set other ModelSpec fields, as in :func:`evenhand.models.loading.load_model`. The dtype
+    is the Hugging Face engine's (``auto``: bfloat16 on GPU, float32 on CPU). ``gpu_memory_utilization``
+    is the share of the GPU vLLM takes for weights and KV cache (lower it when a Hugging Face model
+    shares the GPU); on CPU the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB (:data:`CPU_KV_CACHE_GIB`
+    when unset) and vLLM's engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless set).
+    ``enforce_eager`` (default: on CPU only) turns off torch.compile and CUDA graphs: on CPU the
+    compilation took 414 s for a tiny model on two shared cores, more than it can save in a test run.
+    ``max_model_len`` defaults to the model's. Raises :class:`ModelLoadError` for a GGUF
+    model (dequantise it first: :func:`save_dequantized`), for ``trust_remote_code`` (vLLM loads no
+    remote code here) and when vLLM is not installed (the ``vllm`` extra)."""
+    if options:
+        spec = replace(ModelSpec(spec) if isinstance(spec, str) else spec, **options)
+    spec = resolve_spec(spec)
+    if spec.trust_remote_code:
+        raise ModelLoadError("the vllm engine loads no remote code: use engine hf for a model that needs "
+                             "trust_remote_code")
+    where, gguf, source = locate(spec)
+    if gguf:
+        raise ModelLoadError(f"vLLM 0.32 has no GGUF loader ({source}): dequantise the model to safetensors "
+                             f"first (evenhand.engine.vllm_engine.save_dequantized) and load that directory")
+    try:
+        from vllm import LLM
+    except ImportError as exc:
+        raise ModelLoadError(f"the vllm engine needs vLLM: pip install -e '.[vllm]' (README, 'Engines'); {exc}") \
+            from None
+    device = _device() if spec.device == "auto" else spec.device
+    dtype = spec.dtype if spec.dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
+    if device == "cpu":
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GIB))
+        # the engine core in this process: a spawned one re-imports the caller's main module, which a
+        # script without a __main__ guard (or pytest) does not survive
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    kw = {"revision": spec.revision} if spec.revision else {}
+    tok = load_tokenizer(where, {"trust_remote_code": False, **kw})
+    cfg = json.loads((Path(where) / "config.json").read_text()) if (Path(where) / "config.json").is_file() else {}
+    llm = LLM(model=where, skip_tokenizer_init=True, dtype=dtype, enable_prefix_caching=True, trust_remote_code=False,
+              seed=0, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+              enforce_eager=(device == "cpu") if enforce_eager is None else enforce_eager, **kw)
+    return VllmModel(llm=llm, tokenizer=tok, spec=spec, name=display_name(spec), source=source, device=device,
+                     dtype=dtype, eos_ids=_eos_ids(where, tok), architecture=cfg.get("model_type", "unknown"),
+                     meta={"weights": weights_fingerprint(where, None, spec.revision)})
+
+
+def load_for_engine(spec: ModelSpec | str, engine: str) -> LoadedModel | VllmModel:
+    """The model loaded for ``engine`` (:data:`ENGINES`): :func:`load_model` for hf, :func:`load_vllm` for vllm."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    return load_vllm(spec) if engine == "vllm" else load_model(spec)
+
+
+def generate_ids(vm: VllmModel, seqs: list[list[int]], max_new: int) -> list[dict]:
+    """One greedy continuation of at most ``max_new`` tokens per prompt (token ids), in input order: rows of
+    ``text`` (the tokens up to and including the first end-of-sequence token, decoded with our tokenizer
+    without special tokens), ``n_new_tokens``, ``gen_logprob`` (the summed log-probability of those tokens)
+    and ``n_prompt_tokens`` — the rows of :func:`evenhand.engine.generation.greedy_generate`."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    if not seqs:
+        return []
+    params = SamplingParams(temperature=0.0, max_tokens=max_new, logprobs=0, stop_token_ids=list(vm.eos_ids),
+                            detokenize=False)
+    outs = vm.llm.generate([TokensPrompt(prompt_token_ids=list(s)) for s in seqs], params, use_tqdm=False)
+    eos = set(vm.eos_ids)
+    rows = []
+    for s, o in zip(seqs, outs):
+        c = o.outputs[0]
+        toks = list(c.token_ids)
+        n = next((j + 1 for j, t in enumerate(toks) if t in eos), len(toks))
+        lps = [step[t].logprob for step, t in zip(c.logprobs or [], toks)]
+        if len(lps) < n:
+            raise RuntimeError(f"vLLM returned {len(lps)} log-probabilities for {n} generated tokens")
+        rows.append({"text": vm.tokenizer.decode(toks[:n], skip_special_tokens=True), "n_new_tokens": n,
+                     "gen_logprob": float(sum(lps[:n])), "n_prompt_tokens": len(s)})
+    return rows
+
+
+def generate(vm: VllmModel, texts: list[str], special: bool, max_new: int) -> list[dict]:
+    """:func:`generate_ids` on ``texts`` tokenised with our tokenizer (``special``: add its special tokens)."""
+    return generate_ids(vm, token_ids(vm.tokenizer, texts, special), max_new)
+
+
+def save_dequantized(spec: ModelSpec | str, out: str | Path) -> Path:
+    """Write ``spec`` (for instance a GGUF model) as a float32 safetensors checkpoint with its tokenizer to
+    ``out``, loaded and dequantised by Hugging Face, for vLLM to load (vLLM 0.32 has no GGUF loader)."""
+    lm = load_model(spec, dtype="float32", device="cpu")
+    out = Path(out)
+    lm.model.hf_quantizer = None  # save_pretrained refuses a model still marked as GGUF-quantised
+    lm.model.config.quantization_config = None
+    if hasattr(lm.model.config, "__dict__"):
+        lm.model.config.__dict__.pop("quantization_config", None)
+    lm.model.save_pretrained(out)
+    lm.tokenizer.save_pretrained(out)
+    lm.model.generation_config.save_pretrained(out)
+    return out
