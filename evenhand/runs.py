@@ -188,7 +188,8 @@ class RunDir:
     figures = _at("figures", "``figures/``: every figure of the run.")
     report_md = _at("report.md", "The report page (Markdown).")
     report_html = _at("report.html", "The report page (HTML).")
-    planted_truth_path = _at("planted_truth.json", "The organism's planted metric values (demo).")
+    planted_truth_path = _at("planted_truth.json", "The demo's planted truth per degree and metric (value, CI, "
+                                                   "source) and the dial's beta.")
     mode_switch_csv = _at("mode_switch.csv", "The answer-vs-logprob mode comparison table.")
     # a probe sweep's, an ablation's and an attribution's directories
     probes_table = _at("probes.parquet", "A probe sweep's tidy table (in ``probes/<label>/``).")

@@ -47,19 +47,6 @@ def test_unwritable_output_directory(tmp_path):
         RunDir.create(blocker / "run", {}, "v", {})
 
 
-def test_demo_run_directory(tmp_path):
-    from experiments.cli import main
-    assert main(["demo", "--out", str(tmp_path / "demo"), "--scenarios", "3", "--no-progress"]) == 0
-    d = tmp_path / "demo" / "run"
-    assert {p.name for p in d.iterdir()} >= {"manifest.json", "responses.parquet", "metrics.json", "activations",
-                                             "probes", "planted_truth.json"}
-    metrics = json.loads((d / "metrics.json").read_text())
-    truth = json.loads((d / "planted_truth.json").read_text())
-    assert metrics["overall"]["accuracy"]["n"] > 0 and set(truth) == {"0", "1", "2", "3"}
-    assert len(pd.read_parquet(d / "responses.parquet")) == 3 * 608  # the matched set: 608 items per scenario
-    assert (d / "probes" / "favours_minority" / "probes.parquet").exists()
-
-
 def test_resuming_with_changed_weights_is_refused(tmp_path, smoke_items):
     """A run directory started with one set of weights refuses to resume once the model's files
     change (it would otherwise mix answers of two models); the responses already written stay."""

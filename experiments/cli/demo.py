@@ -1,42 +1,66 @@
-"""`evenhand demo`: the main job on the embedded model organism (decisions, metrics with CIs against
-the planted truth, the residual cache and a probe sweep)."""
+"""`evenhand demo`: the main job on the fair model organism with the bias dial at a known setting
+(decisions, metrics with CIs against the planted truth, the residual cache and a probe sweep);
+the known answer is in :mod:`experiments.demo`."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
 
-from .formatting import probe_text, score_table
+from .formatting import probe_text, score_table, truth_text
 
 
 def _demo(a) -> int:
-    from experiments.config import CacheConfig, RunConfig, SuiteConfig
-    from experiments.runner import run_config, suite_items
+    import pandas as pd
 
     from evenhand.models.loading import ModelSpec
-    from evenhand.models.organism import COMMITTED, heldout_items
-    from evenhand.models.policy import PlantedPolicy, planted_truth
-    from evenhand.runs import write_table_atomic
-    print("EvenHand demo: the model organism (a small Gemma3ForCausalLM trained from scratch to follow a planted,\n"
-          "known policy) answers held-out scenarios through the real pipeline: loading, chat template, batched\n"
+    from evenhand.models.organism import FAIR, record_suite
+    from evenhand.models.organism.calibration import CALIBRATION_FILE
+    from evenhand.models.policy import PlantedPolicy, matched_items, planted_truth
+    from evenhand.runs import write_json_atomic, write_table_atomic
+    from experiments.config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.demo import (
+        coverage,
+        demo_scenario_ids,
+        dial_beta,
+        dialled_organism,
+        load_curve,
+        planted_truths,
+        truth_json,
+    )
+    from experiments.runner import run_config
+    curve = load_curve(Path(a.calibration) if a.calibration else FAIR / CALIBRATION_FILE)
+    beta = dial_beta(curve, None if a.fraggap is None else a.fraggap / 100, a.beta)
+    print("EvenHand demo: the fair model organism (a small Gemma3ForCausalLM trained from scratch to follow a fair,\n"
+          "known policy) with a bias of known strength implanted in its weights (the bias dial, a rank-1 edit,\n"
+          "docs/ORGANISM.md) answers held-out scenarios through the real pipeline: loading, chat template, batched\n"
           "greedy decisions, parsing, metrics with CIs, the residual cache and a probe sweep. Its numbers validate\n"
           "the tool against known answers; they say nothing about any real model.\n")
-    record = json.loads((COMMITTED / "organism.json").read_text())
+    record = json.loads((FAIR / "organism.json").read_text())
+    skip = curve["n_scenarios"] if curve else 0
+    ids = demo_scenario_ids(record, a.scenarios, skip)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    items_file = out / "items.parquet"
+    organism = dialled_organism(beta, out / f"organism-b{beta:g}")
+    items_file = out / f"items-{a.scenarios}.parquet"
     if not items_file.exists():
-        write_table_atomic(items_file, heldout_items(record, a.scenarios, seed=0))
-    cfg = RunConfig(model=ModelSpec("evenhand-organism"), output_dir=str(out / "run"),
+        write_table_atomic(items_file, matched_items(ids, 0, suite=record_suite(record)))
+    print(f"dial: beta {beta:g} (W_down[{json.loads((organism / 'dial.json').read_text())['layer']}] += beta v a^T) "
+          f"-> {organism}\nscenarios: {len(ids)} held out from its training (suite v{record_suite(record)}), held-out "
+          f"list positions {skip + 1}-{skip + len(ids)}" + (f", after the calibration's first {skip}" if skip else "")
+          + "\n")
+    cfg = RunConfig(model=ModelSpec(str(organism), dtype="float32", device="cpu"), output_dir=str(out / f"run-b{beta:g}-s{a.scenarios}"),
                     suite=SuiteConfig(subset=str(items_file)), mode="answer", batch_size=64,
                     cache=CacheConfig(enabled=True, dtype="float32"))
     run, report = run_config(cfg, progress=not a.no_progress)
-    truth = planted_truth(PlantedPolicy.from_dict(record["recipe"]["policy"]), suite_items(cfg.suite),
-                          report["contrast_type"])
-    print(score_table(report, truth=truth))
-    from evenhand.runs import write_json_atomic
-    write_json_atomic(run.planted_truth_path, {str(k): v for k, v in truth.items()})
-    print("'planted' is the policy's own value on these same items.\n")
+    fair = planted_truth(PlantedPolicy.from_dict(record["recipe"]["policy"]), pd.read_parquet(items_file),
+                         report["contrast_type"])
+    truths = planted_truths(fair, beta, curve)
+    print(score_table(report))
+    print()
+    print(truth_text(coverage(report, truths), beta, curve))
+    write_json_atomic(run.planted_truth_path, truth_json(truths, beta))
+    print()
     from probes.dataset import from_run
     from probes.logistic import ProbeOptions
     from probes.sweep import probe_sweep, write_sweep
@@ -44,14 +68,22 @@ def _demo(a) -> int:
     table, _ = probe_sweep(ds, ProbeOptions(), resamples=1000)
     write_sweep(table, run.probe_dir("favours_minority").path, ds, ProbeOptions(), run_dir=str(run.path))
     print(probe_text(table, ds))
-    print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json, activations/, probes/)")
+    print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json, planted_truth.json, "
+          f"activations/, probes/)")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `demo` to the top-level subparsers ``sub``."""
-    s = sub.add_parser("demo", help="the main job on the embedded default")
+    s = sub.add_parser("demo", help="the main job on the fair organism with the bias dial at a known setting")
     s.add_argument("--out", default="runs/demo")
-    s.add_argument("--scenarios", type=int, default=20, help="held-out scenarios to run (default 20)")
+    s.add_argument("--scenarios", type=int, default=20,
+                   help="held-out scenarios to run, after the calibration's (default 20; at most 35)")
+    dial = s.add_mutually_exclusive_group()
+    dial.add_argument("--fraggap", type=float, default=None,
+                      help="degree-3 FragGap (pp) to plant, read off the calibration curve (default 10)")
+    dial.add_argument("--beta", type=float, default=None, help="or: the dial's beta (0: the fair organism)")
+    s.add_argument("--calibration", default=None,
+                   help="the calibration curve (default: calibration.json of the fair organism)")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(fn=_demo)

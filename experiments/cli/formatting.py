@@ -256,3 +256,36 @@ def attribution_text(table) -> str:
     for r in top.sort_values("mag", ascending=False).head(6).itertuples():
         lines.append(f"  {r.site:<22}{r.value:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}]")
     return "\n".join(lines)
+
+
+def truth_text(cov, beta: float, curve: dict | None) -> str:
+    """The demo's known-answer table (:func:`experiments.demo.coverage`): per degree and metric the measured
+    value and 95% CI, the planted truth (exact from the fair policy, or the calibration curve's value with
+    its own CI) and whether the measured CI covers it; ``beta``: the dial's setting."""
+    import pandas as pd
+
+    def val(v, m: str) -> str:
+        return f"{100 * v:{'+' if m in SIGNED else ''}.1f}"
+
+    if beta == 0:
+        lines = [("Against the planted truth: the fair organism, dial off (beta 0): every metric's truth is the fair "
+                  "policy's exact value on these items.")]
+    else:
+        lines = [(f"Against the planted truth: the fair organism with the bias dial at beta {beta:g}. Degree 3: the "
+                  f"calibration curve at beta {beta:g} with its own 95% CI (measured on the fair organism's first "
+                  f"{curve['n_scenarios']} held-out scenarios, not these; interpolated between calibrated betas)."),
+                 ("Degree 0: nothing marks identity, every asymmetry is exactly the fair policy's. Degrees 1-2: the "
+                  "dial acts but is not calibrated, no truth.")]
+    lines += [f"  {'metric':<28} {'deg':<4} {'measured [95% CI]':<24} {'truth':<36} CI covers truth"]
+    for r in cov.itertuples():
+        unit = "pp" if r.metric in SIGNED else "%"
+        ci = "[no CI]" if pd.isna(r.ci_low) else f"[{val(r.ci_low, r.metric)}, {val(r.ci_high, r.metric)}]"
+        t = f"{val(r.truth, r.metric)} {unit} " + (
+            f"[{val(r.truth_ci_low, r.metric)}, {val(r.truth_ci_high, r.metric)}] calibration"
+            if r.source == "calibration" and not pd.isna(r.truth_ci_low) else r.source)
+        covered = {True: "yes", False: "NOT covered", None: "no CI"}[r.covered]
+        lines.append(f"  {LABELS[r.metric]:<28} D{r.degree:<3} {val(r.value, r.metric) + ' ' + unit + ' ' + ci:<24} "
+                     f"{t:<36} {covered}")
+    k = sum(c is True for c in cov["covered"])  # None (no CI) is neither
+    lines.append(f"  {k} of {len(cov)} truths covered by the measured 95% CI")
+    return "\n".join(lines)
