@@ -219,6 +219,47 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     return cache
 
 
+def merge_caches(parts: list[str | Path], out: str | Path, item_ids: list[str]) -> ActivationCache:
+    """Gather caches written in parts (one directory each, e.g. one per Ray shard) into one cache at ``out``.
+
+    Each part's shard files become ``out``'s shards, part after part (hard links, copies where a link is
+    not possible), under the first part's manifest; ``index.json`` is written once every one of ``item_ids``
+    is there, and then the part directories are removed. The parts must hold the same sites, dtype and
+    model. Re-running a merge that was cut short starts it again (``out``'s own shard files are replaced)."""
+    import os
+    import shutil
+    out = Path(out)
+    caches = [ActivationCache(p) for p in parts]
+    if not caches:
+        raise ValueError("no cache parts to merge")
+    first = caches[0].manifest
+    for c in caches[1:]:
+        m = c.manifest
+        if (m["stored_sites"], m["dtype"], m["model"]["name"]) != (first["stored_sites"], first["dtype"],
+                                                                  first["model"]["name"]):
+            raise ValueError(f"cache part {c.path} holds other sites, dtype or model than {caches[0].path}")
+    merged = ShardDir(out, "acts", "safetensors")
+    merged.prepare()
+    for p in merged.shards():
+        p.unlink()
+    RunDir(out).cache_index_path.unlink(missing_ok=True)
+    write_json(RunDir(out).manifest_path, first)
+    for c in caches:
+        for src in ShardDir(c.path, "acts", "safetensors").shards():
+            target = merged.next_path()
+            try:
+                os.link(src, target)
+            except OSError:
+                merged.atomic_write(lambda tmp, src=src: shutil.copyfile(src, tmp))
+    cache = ActivationCache(out)
+    ids = cache.item_ids()
+    if set(item_ids) <= set(ids):
+        write_json(RunDir(out).cache_index_path, {"n_items": len(ids), "item_ids": ids})
+        for c in caches:
+            shutil.rmtree(c.path)
+    return cache
+
+
 def nnsight_runner(lm: LoadedModel, texts: list[str], todo: list[dict], special: bool, resolved: list,
                    opts: CacheOptions) -> Callable[[list[int]], list[dict]]:
     """A batch function for :class:`~evenhand.engine.batching.Halving`: it runs ``texts[idx]``
@@ -237,9 +278,29 @@ def nnsight_runner(lm: LoadedModel, texts: list[str], todo: list[dict], special:
             weights = {k: v.to(lm.model.device) for k, v in weights.items()}
         with traced.trace(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1):
             saved = trace_body(traced, resolved, weights)
-        return [{k: v[j].float().cpu().numpy() for k, v in saved.items()} for j in range(len(idx))]
+        return host_rows(dict(saved))
 
     return run
+
+
+def host_rows(saved: dict, stack: bool | None = None) -> list[dict]:
+    """``saved`` (name -> a ``(batch, width)`` tensor) as one dict of float32 arrays per row, each a view of
+    one array per batch or per site. ``stack`` (default: when a tensor is not on the CPU): the sites are
+    stacked on the device, converted to float32 there and copied to the host at once, one device-to-host
+    copy per batch; otherwise each site is converted (and copied) on its own, which on the CPU, where there
+    is nothing to copy, spares the stack. The values equal a copy per site and row (``v[j].float().cpu()``)."""
+    import torch
+    names = list(saved)
+    if not names:
+        return []
+    if stack is None:
+        stack = any(saved[k].device.type != "cpu" for k in names)
+    if stack:
+        device = saved[names[0]].device  # with a device map the sites can sit on several devices
+        host = torch.stack([saved[k].to(device) for k in names]).float().cpu().numpy()  # (sites, batch, width)
+        return [{k: host[s, j] for s, k in enumerate(names)} for j in range(host.shape[1])]
+    per_site = {k: saved[k].float().cpu().numpy() for k in names}
+    return [{k: per_site[k][j] for k in names} for j in range(per_site[names[0]].shape[0])]
 
 
 def boot_bridge(lm: LoadedModel):
@@ -265,7 +326,7 @@ def _tl_runner(lm, texts, special, hooks):
         missing = wanted - set(cache.keys())
         if missing:
             raise KeyError(f"TransformerLens bridge has no hook {sorted(missing)[0]!r} for this model")
-        return [{h: cache[h][j, -1].float().cpu().numpy() for h in hooks} for j in range(len(idx))]
+        return host_rows({h: cache[h][:, -1] for h in hooks})
 
     return run
 

@@ -1,16 +1,22 @@
-"""Run a config on Ray: items sharded by a stable hash over actors that each load the model once.
+"""Run a config on Ray: whole scenarios per shard, over actors that each load the model once.
 
 ``evenhand run CONFIG.yaml --backend ray [--address ADDR] [--workers N] [--gpus-per-worker G]``
 
-- Items are split into ``workers x shards_per_worker`` shards by ``stable_hash(item_id)``; the shard of
-  an item never depends on the number of items or on the order they come in.
+- Items are split into ``workers x shards_per_worker`` shards by scenario (``shard_by="scenario"``, the
+  default; ``"baseline"``: scenario x contrast type; :func:`evenhand.shards.balanced_shards`): every item of
+  a scenario goes to the same shard, so the items that share a prompt prefix, and each pressured item and
+  its baseline, are decided (and cached) by one worker; the shards hold about the same number of items.
+  The shard of an item depends on the run's items only, not on the order they come in.
 - Each actor (``max_restarts`` > 0) loads the model once and decides whole shards; a shard's decisions
   go to their own directory ``OUT/decisions/ray-KKKK/decisions/`` (``RunDir.ray_shard``) as atomic batch files, so a shard that is
   retried after its worker died (Ray re-submits it: ``max_task_retries``) resumes where it stopped:
   nothing is duplicated or lost.
 - When every shard is done the driver merges them in the items' order into ``responses.parquet``,
-  scores them and writes the manifest exactly as a local run does (the activation cache, when enabled,
-  runs on the driver). The merged decisions equal a local run's (tested on the organism).
+  scores them and writes the manifest exactly as a local run does. The merged decisions equal a local
+  run's (tested on the organism).
+- The activation cache (when enabled) runs on the workers too, shard by shard, each into
+  ``OUT/activations/ray-KKKK/`` (resumable like a local cache); the driver then gathers the parts into
+  ``OUT/activations/`` (:func:`evenhand.activations.merge_caches`: hard links, one index).
 
 Ray is an optional extra (``pip install -e .[ray]``); the local backend needs nothing of it.
 """
@@ -24,9 +30,10 @@ import pandas as pd
 from evenhand.checks import warn_unparseable
 
 
-def shard_of(item_id: str, n_shards: int) -> int:
-    from evenhand.suite.generate import stable_hash
-    return stable_hash("ray-shard", item_id) % n_shards
+def shard_of(items: pd.DataFrame, n_shards: int, by: str = "scenario") -> list[int]:
+    """The shard of each item of ``items``: whole units (:data:`evenhand.shards.SHARD_UNITS`), balanced."""
+    from evenhand.shards import balanced_shards, shard_units
+    return balanced_shards(shard_units(items, by), n_shards)
 
 
 def _worker_class(ray, max_restarts: int, max_task_retries: int):
@@ -53,13 +60,68 @@ def _worker_class(ray, max_restarts: int, max_task_retries: int):
             table = decide(pd.DataFrame(records), self.lm, DecideOptions(**opts), out_dir=out_dir)
             return len(table)
 
+        def cache_shard(self, records: list[dict], opts: dict, out_dir: str, suite_version: str | None,
+                        engine: str) -> int:
+            from evenhand.activations import CacheOptions, cache_activations
+            opts = dict(opts, sites=tuple(opts["sites"]), progress=False)
+            return len(cache_activations(records, self.lm, CacheOptions(**opts), out_dir, suite_version,
+                                         engine=engine).item_ids())
+
     return DecideWorker
+
+
+class _Workers:
+    """Ray (started here unless it already runs) and the model-holding actors, made on first use and
+    shared by the decide and cache stages; :meth:`close` shuts down what was started here."""
+
+    def __init__(self, ray, spec, address, workers, gpus_per_worker, threads_per_worker, max_restarts,
+                 on_started):
+        self.ray, self.spec, self.address, self.workers = ray, spec, address, workers
+        self.gpus, self.threads, self.max_restarts, self.on_started = (gpus_per_worker, threads_per_worker,
+                                                                       max_restarts, on_started)
+        self.actors: list | None = None
+        self.started_here = False
+
+    def get(self) -> list:
+        if self.actors is None:
+            ray = self.ray
+            if not ray.is_initialized():
+                kw = {"address": self.address} if self.address else {"num_cpus": self.workers * self.threads,
+                                                                      "include_dashboard": False}
+                ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
+                self.started_here = True
+            Worker = _worker_class(ray, self.max_restarts, self.max_restarts)
+            self.actors = [Worker.options(num_cpus=self.threads, num_gpus=self.gpus).remote(asdict(self.spec),
+                                                                                           self.threads)
+                           for _ in range(self.workers)]
+            if self.on_started is not None:
+                self.on_started(self.actors)
+        return self.actors
+
+    def run_shards(self, by_shard: dict[int, list[dict]], submit, on_done) -> None:
+        """``submit(actor, k, records)`` for every shard (round robin over the actors, in shard order);
+        ``on_done(k)`` as each finishes."""
+        actors = self.get()
+        pending = {submit(actors[j % len(actors)], k, recs): k for j, (k, recs) in enumerate(sorted(by_shard.items()))}
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=1)
+            self.ray.get(ready[0])
+            on_done(pending.pop(ready[0]))
+
+    def close(self) -> None:
+        if self.started_here:
+            self.ray.shutdown()
+        self.actors, self.started_here = None, False
 
 
 def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_worker: float = 0.0,
                    shards_per_worker: int = 4, progress: bool = True, threads_per_worker: int = 1,
-                   max_restarts: int = 3, _delay: float = 0.0, _on_started=None, _on_progress=None):
-    """The Ray twin of :func:`experiments.runner.run_config`; returns (RunDir, metrics report)."""
+                   max_restarts: int = 3, shard_by: str = "scenario", _delay: float = 0.0, _on_started=None,
+                   _on_progress=None):
+    """The Ray twin of :func:`experiments.runner.run_config`; returns (RunDir, metrics report).
+
+    ``shard_by`` says what a shard keeps whole (:data:`evenhand.shards.SHARD_UNITS`: ``scenario``,
+    ``baseline`` or ``item``)."""
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the extra
@@ -81,48 +143,36 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=False)
     items = suite_items(cfg.suite)
     n_shards = workers * shards_per_worker
+    shard_ids = shard_of(items, n_shards, shard_by)
     run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items),
                    backend={"name": "ray", "workers": workers, "gpus_per_worker": gpus_per_worker,
-                            "shards": n_shards, "address": address})
+                            "shards": n_shards, "shard_by": shard_by, "address": address})
     # the workers load the model; the driver fingerprints its files, as a local run does
     model = LoadModel(lambda: {"name": spec.model, "source": source, "spec": asdict(spec),
                                "weights": weights_fingerprint(where, gguf, spec.revision)},
                       describe=lambda desc: desc, name="model")
+    pool = _Workers(ray, spec, address, workers, gpus_per_worker, threads_per_worker, max_restarts, _on_started)
+    records = items.to_dict("records")
+    by_shard: dict[int, list[dict]] = {}
+    for r, k in zip(records, shard_ids):
+        by_shard.setdefault(k, []).append(r)
+
+    def report(what: str):
+        done = [0]
+
+        def on_done(k: int) -> None:
+            done[0] += len(by_shard[k])
+            if _on_progress is not None:
+                _on_progress(done[0], pool.actors)
+            if progress:
+                print(f"ray: {what} {done[0]:,}/{len(records):,} items", flush=True)
+        return on_done
 
     def decide_on_ray(run: RunDir) -> pd.DataFrame:
-        shard_ids = [shard_of(i, n_shards) for i in items["item_id"]]
-        started_here = not ray.is_initialized()
-        if started_here:
-            kw = {"address": address} if address else {"num_cpus": workers * threads_per_worker,
-                                                        "include_dashboard": False}
-            ray.init(ignore_reinit_error=True, log_to_driver=False, **kw)
-        try:
-            Worker = _worker_class(ray, max_restarts, max_restarts)
-            actors = [Worker.options(num_cpus=threads_per_worker, num_gpus=gpus_per_worker).remote(asdict(spec),
-                                                                                                    threads_per_worker)
-                      for _ in range(workers)]
-            if _on_started is not None:
-                _on_started(actors)
-            records = items.to_dict("records")
-            by_shard: dict[int, list[dict]] = {}
-            for r, k in zip(records, shard_ids):
-                by_shard.setdefault(k, []).append(r)
-            pending = {}
-            for j, (k, recs) in enumerate(sorted(by_shard.items())):
-                d = run.ray_shard(k).path
-                pending[actors[j % workers].decide_shard.remote(recs, asdict(opts), str(d), _delay)] = k
-            done = 0
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                ray.get(ready[0])
-                done += len(by_shard[pending.pop(ready[0])])
-                if _on_progress is not None:
-                    _on_progress(done, actors)
-                if progress:
-                    print(f"ray: {done:,}/{len(records):,} items", flush=True)
-        finally:
-            if started_here:
-                ray.shutdown()
+        pool.run_shards(by_shard, lambda actor, k, recs: actor.decide_shard.remote(
+            recs, asdict(opts), str(run.ray_shard(k).path), _delay), report("decided"))
+        if not cfg.cache.enabled:
+            pool.close()  # the workers are not needed by the stages after this one
         # decide(out_dir=D) writes its batch files under D/decisions
         parts = [ParquetShards(shard.decisions).read_all() for shard in run.ray_shards()]
         table = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
@@ -135,11 +185,21 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         warn_unparseable(table, run)
         return table
 
-    def driver_model():
-        from evenhand.models.loading import load_model
-        return load_model(spec)
+    def cache_on_ray(copts, out_dir, suite_version, engine):
+        from pathlib import Path
+
+        from evenhand.activations import merge_caches
+        part = {k: Path(out_dir) / f"ray-{k:04d}" for k in by_shard}
+        pool.run_shards(by_shard, lambda actor, k, recs: actor.cache_shard.remote(
+            recs, asdict(copts), str(part[k]), suite_version, engine), report("cached"))
+        pool.close()
+        return merge_caches([part[k] for k in sorted(part)], out_dir, list(items["item_id"]))
+
     decided = Step("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
-    score, *cache = finish_stages(cfg, spec, items, decided, driver_model, progress)
-    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, items=items)],
-               StageReport(f"ray run {cfg.output_dir}") if progress else None)
+    score, *cache = finish_stages(cfg, spec, items, decided, None, progress, cache_with=cache_on_ray)
+    try:
+        run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, items=items)],
+                   StageReport(f"ray run {cfg.output_dir}") if progress else None)
+    finally:
+        pool.close()
     return run, (score.result if score.result is not None else run.read_metrics())

@@ -59,10 +59,12 @@ def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
     return report
 
 
-def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progress: bool) -> list[Step]:
+def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progress: bool,
+                  cache_with=None) -> list[Step]:
     """The stages after the decisions, shared by the local and the Ray backend: score the responses
     (``decided.result`` when the decisions ran now, else the saved table) into ``metrics.json``, and
-    (when enabled) cache activations with the model ``get_model()`` returns."""
+    (when enabled) cache activations with the model ``get_model()`` returns, or with
+    ``cache_with(options, out_dir, suite_version, engine)`` when given (the Ray backend's workers)."""
     stages = [Step("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path),
                    about=f"{len(items):,} responses, {cfg.resamples:,} bootstrap resamples")]
     if cfg.cache.enabled:
@@ -71,8 +73,12 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
         c = cfg.cache
         copts = options_for(CacheOptions, c, batch_size=c.batch_size or cfg.batch_size,
                             chat_template=spec.chat_template, progress=progress)
-        stages.append(Step("cache", lambda run: cache_activations(items, get_model(), copts, run.activations,
-                                                                  items_version(items), engine=c.engine),
+
+        def cache(run: RunDir):
+            if cache_with is not None:
+                return cache_with(copts, run.activations, items_version(items), c.engine)
+            return cache_activations(items, get_model(), copts, run.activations, items_version(items), engine=c.engine)
+        stages.append(Step("cache", cache,
                            finished_with(lambda r: RunDir(r.activations).cache_index_path),
                            about=f"{len(items):,} items, sites {', '.join(c.sites)}", work=len(items)))
     return stages

@@ -54,10 +54,13 @@ class SweepCell:
 
 
 def study_kind(data: dict) -> str:
-    """``compare`` for a comparison config (it lists ``interventions``), ``bbq`` for a BBQ config (it
-    lists ``configurations`` or sets ``per_category``), else ``run``."""
+    """``compare`` for a comparison config (it lists ``interventions``), ``dose`` for a dose-response
+    config (it lists ``methods``), ``bbq`` for a BBQ config (it lists ``configurations`` or sets
+    ``per_category``), else ``run``."""
     if "interventions" in data:
         return "compare"
+    if "methods" in data:
+        return "dose"
     if "configurations" in data or "per_category" in data:
         return "bbq"
     return "run"
@@ -125,6 +128,9 @@ def _validate(cfg: dict):
     if kind == "compare":
         from interventions.compare import parse_config
         return parse_config(cfg)
+    if kind == "dose":
+        from interventions.dose_response import parse_config as parse_dose
+        return parse_dose(cfg)
     if kind == "bbq":
         from evenhand.bbq.run import parse_config as parse_bbq
         return parse_bbq(cfg)
@@ -148,6 +154,8 @@ def _cell_rows(cell: SweepCell, resamples: int) -> pd.DataFrame:
     kind = study_kind(cell.data)
     if kind == "compare":
         parts.append(pd.read_parquet(out.compare_table).assign(table="compare"))
+    elif kind == "dose":
+        parts.append(pd.read_parquet(out.path / "dose_response.parquet").assign(table="dose_response"))
     elif kind == "bbq":
         parts.append(pd.read_parquet(out.bbq_scores_path).assign(table="bbq"))
     else:
@@ -208,8 +216,14 @@ def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) 
         from interventions.compare import parse_config, run_compare
         run_compare(parse_config(cell.data), progress=progress)
         return
+    if kind == "dose":
+        from interventions.dose_response import parse_config as parse_dose
+        from interventions.dose_response import run_dose_response
+        run_dose_response(parse_dose(cell.data), progress=progress)
+        return
     if kind == "bbq":
-        from evenhand.bbq.run import parse_config as parse_bbq, run_bbq
+        from evenhand.bbq.run import parse_config as parse_bbq
+        from evenhand.bbq.run import run_bbq
         run_bbq(parse_bbq(cell.data), progress=progress)
         return
     cfg = config_from_dict(cell.data)

@@ -11,7 +11,10 @@ One protocol, two engines (the solvers are in :mod:`probes.solver`):
   Newton, or truncated Newton for many features, along a regularisation path).
   The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 / 2`` on
   standardised features with an unpenalised intercept, so the two engines agree
-  up to convergence (tests: probabilities within 1e-3, the same chosen C).
+  up to convergence (tests: probabilities within 1e-3, the same chosen C). It
+  computes in float64 on a CPU and float32 on a GPU (``ProbeOptions.dtype``),
+  holds the features once in their stored dtype and streams sites through the
+  device within ``ProbeOptions.memory_budget``.
 
 ``engine="auto"`` picks by measurement (``benchmarks/bench_probes.py``): torch on
 CUDA devices; on a CPU, torch with Newton for small feature dimensions
@@ -51,6 +54,8 @@ class FoldResult:
     """The labels the probe was fitted to (set by callers that fit to derived labels, e.g. the control)."""
     full_fit: tuple[np.ndarray, float, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     """(w, b, mean, scale) of a probe fitted on all rows with the most often chosen C (for transfer)."""
+    solver: dict | None = field(default=None, repr=False)
+    """The torch engine's report (:meth:`probes.solver.SolveResult.report`); None for scikit-learn."""
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """P(label = 1) for new rows from the all-rows probe."""
@@ -162,22 +167,28 @@ def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
 
 def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
               keep_full: bool = False) -> list[FoldResult]:
-    """Nested grouped CV for every site at once (same splits and objective as :func:`fit_sklearn`)."""
+    """Nested grouped CV for every site at once (same splits and objective as :func:`fit_sklearn`).
+
+    The features are read in their own dtype and never copied whole (:func:`probes.solver.torch_solve`
+    streams them by site group); each result's ``solver`` is the engine's report (plan, expected peak
+    memory, Newton steps, contractions, convergence)."""
     y = np.asarray(y).astype(int)
     groups = np.asarray(groups)
-    Xs = [np.asarray(X, np.float64) for X in Xs]
+    Xs = [np.asarray(X) for X in Xs]
     for X in Xs:
         check_inputs(X, y, groups)
+    if len({X.shape for X in Xs}) > 1:
+        raise ValueError(f"sites differ in shape: {sorted({X.shape for X in Xs})}")
     outer, fits = plan_fits(groups, opts)
     masks = [m for _, _, m in fits] + ([np.ones(len(y), bool)] if keep_full else [])
     pos = {(f, i): j for j, (f, i, _) in enumerate(fits)}
     pos[(-1, -1)] = len(fits)
-    W, b, mu, sd = torch_solve(Xs, y, masks, opts.Cs, opts)
+    sol = torch_solve(Xs, y, masks, opts.Cs, opts)
+    report = sol.report()
     out = []
-    for s, X in enumerate(Xs):
+    for s in range(len(Xs)):
         def prob(j, c, rows):
-            z = ((X[rows] - mu[s, j]) / sd[s, j]) @ W[s, j, c] + b[s, j, c]
-            return _sigmoid(z)
+            return _sigmoid(sol.logits[s, j, c, rows])
         p = np.zeros(len(y))
         chosen = []
         for f in range(outer.max() + 1):
@@ -190,11 +201,11 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
             c = select_C(acc, opts.Cs)
             chosen.append(opts.Cs[c])
             p[outer == f] = prob(pos[(f, -1)], c, outer == f)
-        res = FoldResult(p, outer, chosen)
+        res = FoldResult(p, outer, chosen, solver=report)
         if keep_full:
             c = opts.Cs.index(max(set(chosen), key=chosen.count))
             j = pos[(-1, -1)]
-            res.full_fit = (W[s, j, c].copy(), float(b[s, j, c]), mu[s, j].copy(), sd[s, j].copy())
+            res.full_fit = (sol.W[s, j, c].copy(), float(sol.b[s, j, c]), sol.mu[s, j].copy(), sol.sd[s, j].copy())
         out.append(res)
     return out
 

@@ -20,8 +20,10 @@ class ProbeOptions:
     device: str = "cpu"
     """Device of the torch engine (cpu, cuda, ...)."""
     max_iter: int = 500
-    """L-BFGS iterations (torch) / max_iter (sklearn)."""
+    """Newton steps per C (torch) / max_iter (sklearn)."""
     tol: float = 1e-6
+    """scikit-learn's ``tol``; the torch engine stops at a relative gradient of ``tol / 100``, floored at what
+    its compute dtype can reach (:func:`probes.solver.gradient_tolerance`)."""
     seed: int = 0
     newton_max_dim: int = 128
     """torch engine: batched Newton with exact Hessians up to this many features (+1); above it, batched
@@ -29,11 +31,21 @@ class ProbeOptions:
     faster once d^2 per problem outgrows the CG iterations)."""
     cg_max_iter: int = 100
     """torch engine: conjugate-gradient iterations per truncated-Newton step (at most)."""
+    dtype: str = "auto"
+    """torch engine: compute dtype, auto | float32 | float64. auto: float64 on a CPU, float32 on other devices."""
+    memory_budget: int = 4 << 30
+    """torch engine: bytes its working set may hold (default 4 GiB). The features are held once, in the
+    caller's dtype; sites are streamed through the device in groups that fit this budget
+    (:func:`probes.solver.memory_plan`; one site at a time when a single site exceeds it)."""
 
     def __post_init__(self):
         if self.engine not in ("auto", "torch", "sklearn"):
             raise ValueError(f"engine must be 'auto', 'torch' or 'sklearn', got {self.engine!r}")
         if self.folds < 2 or self.inner_folds < 2:
             raise ValueError("folds and inner_folds must be at least 2")
+        if self.dtype not in ("auto", "float32", "float64"):
+            raise ValueError(f"dtype must be 'auto', 'float32' or 'float64', got {self.dtype!r}")
+        if self.memory_budget <= 0:
+            raise ValueError(f"memory_budget must be a positive number of bytes, got {self.memory_budget!r}")
         if not self.Cs or any(c <= 0 for c in self.Cs):
             raise ValueError(f"Cs must be positive numbers, got {self.Cs!r}")

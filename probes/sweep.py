@@ -26,7 +26,9 @@ for the text baseline (``text=True``: :func:`probes.text.fit_text` on the writte
 reasoning with the same folds, site ``text``, rows ``accuracy`` and ``auroc``). The evidence and
 combined rows need the dataset's design features (always set by :func:`probes.dataset.build_dataset`);
 the control task needs its input types. :func:`write_sweep` saves the table as Parquet and CSV with a
-manifest (options, label, filters, sites, timings).
+manifest (options, label, filters, sites, timings, and ``solver``: the torch engine's report on the
+activation probes — compute dtype, sites per group, expected peak bytes, Newton steps, contractions,
+converged — or null for scikit-learn).
 """
 from __future__ import annotations
 
@@ -182,6 +184,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     bar.close()
     table = pd.DataFrame(rows)
     table.attrs["seconds"] = round(time.perf_counter() - t0, 3)
+    table.attrs["solver"] = results[0].solver if results else None
     return table, dict(zip(ds.sites, results))
 
 
@@ -202,5 +205,5 @@ def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts
     out.write_manifest({
         "kind": "probe_sweep", "label": ds.label, "filters": ds.filters, "sites": ds.sites, "n": len(ds),
         "clusters": int(len(np.unique(ds.groups))), "dropped_unlabelled": ds.dropped, "options": asdict(opts),
-        "seconds": table.attrs.get("seconds"), **info})
+        "seconds": table.attrs.get("seconds"), "solver": table.attrs.get("solver"), **info})
     return out.path

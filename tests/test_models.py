@@ -290,6 +290,9 @@ def test_shipped_configs_are_valid():
             continue
         if "interventions" in raw:
             cfg = load_compare(p)
+        elif "methods" in raw:
+            from interventions.dose_response import load_config as load_dose
+            cfg = load_dose(p)
         elif "per_category" in raw or "configurations" in raw:
             cfg = load_bbq_config(p)
         else:

@@ -1,8 +1,8 @@
 """The committed fair organism (`evenhand/models/organism_fair/`, made by `make organism-fair`): it loads
 as a plain Gemma3 with heads of size 32, its recipe reproduces the committed training curve's start, its
 recorded held-out numbers are fair, and its fitted bias dial reads ``c`` and raises FragGap. The dial's
-machinery is tested on a stand-in base in test_dial.py; this module needs the trained organism and is
-skipped, naming the command, while its directory holds no weights."""
+machinery is tested on a stand-in base in test_dial.py; this module needs the committed organism (never
+skipped: a missing organism fails the first test, naming `make organism-fair`)."""
 from __future__ import annotations
 
 import json
@@ -11,8 +11,6 @@ import pytest
 
 from evenhand.models.organism import FAIR, FAIR_RECIPE, Recipe, record_suite, train
 
-pytestmark = pytest.mark.skipif(not (FAIR / "model.safetensors").exists(),
-                                reason="the fair organism is not trained yet: `make organism-fair`")
 ASYM = {"accgap": 0.0, "tielean": 0.5, "fraggap": 0.0, "tieshift": 0.0}
 
 
@@ -22,6 +20,7 @@ def record():
 
 
 def test_loads_as_a_plain_gemma3_with_heads_of_32(record):
+    assert (FAIR / "model.safetensors").exists(), "the fair organism is missing: `make organism-fair`"
     from evenhand.models.loading import load_model
     lm = load_model("evenhand-organism-fair")
     assert type(lm.model).__name__ == "Gemma3ForCausalLM"

@@ -201,9 +201,9 @@ def test_residual_target_keeps_only_what_the_design_misses():
 def test_torch_engine_matches_sklearn_on_every_site(newton_max_dim, products_budget, monkeypatch):
     """Every path of the torch engine (Newton with the rows' outer products cached, or rebuilt per
     step and site by site when they exceed the budget; truncated Newton) against scikit-learn."""
-    import probes.solver as solver
+    import probes.newton as kernels
     if products_budget is not None:
-        monkeypatch.setattr(solver, "PRODUCTS_BUDGET", products_budget)
+        monkeypatch.setattr(kernels, "PRODUCTS_BUDGET", products_budget)
     rng = np.random.default_rng(3)
     Xs, ys = [], None
     X0, y, groups = planted(600, 24, 0.0, seed=3)

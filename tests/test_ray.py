@@ -5,6 +5,7 @@ import json
 import os
 import signal
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -12,19 +13,25 @@ ray = pytest.importorskip("ray")
 
 
 def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
-    from experiments.config import RunConfig, SuiteConfig
+    """Four scenarios in four shards over two workers: the worker killed after the first shard is done
+    still has a shard to decide, so Ray retries it; the decisions and the cache (made on the workers)
+    equal a local run's."""
+    from experiments.config import CacheConfig, RunConfig, SuiteConfig
     from experiments.ray_backend import run_config_ray, shard_of
     from experiments.runner import run_config
+    from evenhand.activations import ActivationCache
     from evenhand.models.loading import ModelSpec
     from evenhand.models.organism import COMMITTED, heldout_items
     from evenhand.runs import write_table_atomic
-    from evenhand.shards import ParquetShards
+    from evenhand.shards import ParquetShards, scattered_units, shard_units
 
     record = json.loads((COMMITTED / "organism.json").read_text())
-    items = heldout_items(record, 2, degrees=[3])
+    items = heldout_items(record, 4, degrees=[3])
+    assert items["scenario_id"].nunique() == 4
     write_table_atomic(tmp_path / "items.parquet", items)
     base = dict(model=ModelSpec("evenhand-organism"), suite=SuiteConfig(subset=str(tmp_path / "items.parquet")),
-                batch_size=16, resamples=100)
+                batch_size=16, resamples=100,
+                cache=CacheConfig(enabled=True, sites=("embed", "blocks.1.resid_post"), dtype="float32"))
     local, _ = run_config(RunConfig(output_dir=str(tmp_path / "local"), **base), progress=False)
     killed = []
 
@@ -34,7 +41,7 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    run, report = run_config_ray(RunConfig(output_dir=str(tmp_path / "ray"), **base), workers=2, shards_per_worker=4,
+    run, report = run_config_ray(RunConfig(output_dir=str(tmp_path / "ray"), **base), workers=2, shards_per_worker=2,
                                  progress=False, _delay=0.5, _on_progress=kill_once)
     assert killed, "no worker was killed"
     a = pd.read_parquet(tmp_path / "local" / "responses.parquet")
@@ -46,9 +53,21 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
              for p in sorted((tmp_path / "ray" / "decisions").glob("ray-*"))]
     written = pd.concat(parts)["item_id"]
     assert len(written) == len(items) and written.is_unique
-    # sharding is a function of the item id only
-    assert {shard_of(i, 8) for i in items["item_id"]} <= set(range(8))
-    assert shard_of(items["item_id"].iloc[0], 8) == shard_of(items["item_id"].iloc[0], 8)
+    # one scenario per shard: no scenario's items were scattered
+    shards = sorted((tmp_path / "ray" / "decisions").glob("ray-*"))
+    assert len(shards) == 4
+    for p in shards:
+        assert ParquetShards(p / "decisions").read_all()["item_id"].map(
+            items.set_index("item_id")["scenario_id"]).nunique() == 1
+    assert not scattered_units(shard_units(items), shard_of(items, 4))
+    # the cache was made on the workers, shard by shard, and gathered into one cache equal to the local one
+    local_cache, ray_cache = ActivationCache(tmp_path / "local" / "activations"), ActivationCache(run.activations)
+    assert not list(run.activations.glob("ray-*")) and (run.activations / "index.json").exists()
+    assert sorted(ray_cache.item_ids()) == sorted(items["item_id"])
+    for site in local_cache.sites:
+        ids, a_acts = local_cache.load(site)
+        _, b_acts = ray_cache.load(site, ids)
+        np.testing.assert_allclose(a_acts, b_acts, rtol=0, atol=1e-5)
     man = json.loads((tmp_path / "ray" / "manifest.json").read_text())
     assert man["status"] == "done" and man["backend"]["workers"] == 2
     local_man = json.loads((tmp_path / "local" / "manifest.json").read_text())

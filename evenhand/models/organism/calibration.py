@@ -103,9 +103,12 @@ def calibration_items(path: str | Path = FAIR, n_scenarios: int | None = None, d
 
 
 def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int = 1000,
-              seed: int = 0, batch_size: int = 64) -> dict:
+              seed: int = 0, batch_size: int = 64, progress: bool = True) -> dict:
     """The calibration curve: per ``beta``, the degree-3 :data:`CALIBRATION_METRICS` (value and CI)
-    of the dialled organism on :func:`calibration_items`, and the gain ``k`` (the module docstring)."""
+    of the dialled organism on :func:`calibration_items`, and the gain ``k`` (the module docstring).
+    ``progress``: a bar over the betas (each one decides every item)."""
+    from tqdm.auto import tqdm
+
     from ...metrics import score
     from ..loading import load_model
 
@@ -116,7 +119,8 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
     on = c != 0
     base_diff = letter_logit_diff(lm, items[on], batch_size)
     points = []
-    for beta in betas:
+    for beta in tqdm(list(betas), desc=f"calibrate ({len(items)} items per beta)", unit="beta",
+                     disable=not progress):
         resp = dialled_decisions(items, float(beta), path, dial, batch_size=batch_size, lm=lm)
         rep = score(resp, contrast_type="type1", resamples=resamples, seed=seed)["by_degree"]["3"]
         w = lm.model.model.layers[dial.layer].mlp.down_proj.weight

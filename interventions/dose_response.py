@@ -1,0 +1,345 @@
+"""The dose-response benchmark: every intervention on the fair organism with the bias dial (issue 18).
+
+The fair organism (docs/ORGANISM.md) with the dial ``W_down[L] += beta v a^T`` at each ``beta`` of a grid
+(read off the calibration curve with :func:`evenhand.models.organism.calibration.beta_for` for the
+target degree-3 FragGaps, or given directly), with per-scenario random effects at an intra-class
+correlation (:func:`~evenhand.models.organism.calibration.scenario_multipliers`: scenario ``s`` is
+decided with ``beta_s v a^T`` in its weights, edited in place and restored exactly), decides the same
+held-out degree-3 items
+
+- as is (the arm ``baseline``: the bias at that beta);
+- under every method of the config, each fitted on train-scenario items *of that dialled model*
+  (the edit at ``beta``, without the per-scenario effects);
+- under each direction method's random control (:meth:`~interventions.base.DirectionIntervention.random_control`:
+  same sites, norm and strength);
+- under the two oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
+  of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``).
+
+Each (arm, beta) cell is decoded once and written to ``cells/<arm>@<k>/responses.parquet`` (finished cells
+are skipped: the run resumes); fits go to ``fitted/<method>@<k>/``. The table (:mod:`interventions.dose_scoring`)
+is ``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the replications
+``replications.parquet`` and the figure ``dose_response.{pdf,svg,png}``; ``manifest.json`` records the
+config, the betas, the item counts and the timings.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .dose_scoring import BASELINE, CONTROL_SUFFIX, ORACLE_ARMS
+
+METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
+           "loreft", "reft_r1")
+"""The nine methods, in the README table's order."""
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """A known-answer edit of the dialled weights: ``inverse`` adds ``sign * beta_s * v a^T`` (-1 undoes the
+    dial), ``project`` removes ``a`` from the input of ``layer``'s down-projection (None: the dial's layer)."""
+    kind: str
+    sign: float = -1.0
+    layer: int | None = None
+
+
+ORACLES = {"oracle_inverse": Oracle("inverse"), "oracle_project": Oracle("project")}
+"""The benchmark's two oracles by arm name."""
+
+
+@dataclass(frozen=True)
+class DoseMethod:
+    """One method of the benchmark and its flat options (split into fit and apply options by the method)."""
+    name: str
+    options: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DoseConfig:
+    """The benchmark's config (``experiments/configs/dose_response.yaml``; :func:`parse_config`)."""
+    output_dir: str
+    model: str = "evenhand/models/organism_fair"
+    """The fair organism's directory (with ``dial.json``; ``calibration.json`` when ``betas`` is empty)."""
+    fraggaps: tuple[float, ...] = (0.0, 2.5, 5.0, 10.0, 20.0)
+    """Target degree-3 FragGaps (pp); each beta is read off the calibration curve (0 pp: beta 0)."""
+    betas: tuple[float, ...] = ()
+    """An explicit beta grid (the first must be 0); when given, ``fraggaps`` is not used."""
+    icc: float = 0.1
+    """The intra-class correlation of the per-scenario random effects (0: none)."""
+    gain: float | None = None
+    """The dial's gain k (logits per unit beta) for the random effects when there is no calibration curve;
+    None: measured on the fitting items at the largest beta."""
+    eval_scenarios: int = 24
+    eval_contrasts: int = 1
+    conditions: tuple[str, ...] = ("GT",)
+    """The item conditions decided (GT: FragGap and accuracy; add AMB for TieShift)."""
+    train_scenarios: int = 24
+    train_degrees: tuple[int, ...] = (3,)
+    train_max_items: int = 600
+    methods: tuple[DoseMethod, ...] = tuple(DoseMethod(m) for m in METHODS)
+    controls: bool = True
+    control_seed: int = 0
+    replications: int = 40
+    replication_fraction: float = 0.5
+    resamples: int = 1000
+    seed: int = 0
+    batch_size: int = 64
+
+
+def parse_config(raw: dict, where: str = "config") -> DoseConfig:
+    """Check a config mapping with the one config builder (:func:`evenhand.options.build`); errors name the field."""
+    from evenhand.options import ConfigError, Rules, build
+
+    from .base import REGISTRY, InterventionError
+    from .registry import load_builtin
+    load_builtin()
+    rules = Rules(tuple_choices={"conditions": ("GT", "AMB"), "train_degrees": (1, 2, 3)},
+                  positive=frozenset({"eval_scenarios", "eval_contrasts", "train_scenarios", "train_max_items",
+                                      "replications", "resamples", "batch_size"}))
+    try:
+        cfg = build(DoseConfig, raw, rules=rules)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    for i, m in enumerate(cfg.methods):
+        if m.name not in REGISTRY:
+            raise ConfigError(f"{where}: config field 'methods[{i}].name': unknown intervention {m.name!r}")
+        try:
+            REGISTRY[m.name].split_options(m.options)
+        except InterventionError as exc:
+            raise ConfigError(f"{where}: config field 'methods[{i}].options': {exc}") from None
+    if cfg.betas and cfg.betas[0] != 0:
+        raise ConfigError(f"{where}: config field 'betas' must start with 0 (the fair organism), got {cfg.betas[0]}")
+    if not cfg.betas and (not cfg.fraggaps or cfg.fraggaps[0] != 0):
+        raise ConfigError(f"{where}: config field 'fraggaps' must start with 0 (the fair organism)")
+    if not 0 <= cfg.icc < 1:
+        raise ConfigError(f"{where}: config field 'icc' must be in [0, 1), got {cfg.icc}")
+    if not 0 < cfg.replication_fraction <= 1:
+        raise ConfigError(f"{where}: config field 'replication_fraction' must be in (0, 1]")
+    return cfg
+
+
+def load_config(path: str | Path) -> DoseConfig:
+    """Read and check a dose-response config file."""
+    from evenhand.options import read_yaml
+    return parse_config(read_yaml(path), str(path))
+
+
+def arm_names(cfg: DoseConfig) -> list[str]:
+    """The baseline, the methods, the random controls of the direction methods, the oracles."""
+    from .registry import get
+    methods = [m.name for m in cfg.methods]
+    controls = [m + CONTROL_SUFFIX for m in methods if cfg.controls and get(m).has_random_control]
+    return [BASELINE, *methods, *controls, *ORACLE_ARMS]
+
+
+@contextlib.contextmanager
+def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None]:
+    """Inside: the model's weights hold the dial at ``beta`` (and the ``oracle``'s edit); restored exactly
+    on exit (every weight the context touches is copied back)."""
+    import torch
+
+    from evenhand.models.organism.dial import apply_dial
+    layers = lm.model.model.layers
+    touched = {dial.layer} | ({oracle.layer} if oracle is not None and oracle.layer is not None else set())
+    saved = {i: layers[i].mlp.down_proj.weight.detach().clone() for i in touched}
+    try:
+        apply_dial(lm.model, dial, beta)
+        if oracle is not None and oracle.kind == "inverse":
+            apply_dial(lm.model, dial, oracle.sign * beta)
+        elif oracle is not None:
+            w = layers[dial.layer if oracle.layer is None else oracle.layer].mlp.down_proj.weight
+            a = torch.tensor(dial.a, dtype=torch.float32)
+            with torch.no_grad():
+                w -= torch.outer(w.float() @ a, a).to(w.dtype) / float(a @ a)
+        yield
+    finally:
+        for i, w in saved.items():
+            layers[i].mlp.down_proj.weight.data.copy_(w)
+
+
+def item_sets(cfg: DoseConfig, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(fitting items from train scenarios, evaluation items from held-out scenarios), both domain-stratified
+    (:func:`interventions.protocol.stratified`); the evaluation at degree 3, ``eval_contrasts`` type-1
+    contrasts per scenario from a balanced cycle, ``conditions`` only."""
+    from evenhand.models.organism.recipe import record_suite, split_scenarios
+    from evenhand.models.policy import matched_items
+    from evenhand.suite.content import load_content
+    from evenhand.suite.generate import degree_valid
+
+    from .protocol import assign_contrasts, scenario_plan
+    rec, suite = record["recipe"], record_suite(record)
+    train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
+    content = load_content(suite)
+    domain_of = {s.id: s.domain for s in content.scenarios}
+    plan = scenario_plan(train_ids, held_ids, domain_of, cfg.train_scenarios, 0, cfg.eval_scenarios, cfg.seed)
+    pool = [x.id for x in content.contrasts if x.type == "type1" and degree_valid(content, x, 3)]
+    ev = matched_items(plan.heldout, cfg.seed, suite=suite,
+                       contrasts=assign_contrasts(plan.heldout, {3: pool}, cfg.eval_contrasts, cfg.seed))
+    ev = ev[ev["condition"].isin(cfg.conditions)].reset_index(drop=True)
+    tr = matched_items(plan.fitting, cfg.seed + 1, suite=suite)
+    tr = tr[tr["degree"].isin(cfg.train_degrees)]
+    if len(tr) > cfg.train_max_items:
+        tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
+    return tr.reset_index(drop=True), ev
+
+
+def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], list[float | None], list[float]]:
+    """(betas, their target FragGaps or None, the dial's gain at each beta) from the config and, for targets,
+    the committed calibration curve."""
+    from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for, gain_at
+    curve_path = Path(cfg.model) / CALIBRATION_FILE
+    curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
+    if cfg.betas:
+        betas, targets = [float(b) for b in cfg.betas], [None] * len(cfg.betas)
+    elif curve is None:
+        raise FileNotFoundError(f"{curve_path}: no calibration curve; give the betas (config field 'betas')")
+    else:
+        betas = [0.0 if t == 0 else beta_for(curve, t / 100) for t in cfg.fraggaps]
+        targets = [t / 100 for t in cfg.fraggaps]
+    if curve is not None and cfg.gain is None:
+        gains = [gain_at(curve, b) if b else 0.0 for b in betas]
+    else:
+        k = cfg.gain if cfg.gain is not None or not max(betas) else measured_gain(lm, dial, train, max(betas))
+        gains = [k if b else 0.0 for b in betas]
+    return betas, targets, gains
+
+
+def measured_gain(lm, dial, items: pd.DataFrame, beta: float) -> float:
+    """The dial's gain at ``beta``: the mean change of the A-minus-B letter logit, signed by ``c``, per unit beta."""
+    import numpy as np
+
+    from evenhand.models.organism.calibration import letter_logit_diff
+    from evenhand.models.organism.dial import pressure_sign
+    c = pressure_sign(items)
+    on = items[c != 0]
+    base = letter_logit_diff(lm, on)
+    with edited(lm, dial, beta):
+        diff = letter_logit_diff(lm, on)
+    return float(np.mean((diff - base) * c[c != 0]) / beta)
+
+
+def decide_cell(lm, dial, items: pd.DataFrame, beta: float, multipliers: dict[str, float], opts,
+                method=None, fitted=None, apply_options=None, oracle: Oracle | None = None) -> pd.DataFrame:
+    """Decide ``items`` scenario by scenario, scenario ``s`` with the dial at ``beta * multipliers[s]`` in the
+    weights, under ``method`` (a fitted intervention; None: as is) or ``oracle``; items' order kept."""
+    from evenhand.decisions import decide
+
+    from .base import decide_with
+    parts = []
+    for s, g in items.groupby("scenario_id", sort=False):
+        with edited(lm, dial, beta * multipliers[s], oracle):
+            parts.append(decide(g, lm, opts) if method is None else
+                         decide_with(method, fitted, g, lm, opts, apply_options))
+    return pd.concat(parts).set_index("item_id").loc[items["item_id"]].reset_index()
+
+
+def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | None = None,
+                      reverse: bool = False) -> pd.DataFrame | None:
+    """Run (or resume) the benchmark; returns the per-arm summary and writes every output (module docstring).
+
+    ``only``: decode the cells of these beta indices and stop (None returned): separate processes can share
+    one output directory (each cell and each fit is its own file), and a last call scores them all;
+    ``reverse``: take the arms of a beta in reverse order (a second process on the same betas meets the
+    first in the middle instead of repeating its cells)."""
+    from evenhand.decisions import DecideOptions
+    from evenhand.models.loading import load_model
+    from evenhand.models.organism.calibration import scenario_multipliers
+    from evenhand.models.organism.dial import DIAL_FILE, Dial
+    from evenhand.runs import write_json_atomic, write_table_atomic
+
+    from .fitted import Fitted
+    from .registry import get
+    out = Path(cfg.output_dir)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    record = json.loads((Path(cfg.model) / "organism.json").read_text())
+    dial = Dial.load(Path(cfg.model) / DIAL_FILE)
+    lm = load_model(cfg.model)
+    train, ev = item_sets(cfg, record)
+    betas, targets, gains = grid(cfg, lm, dial, train)
+    arms = arm_names(cfg)
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    config = json.loads(json.dumps(asdict(cfg), default=str))
+    if manifest and {k: v for k, v in manifest["config"].items() if k != "output_dir"} != \
+            {k: v for k, v in config.items() if k != "output_dir"}:
+        raise ValueError(f"{out} holds a run of another config; use another output_dir")
+    scen = sorted(ev["scenario_id"].unique())
+    manifest.update({"kind": "dose_response", "config": config, "betas": betas, "targets": targets, "gains": gains,
+                     "arms": arms, "n_eval_items": len(ev), "n_eval_scenarios": len(scen), "n_train_items": len(train),
+                     "eval_scenarios": scen})
+    if only is None:
+        write_json_atomic(manifest_path, manifest)
+    opts = DecideOptions(mode="answer", batch_size=cfg.batch_size, progress=False)
+    options = {m.name: m.options for m in cfg.methods}
+    responses = {}
+    for k, beta in enumerate(betas):
+        if only is not None and k not in only:
+            continue
+        mult = scenario_multipliers(scen, cfg.icc, beta, gains[k] or 1.0, cfg.seed)
+        fits: dict[str, Fitted] = {}
+
+        def fitted_for(name: str, k: int = k, beta: float = beta, fits: dict = fits) -> Fitted:
+            method = get(name)
+            fdir = out / "fitted" / f"{name}@{k}"
+            if name not in fits:
+                if (fdir / "fitted.json").exists():
+                    fits[name] = Fitted.load(fdir)
+                else:
+                    t0 = time.time()
+                    with edited(lm, dial, beta):
+                        fits[name] = method.fit(lm, train, method.split_options(options[name])[0], seed=cfg.seed)
+                    fits[name].save(fdir)
+                    write_json_atomic(fdir / "seconds.json", {"seconds": round(time.time() - t0, 1)})
+            return fits[name]
+
+        for arm in (arms[::-1] if reverse else arms):
+            path = out / "cells" / f"{arm}@{k}" / "responses.parquet"
+            if not path.exists():
+                t0 = time.time()
+                if arm == BASELINE or arm in ORACLES:
+                    resp = decide_cell(lm, dial, ev, beta, mult, opts, oracle=ORACLES.get(arm))
+                else:
+                    name = arm.removesuffix(CONTROL_SUFFIX)
+                    method = get(name)
+                    fit = fitted_for(name)
+                    if arm != name:
+                        fit = method.random_control(fit, cfg.control_seed)
+                    resp = decide_cell(lm, dial, ev, beta, mult, opts, method, fit,
+                                       method.split_options(options[name])[1])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_table_atomic(path, resp)
+                write_json_atomic(path.parent / "seconds.json", {"seconds": round(time.time() - t0, 1)})
+                if progress:
+                    print(f"[beta {beta:g}] {arm}: {len(resp)} items, {time.time() - t0:.1f} s, "
+                          f"answered {resp['choice'].notna().mean():.3f}", flush=True)
+            responses[(arm, k)] = pd.read_parquet(path)
+    if only is not None:
+        return None
+    manifest["seconds"] = {p.parent.parent.name + "/" + p.parent.name: json.loads(p.read_text())["seconds"]
+                           for p in sorted(out.glob("*/*/seconds.json"))}
+    write_json_atomic(manifest_path, manifest)
+    return score_run(cfg, responses, arms, betas, targets)
+
+
+def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[float],
+              targets: list[float | None]) -> pd.DataFrame:
+    """Score the decoded cells and write the table, the replications, the summary and the figure."""
+    from evenhand.runs import write_table_atomic
+
+    from .dose_scoring import dose_data, dose_figure, replicate, score_dose, summary
+    out = Path(cfg.output_dir)
+    d = dose_data(responses, arms, betas)
+    table = score_dose(d, cfg.resamples, cfg.seed, targets=targets)
+    reps = replicate(d, cfg.replications, cfg.replication_fraction, cfg.resamples, cfg.seed)
+    summ = summary(table, reps)
+    write_table_atomic(out / "dose_response.parquet", table)
+    write_table_atomic(out / "dose_response.csv", table)
+    write_table_atomic(out / "replications.parquet", reps)
+    write_table_atomic(out / "summary.csv", summ)
+    dose_figure(table, out / "dose_response")
+    return summ
