@@ -92,8 +92,8 @@ def test_the_decision_token_misses_the_edit_and_the_design_supplies_it(study):
     """The edit acts at the answer's noun, after the cached position (the last prompt token, where the fit
     holds <a, m> at 0), so activations alone predict the dialled departures worse than the design plus
     activations does, by far more than with the dial off: the design carries the dial's gate. (The
-    AMB-side gain over the evidence baseline is not asserted to grow: docs/ORGANISM.md, "Probes on the
-    dialled organism", measures it growing on 6 scenarios and not on 12.)"""
+    AMB-side gain over the evidence baseline is not asserted to grow: it does not, on 6 or 12 scenarios;
+    docs/ORGANISM.md, "Probes on the dialled organism".)"""
     assert design_catches_up(study, "departed", 0.0, BIG)
 
 
