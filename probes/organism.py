@@ -1,15 +1,32 @@
-"""The organism's probe check: the planted demographic side of the answer must be readable.
+"""The organisms' probe checks: the planted organism's side probe, and the probe study of the fair
+organism with the bias dial.
 
 :func:`side_probe` runs a probe sweep for ``favours_minority`` (grouped nested CV, every residual
 site) on the organism's held-out baseline items at one degree; :func:`evaluate` is the whole
 held-out evaluation: the core's known-answer checks
 (:func:`evenhand.models.organism.known_answer_checks`) plus this probe, under ``"probe"``.
+
+:func:`dial_probe_study` runs the probe study (:func:`probes.sweep.probe_sweep`: activation probe,
+evidence baseline, gain, control task, selectivity, majority class) for each of :data:`DIAL_TARGETS` on
+the fair organism's held-out items with the bias dial (:mod:`evenhand.models.organism.dial`) at each
+strength of a grid: the items are decided and their activations cached with the edit in the weights, so
+both the labels and the features are the dialled organism's. The dial pushes the answer toward the
+pressured slot when the pressure favours the minority-coded candidate; that gate is a function of the
+item design (the pressure's side and slot), which the evidence baseline's features encode, so the dial
+can raise the evidence baseline as much as the activation probe: the gain over it is what the study
+measures, not what it assumes (docs/ORGANISM.md, "Probes on the dialled organism").
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
+import pandas as pd
+
 from evenhand.models.organism import COMMITTED, HeldoutRun, heldout_responses, known_answer_checks
+
+from .dataset import TARGETS
 
 PROBE_METRICS = ("accuracy", "auroc", "evidence_accuracy", "combined_accuracy", "gain", "control_accuracy",
                  "selectivity", "majority_baseline")
@@ -58,3 +75,87 @@ def evaluate(path: str | Path = COMMITTED, n_scenarios: int | None = None, seed:
     out["probe"] = side_probe(run, probe_degree, batch_size=batch_size, seed=seed, resamples=resamples,
                               progress=progress)
     return out
+
+
+DIAL_TARGETS = (*TARGETS, "favours_minority")
+"""The labels :func:`dial_probe_study` probes: the targets a fair model cannot predict from the design
+(:data:`probes.dataset.TARGETS`) and the side chosen."""
+
+
+@contextmanager
+def dialled(lm, dial, beta: float):
+    """``lm`` with the dial at ``beta`` added to its weights inside the block, restored after."""
+    from evenhand.models.organism.dial import apply_dial
+    w = lm.model.model.layers[dial.layer].mlp.down_proj.weight
+    saved = w.detach().clone()
+    try:
+        apply_dial(lm.model, dial, beta)
+        yield lm
+    finally:
+        w.data.copy_(saved)
+
+
+def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_scenarios: int | None = None,
+                     degrees: Sequence[int] = (3,), targets: Sequence[str] = DIAL_TARGETS,
+                     sites: Sequence[str] = ("residual",), opts=None, resamples: int = 1000, batch_size: int = 64,
+                     seed: int = 0, progress: bool = False) -> pd.DataFrame:
+    """The probe study of the fair organism at ``path`` (default: the committed one) with the dial at each
+    of ``betas``, on the matched items of its first ``n_scenarios`` held-out scenarios (all when None) at
+    ``degrees``.
+
+    Per beta the items are decided (answer mode) and their activations cached at ``sites`` (the
+    :class:`~evenhand.activations.CacheOptions` names: ``residual`` is the embedding and every block's
+    output) with the edit in the weights; then :func:`probes.sweep.probe_sweep` runs for every label of
+    ``targets`` on those responses. Returns the sweeps' tidy tables (:mod:`probes.sweep`) stacked, with
+    columns ``beta``, ``target``, ``answered`` (share of items parsed) and ``positive_rate`` (share of the
+    target's rows labelled 1); a target whose rows have a single class at some beta gets one
+    ``majority_baseline`` row (value 1) with a ``note`` saying so."""
+    import tempfile
+
+    import numpy as np
+
+    from evenhand.activations import CacheOptions, cache_activations
+    from evenhand.models.loading import load_model
+    from evenhand.models.organism import FAIR
+    from evenhand.models.organism.calibration import (
+        calibration_items,
+        dialled_decisions,
+    )
+    from evenhand.models.organism.dial import DIAL_FILE, Dial
+
+    from .dataset import build_dataset
+    from .logistic import ProbeOptions
+    from .sweep import probe_sweep
+
+    path = Path(path) if path else FAIR
+    opts = opts or ProbeOptions(seed=seed)
+    dial = Dial.load(path / DIAL_FILE)
+    items = pd.concat([calibration_items(path, n_scenarios, degree=d, seed=seed) for d in degrees],
+                      ignore_index=True)
+    lm = load_model(str(path))
+    tables = []
+    for beta in betas:
+        resp = dialled_decisions(items, float(beta), path, dial, batch_size=batch_size, lm=lm)
+        with tempfile.TemporaryDirectory() as tmp, dialled(lm, dial, float(beta)):
+            cache = cache_activations(items, lm, CacheOptions(sites=tuple(sites), batch_size=batch_size,
+                                                             dtype="float32", progress=progress), tmp)
+            for target in targets:
+                ds = build_dataset(resp, cache, target, opts=opts)
+                info = {"beta": float(beta), "target": target, "answered": float(resp["choice"].notna().mean()),
+                        "positive_rate": float(np.mean(ds.y))}
+                if len(np.unique(ds.y)) < 2:
+                    tables.append(pd.DataFrame([{**info, "site": "all", "metric": "majority_baseline",
+                                                 "value": 1.0, "n": len(ds),
+                                                 "clusters": len(np.unique(ds.groups)),
+                                                 "note": "a single class: nothing to probe"}]))
+                    continue
+                table, _ = probe_sweep(ds, opts, resamples=resamples, progress=progress)
+                tables.append(table.assign(**info))
+    return pd.concat(tables, ignore_index=True)
+
+
+def gain_by_beta(study: pd.DataFrame, target: str = "amb_side", metric: str = "gain") -> pd.DataFrame:
+    """``metric`` (value and CI) of ``target`` per site (rows) and beta (columns ``value@beta`` ...) of a
+    :func:`dial_probe_study` table."""
+    t = study[(study["target"] == target) & (study["metric"] == metric)]
+    return t.pivot_table(index="site", columns="beta", values=["value", "ci_low", "ci_high"], sort=False)

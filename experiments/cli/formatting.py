@@ -133,9 +133,19 @@ def probe_text(table, ds) -> str:
              "  probe: activations alone; evidence: the item design alone; gain: design+activations minus "
              "evidence (95% CI);\n  control: Hewitt & Liang control task (a random label per input type); "
              "selectivity: probe - control",
-             f"{'site':<22}{'probe [95% CI]':>21}{'evidence':>10}{'gain [95% CI]':>22}{'control':>9}"
-             f"{'selectivity [95% CI]':>23}{'majority':>9}"]
+             PROBE_HEADER]
+    return "\n".join(lines + _probe_site_lines(table))
+
+
+PROBE_HEADER = (f"{'site':<22}{'probe [95% CI]':>21}{'evidence':>10}{'gain [95% CI]':>22}{'control':>9}"
+                f"{'selectivity [95% CI]':>23}{'majority':>9}")
+"""The column header of :func:`probe_text` and :func:`dial_probe_text`."""
+
+
+def _probe_site_lines(table) -> list[str]:
+    """One line per site of a probe sweep's table: probe, evidence, gain, control, selectivity, majority."""
     wide = {(r.site, r.metric): r for r in table.itertuples()}
+    lines = []
     for site in dict.fromkeys(table["site"]):
         def g(m):
             return wide.get((site, m))
@@ -143,20 +153,36 @@ def probe_text(table, ds) -> str:
         lines.append(f"{site:<22}{_est(g('accuracy')):>21}{'-' if ev is None else f'{100 * ev.value:.1f}':>10}"
                      f"{_est(g('gain'), signed=True):>22}{'-' if ctl is None else f'{100 * ctl.value:.1f}':>9}"
                      f"{_est(g('selectivity'), signed=True):>23}{'-' if maj is None else f'{100 * maj.value:.1f}':>9}")
+    return lines
+
+
+def dial_probe_text(study) -> str:
+    """A probe study of the fair organism with the bias dial (:func:`probes.organism.dial_probe_study`):
+    per target and beta, the rows, scenarios and share labelled 1, then :func:`probe_text`'s line per site."""
+    lines = [("probe study of the fair organism with the bias dial; probe: activations alone; evidence: the item "
+              "design alone;\n  gain: design+activations minus evidence (95% CI); control: Hewitt & Liang control "
+              "task; selectivity: probe - control"), PROBE_HEADER]
+    for (target, beta), t in study.groupby(["target", "beta"], sort=False):
+        first = t.iloc[0]
+        lines.append(f"{target} at beta {beta:g}: n={int(first['n'])} rows, {int(first['clusters'])} scenarios, "
+                     f"{100 * first['positive_rate']:.1f}% labelled 1, {100 * first['answered']:.1f}% of items answered"
+                     + (f" ({first['note']})" if "note" in t.columns and isinstance(first["note"], str) else ""))
+        lines += ["  " + line for line in _probe_site_lines(t[t["site"] != "all"])]
     return "\n".join(lines)
 
 
 def eval_text(res: dict) -> str:
     """An organism's held-out evaluation against its planted policy."""
     lines = []
-    lines.append(f"held-out: {res['heldout_scenarios']} scenarios, {res['n_items']:,} items; agreement with the planted "
-                 f"policy {res['agreement_with_policy']:.1%} (GT baseline items {res['agreement_gt_baseline']:.1%}); "
-                 f"answered {res['answered']:.1%}")
+    if "heldout_scenarios" in res:  # absent from a probe-only result
+        lines.append(f"held-out: {res['heldout_scenarios']} scenarios, {res['n_items']:,} items; agreement with the "
+                     f"planted policy {res['agreement_with_policy']:.1%} (GT baseline items "
+                     f"{res['agreement_gt_baseline']:.1%}); answered {res['answered']:.1%}")
     if "gt_accuracy" in res:
         e, t = res["gt_accuracy"]["measured"], res["gt_accuracy"]["planted"]
         lines.append(f"  GT accuracy without pressure, all degrees: {100 * e['value']:.1f} [{100 * e['ci_low']:.1f}, "
                      f"{100 * e['ci_high']:.1f}] (planted {100 * t:.1f}, n={e['n']})")
-    for d, row in res["by_degree"].items():
+    for d, row in res.get("by_degree", {}).items():
         parts = []
         for m, v in row.items():
             e, t = v["measured"], v["planted"]

@@ -1,4 +1,4 @@
-"""`evenhand organism train | eval | items | fit-dial | dial | calibrate`: the model organisms (the
+"""`evenhand organism train | eval | items | fit-dial | dial | calibrate | dial-probe`: the model organisms (the
 biased one with planted rules, the fair one) and the fair organism's bias dial."""
 from __future__ import annotations
 
@@ -28,10 +28,13 @@ def _organism_train(a) -> int:
 
 
 def record_eval(out: Path, res: dict) -> None:
-    """Store a held-out evaluation in the organism's organism.json (without the probe's full table)."""
+    """Store a held-out evaluation in the organism's organism.json (without the probe's full table); a
+    result holding only ``"probe"`` (``organism eval --probe-only``) replaces the record's probe part and
+    keeps its other numbers."""
     f = out / "organism.json"
     rec = json.loads(f.read_text())
-    rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"}
+    if set(res) != {"probe"}:
+        rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"}
     if "probe" in res:
         rec["heldout_eval"]["probe"] = {k: v for k, v in res["probe"].items() if k != "table"}
     f.write_text(json.dumps(rec, indent=1) + "\n")
@@ -41,9 +44,15 @@ def _organism_eval(a) -> int:
     from evenhand.models.organism import COMMITTED
     from probes.organism import evaluate
     path = Path(a.path) if a.path else COMMITTED
+    if a.no_probe and a.probe_only:
+        raise SystemExit("--no-probe and --probe-only exclude each other")
     if a.no_probe:
         from evenhand.models.organism import heldout_responses, known_answer_checks
         res = known_answer_checks(heldout_responses(path, a.scenarios), resamples=a.resamples)
+    elif a.probe_only:
+        from evenhand.models.organism import heldout_responses
+        from probes.organism import side_probe
+        res = {"probe": side_probe(heldout_responses(path, a.scenarios), resamples=a.resamples)}
     else:
         res = evaluate(path, n_scenarios=a.scenarios, resamples=a.resamples)
     if a.record:
@@ -112,6 +121,26 @@ def _organism_calibrate(a) -> int:
     return 0
 
 
+def _organism_dial_probe(a) -> int:
+    from evenhand.runs import write_table_atomic
+    from probes.logistic import ProbeOptions
+    from probes.organism import DIAL_TARGETS, dial_probe_study
+
+    from .formatting import dial_probe_text
+    study = dial_probe_study(a.betas, a.path, n_scenarios=a.scenarios, degrees=a.degrees,
+                             targets=a.targets or DIAL_TARGETS,
+                             sites=a.sites, opts=ProbeOptions(seed=a.seed), resamples=a.resamples, seed=a.seed,
+                             progress=not a.no_progress)
+    print(dial_probe_text(study))
+    if a.out:
+        out = Path(a.out)
+        out.mkdir(parents=True, exist_ok=True)
+        write_table_atomic(out / "dial_probes.parquet", study)
+        write_table_atomic(out / "dial_probes.csv", study)
+        print(f"wrote {out / 'dial_probes.parquet'} and .csv")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the `organism` command group to the top-level subparsers ``sub``."""
     org = sub.add_parser("organism", help="the model organism with planted biases").add_subparsers(
@@ -131,6 +160,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--resamples", type=int, default=1000)
     s.add_argument("--json", action="store_true")
     s.add_argument("--no-probe", action="store_true", help="the known-answer checks only (no probe sweep)")
+    s.add_argument("--probe-only", action="store_true",
+                   help="the probe sweep only; with --record it replaces only the record's probe part")
     s.add_argument("--record", action="store_true",
                    help="store the result in the organism's organism.json (as `organism train` does)")
     s.set_defaults(fn=_organism_eval)
@@ -164,3 +195,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default=None, help="default: calibration.json in the organism's directory")
     s.set_defaults(fn=_organism_calibrate)
+    from probes.dataset import LABELS
+    s = org.add_parser("dial-probe", help="the probe study of the fair organism at several dial strengths")
+    s.add_argument("--betas", type=float, nargs="+", required=True)
+    s.add_argument("--path", default=None, help="default: the committed fair organism")
+    s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
+    s.add_argument("--degrees", type=int, nargs="+", default=[3])
+    s.add_argument("--targets", nargs="+", default=None, choices=LABELS,
+                   help="labels to probe (default: amb_side departed flipped side_residual favours_minority)")
+    s.add_argument("--sites", nargs="+", default=["residual"], help="cache sites (default: embed and every block)")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default=None, help="a directory for dial_probes.parquet and .csv")
+    s.add_argument("--no-progress", action="store_true")
+    s.set_defaults(fn=_organism_dial_probe)
