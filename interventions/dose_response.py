@@ -139,27 +139,22 @@ def arm_names(cfg: DoseConfig) -> list[str]:
 
 @contextlib.contextmanager
 def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None]:
-    """Inside: the model's weights hold the dial at ``beta`` (and the ``oracle``'s edit); restored exactly
-    on exit (every weight the context touches is copied back)."""
+    """Inside: the model's weights hold the dial at ``beta`` (and the ``oracle``'s edit on top); restored
+    exactly on exit, the oracle's edit first (:func:`evenhand.models.organism.dial.dialled`)."""
     import torch
 
-    from evenhand.models.organism.dial import apply_dial
-    layers = lm.model.model.layers
-    touched = {dial.layer} | ({oracle.layer} if oracle is not None and oracle.layer is not None else set())
-    saved = {i: layers[i].mlp.down_proj.weight.detach().clone() for i in touched}
-    try:
-        apply_dial(lm.model, dial, beta)
+    from evenhand.models.organism.dial import dialled
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(dialled(lm.model, dial, beta))
         if oracle is not None and oracle.kind == "inverse":
-            apply_dial(lm.model, dial, oracle.sign * beta)
+            stack.enter_context(dialled(lm.model, dial, oracle.sign * beta))
         elif oracle is not None:
-            w = layers[dial.layer if oracle.layer is None else oracle.layer].mlp.down_proj.weight
+            w = lm.model.model.layers[dial.layer if oracle.layer is None else oracle.layer].mlp.down_proj.weight
+            stack.callback(w.data.copy_, w.detach().clone())
             a = torch.tensor(dial.a, dtype=torch.float32)
             with torch.no_grad():
                 w -= torch.outer(w.float() @ a, a).to(w.dtype) / float(a @ a)
         yield
-    finally:
-        for i, w in saved.items():
-            layers[i].mlp.down_proj.weight.data.copy_(w)
 
 
 def item_sets(cfg: DoseConfig, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -19,7 +19,6 @@ measures, not what it assumes (docs/ORGANISM.md, "Probes on the dialled organism
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -82,19 +81,6 @@ DIAL_TARGETS = (*TARGETS, "favours_minority")
 (:data:`probes.dataset.TARGETS`) and the side chosen."""
 
 
-@contextmanager
-def dialled(lm, dial, beta: float):
-    """``lm`` with the dial at ``beta`` added to its weights inside the block, restored after."""
-    from evenhand.models.organism.dial import apply_dial
-    w = lm.model.model.layers[dial.layer].mlp.down_proj.weight
-    saved = w.detach().clone()
-    try:
-        apply_dial(lm.model, dial, beta)
-        yield lm
-    finally:
-        w.data.copy_(saved)
-
-
 def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_scenarios: int | None = None,
                      degrees: Sequence[int] = (3,), targets: Sequence[str] = DIAL_TARGETS,
                      sites: Sequence[str] = ("residual",), opts=None, resamples: int = 1000, batch_size: int = 64,
@@ -121,7 +107,7 @@ def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_s
         calibration_items,
         dialled_decisions,
     )
-    from evenhand.models.organism.dial import DIAL_FILE, Dial
+    from evenhand.models.organism.dial import DIAL_FILE, Dial, dialled
 
     from .dataset import build_dataset
     from .logistic import ProbeOptions
@@ -136,7 +122,7 @@ def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_s
     tables = []
     for beta in betas:
         resp = dialled_decisions(items, float(beta), path, dial, batch_size=batch_size, lm=lm)
-        with tempfile.TemporaryDirectory() as tmp, dialled(lm, dial, float(beta)):
+        with tempfile.TemporaryDirectory() as tmp, dialled(lm.model, dial, float(beta)):
             cache = cache_activations(items, lm, CacheOptions(sites=tuple(sites), batch_size=batch_size,
                                                              dtype="float32", progress=progress), tmp)
             for target in targets:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .dial import DIAL_FILE, Dial, apply_dial, letter_position_batches, pressure_sign
+from .dial import DIAL_FILE, Dial, dialled, letter_position_batches, pressure_sign
 from .recipe import FAIR
 
 CALIBRATION_FILE = "calibration.json"
@@ -76,19 +76,13 @@ def dialled_decisions(items: pd.DataFrame, beta: float, path: str | Path = FAIR,
 
     dial = dial or Dial.load(Path(path) / DIAL_FILE)
     lm = lm or load_model(str(path))
-    w = lm.model.model.layers[dial.layer].mlp.down_proj.weight
-    saved = w.detach().clone()
     opts = DecideOptions(mode="answer", batch_size=batch_size, progress=False)
     groups = [(beta, items)] if multipliers is None else [
         (beta * multipliers[s], g) for s, g in items.groupby("scenario_id", sort=False)]
     parts = []
-    try:
-        for b, g in groups:
-            w.data.copy_(saved)
-            apply_dial(lm.model, dial, b)
+    for b, g in groups:
+        with dialled(lm.model, dial, b):
             parts.append(decide(g, lm, opts))
-    finally:
-        w.data.copy_(saved)
     out = pd.concat(parts).set_index("item_id").loc[items["item_id"]].reset_index()
     return validate_rows(out)
 
@@ -123,11 +117,8 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
                      disable=not progress):
         resp = dialled_decisions(items, float(beta), path, dial, batch_size=batch_size, lm=lm)
         rep = score(resp, contrast_type="type1", resamples=resamples, seed=seed)["by_degree"]["3"]
-        w = lm.model.model.layers[dial.layer].mlp.down_proj.weight
-        saved = w.detach().clone()
-        apply_dial(lm.model, dial, float(beta))
-        diff = letter_logit_diff(lm, items[on], batch_size)
-        w.data.copy_(saved)
+        with dialled(lm.model, dial, float(beta)):
+            diff = letter_logit_diff(lm, items[on], batch_size)
         shift = float(np.mean((diff - base_diff) * c[on]))
         points.append({"beta": float(beta), "gain": (shift / beta) if beta else None, "logit_shift": shift,
                        "answered": float(resp["choice"].notna().mean()),

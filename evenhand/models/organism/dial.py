@@ -32,6 +32,8 @@ effects, are in :mod:`evenhand.models.organism.calibration`.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -213,6 +215,20 @@ def apply_dial(model, dial: Dial, beta: float) -> None:
     w = model.model.layers[dial.layer].mlp.down_proj.weight
     with torch.no_grad():
         w += dial.delta(beta).to(dtype=w.dtype, device=w.device)
+
+
+@contextmanager
+def dialled(model, dial: Dial, beta: float) -> Iterator[None]:
+    """Inside the block ``model`` (a Hugging Face causal LM) holds the dial at ``beta`` in its weights; the
+    edited down-projection is copied back bit for bit on exit, whatever happens inside. Nested blocks
+    restore in turn, so an edit on top of the dial (an oracle's) is undone first."""
+    w = model.model.layers[dial.layer].mlp.down_proj.weight
+    saved = w.detach().clone()
+    try:
+        apply_dial(model, dial, beta)
+        yield
+    finally:
+        w.data.copy_(saved)
 
 
 def write_dialled(beta: float, out: str | Path, path: str | Path = FAIR, dial: Dial | None = None) -> Path:
