@@ -197,14 +197,6 @@ def estimate(name: str, shape: dict, counts: dict) -> dict:
             "kv_tokens_that_fit": int(kv_fit), "runs": out}
 
 
-def gemma_tokenizer(a):
-    """The real Gemma-3 tokenizer (from the demo extra's Gemma-3 270M; the 12B-it model shares its vocabulary
-    and chat template)."""
-    from evenhand.models.loading import load_tokenizer, locate, resolve_spec
-    where, gguf, _ = locate(resolve_spec(a.tokenizer_model))
-    return load_tokenizer(where, {"gguf_file": gguf} if gguf else {})
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="gemma-3-270m-gguf", help="what load_model accepts; GGUF is dequantised")
@@ -236,7 +228,9 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{r['max_abs_gen_logprob_diff']:>10.1e}")
     if not a.no_estimate:
         from gpu_shapes import SHAPES
-        counts = core_token_counts(gemma_tokenizer(a), a.core_limit)
+
+        from evenhand.models.loading import preset_tokenizer
+        counts = core_token_counts(preset_tokenizer(a.tokenizer_model), a.core_limit)
         est = [estimate(n, SHAPES[n], counts) for n in ("gemma-3-12b-it", "qwen2.5-7b-instruct")]
         result["estimate"] = {"core_tokens": counts, "hardware": H200, "assumptions": ASSUME, "models": est,
                               "note": "paper estimate, not a measurement; Qwen's prompt counts are Gemma's"}

@@ -61,15 +61,6 @@ def item_hash_shards(item_ids: Sequence[str], n_shards: int) -> list[int]:
     return [stable_hash("ray-shard", i) % n_shards for i in item_ids]
 
 
-def load_tokenizer(name: str):
-    """The tokenizer of a local model preset, without its weights."""
-    from transformers import AutoTokenizer
-
-    from evenhand.models.loading import locate, resolve_spec
-    where, gguf, _ = locate(resolve_spec(name))
-    return AutoTokenizer.from_pretrained(where, **({"gguf_file": gguf} if gguf else {}))
-
-
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suite", default="core")
@@ -83,7 +74,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     t0 = time.perf_counter()
     items = suite_items(a.suite)
-    tok = load_tokenizer(a.tokenizer)
+    from evenhand.models.loading import preset_tokenizer
+    tok = preset_tokenizer(a.tokenizer)
     texts = [model_text(tok, user_message(r, a.mode)) for r in items.to_dict("records")]
     prompts = token_ids(tok, texts, not uses_chat_template(tok))
     n_tok = sum(map(len, prompts))

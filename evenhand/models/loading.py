@@ -198,6 +198,13 @@ def load_tokenizer(where: str, kw: dict):
     return tok
 
 
+def preset_tokenizer(model: str):
+    """The tokenizer of ``model`` (a preset, a Hugging Face id or a local path), as :func:`load_tokenizer`
+    makes it, without loading the weights."""
+    where, gguf, _ = locate(resolve_spec(model))
+    return load_tokenizer(where, {"gguf_file": gguf} if gguf else {})
+
+
 def display_name(spec: ModelSpec) -> str:
     """The name rows and manifests give a model: its preset name, a local path's last part, or the id."""
     preset = next((k for k, p in PRESETS.items() if p.spec.model == spec.model), None)
