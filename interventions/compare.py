@@ -65,8 +65,8 @@ from evenhand.checks import warn_unparseable
 from evenhand.runs import RunDir
 
 from .base import Fitted, InterventionError, decide_with
-from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, load_config, parse_config, settings,
-                             swept_arms)
+from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
+                             parse_config, settings, swept_arms)
 from .fitted import fit_key
 from .protocol import assign_contrasts, scenario_plan, select_settings
 from .registry import get
@@ -270,8 +270,8 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
                 def cell_of(i=i, seed=seed, control=control) -> Cell:
                     a = cfg.interventions[i]
                     return Cell(a, {**a.options, **(chosen()[i] if i in swept else {})}, seed, control)
-                name = cell_of().key if i not in swept else f"{arm.name}#{i}[selected]-s{seed}" + \
-                    ("" if not control else "-random" if control == 1 else f"-random{control}")
+                name = cell_of().key if i not in swept else \
+                    f"{arm.name}#{i}[selected]-s{seed}{control_suffix(control)}"
                 steps.append(Step(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
                     ev, r.cell(c().key).responses_path, c(), tag), lambda r, n, c=cell_of, sel=i in swept: (
                     not sel or selection_json.exists()) and r.cell(c().key).responses_path.exists()))

@@ -186,10 +186,6 @@ class Cell:
     control: int
 
     @property
-    def _suffix(self) -> str:
-        return "" if not self.control else "-random" if self.control == 1 else f"-random{int(self.control)}"
-
-    @property
     def control_seed(self) -> int:
         """The seed of this control's random directions: the fit's seed for the first draw (so a one-draw run
         keeps its cells), then ``seed + 100000 * (k - 1)``, which no fit seed below 100000 shares."""
@@ -198,17 +194,23 @@ class Cell:
     @property
     def key(self) -> str:
         opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
-        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + self._suffix
+        raw = f"{self.arm.name}" + (f"[{opts}]" if opts else "") + f"-s{self.seed}" + control_suffix(self.control)
         return re.sub(r"[^A-Za-z0-9_.,=\[\]-]", "_", raw)
 
     def fit_dir(self, train_ids: list[str]) -> str:
         """The directory name of this cell's fit: ``<name>-<fit key>`` (``-random[k]`` for the k-th control)."""
         fit_opts, _ = get(self.arm.name).split_options(self.options)
         key = fit_key(self.arm.name, fit_opts, self.seed, train_ids)
-        return f"{self.arm.name}-{key[:16]}" + self._suffix
+        return f"{self.arm.name}-{key[:16]}" + control_suffix(self.control)
 
 
 CONTROL_SEED_STRIDE = 100_000
+
+
+def control_suffix(control: int) -> str:
+    """The cell-name suffix of the ``control``-th random control: none for the method (0), ``-random`` for
+    the first draw, ``-random<k>`` for the k-th."""
+    return "" if not control else "-random" if control == 1 else f"-random{int(control)}"
 
 
 def control_indices(cfg: CompareConfig, arm: Arm) -> list[int]:
