@@ -5,6 +5,8 @@
     python benchmarks/bench_dose_response.py CONFIG --output-dir runs/dose_small --eval-scenarios 8
     python benchmarks/bench_dose_response.py CONFIG --only 0 3 & python benchmarks/bench_dose_response.py CONFIG --only 1 2 4; \
         python benchmarks/bench_dose_response.py CONFIG                  # two processes, then the table
+    python benchmarks/bench_dose_response.py CONFIG --replication-shard 0 2 & \
+        python benchmarks/bench_dose_response.py CONFIG --replication-shard 1 2   # independent replications
 
 Runs (or resumes: finished (arm, beta) cells are skipped) :func:`interventions.dose_response.run_dose_response`,
 prints the per-arm summary (slope of removed against implanted FragGap with its CI, false-positive rate at
@@ -39,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
                     "process per share of the betas on the same output directory, then once without --only")
     ap.add_argument("--reverse", action="store_true", help="decode each beta's arms in reverse order (a second "
                     "process on betas another is decoding)")
+    ap.add_argument("--replication-shard", type=int, nargs=2, metavar=("I", "N"), help="decode only the "
+                    "independent replications r with r %% N == I (no main cells, no scoring): one process per I")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     if args.betas:
@@ -48,14 +52,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_scenarios:
         cfg = replace(cfg, eval_scenarios=args.eval_scenarios)
     t0 = time.time()
-    summ = run_dose_response(cfg, only=args.only, reverse=args.reverse)
+    shard = tuple(args.replication_shard) if args.replication_shard else None
+    summ = run_dose_response(cfg, only=args.only, reverse=args.reverse, replication_shard=shard)
     wall = time.time() - t0
     if summ is None:
-        print(f"decoded beta indices {args.only} in {wall:.0f} s")
+        print(f"decoded {f'beta indices {args.only}' if args.only else f'replication shard {shard}'} in {wall:.0f} s")
         return 0
     bad = known_answer_failures(summ)
     import pandas as pd
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
+    with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(summ.round(3).to_string(index=False))
     print("known-answer failures:", bad or "none")
     print(f"wall time {wall:.0f} s (this call; cells already on disk were skipped)")

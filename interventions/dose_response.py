@@ -16,10 +16,13 @@ held-out degree-3 items
   of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``).
 
 Each (arm, beta) cell is decoded once and written to ``cells/<arm>@<k>/responses.parquet`` (finished cells
-are skipped: the run resumes); fits go to ``fitted/<method>@<k>/``. The table (:mod:`interventions.dose_scoring`)
-is ``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the replications
+are skipped: the run resumes); fits go to ``fitted/<method>@<k>/``; with ``replicate: independent`` each
+replication decodes its own items under ``replications/`` (:mod:`interventions.dose_replications`). The table
+(:mod:`interventions.dose_scoring`: FragGap, and TieShift when AMB items are decided) is
+``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the replications
 ``replications.parquet`` and the figure ``dose_response.{pdf,svg,png}``; ``manifest.json`` records the
-config, the betas, the item counts and the timings.
+config, the betas, the item counts and the timings. Fields that change no decoded cell
+(:data:`SCORING_FIELDS`) may change between calls on one output directory: the run is rescored.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .dose_items import item_sets
 from .dose_scoring import BASELINE, CONTROL_SUFFIX, ORACLE_ARMS
 
 METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
@@ -47,6 +51,15 @@ class Oracle:
     sign: float = -1.0
     layer: int | None = None
 
+
+REPLICATE = ("subsets", "independent")
+"""The ways of drawing the replications (:attr:`DoseConfig.replicate`)."""
+SCORING_FIELDS = frozenset({"output_dir", "replications", "replicate", "replication_fraction", "resamples",
+                            "replication_scenarios", "replication_conditions"})
+"""Config fields that change no cell of the main run (how many replications there are only adds or ignores
+cells): a run directory can be rescored with other values of these. The independent replications' own
+fields are checked against ``replications/replication.json``
+(:func:`interventions.dose_replications.check_replication_fields`)."""
 
 ORACLES = {"oracle_inverse": Oracle("inverse"), "oracle_project": Oracle("project")}
 """The benchmark's two oracles by arm name."""
@@ -85,7 +98,15 @@ class DoseConfig:
     controls: bool = True
     control_seed: int = 0
     replications: int = 40
+    replicate: str = "subsets"
+    """How the replications behind the false-positive rate and the coverage are drawn: ``subsets`` (seeded
+    subsets of ``replication_fraction`` of the one decoded pool: cheap, overlapping, so not independent) or
+    ``independent`` (each replication decodes its own items: :mod:`interventions.dose_replications`)."""
     replication_fraction: float = 0.5
+    replication_scenarios: int = 10
+    """Held-out scenarios per independent replication (``replicate: independent``)."""
+    replication_conditions: tuple[str, ...] = ("GT",)
+    """The conditions an independent replication decides (GT: FragGap; add AMB for TieShift)."""
     resamples: int = 1000
     seed: int = 0
     batch_size: int = 64
@@ -98,9 +119,11 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
     from .base import REGISTRY, InterventionError
     from .registry import load_builtin
     load_builtin()
-    rules = Rules(tuple_choices={"conditions": ("GT", "AMB"), "train_degrees": (1, 2, 3)},
+    rules = Rules(tuple_choices={"conditions": ("GT", "AMB"), "replication_conditions": ("GT", "AMB"),
+                                 "train_degrees": (1, 2, 3)},
+                  choices={"replicate": REPLICATE},
                   positive=frozenset({"eval_scenarios", "eval_contrasts", "train_scenarios", "train_max_items",
-                                      "replications", "resamples", "batch_size"}))
+                                      "replications", "resamples", "batch_size", "replication_scenarios"}))
     try:
         cfg = build(DoseConfig, raw, rules=rules)
     except ConfigError as exc:
@@ -157,32 +180,6 @@ def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None
         yield
 
 
-def item_sets(cfg: DoseConfig, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(fitting items from train scenarios, evaluation items from held-out scenarios), both domain-stratified
-    (:func:`interventions.protocol.stratified`); the evaluation at degree 3, ``eval_contrasts`` type-1
-    contrasts per scenario from a balanced cycle, ``conditions`` only."""
-    from evenhand.models.organism.recipe import record_suite, split_scenarios
-    from evenhand.models.policy import matched_items
-    from evenhand.suite.content import load_content
-    from evenhand.suite.generate import degree_valid
-
-    from .protocol import assign_contrasts, scenario_plan
-    rec, suite = record["recipe"], record_suite(record)
-    train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
-    content = load_content(suite)
-    domain_of = {s.id: s.domain for s in content.scenarios}
-    plan = scenario_plan(train_ids, held_ids, domain_of, cfg.train_scenarios, 0, cfg.eval_scenarios, cfg.seed)
-    pool = [x.id for x in content.contrasts if x.type == "type1" and degree_valid(content, x, 3)]
-    ev = matched_items(plan.heldout, cfg.seed, suite=suite,
-                       contrasts=assign_contrasts(plan.heldout, {3: pool}, cfg.eval_contrasts, cfg.seed))
-    ev = ev[ev["condition"].isin(cfg.conditions)].reset_index(drop=True)
-    tr = matched_items(plan.fitting, cfg.seed + 1, suite=suite)
-    tr = tr[tr["degree"].isin(cfg.train_degrees)]
-    if len(tr) > cfg.train_max_items:
-        tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
-    return tr.reset_index(drop=True), ev
-
-
 def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], list[float | None], list[float]]:
     """(betas, their target FragGaps or None, the dial's gain at each beta) from the config and, for targets,
     the committed calibration curve."""
@@ -233,24 +230,96 @@ def decide_cell(lm, dial, items: pd.DataFrame, beta: float, multipliers: dict[st
     return pd.concat(parts).set_index("item_id").loc[items["item_id"]].reset_index()
 
 
+class CellDecoder:
+    """Decodes the benchmark's cells into one output directory: the model with the dial, the decide options,
+    and every method's fit at each beta index (loaded from ``fitted/<method>@<k>/`` or fitted on the
+    train items of the dialled model and saved there)."""
+
+    def __init__(self, cfg: DoseConfig, lm, dial, train: pd.DataFrame, betas: list[float], progress: bool = True):
+        from evenhand.decisions import DecideOptions
+        self.cfg, self.lm, self.dial, self.train, self.betas, self.progress = cfg, lm, dial, train, betas, progress
+        self.out = Path(cfg.output_dir)
+        self.opts = DecideOptions(mode="answer", batch_size=cfg.batch_size, progress=False)
+        self.options = {m.name: m.options for m in cfg.methods}
+        self.fits: dict[tuple[str, int], object] = {}
+
+    def fitted(self, name: str, k: int):
+        """Method ``name``'s fit on the model dialled at beta index ``k`` (fitted once, then read back)."""
+        from evenhand.runs import write_json_atomic
+
+        from .fitted import Fitted
+        from .registry import get
+        if (name, k) not in self.fits:
+            fdir = self.out / "fitted" / f"{name}@{k}"
+            if (fdir / "fitted.json").exists():
+                self.fits[(name, k)] = Fitted.load(fdir)
+            else:
+                t0 = time.time()
+                method = get(name)
+                with edited(self.lm, self.dial, self.betas[k]):
+                    fit = method.fit(self.lm, self.train, method.split_options(self.options[name])[0], seed=self.cfg.seed)
+                fit.save(fdir)
+                write_json_atomic(fdir / "seconds.json", {"seconds": round(time.time() - t0, 1)})
+                self.fits[(name, k)] = fit
+        return self.fits[(name, k)]
+
+    def decode(self, path: Path, arm: str, k: int, items: pd.DataFrame, multipliers: dict[str, float],
+               control_seed: int, log: bool = True) -> pd.DataFrame:
+        """The responses of ``arm`` at beta index ``k`` on ``items`` (scenario effects ``multipliers``), read
+        from ``path`` when decoded before, else decoded and written there atomically (a random control's
+        direction drawn with ``control_seed``)."""
+        from evenhand.runs import write_json_atomic, write_table_atomic
+
+        from .registry import get
+        if path.exists():
+            return pd.read_parquet(path)
+        t0, beta = time.time(), self.betas[k]
+        if arm == BASELINE or arm in ORACLES:
+            resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts, oracle=ORACLES.get(arm))
+        else:
+            name = arm.removesuffix(CONTROL_SUFFIX)
+            method = get(name)
+            fit = self.fitted(name, k)
+            if arm != name:
+                fit = method.random_control(fit, control_seed)
+            resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts, method, fit,
+                               method.split_options(self.options[name])[1])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_table_atomic(path, resp)
+        write_json_atomic(path.parent / "seconds.json", {"seconds": round(time.time() - t0, 1)})
+        if self.progress and log:
+            print(f"[beta {beta:g}] {arm}: {len(resp)} items, {time.time() - t0:.1f} s, "
+                  f"answered {resp['choice'].notna().mean():.3f}", flush=True)
+        return resp
+
+
+def same_decoding(stored: dict, config: dict) -> bool:
+    """Whether a stored config decodes the same cells as ``config``: every field outside :data:`SCORING_FIELDS`
+    equal (a field the stored config lacks, written before it existed, counts as its default)."""
+    defaults = json.loads(json.dumps(asdict(DoseConfig(output_dir="")), default=str))
+    keys = set(config) - SCORING_FIELDS
+    return all(stored.get(k, defaults.get(k)) == config.get(k) for k in keys)
+
+
 def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | None = None,
-                      reverse: bool = False) -> pd.DataFrame | None:
+                      reverse: bool = False, replication_shard: tuple[int, int] | None = None) -> pd.DataFrame | None:
     """Run (or resume) the benchmark; returns the per-arm summary and writes every output (module docstring).
 
     ``only``: decode the cells of these beta indices and stop (None returned): separate processes can share
     one output directory (each cell and each fit is its own file), and a last call scores them all;
     ``reverse``: take the arms of a beta in reverse order (a second process on the same betas meets the
-    first in the middle instead of repeating its cells)."""
-    from evenhand.decisions import DecideOptions
+    first in the middle instead of repeating its cells); ``replication_shard`` ``(i, n)``: decode only the
+    independent replications ``r`` with ``r % n == i`` and stop (``replicate: independent``)."""
     from evenhand.models.loading import load_model
     from evenhand.models.organism.calibration import scenario_multipliers
     from evenhand.models.organism.dial import DIAL_FILE, Dial
-    from evenhand.runs import write_json_atomic, write_table_atomic
+    from evenhand.runs import write_json_atomic
 
-    from .fitted import Fitted
-    from .registry import get
+    from .dose_replications import decode_replications
     out = Path(cfg.output_dir)
     (out / "cells").mkdir(parents=True, exist_ok=True)
+    if replication_shard is not None and cfg.replicate != "independent":
+        raise ValueError("replication_shard needs independent replications (config field 'replicate: independent')")
     record = json.loads((Path(cfg.model) / "organism.json").read_text())
     dial = Dial.load(Path(cfg.model) / DIAL_FILE)
     lm = load_model(cfg.model)
@@ -260,63 +329,29 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
     manifest_path = out / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     config = json.loads(json.dumps(asdict(cfg), default=str))
-    if manifest and {k: v for k, v in manifest["config"].items() if k != "output_dir"} != \
-            {k: v for k, v in config.items() if k != "output_dir"}:
+    if manifest and not same_decoding(manifest["config"], config):
         raise ValueError(f"{out} holds a run of another config; use another output_dir")
     scen = sorted(ev["scenario_id"].unique())
     manifest.update({"kind": "dose_response", "config": config, "betas": betas, "targets": targets, "gains": gains,
                      "arms": arms, "n_eval_items": len(ev), "n_eval_scenarios": len(scen), "n_train_items": len(train),
                      "eval_scenarios": scen})
-    if only is None:
+    if only is None and replication_shard is None:
         write_json_atomic(manifest_path, manifest)
-    opts = DecideOptions(mode="answer", batch_size=cfg.batch_size, progress=False)
-    options = {m.name: m.options for m in cfg.methods}
+    dec = CellDecoder(cfg, lm, dial, train, betas, progress)
     responses = {}
     for k, beta in enumerate(betas):
-        if only is not None and k not in only:
+        if replication_shard is not None or (only is not None and k not in only):
             continue
         mult = scenario_multipliers(scen, cfg.icc, beta, gains[k] or 1.0, cfg.seed)
-        fits: dict[str, Fitted] = {}
-
-        def fitted_for(name: str, k: int = k, beta: float = beta, fits: dict = fits) -> Fitted:
-            method = get(name)
-            fdir = out / "fitted" / f"{name}@{k}"
-            if name not in fits:
-                if (fdir / "fitted.json").exists():
-                    fits[name] = Fitted.load(fdir)
-                else:
-                    t0 = time.time()
-                    with edited(lm, dial, beta):
-                        fits[name] = method.fit(lm, train, method.split_options(options[name])[0], seed=cfg.seed)
-                    fits[name].save(fdir)
-                    write_json_atomic(fdir / "seconds.json", {"seconds": round(time.time() - t0, 1)})
-            return fits[name]
-
         for arm in (arms[::-1] if reverse else arms):
-            path = out / "cells" / f"{arm}@{k}" / "responses.parquet"
-            if not path.exists():
-                t0 = time.time()
-                if arm == BASELINE or arm in ORACLES:
-                    resp = decide_cell(lm, dial, ev, beta, mult, opts, oracle=ORACLES.get(arm))
-                else:
-                    name = arm.removesuffix(CONTROL_SUFFIX)
-                    method = get(name)
-                    fit = fitted_for(name)
-                    if arm != name:
-                        fit = method.random_control(fit, cfg.control_seed)
-                    resp = decide_cell(lm, dial, ev, beta, mult, opts, method, fit,
-                                       method.split_options(options[name])[1])
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_table_atomic(path, resp)
-                write_json_atomic(path.parent / "seconds.json", {"seconds": round(time.time() - t0, 1)})
-                if progress:
-                    print(f"[beta {beta:g}] {arm}: {len(resp)} items, {time.time() - t0:.1f} s, "
-                          f"answered {resp['choice'].notna().mean():.3f}", flush=True)
-            responses[(arm, k)] = pd.read_parquet(path)
-    if only is not None:
+            responses[(arm, k)] = dec.decode(out / "cells" / f"{arm}@{k}" / "responses.parquet", arm, k, ev, mult,
+                                             cfg.control_seed)
+    if cfg.replicate == "independent" and only is None:
+        decode_replications(dec, record, arms, gains, replication_shard)
+    if only is not None or replication_shard is not None:
         return None
-    manifest["seconds"] = {p.parent.parent.name + "/" + p.parent.name: json.loads(p.read_text())["seconds"]
-                           for p in sorted(out.glob("*/*/seconds.json"))}
+    manifest["seconds"] = {str(p.parent.relative_to(out)): json.loads(p.read_text())["seconds"]
+                           for p in sorted(out.glob("**/seconds.json"))}
     write_json_atomic(manifest_path, manifest)
     return score_run(cfg, responses, arms, betas, targets)
 
@@ -326,11 +361,23 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
     """Score the decoded cells and write the table, the replications, the summary and the figure."""
     from evenhand.runs import write_table_atomic
 
-    from .dose_scoring import dose_data, dose_figure, replicate, score_dose, summary
+    from .dose_replications import check_replication_fields, replication_data
+    from .dose_scoring import (
+        dose_data,
+        dose_figure,
+        replicate,
+        replicate_independent,
+        score_dose,
+        summary,
+    )
     out = Path(cfg.output_dir)
     d = dose_data(responses, arms, betas)
     table = score_dose(d, cfg.resamples, cfg.seed, targets=targets)
-    reps = replicate(d, cfg.replications, cfg.replication_fraction, cfg.resamples, cfg.seed)
+    if cfg.replicate == "independent":
+        check_replication_fields(cfg, out, write=False)
+        reps = replicate_independent(replication_data(out, arms, betas, cfg.replications), cfg.resamples, cfg.seed)
+    else:
+        reps = replicate(d, cfg.replications, cfg.replication_fraction, cfg.resamples, cfg.seed)
     summ = summary(table, reps)
     write_table_atomic(out / "dose_response.parquet", table)
     write_table_atomic(out / "dose_response.csv", table)

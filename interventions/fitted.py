@@ -56,14 +56,16 @@ class Fitted:
             raise InterventionError(f"Fitted.control must be one of {', '.join(CONTROLS)}, got {self.control!r}")
 
     def save(self, path: str | Path) -> Path:
-        """Write ``fitted.json`` and ``tensors.safetensors`` into ``path`` (created); returns the directory."""
-        from safetensors.torch import save_file
+        """Write ``tensors.safetensors`` and then ``fitted.json`` into ``path`` (created), each atomically (renamed
+        into place), so a reader that finds ``fitted.json`` finds whole tensors; returns the directory."""
+        from safetensors.torch import save
 
-        from evenhand.runs import write_json_atomic
+        from evenhand.runs import atomic_path, write_json_atomic
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in self.tensors.items()}
-        save_file(tensors, str(out / "tensors.safetensors"))
+        with atomic_path(out / "tensors.safetensors") as tmp:  # a process reading a shared fit never sees half of it
+            Path(tmp).write_bytes(save(tensors))
         write_json_atomic(out / "fitted.json", {"name": self.name, "fit_options": self.fit_options, "seed": self.seed,
                                                 "key": self.key, "control": self.control, "info": self.info,
                                                 "tensors": list(tensors)})

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from evenhand.options import ConfigError
+from interventions.dose_items import item_sets
 from interventions.dose_response import (
     ORACLES,
     DoseConfig,
@@ -19,14 +20,15 @@ from interventions.dose_response import (
     Oracle,
     decide_cell,
     edited,
-    item_sets,
     parse_config,
     run_dose_response,
 )
 from interventions.dose_scoring import (
     dose_data,
     known_answer_failures,
+    metrics_of,
     replicate,
+    replicate_independent,
     score_dose,
     summary,
 )
@@ -43,7 +45,7 @@ def bench(tmp_path_factory):
     out = tmp_path_factory.mktemp("dose")
     cfg = DoseConfig(output_dir=str(out), model=str(FAIR), betas=(0.0, BETA), eval_scenarios=2, train_scenarios=2,
                      train_max_items=120, methods=(DoseMethod("caa", {"layers": "middle", "alpha": 4.0}),),
-                     replications=5, resamples=200)
+                     replications=5, resamples=200, conditions=("GT", "AMB"))
     summ = run_dose_response(cfg, progress=False)
     arms = ["baseline", "caa", "caa-random", "oracle_inverse", "oracle_project"]
     responses = {(a, k): pd.read_parquet(out / "cells" / f"{a}@{k}" / "responses.parquet")
@@ -66,14 +68,16 @@ def _table(cfg, responses, extra: dict) -> pd.DataFrame:
     return score_dose(dose_data(cells, ["baseline", *extra], cfg.betas), 200, 0)
 
 
-def _value(table, arm, stat, k=1) -> float:
-    t = table[(table["arm"] == arm) & (table["stat"] == stat) & (table["beta_index"] == k)]
+def _value(table, arm, stat, k=1, metric="fraggap") -> float:
+    t = table[(table["arm"] == arm) & (table["stat"] == stat) & (table["beta_index"] == k)
+              & ((table["metric"] == metric) | table["metric"].isna())]
+    assert len(t) == 1
     return float(t["value"].iloc[0])
 
 
 def test_oracles_remove_the_implanted_gap(bench):
     cfg, summ, responses = bench
-    by = summ.set_index("arm")
+    by = summ[summ["metric"] == "fraggap"].set_index("arm")
     assert set(by.index) == {"caa", "caa-random", "oracle_inverse", "oracle_project"}
     assert not [f for f in known_answer_failures(summ) if f.startswith("oracle")]
     for arm in ORACLES:
@@ -104,7 +108,7 @@ def test_a_broken_oracle_fails_the_bar(bench, oracle):
     broken = {k: decide_cell(lm, dial, ev, b, scenario_multipliers(scen, cfg.icc, b, gains[k] or 1.0, cfg.seed), opts,
                              oracle=oracle) for k, b in enumerate(cfg.betas)}
     bad = known_answer_failures(_rescore(cfg, responses, {"oracle_inverse": broken}))
-    assert any(f.startswith("oracle_inverse: slope") for f in bad), bad
+    assert any(f.startswith("oracle_inverse (fraggap): slope") for f in bad), bad
 
 
 def _record(cfg) -> dict:
@@ -187,5 +191,108 @@ def test_the_bar_flags_each_miss():
     assert known_answer_failures(pd.DataFrame([ok, ctl])) == []
     bad = known_answer_failures(pd.DataFrame([{**ok, "slope": 0.85}, {**ok, "arm": "oracle_project", "fpr_beta0": 0.1},
                                               {**ctl, "slope_low": 0.05}]))
-    assert [b.split(":")[0] for b in bad] == ["oracle_inverse", "oracle_project", "caa-random"]
+    assert [b.split(" ")[0] for b in bad] == ["oracle_inverse", "oracle_project", "caa-random"]
     assert "slope" in bad[0] and "false-positive" in bad[1] and "does not cover 0" in bad[2]
+
+
+def test_tieshift_is_scored_when_amb_items_are_decided(bench):
+    cfg, summ, responses = bench
+    assert set(summ["metric"]) == {"fraggap", "tieshift"}
+    tie = summ[summ["metric"] == "tieshift"].set_index("arm")
+    for arm in ORACLES:  # the oracles restore the fair organism on AMB items too
+        assert tie.loc[arm, "slope"] == pytest.approx(1.0)
+    table = _table(cfg, responses, {"oracle_inverse": {k: responses[("oracle_inverse", k)] for k in range(2)}})
+    assert _value(table, "baseline", "implanted", metric="tieshift") > 0.05  # the dial planted a TieShift too
+    gt_only = {key: r[r["condition"] == "GT"] for key, r in responses.items()}
+    d = dose_data(gt_only, ["baseline", "oracle_inverse"], cfg.betas)
+    assert metrics_of(d) == ("fraggap",)  # no AMB items: no TieShift rows (rather than NaN ones)
+
+
+@pytest.fixture(scope="module")
+def independent(bench):
+    """The bench's directory rescored with 3 independent replications of 2 scenarios each."""
+    cfg, _, _ = bench
+    from dataclasses import replace
+    from pathlib import Path
+    main_cell = Path(cfg.output_dir) / "cells" / "baseline@0" / "responses.parquet"
+    before = main_cell.stat().st_mtime_ns
+    icfg = replace(cfg, replicate="independent", replications=3, replication_scenarios=2)
+    summ = run_dose_response(icfg, progress=False)
+    assert main_cell.stat().st_mtime_ns == before  # scoring fields changed: the main cells are reused
+    return icfg, summ, pd.read_parquet(Path(cfg.output_dir) / "replications.parquet")
+
+
+def test_independent_replications_draw_fresh_items_effects_and_controls(independent):
+    cfg, summ, reps = independent
+    from pathlib import Path
+
+    from evenhand.models.organism.calibration import scenario_multipliers
+    from interventions.dose_replications import cell_path, replication_seed
+    out = Path(cfg.output_dir)
+    main_ids = set(pd.read_parquet(out / "cells" / "baseline@0" / "responses.parquet")["item_id"])
+    ids = [set(pd.read_parquet(cell_path(out, r, "baseline", 0))["item_id"]) for r in range(3)]
+    assert all(i != main_ids for i in ids) and ids[0] != ids[1] != ids[2] != ids[0]
+    seeds = [replication_seed(cfg.seed, r) for r in range(3)]
+    assert len({cfg.seed, *seeds}) == 4
+    assert len({replication_seed(cfg.control_seed, r) for r in range(3)} | {cfg.control_seed}) == 4
+    m = [scenario_multipliers(["s"], cfg.icc, BETA, 0.01, s)["s"] for s in seeds]
+    assert len(set(m)) == 3  # fresh scenario effects per replication
+    ctl = [pd.read_parquet(cell_path(out, r, "caa-random", 1)) for r in range(3)]
+    assert all(len(c) == len(i) for c, i in zip(ctl, ids))
+    # every arm at beta 0 (its false-positive rate), only the known arms at beta 1
+    at0 = reps[reps["beta_index"] == 0]
+    assert set(at0["arm"]) == {"caa", "caa-random", "oracle_inverse", "oracle_project"}
+    assert set(reps[reps["beta_index"] == 1]["arm"]) == {"caa-random", "oracle_inverse", "oracle_project"}
+    by = summ[summ["metric"] == "fraggap"].set_index("arm")
+    assert (by["fpr_replications"] == 3).all()
+    assert by.loc["caa-random", "coverage_n"] == 3 and by.loc["caa-random", "slope_coverage_n"] == 3
+    assert by.loc["oracle_inverse", "slope_coverage"] == 1.0 and by.loc["oracle_inverse", "fpr_beta0"] == 0.0
+    assert pd.isna(by.loc["caa", "coverage"])  # a finding has no known answer to cover
+
+
+def test_independent_replications_resume_cell_by_cell(independent):
+    cfg, summ, reps = independent
+    from pathlib import Path
+
+    from interventions.dose_replications import cell_path, replication_data
+    out = Path(cfg.output_dir)
+    gone, kept = cell_path(out, 1, "oracle_project", 1), cell_path(out, 2, "caa", 0)
+    gone.unlink()
+    with pytest.raises(FileNotFoundError, match="r01/oracle_project@1"):
+        replication_data(out, ["baseline", "caa", "caa-random", *ORACLES], list(cfg.betas), 3)
+    t_kept = kept.stat().st_mtime_ns
+    again = run_dose_response(cfg, progress=False)
+    assert gone.exists() and kept.stat().st_mtime_ns == t_kept  # only the missing cell was decoded
+    pd.testing.assert_frame_equal(again, summ)  # greedy decoding: the same rows, the same summary
+
+
+def test_a_shifted_arm_is_a_false_positive_in_every_replication(bench):
+    """The false-positive count can fail: an arm answering at beta 0 with the dialled model's answers (a gap
+    added) is flagged in each replication; the baseline's own answers never are."""
+    cfg, _, responses = bench
+    cells = {("baseline", 0): responses[("baseline", 0)], ("same", 0): responses[("baseline", 0)],
+             ("shifted", 0): responses[("baseline", 1)].assign(item_id=responses[("baseline", 0)]["item_id"].to_numpy())}
+    ok = (responses[("baseline", 1)]["item_id"].to_numpy() == responses[("baseline", 0)]["item_id"].to_numpy()).all()
+    assert ok  # the same items in the same order at both betas
+    d = dose_data(cells, ["baseline", "same", "shifted"], cfg.betas[:1])
+    reps = replicate_independent([(d, d)] * 3, resamples=200, metrics=["fraggap"])
+    fp = reps[reps["beta_index"] == 0].groupby("arm")["false_positive"].mean()
+    assert fp["same"] == 0.0 and fp["shifted"] == 1.0
+
+
+def test_rescoring_is_refused_when_a_decoding_field_changes(bench):
+    cfg, _, _ = bench
+    from dataclasses import replace
+    with pytest.raises(ValueError, match="another config"):
+        run_dose_response(replace(cfg, eval_scenarios=3), progress=False)
+    from interventions.dose_response import same_decoding
+    stored = {"output_dir": "a", "eval_scenarios": 2, "replications": 5}
+    assert same_decoding(stored, {"output_dir": "b", "eval_scenarios": 2, "replications": 40, "batch_size": 64})
+    assert not same_decoding(stored, {"eval_scenarios": 2, "batch_size": 32})  # absent when stored: its default
+
+
+def test_replications_decoded_with_other_fields_are_refused(independent):
+    cfg, _, _ = independent
+    from dataclasses import replace
+    with pytest.raises(ValueError, match="replication_scenarios"):
+        run_dose_response(replace(cfg, replication_scenarios=3), progress=False)

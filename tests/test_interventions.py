@@ -517,3 +517,28 @@ def test_cli_loads_a_plugin_for_any_command(capsys, tmp_path):
     assert "directional_ablation" in capsys.readouterr().out
     assert main(["--plugin", "no_such_module_evenhand", "interventions", "list"]) == 2
     assert "--plugin no_such_module_evenhand" in capsys.readouterr().err
+
+
+def test_a_fit_is_written_atomically_with_the_umask_mode(tmp_path, monkeypatch):
+    """Processes sharing a run directory read each other's fits: the tensors are renamed into place before
+    fitted.json (no temporary file left, nothing half-written) and get the umask's mode, not mkstemp's 0600."""
+    import os
+
+    from interventions.fitted import Fitted
+    old = os.umask(0o022)
+    try:
+        out = Fitted("caa", {"layers": [1]}, tensors={"v": torch.arange(6.0).reshape(2, 3)}).save(tmp_path / "f")
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in out.iterdir()) == ["fitted.json", "tensors.safetensors"]
+    assert (out / "tensors.safetensors").stat().st_mode & 0o777 == 0o644
+    assert torch.equal(Fitted.load(out).tensors["v"], torch.arange(6.0).reshape(2, 3))
+    import safetensors.torch
+
+    def broken(tensors):
+        import errno
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(safetensors.torch, "save", broken)
+    with pytest.raises(OSError, match="No space left on device: .*tensors.safetensors"):
+        Fitted("caa", tensors={"v": torch.zeros(2)}).save(tmp_path / "g")
+    assert list((tmp_path / "g").iterdir()) == []  # neither a partial tensor file nor a fitted.json
