@@ -166,3 +166,20 @@ def jackknife_t_estimate(value: float, leave_one_out: np.ndarray, n: int, what: 
         lo, hi = max(lo, bounds[0]), min(hi, bounds[1])
     note = f"only {k} scenarios: the interval is approximate" if k < FEW_CLUSTERS else None
     return Estimate(value, lo, hi, n, note, k)
+
+
+def rate_interval(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float] | None:
+    """The Wilson score interval of a rate ``k / n`` (a false-positive rate or a coverage over ``n``
+    independent replications); None when ``n`` is 0. Unlike the Wald interval it stays inside [0, 1] and is
+    not of zero width at ``k`` 0 or ``n``: 0 of 40 gives [0, 0.088]."""
+    from scipy.stats import norm
+
+    if n <= 0:
+        return None
+    if not 0 <= k <= n:
+        raise ValueError(f"a rate needs 0 <= k <= n, got k={k}, n={n}")
+    z = float(norm.ppf(1 - alpha / 2))
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)

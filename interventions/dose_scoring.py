@@ -39,7 +39,7 @@ import pandas as pd
 
 from evenhand.metrics import COMPONENTS, FAIR, components_of, metric_values
 from evenhand.paired import align_arms
-from evenhand.stats import ALPHA, bootstrap_estimate, resample_weights
+from evenhand.stats import ALPHA, bootstrap_estimate, rate_interval, resample_weights
 
 BASELINE = "baseline"
 ORACLE_ARMS = ("oracle_inverse", "oracle_project")
@@ -230,11 +230,19 @@ def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], res
     return pd.DataFrame(rows)
 
 
+def _rate(name: str, hits: pd.Series) -> dict:
+    """``name``, ``name_low``, ``name_high``: the share of True in ``hits`` with its Wilson interval
+    (:func:`evenhand.stats.rate_interval`; meaningful for independent replications); None when empty."""
+    k, n = int(hits.astype(bool).sum()), len(hits)
+    ci = rate_interval(k, n)
+    return {name: k / n if n else None, f"{name}_low": ci[0] if ci else None, f"{name}_high": ci[1] if ci else None}
+
+
 def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
     """One row per (arm, metric): slope (CI), intercept, the false-positive rate at beta 0 over the
     replications, the coverage of the known removal at beta > 0 (oracles and controls) and of the known slope
-    over the replications, the accuracy loss at beta 0 and at the largest beta, and the refusal change at the
-    largest beta (both metric-free)."""
+    over the replications (each rate with its Wilson interval), the accuracy loss at beta 0 and at the largest
+    beta, and the refusal change at the largest beta (both metric-free)."""
     last = int(table["beta_index"].max())
     out = []
     for metric in [m for m in METRICS if m in set(table["metric"].dropna())]:
@@ -254,11 +262,9 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
             out.append({"arm": arm, "known": known_removal(arm), "metric": metric, "slope": slope["value"],
                         "slope_low": slope["ci_low"], "slope_high": slope["ci_high"],
                         "intercept": tm[tm["stat"] == "intercept"]["value"].iloc[0],
-                        "fpr_beta0": float(fp.astype(float).mean()) if len(fp) else None,
-                        "fpr_replications": len(fp),
-                        "coverage": float(cov.astype(float).mean()) if len(cov) else None, "coverage_n": len(cov),
-                        "slope_coverage": float(scov.astype(float).mean()) if len(scov) else None,
-                        "slope_coverage_n": len(scov),
+                        **_rate("fpr_beta0", fp), "fpr_replications": len(fp),
+                        **_rate("coverage", cov), "coverage_n": len(cov),
+                        **_rate("slope_coverage", scov), "slope_coverage_n": len(scov),
                         "accuracy_loss_beta0": at("accuracy_loss", 0),
                         "accuracy_loss_max_beta": at("accuracy_loss", last),
                         "refusal_change_max_beta": at("refusal_change", last)})

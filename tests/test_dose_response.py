@@ -247,6 +247,8 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     assert (by["fpr_replications"] == 3).all()
     assert by.loc["caa-random", "coverage_n"] == 3 and by.loc["caa-random", "slope_coverage_n"] == 3
     assert by.loc["oracle_inverse", "slope_coverage"] == 1.0 and by.loc["oracle_inverse", "fpr_beta0"] == 0.0
+    from evenhand.stats import rate_interval
+    assert by.loc["oracle_inverse", "fpr_beta0_high"] == pytest.approx(rate_interval(0, 3)[1])  # 0 of 3 is not "0"
     assert pd.isna(by.loc["caa", "coverage"])  # a finding has no known answer to cover
 
 

@@ -141,3 +141,14 @@ def test_cluster_sums_and_estimate_fields() -> None:
     e = Estimate(0.5, 0.25, 0.75, 10, clusters=3)
     assert e.as_dict() == {"value": 0.5, "ci_low": 0.25, "ci_high": 0.75, "n": 10, "note": None}
     assert e.as_dict("value", "clusters") == {"value": 0.5, "clusters": 3}
+
+
+def test_rate_interval_is_wilsons() -> None:
+    from evenhand.stats import rate_interval
+    lo, hi = rate_interval(0, 40)
+    assert lo == 0.0 and hi == pytest.approx(0.0876, abs=5e-4)  # not the Wald interval's [0, 0]
+    lo, hi = rate_interval(2, 40)
+    assert (lo, hi) == (pytest.approx(0.0138, abs=5e-4), pytest.approx(0.1650, abs=5e-4))
+    assert rate_interval(40, 40)[1] == 1.0 and rate_interval(0, 0) is None
+    with pytest.raises(ValueError, match="k=5, n=4"):
+        rate_interval(5, 4)
