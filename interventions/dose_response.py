@@ -350,8 +350,10 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
         decode_replications(dec, record, arms, gains, replication_shard)
     if only is not None or replication_shard is not None:
         return None
-    manifest["seconds"] = {str(p.parent.relative_to(out)): json.loads(p.read_text())["seconds"]
-                           for p in sorted(out.glob("**/seconds.json"))}
+    seconds = {str(p.parent.relative_to(out)): json.loads(p.read_text())["seconds"]
+               for p in sorted(out.glob("**/seconds.json"))}
+    manifest["seconds"] = {k: v for k, v in seconds.items() if not k.startswith("replications")}
+    manifest["replication_seconds"] = round(sum(v for k, v in seconds.items() if k.startswith("replications")), 1)
     write_json_atomic(manifest_path, manifest)
     return score_run(cfg, responses, arms, betas, targets)
 

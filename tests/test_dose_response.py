@@ -250,6 +250,9 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     from evenhand.stats import rate_interval
     assert by.loc["oracle_inverse", "fpr_beta0_high"] == pytest.approx(rate_interval(0, 3)[1])  # 0 of 3 is not "0"
     assert pd.isna(by.loc["caa", "coverage"])  # a finding has no known answer to cover
+    import json
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["replication_seconds"] > 0 and not [k for k in manifest["seconds"] if k.startswith("replications")]
 
 
 def test_independent_replications_resume_cell_by_cell(independent):
