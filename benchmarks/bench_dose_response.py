@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
                     "process on betas another is decoding)")
     ap.add_argument("--replication-shard", type=int, nargs=2, metavar=("I", "N"), help="decode only the "
                     "independent replications r with r %% N == I (no main cells, no scoring): one process per I")
+    ap.add_argument("--gains", action="store_true", help="after scoring, the dial's gain under each arm at the "
+                    "largest beta (interventions.dose_gains: does an arm read the dial out, damp it, or act downstream?)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     if args.betas:
@@ -63,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     with pd.option_context("display.width", 250, "display.max_columns", 30):
         print(summ.round(3).to_string(index=False))
     print("known-answer failures:", bad or "none")
+    if args.gains:
+        from interventions.dose_gains import arm_gains
+        with pd.option_context("display.width", 250, "display.max_columns", 30):
+            print(arm_gains(cfg).round(5).to_string(index=False))
     print(f"wall time {wall:.0f} s (this call; cells already on disk were skipped)")
     Path(cfg.output_dir, "bench.json").write_text(json.dumps(
         {"wall_seconds": round(wall, 1), "failures": bad, "summary": summ.to_dict("records")}, indent=1,

@@ -196,23 +196,32 @@ def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], l
     if curve is not None and cfg.gain is None:
         gains = [gain_at(curve, b) if b else 0.0 for b in betas]
     else:
-        k = cfg.gain if cfg.gain is not None or not max(betas) else measured_gain(lm, dial, train, max(betas))
+        k = cfg.gain if cfg.gain is not None or not max(betas) else measured_gain(lm, dial, train, max(betas))[0]
         gains = [k if b else 0.0 for b in betas]
     return betas, targets, gains
 
 
-def measured_gain(lm, dial, items: pd.DataFrame, beta: float) -> float:
-    """The dial's gain at ``beta``: the mean change of the A-minus-B letter logit, signed by ``c``, per unit beta."""
+def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
+                  oracle: Oracle | None = None) -> tuple[float, float, int]:
+    """The dial's gain at ``beta``: the mean change of the A-minus-B letter logit, signed by ``c``, per unit
+    beta, with its standard error and the number of items (pressured items with ``c`` != 0). ``under``: a
+    zero-argument callable giving a context manager (an arm's edit) entered for both the undialled and the
+    dialled pass, so the gain is the dial's effect *under* that arm: an arm that damps the dial's read lowers
+    it; ``oracle``: both passes with that oracle's edit on the dial (either oracle sets the gain to 0). The
+    letter logit is read from one forward pass over the prompt, so an arm whose edits act only on generated
+    tokens (``caa``'s default) does not act here."""
     import numpy as np
 
     from evenhand.models.organism.calibration import letter_logit_diff
     from evenhand.models.organism.dial import pressure_sign
+    under = under or contextlib.nullcontext
     c = pressure_sign(items)
-    on = items[c != 0]
-    base = letter_logit_diff(lm, on)
-    with edited(lm, dial, beta):
-        diff = letter_logit_diff(lm, on)
-    return float(np.mean((diff - base) * c[c != 0]) / beta)
+    on, c = items[c != 0], c[c != 0]
+    with edited(lm, dial, 0.0, oracle), under():
+        base = letter_logit_diff(lm, on)
+    with edited(lm, dial, beta, oracle), under():
+        g = (letter_logit_diff(lm, on) - base) * c / beta
+    return float(np.mean(g)), float(np.std(g, ddof=1) / np.sqrt(len(g))), len(g)
 
 
 def decide_cell(lm, dial, items: pd.DataFrame, beta: float, multipliers: dict[str, float], opts,

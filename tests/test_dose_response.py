@@ -301,3 +301,17 @@ def test_replications_decoded_with_other_fields_are_refused(independent):
     from dataclasses import replace
     with pytest.raises(ValueError, match="replication_scenarios"):
         run_dose_response(replace(cfg, replication_scenarios=3), progress=False)
+
+
+def test_the_dials_gain_under_each_arm(bench):
+    """The oracles read the dial out (gain 0, exactly as the weights say); the baseline carries it; an arm
+    whose edits act only on generated tokens is reported as not measured rather than as a gain of 1."""
+    cfg, _, _ = bench
+    from interventions.dose_gains import arm_gains
+    g = arm_gains(cfg, progress=False).set_index("arm")
+    assert g.loc["baseline", "gain"] > 5 * g.loc["baseline", "se"] > 0
+    for arm in ORACLES:
+        assert abs(g.loc[arm, "gain"]) < 1e-3 * g.loc["baseline", "gain"]
+    assert g.loc["caa", "measured"].startswith("no: edits act at positions") and pd.isna(g.loc["caa", "gain"])
+    with pytest.raises(ValueError, match="nonzero beta"):
+        arm_gains(cfg, k=0, progress=False)

@@ -1,0 +1,73 @@
+"""The dial's gain under each arm of a dose-response run (:func:`interventions.dose_response.measured_gain`).
+
+A diagnostic of *how* an arm changes the implanted gap: the dial adds ``beta <a, h> v`` to the residual
+stream, so an arm can remove the gap by reading ``a`` out (the projection oracle: gain 0), by damping the
+read (an edit that adds a large vector before the dial's layer shrinks the normalised ``h`` and with it
+``<a, h>``), or by acting downstream on the answer. The gain (A-minus-B letter logit per unit beta, signed
+by ``c``) is measured on the run's degree-3 GT items with the arm's edit in both the undialled and the dialled
+pass. Prompt rewrites (no weight or activation edit) and edits that act only on generated tokens are not
+measured: the letter logit is read from one forward pass over the prompt (``measured`` says why).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+
+def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
+    """One row per arm of the run in ``cfg.output_dir`` (fits read from ``fitted/``): the dial's gain at beta
+    index ``k`` (default the largest), its standard error, its ratio to the baseline's gain, the item count,
+    and ``measured`` ("yes" or why not). Written to ``gains.csv`` in the output directory."""
+    from evenhand.models.loading import load_model
+    from evenhand.models.organism.dial import DIAL_FILE, Dial
+    from evenhand.runs import write_table_atomic
+
+    from .base import EditingIntervention
+    from .dose_items import item_sets
+    from .dose_response import ORACLES, arm_names, measured_gain
+    from .dose_scoring import BASELINE, CONTROL_SUFFIX
+    from .fitted import Fitted
+    from .registry import get
+    out = Path(cfg.output_dir)
+    manifest = json.loads((out / "manifest.json").read_text())
+    betas = manifest["betas"]
+    k = len(betas) - 1 if k is None else k
+    if not 0 < k < len(betas) or not betas[k]:
+        raise ValueError(f"beta index {k}: need a nonzero beta of the run ({betas})")
+    lm = load_model(cfg.model)
+    dial = Dial.load(Path(cfg.model) / DIAL_FILE)
+    _, ev = item_sets(cfg, json.loads((Path(cfg.model) / "organism.json").read_text()))
+    ev = ev[ev["condition"] == "GT"]
+    options = {m.name: m.options for m in cfg.methods}
+    rows = []
+    for arm in arm_names(cfg):
+        under, why = None, "yes"
+        if arm != BASELINE and arm not in ORACLES:
+            name = arm.removesuffix(CONTROL_SUFFIX)
+            method = get(name)
+            apply_opts = method.apply_options(method.split_options(options[name])[1])
+            if not isinstance(method, EditingIntervention):
+                why = "no: a prompt rewrite"
+            elif getattr(apply_opts, "positions", "all") != "all":
+                why = f"no: edits act at positions {apply_opts.positions!r}"
+            else:
+                fit = Fitted.load(out / "fitted" / f"{name}@{k}")
+                if arm != name:
+                    fit = method.random_control(fit, cfg.control_seed)
+
+                def under(method=method, fit=fit, apply_opts=apply_opts):
+                    return method.apply(fit, lm, apply_opts)
+        if why != "yes":
+            rows.append({"arm": arm, "beta": betas[k], "gain": None, "se": None, "n": 0, "measured": why})
+            continue
+        g, se, n = measured_gain(lm, dial, ev, betas[k], under, ORACLES.get(arm))
+        rows.append({"arm": arm, "beta": betas[k], "gain": g, "se": se, "n": n, "measured": why})
+        if progress:
+            print(f"{arm}: gain {g:.5f} (SE {se:.5f}, n {n})", flush=True)
+    table = pd.DataFrame(rows)
+    base = table.loc[table["arm"] == BASELINE, "gain"].iloc[0]
+    table["relative"] = table["gain"] / base
+    write_table_atomic(out / "gains.csv", table)
+    return table
