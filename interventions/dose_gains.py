@@ -5,7 +5,7 @@ stream, so an arm can remove the gap by reading ``a`` out (the projection oracle
 read (an edit that adds a large vector before the dial's layer shrinks the normalised ``h`` and with it
 ``<a, h>``), or by acting downstream on the answer. The gain (A-minus-B letter logit per unit beta, signed
 by ``c``) is measured on the run's degree-3 GT items with the arm's edit in both the undialled and the dialled
-pass. Prompt rewrites (no weight or activation edit) and edits that act only on generated tokens are not
+pass. Prompt and conversation methods (no weight or activation edit) and edits that act only on generated tokens are not
 measured: the letter logit is read from one forward pass over the prompt (``measured`` says why).
 """
 from __future__ import annotations
@@ -49,7 +49,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
             method = get(name)
             apply_opts = method.apply_options(method.split_options(options[name])[1])
             if not isinstance(method, EditingIntervention):
-                why = "no: a prompt rewrite"
+                why = "no: not an activation or weight edit (a prompt or conversation method)"
             elif getattr(apply_opts, "positions", "all") != "all":
                 why = f"no: edits act at positions {apply_opts.positions!r}"
             else:
