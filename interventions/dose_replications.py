@@ -97,7 +97,8 @@ def decode_replications(dec, record: dict, arms: list[str], gains: list[float],
     bar.close()
 
 
-def replication_data(out: Path, arms: list[str], betas: list[float], replications: int) -> list[tuple[DoseData, DoseData]]:
+def replication_data(out: Path, arms: list[str], betas: list[float],
+                     replications: int) -> list[tuple[DoseData, DoseData]]:
     """Per replication, ``(at_zero, known)`` for :func:`interventions.dose_scoring.replicate_independent`:
     every arm at beta 0, and the known arms at every beta. Raises FileNotFoundError naming the first cell
     not decoded (the fields they were decoded with are checked by :func:`check_replication_fields`)."""

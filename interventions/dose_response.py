@@ -266,7 +266,8 @@ class CellDecoder:
                 t0 = time.time()
                 method = get(name)
                 with edited(self.lm, self.dial, self.betas[k]):
-                    fit = method.fit(self.lm, self.train, method.split_options(self.options[name])[0], seed=self.cfg.seed)
+                    fit = method.fit(self.lm, self.train, method.split_options(self.options[name])[0],
+                                     seed=self.cfg.seed)
                 fit.save(fdir)
                 write_json_atomic(fdir / "seconds.json", {"seconds": round(time.time() - t0, 1)})
                 self.fits[(name, k)] = fit

@@ -214,7 +214,8 @@ def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamp
 
 
 def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], resamples: int = 1000, seed: int = 0,
-                          sign: float = 1.0, alpha: float = ALPHA, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+                          sign: float = 1.0, alpha: float = ALPHA,
+                          metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """:func:`replicate`'s rows from independent replications, each a pair ``(at_zero, known)`` decoded on its
     own items: ``at_zero`` every arm at beta 0 only (the false-positive rate of every arm), ``known`` the
     baseline and the arms with a known answer at every beta (coverage and slopes); both on the same items, so

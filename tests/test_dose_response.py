@@ -275,8 +275,9 @@ def test_a_shifted_arm_is_a_false_positive_in_every_replication(bench):
     """The false-positive count can fail: an arm answering at beta 0 with the dialled model's answers (a gap
     added) is flagged in each replication; the baseline's own answers never are."""
     cfg, _, responses = bench
+    ids = responses[("baseline", 0)]["item_id"].to_numpy()
     cells = {("baseline", 0): responses[("baseline", 0)], ("same", 0): responses[("baseline", 0)],
-             ("shifted", 0): responses[("baseline", 1)].assign(item_id=responses[("baseline", 0)]["item_id"].to_numpy())}
+             ("shifted", 0): responses[("baseline", 1)].assign(item_id=ids)}
     ok = (responses[("baseline", 1)]["item_id"].to_numpy() == responses[("baseline", 0)]["item_id"].to_numpy()).all()
     assert ok  # the same items in the same order at both betas
     d = dose_data(cells, ["baseline", "same", "shifted"], cfg.betas[:1])
