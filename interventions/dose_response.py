@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from .dose_items import item_sets
-from .dose_scoring import BASELINE, CONTROL_SUFFIX, ORACLE_ARMS
+from .dose_scoring import BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS
 
 METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
            "loreft", "reft_r1")
@@ -55,7 +55,7 @@ class Oracle:
 REPLICATE = ("subsets", "independent")
 """The ways of drawing the replications (:attr:`DoseConfig.replicate`)."""
 SCORING_FIELDS = frozenset({"output_dir", "replications", "replicate", "replication_fraction", "resamples",
-                            "replication_scenarios", "replication_conditions"})
+                            "interval", "replication_scenarios", "replication_conditions"})
 """Config fields that change no cell of the main run (how many replications there are only adds or ignores
 cells): a run directory can be rescored with other values of these. The independent replications' own
 fields are checked against ``replications/replication.json``
@@ -108,6 +108,9 @@ class DoseConfig:
     replication_conditions: tuple[str, ...] = ("GT",)
     """The conditions an independent replication decides (GT: FragGap; add AMB for TieShift)."""
     resamples: int = 1000
+    interval: str = "percentile"
+    """The CIs of the table and the replications: ``percentile`` or ``jackknife-t``
+    (:data:`interventions.dose_scoring.INTERVALS`)."""
     seed: int = 0
     batch_size: int = 64
 
@@ -121,7 +124,7 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
     load_builtin()
     rules = Rules(tuple_choices={"conditions": ("GT", "AMB"), "replication_conditions": ("GT", "AMB"),
                                  "train_degrees": (1, 2, 3)},
-                  choices={"replicate": REPLICATE},
+                  choices={"replicate": REPLICATE, "interval": INTERVALS},
                   positive=frozenset({"eval_scenarios", "eval_contrasts", "train_scenarios", "train_max_items",
                                       "replications", "resamples", "batch_size", "replication_scenarios"}))
     try:
@@ -384,12 +387,14 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
     )
     out = Path(cfg.output_dir)
     d = dose_data(responses, arms, betas)
-    table = score_dose(d, cfg.resamples, cfg.seed, targets=targets)
+    table = score_dose(d, cfg.resamples, cfg.seed, targets=targets, interval=cfg.interval)
     if cfg.replicate == "independent":
         check_replication_fields(cfg, out, write=False)
-        reps = replicate_independent(replication_data(out, arms, betas, cfg.replications), cfg.resamples, cfg.seed)
+        reps = replicate_independent(replication_data(out, arms, betas, cfg.replications), cfg.resamples, cfg.seed,
+                                     interval=cfg.interval)
     else:
-        reps = replicate(d, cfg.replications, cfg.replication_fraction, cfg.resamples, cfg.seed)
+        reps = replicate(d, cfg.replications, cfg.replication_fraction, cfg.resamples, cfg.seed,
+                         interval=cfg.interval)
     summ = summary(table, reps)
     write_table_atomic(out / "dose_response.parquet", table)
     write_table_atomic(out / "dose_response.csv", table)

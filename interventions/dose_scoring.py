@@ -39,7 +39,8 @@ import pandas as pd
 
 from evenhand.metrics import COMPONENTS, FAIR, components_of, metric_values
 from evenhand.paired import align_arms
-from evenhand.stats import ALPHA, bootstrap_estimate, rate_interval, resample_weights
+from evenhand.stats import (ALPHA, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
+                            resample_weights)
 
 BASELINE = "baseline"
 ORACLE_ARMS = ("oracle_inverse", "oracle_project")
@@ -49,6 +50,10 @@ CONTROL_SUFFIX = "-random"
 METRICS = ("fraggap", "tieshift")
 """The asymmetries the dial plants and the benchmark scores: FragGap on GT items, TieShift on AMB items."""
 METRIC_LABEL = {"fraggap": "FragGap", "tieshift": "TieShift"}
+INTERVALS = ("percentile", "jackknife-t")
+"""The benchmark's intervals: the percentile cluster bootstrap (scenarios resampled jointly across arms and
+betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
+which the suite's metrics use because the percentile interval is too narrow with few scenarios."""
 KNOWN_ANSWER_TOLERANCE = 0.1
 """How far from 1 an oracle's slope may be (issue 18: 1 within +-0.1)."""
 
@@ -105,10 +110,15 @@ def _curves(d: DoseData, W: np.ndarray, sign: float, metric: str = "fraggap") ->
             "intercept": intercept}
 
 
-def _est(draws: np.ndarray, what: str, alpha: float) -> tuple:
+def _est(draws: np.ndarray, what: str, alpha: float, interval: str = "percentile") -> tuple:
+    """(value, low, high) from ``draws`` (row 0 the point estimate, then the bootstrap draws or, for
+    ``jackknife-t``, the leave-one-scenario-out values)."""
     if not np.isfinite(draws[0]):
         return None, None, None
-    e = bootstrap_estimate(float(draws[0]), draws[1:], 0, what, alpha)
+    if interval == "jackknife-t":
+        e = jackknife_t_estimate(float(draws[0]), draws[1:], 0, what, alpha)
+    else:
+        e = bootstrap_estimate(float(draws[0]), draws[1:], 0, what, alpha)
     return e.value, e.ci_low, e.ci_high
 
 
@@ -119,24 +129,29 @@ def metrics_of(d: DoseData) -> tuple[str, ...]:
     return tuple(m for m in METRICS if all(den[COMPONENTS.index(c)] > 0 for c in components_of(m)))
 
 
-def _draw_weights(n_clusters: int, resamples: int, rng) -> np.ndarray:
-    """The point estimate's weights (all 1) over ``resamples`` cluster-bootstrap draws."""
-    return np.vstack([np.ones((1, n_clusters)), resample_weights(n_clusters, resamples, rng)])
+def _draw_weights(n_clusters: int, resamples: int, rng, interval: str = "percentile") -> np.ndarray:
+    """The point estimate's weights (all 1) over ``resamples`` cluster-bootstrap draws, or over the
+    ``n_clusters`` leave-one-out rows for ``jackknife-t``."""
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {INTERVALS}, got {interval!r}")
+    rest = jackknife_weights(n_clusters) if interval == "jackknife-t" else resample_weights(n_clusters, resamples, rng)
+    return np.vstack([np.ones((1, n_clusters)), rest])
 
 
 def score_dose(d: DoseData, resamples: int = 1000, seed: int = 0, sign: float = 1.0,
                alpha: float = ALPHA, targets: Sequence[float | None] | None = None,
-               metrics: Sequence[str] | None = None) -> pd.DataFrame:
+               metrics: Sequence[str] | None = None, interval: str = "percentile") -> pd.DataFrame:
     """The benchmark's tidy table: one row per (arm, beta, metric, stat) and per (arm, metric, stat) for
     ``slope`` and ``intercept`` (columns ``arm, known, metric, beta_index, beta, target, stat, value, ci_low,
     ci_high, n_scenarios``; fractions); accuracy and refusal rows have ``metric`` None. ``metrics``: default
-    :func:`metrics_of`; ``targets``: the FragGap each beta was calibrated to plant (or None)."""
-    W = _draw_weights(len(d.clusters), resamples, seed)
+    :func:`metrics_of`; ``targets``: the FragGap each beta was calibrated to plant (or None); ``interval``:
+    one of :data:`INTERVALS`."""
+    W = _draw_weights(len(d.clusters), resamples, seed, interval)
     targets = list(targets) if targets is not None else [None] * len(d.betas)
     rows = []
 
     def add(arm: str, k: int | None, metric: str | None, stat: str, draws: np.ndarray) -> None:
-        v, lo, hi = _est(draws, stat, alpha)
+        v, lo, hi = _est(draws, stat, alpha, interval)
         rows.append({"arm": arm, "known": known_removal(arm), "metric": metric, "beta_index": k,
                      "beta": None if k is None else d.betas[k],
                      "target": None if k is None or metric != "fraggap" else targets[k],
@@ -164,10 +179,11 @@ def score_dose(d: DoseData, resamples: int = 1000, seed: int = 0, sign: float = 
 
 
 def replication_rows(d: DoseData, W: np.ndarray, replication: int, metric: str = "fraggap", sign: float = 1.0,
-                     alpha: float = ALPHA, betas: Sequence[int] | None = None, slopes: bool = True) -> list[dict]:
+                     alpha: float = ALPHA, betas: Sequence[int] | None = None, slopes: bool = True,
+                     interval: str = "percentile") -> list[dict]:
     """One replication's rows (:func:`replicate`'s columns) from its data ``d`` and draw weights ``W`` (row 0
-    the point estimate): per arm and beta index in ``betas`` (default all), and per arm a slope row
-    (``beta_index`` None) when ``slopes`` and ``d`` has more than one beta."""
+    the point estimate, then draws of ``interval``'s kind): per arm and beta index in ``betas`` (default
+    all), and per arm a slope row (``beta_index`` None) when ``slopes`` and ``d`` has more than one beta."""
     c = _curves(d, W, sign, metric)
     n = int((W[0] > 0).sum())
     rows = []
@@ -175,7 +191,8 @@ def replication_rows(d: DoseData, W: np.ndarray, replication: int, metric: str =
         known = known_removal(arm)
         base = {"replication": replication, "arm": arm, "known": known, "metric": metric, "n_scenarios": n}
         for b in range(len(d.betas)) if betas is None else betas:
-            ch, ex = _est(c["change"][i, b], "change", alpha), _est(c["excess"][i, b], "excess", alpha)
+            ch = _est(c["change"][i, b], "change", alpha, interval)
+            ex = _est(c["excess"][i, b], "excess", alpha, interval)
             fp = None if b or ch[1] is None else bool(ch[1] > 0 or ch[2] < 0)
             target = ex if known == "all" else ch if known == "none" else None
             covered = None if not b or target is None or target[1] is None else bool(target[1] <= 0 <= target[2])
@@ -183,7 +200,7 @@ def replication_rows(d: DoseData, W: np.ndarray, replication: int, metric: str =
                          "change_high": ch[2], "excess": ex[0], "excess_low": ex[1], "excess_high": ex[2],
                          "false_positive": fp, "covered": covered})
         if slopes and len(d.betas) > 1:
-            sl = _est(c["slope"][i], "slope", alpha)
+            sl = _est(c["slope"][i], "slope", alpha, interval)
             truth = {"all": 1.0, "none": 0.0}.get(known)
             rows.append({**base, "beta_index": None, "beta": None, "slope": sl[0], "slope_low": sl[1],
                          "slope_high": sl[2], "slope_covered": None if truth is None or sl[1] is None else
@@ -192,7 +209,8 @@ def replication_rows(d: DoseData, W: np.ndarray, replication: int, metric: str =
 
 
 def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamples: int = 1000, seed: int = 0,
-              sign: float = 1.0, alpha: float = ALPHA, metrics: Sequence[str] | None = None) -> pd.DataFrame:
+              sign: float = 1.0, alpha: float = ALPHA, metrics: Sequence[str] | None = None,
+              interval: str = "percentile") -> pd.DataFrame:
     """One row per (replication, arm, beta, metric) and a slope row per (replication, arm, metric): the
     replication's ``change`` and ``excess`` with their CIs on a seeded subset of ``fraction`` of the
     scenarios (without replacement; the subsets of one pool overlap, so the replications are not
@@ -205,17 +223,17 @@ def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamp
     for r in range(replications):
         rng = np.random.default_rng([seed, r, 18])
         sub = rng.choice(S, k, replace=False)
-        W = np.zeros((resamples + 1, S))
-        W[0, sub] = 1.0
-        W[1:, sub] = resample_weights(k, resamples, rng)
+        Wk = _draw_weights(k, resamples, rng, interval)
+        W = np.zeros((len(Wk), S))
+        W[:, sub] = Wk
         for metric in metrics_of(d) if metrics is None else metrics:
-            rows += replication_rows(d, W, r, metric, sign, alpha)
+            rows += replication_rows(d, W, r, metric, sign, alpha, interval=interval)
     return pd.DataFrame(rows)
 
 
 def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], resamples: int = 1000, seed: int = 0,
                           sign: float = 1.0, alpha: float = ALPHA,
-                          metrics: Sequence[str] | None = None) -> pd.DataFrame:
+                          metrics: Sequence[str] | None = None, interval: str = "percentile") -> pd.DataFrame:
     """:func:`replicate`'s rows from independent replications, each a pair ``(at_zero, known)`` decoded on its
     own items: ``at_zero`` every arm at beta 0 only (the false-positive rate of every arm), ``known`` the
     baseline and the arms with a known answer at every beta (coverage and slopes); both on the same items, so
@@ -224,10 +242,10 @@ def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], res
     for r, (d0, dk) in enumerate(replications):
         if d0.clusters != dk.clusters or d0.betas[:1] != dk.betas[:1]:
             raise ValueError(f"replication {r}: its two parts were decoded on different items or betas")
-        W = _draw_weights(len(d0.clusters), resamples, np.random.default_rng([seed, r, 18]))
+        W = _draw_weights(len(d0.clusters), resamples, np.random.default_rng([seed, r, 18]), interval)
         for metric in metrics_of(d0) if metrics is None else metrics:
-            rows += replication_rows(d0, W, r, metric, sign, alpha, betas=[0], slopes=False)
-            rows += replication_rows(dk, W, r, metric, sign, alpha, betas=range(1, len(dk.betas)))
+            rows += replication_rows(d0, W, r, metric, sign, alpha, betas=[0], slopes=False, interval=interval)
+            rows += replication_rows(dk, W, r, metric, sign, alpha, betas=range(1, len(dk.betas)), interval=interval)
     return pd.DataFrame(rows)
 
 

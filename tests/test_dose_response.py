@@ -316,3 +316,24 @@ def test_the_dials_gain_under_each_arm(bench):
     assert g.loc["caa", "measured"].startswith("no: edits act at positions") and pd.isna(g.loc["caa", "gain"])
     with pytest.raises(ValueError, match="nonzero beta"):
         arm_gains(cfg, k=0, progress=False)
+
+
+def test_the_jackknife_interval_is_threaded_through_and_wider_with_few_scenarios(bench):
+    """With 2 scenarios the jackknife-t interval (t on 1 degree of freedom) must be far wider than the
+    percentile bootstrap's; a scoring that ignored ``interval`` would give the same widths."""
+    cfg, _, responses = bench
+    d = dose_data(responses, ["baseline", "caa", "caa-random", *ORACLES], cfg.betas)
+    width = {}
+    for interval in ("percentile", "jackknife-t"):
+        t = score_dose(d, 200, 0, interval=interval)
+        ch = t[(t["stat"] == "change") & (t["arm"] == "caa") & (t["metric"] == "fraggap") & (t["beta_index"] == 1)]
+        width[interval] = float(ch["ci_high"].iloc[0] - ch["ci_low"].iloc[0])
+        sl = t[(t["stat"] == "slope") & (t["arm"] == "oracle_inverse") & (t["metric"] == "fraggap")].iloc[0]
+        assert sl["ci_low"] == pytest.approx(1.0) and sl["ci_high"] == pytest.approx(1.0)  # exact arms stay exact
+        reps = replicate(d, 3, 1.0, 200, 0, interval=interval, metrics=["fraggap"])
+        assert reps["change_low"].notna().any()
+    assert width["jackknife-t"] > 2 * width["percentile"] > 0
+    with pytest.raises(ValueError, match="interval must be one of"):
+        score_dose(d, 200, 0, interval="bca")
+    with pytest.raises(ConfigError, match="interval"):
+        parse_config({"output_dir": "runs/x", "interval": "bca"})
