@@ -5,8 +5,9 @@ stream, so an arm can remove the gap by reading ``a`` out (the projection oracle
 read (an edit that adds a large vector before the dial's layer shrinks the normalised ``h`` and with it
 ``<a, h>``), or by acting downstream on the answer. The gain (A-minus-B letter logit per unit beta, signed
 by ``c``) is measured on the run's degree-3 GT items with the arm's edit in both the undialled and the dialled
-pass. Prompt and conversation methods (no weight or activation edit) and edits that act only on generated tokens are not
-measured: the letter logit is read from one forward pass over the prompt (``measured`` says why).
+pass, the candidate noun declared the answer token as in decoding (so ``caa``'s edits at generated positions act
+where they act when it decides). Prompt and conversation methods (no weight or activation edit) are not
+measured (``measured`` says why).
 """
 from __future__ import annotations
 
@@ -50,8 +51,6 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
             apply_opts = method.apply_options(method.split_options(options[name])[1])
             if not isinstance(method, EditingIntervention):
                 why = "no: not an activation or weight edit (a prompt or conversation method)"
-            elif getattr(apply_opts, "positions", "all") != "all":
-                why = f"no: edits act at positions {apply_opts.positions!r}"
             else:
                 fit = Fitted.load(out / "fitted" / f"{name}@{k}")
                 if arm != name:

@@ -211,8 +211,8 @@ def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
     zero-argument callable giving a context manager (an arm's edit) entered for both the undialled and the
     dialled pass, so the gain is the dial's effect *under* that arm: an arm that damps the dial's read lowers
     it; ``oracle``: both passes with that oracle's edit on the dial (either oracle sets the gain to 0). The
-    letter logit is read from one forward pass over the prompt, so an arm whose edits act only on generated
-    tokens (``caa``'s default) does not act here."""
+    letter logit is read from one forward pass over the prompt and the candidate noun, the noun declared the
+    answer token (:func:`evenhand.models.organism.calibration.letter_logit_diff`)."""
     import numpy as np
 
     from evenhand.models.organism.calibration import letter_logit_diff

@@ -38,14 +38,19 @@ CALIBRATION_METRICS = ("fraggap", "tieshift", "accgap", "tielean", "accuracy")
 
 def letter_logit_diff(lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarray:
     """The logit of A minus that of B at the position that predicts the answer's letter (the prompt,
-    then the candidate noun), one value per item."""
+    then the candidate noun), one value per item. The noun is declared the pass's one answer token
+    (:func:`evenhand.engine.positions.answer_tokens`), as it is when decoding generates it, so an edit that
+    acts at ``generated`` (or ``prompt``, ``last``) positions acts where it would in decoding."""
     import torch
+
+    from ...engine.positions import answer_tokens
     tok, model = lm.tokenizer, lm.model
     ia, ib = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
     out = []
     with torch.inference_mode():
         for ids, mask, pos in letter_position_batches(lm, items, batch_size):
-            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
+            with answer_tokens([1] * len(ids)):
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
             out.append((logits[:, ia] - logits[:, ib]).numpy())
     return np.concatenate(out)
 
