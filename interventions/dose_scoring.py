@@ -263,17 +263,18 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
     over the replications (each rate with its Wilson interval), the accuracy loss at beta 0 and at the largest
     beta, and the refusal change at the largest beta (both metric-free)."""
     last = int(table["beta_index"].max())
+    cols = ("arm", "metric", "beta_index", "false_positive", "covered", "slope_covered")
+    reps = reps.reindex(columns=list(dict.fromkeys([*reps.columns, *cols])))  # no replications: empty rates
     out = []
     for metric in [m for m in METRICS if m in set(table["metric"].dropna())]:
         for arm in [a for a in dict.fromkeys(table["arm"]) if a != BASELINE]:
             t = table[table["arm"] == arm]
             tm = t[t["metric"] == metric]
-            r = reps[(reps["arm"] == arm) & (reps["metric"] == metric)] if len(reps) else reps
-            at_b = r[r["beta_index"].notna()] if len(r) else r
-            fp = at_b[at_b["beta_index"] == 0]["false_positive"].dropna() if len(r) else pd.Series(dtype=bool)
-            cov = at_b[at_b["beta_index"] > 0]["covered"].dropna() if len(r) else pd.Series(dtype=bool)
-            scov = (r[r["beta_index"].isna()]["slope_covered"].dropna() if len(r) and "slope_covered" in r
-                    else pd.Series(dtype=bool))
+            r = reps[(reps["arm"] == arm) & (reps["metric"] == metric)]
+            b = pd.to_numeric(r["beta_index"])  # NaN: a replication's slope row
+            fp = r.loc[b == 0, "false_positive"].dropna()
+            cov = r.loc[b > 0, "covered"].dropna()
+            scov = r.loc[b.isna(), "slope_covered"].dropna()
             slope = tm[tm["stat"] == "slope"].iloc[0]
 
             def at(stat: str, k: int, t=t) -> float:
