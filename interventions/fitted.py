@@ -60,12 +60,12 @@ class Fitted:
         into place), so a reader that finds ``fitted.json`` finds whole tensors; returns the directory."""
         from safetensors.torch import save
 
-        from evenhand.runs import atomic_path, write_json_atomic
+        from evenhand.runs import atomic_open, write_json_atomic
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in self.tensors.items()}
-        with atomic_path(out / "tensors.safetensors") as tmp:  # a process reading a shared fit never sees half of it
-            Path(tmp).write_bytes(save(tensors))
+        with atomic_open(out / "tensors.safetensors", "wb") as (fh, _):  # readers of a shared fit never see half
+            fh.write(save(tensors))
         write_json_atomic(out / "fitted.json", {"name": self.name, "fit_options": self.fit_options, "seed": self.seed,
                                                 "key": self.key, "control": self.control, "info": self.info,
                                                 "tensors": list(tensors)})
