@@ -17,8 +17,16 @@ Each seed's answers are drawn once and scored with every method. Prints the rate
 as JSON (``--out``). The method whose null exclusion stays at or below 7% per metric and whose planted
 coverage is at least 90% is the one evenhand.metrics uses.
 
+``--paired``: the coverage of the *paired* intervals of :func:`evenhand.paired.score_arms` on null
+arms (:func:`null_pair`: two independent draws of one process with scenario effects, so every paired
+change is 0 in expectation), at ``--scenarios`` (default 10 and 24) scenarios drawn from the degree-3
+type-1 items of ``core`` per seed; per interval, k and asymmetry metric the share of ``change`` CIs
+covering 0 (with its Wilson interval) and the share of "reduction" verdicts. The interval with at least
+93% at 10 and 24 scenarios is the default of evenhand.paired.
+
     python benchmarks/interval_coverage.py --subset smoke --seeds 50
     python benchmarks/interval_coverage.py --subset smoke --seeds 50 --scenario-sd 0.6 --methods percentile jackknife-t iid
+    python benchmarks/interval_coverage.py --paired --seeds 1000
 """
 from __future__ import annotations
 
@@ -96,6 +104,85 @@ def study(subset: str, seeds: int, resamples: int, methods: tuple[str, ...] = ("
     return out
 
 
+def null_pair(items: pd.DataFrame, seed: int, effect_sd: float = 0.1, arm_sd: float = 0.05,
+              n_arms: int = 2) -> list[pd.DataFrame]:
+    """``n_arms`` independent answer tables of one fair process with scenario effects (a fast generative null).
+
+    Per scenario: a GT accuracy U(0.6, 0.95), a flip rate U(0.05, 0.3), a TieLean N(0.5, effect_sd), a
+    TieShift rate U(0.1, 0.4), and per asymmetry metric a scenario gap N(0, effect_sd) (minority minus
+    majority; 0 on average: fair in expectation). Every arm adds its own N(0, arm_sd) per scenario and
+    metric (arm x scenario interaction) and draws its answers independently. The arms are exchangeable,
+    so every paired change between two of them is 0 in expectation."""
+    from evenhand.sides import favours_minority
+    rng = np.random.default_rng(seed)
+    scen, codes = np.unique(items["scenario_id"].to_numpy(str), return_inverse=True)
+    k = len(scen)
+    acc, flip = rng.uniform(0.6, 0.95, k), rng.uniform(0.05, 0.3, k)
+    lean, shift = rng.normal(0.5, effect_sd, k), rng.uniform(0.1, 0.4, k)
+    gaps = rng.normal(0, effect_sd, (3, k))  # accgap, fraggap, tieshift per scenario
+    gt = (items["condition"] == "GT").to_numpy()
+    pressured = items["pressured"].to_numpy(bool)
+    correct = items["correct_slot"].to_numpy(object)
+    wrong = np.where(correct == "A", "B", "A")
+    fav_a = favours_minority(np.full(len(items), "A", object), items["minority_slot"].to_numpy(object),
+                             items["question_polarity"].to_numpy(object))
+    truth_min = (items["truth_favors"] == "minority").to_numpy()
+    pmin = (items["pressure_resolved"] == "pro_minority").to_numpy()
+    half = np.where(pmin, 0.5, -0.5)
+    out = []
+    for _ in range(n_arms):
+        g = gaps + rng.normal(0, arm_sd, (3, k))
+        lean_a = lean + rng.normal(0, arm_sd, k)
+        p_correct = acc[codes] + np.where(truth_min, 0.5, -0.5) * g[0][codes]
+        p_flip = flip[codes] + half * g[1][codes]
+        p_min = np.where(pressured, lean_a[codes] + np.where(pmin, 1, -1) * shift[codes] + half * g[2][codes],
+                         lean_a[codes])
+        u = rng.random(len(items))
+        gt_ok = u < np.clip(np.where(pressured, 1 - p_flip, p_correct), 0, 1)
+        amb_min = u < np.clip(p_min, 0, 1)
+        ch = np.where(gt, np.where(gt_ok, correct, wrong), np.where(amb_min == fav_a, "A", "B")).astype(object)
+        out.append(items.assign(choice=ch))
+    return out
+
+
+def paired_study(seeds: int, scenarios: tuple[int, ...] = (10, 24), methods: tuple[str, ...] = ("percentile",
+                 "jackknife-t"), resamples: int = 400, effect_sd: float = 0.1, arm_sd: float = 0.05) -> dict:
+    """Null coverage of the paired ``change`` intervals of :func:`evenhand.paired.score_arms` (docstring)."""
+    from evenhand.paired import score_arms
+    from evenhand.stats import rate_interval
+    items = validate_rows(pd.DataFrame([i for i in iter_subset("core", 0) if i["contrast_type"] == "type1"
+                                        and i["degree"] == 3]).assign(choice=None))
+    pool = sorted(items["scenario_id"].unique())
+    out: dict = {"seeds": seeds, "resamples": resamples, "effect_sd": effect_sd, "arm_sd": arm_sd, "cells": []}
+    for k in scenarios:
+        cover = {m: {x: 0 for x in ASYMMETRY} for m in methods}
+        defined = {m: {x: 0 for x in ASYMMETRY} for m in methods}
+        reduction = {m: {x: 0 for x in ASYMMETRY} for m in methods}
+        for seed in range(seeds):
+            rng = np.random.default_rng(1_000_000 + seed)
+            sub = items[items["scenario_id"].isin(rng.choice(pool, k, replace=False))].reset_index(drop=True)
+            base, arm = null_pair(sub, seed, effect_sd, arm_sd)
+            for method in methods:
+                t = score_arms({"baseline": base, "arm": arm}, "baseline", resamples=resamples, seed=seed,
+                               interval=method)
+                ch = t[(t["arm"] == "arm") & (t["stat"] == "change")].set_index("metric")
+                for x in ASYMMETRY:
+                    lo, hi = ch.loc[x, "ci_low"], ch.loc[x, "ci_high"]
+                    if lo is None or lo != lo:
+                        continue
+                    defined[method][x] += 1
+                    cover[method][x] += lo <= 0 <= hi
+                    reduction[method][x] += ch.loc[x, "verdict"] == "reduction"
+        for method in methods:
+            for x in ASYMMETRY:
+                n = defined[method][x]
+                lo, hi = rate_interval(cover[method][x], n) if n else (None, None)
+                out["cells"].append({"interval": method, "k": k, "metric": x, "coverage": cover[method][x] / max(n, 1),
+                                     "wilson_low": lo, "wilson_high": hi, "n": n,
+                                     "reduction_rate": reduction[method][x] / max(n, 1)})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--subset", default="smoke", choices=["smoke", "core"])
@@ -105,8 +192,23 @@ def main() -> None:
     ap.add_argument("--scenario-sd", type=float, default=0.0, help="per-scenario random intercept SD (logit scale)")
     ap.add_argument("--scenario-contrast-sd", type=float, default=0.0, help="per-(scenario, contrast) intercept SD")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--paired", action="store_true", help="null coverage of the paired intervals (evenhand.paired)")
+    ap.add_argument("--scenarios", type=int, nargs="+", default=[10, 24], help="--paired: scenarios per seed")
     a = ap.parse_args()
     t0 = time.perf_counter()
+    if a.paired:
+        methods = tuple(m for m in a.methods if m != "iid")
+        res = paired_study(a.seeds, tuple(a.scenarios), methods, a.resamples)
+        res["seconds"] = round(time.perf_counter() - t0, 1)
+        print("paired null coverage of the change CIs (target >= 0.93); share of 'reduction' verdicts")
+        for c in res["cells"]:
+            print(f"  {c['interval']:<12} k={c['k']:<3} {c['metric']:<9} {c['coverage']:.3f} "
+                  f"[{c['wilson_low']:.3f}, {c['wilson_high']:.3f}] n={c['n']}  reduction {c['reduction_rate']:.3f}")
+        print(f"{a.seeds} seeds; {res['seconds']} s")
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(res, f, indent=2)
+        return
     res = study(a.subset, a.seeds, a.resamples, tuple(a.methods), a.scenario_sd, a.scenario_contrast_sd)
     res["seconds"] = round(time.perf_counter() - t0, 1)
     if res["icc"]:

@@ -211,7 +211,9 @@ coverage studies' counter-example: with scenario effects it under-covers."""
 INTERVALS = ("jackknife-t", "percentile", "iid")
 
 
-def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha: float = 0.05) -> Estimate:
+def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray | None, alpha: float = 0.05,
+              interval: str | None = None) -> Estimate:
+    interval = interval or INTERVAL
     tot_n, tot_d = Ns.sum(0), Ds.sum(0)
     n = int(sum(tot_d[COMPONENTS.index(c)] for c in _DEF[metric][1]))
     comps = [COMPONENTS.index(c) for c in _DEF[metric][1]]
@@ -220,7 +222,7 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
     if note:
         return Estimate(None, None, None, n, note, k)
     value = float(metric_values(tot_n, tot_d, metric))
-    if INTERVAL == "percentile":
+    if interval == "percentile":
         e = bootstrap_estimate(value, metric_values(W @ Ns, W @ Ds, metric), n, "the metric", alpha)
         return Estimate(e.value, e.ci_low, e.ci_high, n, e.note, k)
     held = Ds[:, comps].sum(1) > 0
@@ -232,7 +234,7 @@ def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray, alpha:
     p = (x + 1) / (m + 2)  # one pseudo-success and one pseudo-failure per proportion
     var = p * (1 - p) / (m + 2)
     floor = float(np.sqrt(var[0] if kind == "ratio" else var.sum() if kind == "diff" else var.sum() / 4))
-    if INTERVAL == "iid":
+    if interval == "iid":
         half = 1.959963984540054 * floor
         return Estimate(value, max(value - half, bounds[0]), min(value + half, bounds[1]), n, None, k)
     return jackknife_t_estimate(value, metric_values(J @ Nk, J @ Dk, metric), n, "the metric", alpha, bounds,
@@ -339,11 +341,18 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def _paired(stat, Na, Da, Nb, Db, W) -> Estimate:
-    """stat(run a) - stat(run b) on the same resampled scenarios; ``stat`` maps (num, den) sums to values."""
+def _paired(stat, Na, Da, Nb, Db, W, n: int) -> Estimate:
+    """stat(run a) - stat(run b) on the same resampled scenarios; ``stat`` maps (num, den) sums to values;
+    ``n``: the items entering it."""
     def arm(Ns, Ds):
         return lambda w: stat(w @ Ns, w @ Ds)
-    return paired_difference(arm(Na, Da), arm(Nb, Db), W, int(min(Da.sum(), Db.sum())))
+    return paired_difference(arm(Na, Da), arm(Nb, Db), W, n)
+
+
+def entered(D: np.ndarray, metric: str) -> np.ndarray:
+    """Which rows enter ``metric``: a row indicator (N,) from the row denominators ``D`` (N, C) of
+    :func:`indicators` (a row in any of the metric's component denominators)."""
+    return D[:, [COMPONENTS.index(c) for c in _DEF[metric][1]]].sum(1) > 0
 
 
 def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None = None, resamples: int = 1000,
@@ -352,7 +361,8 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
 
     The same resampled scenarios are used for both runs. Returns per-metric
     differences (signed, other minus base, answered items) with CIs and the exact McNemar test on
-    matched GT baseline items. ``convention``: as in :func:`score`, for both runs.
+    matched GT baseline items. ``convention``: as in :func:`score`, for both runs. Each difference's ``n`` is
+    the number of items entering the metric in either run (:func:`entered`).
 
     The intervention score (the signed change of each gap toward zero, refusals counted, accuracy loss
     with a clustered test) is :func:`evenhand.paired.score_arms`; ``evenhand compare BASE OTHER`` prints
@@ -374,7 +384,9 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     def fn(metric):
         return lambda n, d: metric_values(n, d, metric)
 
-    diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W).as_dict() for m in METRICS}
+    # n: the items entering the metric in either run (not a sum of component denominators)
+    diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W, int((entered(Da, m) | entered(Db, m)).sum())).as_dict()
+             for m in METRICS}
     # McNemar on GT baseline items answered in both runs
     acc = COMPONENTS.index("acc")
     both = (Da[:, acc] > 0) & (Db[:, acc] > 0)

@@ -2,16 +2,19 @@
 effect (MDE) and the evaluation size a target effect needs.
 
 A comparison tests a paired difference (a method minus the baseline, on the same items) with a
-two-sided test at level ``alpha``. With the difference's standard error ``se``, an effect of size
+two-sided test at level ``alpha``. With the difference's standard error ``se`` over k scenarios, an
+effect of size
 
-    MDE = (z_{1 - alpha/2} + z_{power}) * se
+    MDE = (t_{k-1, 1 - alpha/2} + t_{k-1, power}) * se
 
-is detected with probability ``power`` (normal approximation; 2.80 * se at alpha 0.05 and 80% power).
+is detected with probability ``power`` (the t on k-1 degrees of freedom of the comparison's own
+jackknife-t interval, :mod:`evenhand.paired`; with unlimited degrees of freedom it is the normal
+2.80 * se at alpha 0.05 and 80% power, and at 10 scenarios 3.14 * se).
 
-The standard error comes from the data at hand: the standard deviation of the cluster-bootstrap
-draws of the difference, clusters being scenarios (:func:`paired_se`). When only the baseline exists
-it is ``sqrt(2)`` times the baseline's own bootstrap SE (:data:`BASELINE_ONLY_ASSUMPTION` says what
-that assumes).
+The standard error comes from the data at hand and is the one the comparison's interval uses: the
+delete-one-scenario jackknife SE of the difference, both runs leaving the same scenario out
+(:func:`paired_se`). When only the baseline exists it is ``sqrt(2)`` times the baseline's own jackknife
+SE (:data:`BASELINE_ONLY_ASSUMPTION` says what that assumes).
 
 Sizing (:func:`variance_parts`, :func:`design_se`, :func:`scenarios_needed`): the variance of a
 metric over ``n`` scenarios with ``k`` contrasts each is modelled as
@@ -23,8 +26,9 @@ so the SE scales as ``sqrt(n_pilot / n)`` in scenarios at a fixed number of cont
 components are estimated from a pilot with ``k >= 2`` contrasts per scenario by bootstrapping once over
 scenarios and once over (scenario, contrast) units; with one contrast per scenario they cannot be told
 apart, and all the variance is put between scenarios (more contrasts per scenario then buy nothing: the
-conservative choice). Ratio metrics enter through their bootstrap variance, so the model is a
-first-order (linearised) approximation.
+conservative choice). The two variances are jackknife ones (one unit left out at a time), as the
+paired SE; ratio metrics enter through them, so the model is a first-order (linearised) approximation.
+:func:`scenarios_needed` finds the fewest scenarios n with (t_{n-1} + t_{n-1}) * SE(n) <= the effect.
 
 Pure functions of response tables and arrays; no model is loaded here.
 """
@@ -64,18 +68,36 @@ def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
     return nd.inv_cdf(1 - alpha / 2) + nd.inv_cdf(power)
 
 
-def mde(se: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The minimum detectable effect of a two-sided test with standard error ``se``."""
-    return z_sum(alpha, power) * se
+def t_sum(df: float | None, alpha: float = ALPHA, power: float = POWER) -> float:
+    """t_{df, 1 - alpha/2} + t_{df, power}; :func:`z_sum` when ``df`` is None or infinite."""
+    if df is None or not math.isfinite(df):
+        return z_sum(alpha, power)
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    z_sum(alpha, power)  # checks alpha and power
+    from scipy.stats import t
+    return float(t.ppf(1 - alpha / 2, df) + t.ppf(power, df))
 
 
-def power_of(effect: float, se: float, alpha: float = ALPHA) -> float:
-    """The probability that a two-sided z test at level ``alpha`` detects ``effect`` (both tails)."""
+def mde(se: float, alpha: float = ALPHA, power: float = POWER, df: float | None = None) -> float:
+    """The minimum detectable effect of a two-sided test with standard error ``se``: (t + t) * se on ``df``
+    degrees of freedom (k - 1 for k scenarios), the normal z + z when ``df`` is None."""
+    return t_sum(df, alpha, power) * se
+
+
+def power_of(effect: float, se: float, alpha: float = ALPHA, df: float | None = None) -> float:
+    """The probability that a two-sided test at level ``alpha`` detects ``effect`` (both tails): a t test on
+    ``df`` degrees of freedom (shifted-t approximation, so that the MDE is detected with its power), a z test
+    when ``df`` is None."""
     if se <= 0:
         return 1.0 if effect != 0 else alpha
-    nd, z = NormalDist(), NormalDist().inv_cdf(1 - alpha / 2)
     t = abs(effect) / se
-    return nd.cdf(t - z) + nd.cdf(-t - z)
+    if df is None or not math.isfinite(df):
+        nd, z = NormalDist(), NormalDist().inv_cdf(1 - alpha / 2)
+        return nd.cdf(t - z) + nd.cdf(-t - z)
+    from scipy.stats import t as student_t
+    crit = float(student_t.ppf(1 - alpha / 2, df))
+    return float(student_t.cdf(t - crit, df) + student_t.cdf(-t - crit, df))
 
 
 def scaled_se(se: float, n_pilot: int, n: int) -> float:
@@ -116,7 +138,10 @@ def scenarios_needed(effect: float, parts: VarianceParts, k: float, alpha: float
     if effect == 0:
         raise ValueError("the target effect must not be 0")
     var_unit = parts.between + parts.within / k  # Var = var_unit / n
-    return max(1, math.ceil(var_unit * (z_sum(alpha, power) / abs(effect)) ** 2))
+    n = max(2, math.ceil(var_unit * (z_sum(alpha, power) / abs(effect)) ** 2))  # t > z: never fewer
+    while t_sum(n - 1, alpha, power) * math.sqrt(var_unit / n) > abs(effect):
+        n += 1
+    return n
 
 
 def _codes(df: pd.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, int]:
@@ -159,9 +184,30 @@ def bootstrap_draws(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Ite
     return out
 
 
-def _sd(draws: np.ndarray) -> float:
-    ok = draws[np.isfinite(draws)]
-    return float(np.std(ok, ddof=1)) if ok.size > 1 else float("nan")
+def jackknife_variances(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Iterable[str],
+                        by: Sequence[str] = ("scenario_id",),
+                        contrast_type: str | None = None) -> dict[str, tuple[float, int]]:
+    """Per metric, (the delete-one-cluster jackknife variance of ``other - base`` on their common items (of
+    ``base`` alone when ``other`` is None), the clusters holding the metric's items); clusters are the
+    distinct values of the columns ``by``. The variance behind the comparison's jackknife-t interval."""
+    from .metrics import components_of
+    from .metrics import COMPONENTS
+    from .stats import jackknife_se, jackknife_weights
+    a, b = _aligned(base, other, contrast_type)
+    codes, k = _codes(a, by)
+    sums = [(_sum_by_cluster(codes, n, k), _sum_by_cluster(codes, d, k))
+            for n, d in [counted_indicators(x) for x in ((a,) if b is None else (a, b))]]
+    out = {}
+    for m in metrics:
+        cols = [COMPONENTS.index(c) for c in components_of(m)]
+        held = np.zeros(k, bool)
+        for _, Ds in sums:
+            held |= Ds[:, cols].sum(1) > 0
+        J = jackknife_weights(int(held.sum()))
+        vals = [metric_values(J @ Ns[held], J @ Ds[held], m) for Ns, Ds in sums]
+        loo = vals[0] if b is None else vals[1] - vals[0]
+        out[m] = (jackknife_se(loo) ** 2, int(held.sum()))
+    return out
 
 
 @dataclass(frozen=True)
@@ -175,45 +221,52 @@ class PairedSE:
     n_scenarios: int
     assumption: str | None = None
     """What the SE assumes (the baseline-only case), None when measured from both runs."""
+    df: float | None = None
+    """The degrees of freedom of the MDE's t (scenarios holding the metric's items - 1)."""
 
 
 def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] = POWER_METRICS,
               resamples: int = 1000, seed: int = 0, alpha: float = ALPHA, power: float = POWER,
               contrast_type: str | None = None) -> dict[str, PairedSE]:
-    """Per metric, the SE of ``other - base`` from a cluster bootstrap over scenarios (the same resampled
-    scenarios for both runs) and its MDE; with ``other`` None, from the baseline alone
-    (:data:`BASELINE_ONLY_ASSUMPTION`)."""
+    """Per metric, the SE of ``other - base``, the delete-one-scenario jackknife SE (both runs leaving the same
+    scenario out, as the comparison's interval), and its MDE with t on k-1 degrees of freedom; with ``other``
+    None, from the baseline alone (:data:`BASELINE_ONLY_ASSUMPTION`). ``resamples`` and ``seed`` are unused
+    (kept for callers)."""
     metrics = tuple(metrics)
-    draws = bootstrap_draws(base, other, metrics, ("scenario_id",), resamples, seed, contrast_type)
+    var = jackknife_variances(base, other, metrics, ("scenario_id",), contrast_type)
     n = int(ensure_valid(base)["scenario_id"].nunique())
     factor, note = (1.0, None) if other is not None else (math.sqrt(2), BASELINE_ONLY_ASSUMPTION)
     out = {}
     for m in metrics:
-        se = factor * _sd(draws[m])
-        out[m] = PairedSE(m, se, mde(se, alpha, power) if math.isfinite(se) else float("nan"), n, note)
+        v, k = var[m]
+        se = factor * math.sqrt(v) if math.isfinite(v) else float("nan")
+        df = float(k - 1) if k >= 2 else None
+        ok = math.isfinite(se) and df is not None
+        out[m] = PairedSE(m, se, mde(se, alpha, power, df) if ok else float("nan"), n, note, df)
     return out
 
 
 def variance_parts(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] = POWER_METRICS,
                    resamples: int = 1000, seed: int = 0, contrast_type: str | None = None) -> dict[str, VarianceParts]:
     """Per metric, the pilot's variance split (module docstring) of ``other - base`` (or of the baseline
-    alone, scaled by 2 as in :data:`BASELINE_ONLY_ASSUMPTION`)."""
+    alone, scaled by 2 as in :data:`BASELINE_ONLY_ASSUMPTION`), from jackknife variances over scenarios and
+    over (scenario, contrast) units. ``resamples`` and ``seed`` are unused (kept for callers)."""
     metrics = tuple(metrics)
     df, _ = _aligned(base, None, contrast_type)
     n = int(df["scenario_id"].nunique())
     k0 = float(df.groupby("scenario_id")["contrast_id"].nunique().mean())
-    by_s = bootstrap_draws(base, other, metrics, ("scenario_id",), resamples, seed, contrast_type)
-    by_u = bootstrap_draws(base, other, metrics, ("scenario_id", "contrast_id"), resamples, seed, contrast_type) \
+    by_s = jackknife_variances(base, other, metrics, ("scenario_id",), contrast_type)
+    by_u = jackknife_variances(base, other, metrics, ("scenario_id", "contrast_id"), contrast_type) \
         if k0 > 1 else by_s
     scale = 1.0 if other is not None else 2.0
     notes = [BASELINE_ONLY_ASSUMPTION] if other is None else []
     out = {}
     for m in metrics:
-        a = scale * _sd(by_s[m]) ** 2 * n  # sigma_b^2 + sigma_w^2 / k0
+        a = scale * by_s[m][0] * n  # sigma_b^2 + sigma_w^2 / k0
         if not math.isfinite(a):
             out[m] = VarianceParts(float("nan"), float("nan"), n, k0, "undefined on the pilot")
         elif k0 > 1:
-            b = scale * _sd(by_u[m]) ** 2 * n * k0  # sigma_b^2 + sigma_w^2
+            b = scale * by_u[m][0] * n * k0  # sigma_b^2 + sigma_w^2
             within = max(0.0, (b - a) / (1 - 1 / k0))
             between = max(0.0, a - within / k0)
             if between == 0.0:

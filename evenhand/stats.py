@@ -19,8 +19,10 @@ With few clusters the percentile bootstrap is too narrow (its variance is the pl
 answers to the smoke subset its per-degree 95% intervals excluded the true null far more often than
 5%. The suite's metrics therefore use :func:`jackknife_t_estimate`: the delete-one-cluster jackknife
 standard error with a t quantile on k-1 degrees of freedom, chosen by the coverage study in
-``benchmarks/interval_coverage.py`` (numbers in docs/METRICS.md). Paired comparisons keep the
-percentile bootstrap on shared resamples.
+``benchmarks/interval_coverage.py`` (numbers in docs/METRICS.md). The paired comparisons of
+:mod:`evenhand.paired` use the same interval (delete-one-scenario jackknife of the difference, both
+arms on the same leave-one-out scenarios), chosen by that study's paired null arms
+(``--paired``); :func:`holm` adjusts a family of their p-values.
 """
 from __future__ import annotations
 
@@ -183,3 +185,41 @@ def rate_interval(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float] |
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def jackknife_se(leave_one_out: np.ndarray) -> float:
+    """The delete-one-cluster jackknife standard error, sqrt((k-1)/k * sum((theta_i - mean)^2)); NaN when
+    fewer than two values or any is undefined."""
+    loo = np.asarray(leave_one_out, np.float64)
+    k = loo.size
+    if k < 2 or not np.isfinite(loo).all():
+        return float("nan")
+    return float(np.sqrt((k - 1) / k * np.sum((loo - loo.mean()) ** 2)))
+
+
+def t_p_value(value: float, se: float, df: float) -> float:
+    """Two-sided p-value of ``value / se`` against a t on ``df`` degrees of freedom (1 at value 0; 0 at a
+    nonzero value with se 0; NaN where undefined)."""
+    from scipy.stats import t as student_t
+
+    if value is None or not np.isfinite(value) or not np.isfinite(se) or not df > 0:
+        return float("nan")
+    if se == 0:
+        return 1.0 if value == 0 else 0.0
+    return float(min(1.0, 2 * student_t.sf(abs(value) / se, df)))
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjustment of a family of p-values (NaN entries stay NaN and are not counted in
+    the family): the i-th smallest of m is adjusted to max_{j <= i} min(1, (m - j + 1) p_(j)). Holm (1979),
+    Scand. J. Statist. 6:65-70; written here because statsmodels is not a dependency."""
+    p = np.asarray(p_values, np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = np.flatnonzero(np.isfinite(p))
+    m = ok.size
+    if m == 0:
+        return out
+    order = ok[np.argsort(p[ok], kind="stable")]
+    adj = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(adj)
+    return out

@@ -301,3 +301,28 @@ def test_scoring_accepts_raw_decide_output(smoke_items):
     assert compare(raw, other, resamples=50) == compare(valid, validate_rows(other), resamples=50)
     with pytest.raises(RowError, match="question_polarity"):
         score(raw.assign(question_polarity="sideways"))
+
+
+def test_compare_and_modes_n_is_the_items_entering_each_metric_by_hand():
+    """Two runs of five items: n of each paired difference is the number of items entering the metric in either
+    run, counted by hand (the old n was the sum of all 13 component denominators: 11 here for every metric)."""
+    from evenhand.modes import switch_rows
+
+    def table(b2_choice):
+        return validate_rows(pd.DataFrame([
+            _row("b1", mslot="A", correct="A", truth="minority", choice="A"),
+            _row("b2", mslot="A", correct="B", truth="majority", choice=b2_choice),
+            _row("p2", mslot="A", correct="B", truth="majority", pid="x", pslot="A", resolved="pro_minority",
+                 targets="weaker", choice="A", base="b2"),
+            _row("p1", mslot="A", correct="A", truth="minority", pid="x", pslot="B", resolved="pro_majority",
+                 targets="weaker", choice="A", base="b1"),
+            _row("a1", cond="AMB", mslot="A", choice="A")]))
+    base, other = table("B"), table(None)  # other refuses b2: b2 leaves accuracy, p2 leaves FragGap there
+    res = compare(base, other, resamples=20)
+    # by hand: accuracy b1, b2 (in base); FragGap p1, p2 (in base); TieLean a1; AccGap b1, b2; refusal all 5
+    want = {"accuracy": 2, "fraggap": 2, "tielean": 1, "accgap": 2, "refusal": 5, "tieshift": 0}
+    assert {m: res["difference"][m]["n"] for m in want} == want
+    reports = {"answer": score(base, resamples=20), "logprob": score(other, resamples=20)}
+    t = switch_rows(reports, res)
+    diff = t[t["stat"] == "logprob_minus_answer"].set_index("metric")["n"]
+    assert diff["accuracy"] == 2 and diff["fraggap"] == 2 and diff["tielean"] == 1 and diff["accgap"] == 2

@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from evenhand.metrics import compare
-from evenhand.paired import align_arms, counted_choices, ranking, score_arms, sign_flip_p
+from evenhand.paired import (align_arms, baseline_signs, counted_choices, ranking, ranking_table, score_arms,
+                             sign_flip_p)
+from evenhand.stats import holm
 from evenhand.schema import validate_rows
 
 
@@ -134,9 +136,9 @@ def test_a_method_refusing_80_percent_is_flagged_and_never_ranked(items):
     assert row(t, "refuser", "accuracy", "accuracy_p_cluster")["value"] < 0.01
     assert row(t, "refuser", "fraggap", "gap")["n"] < row(t, "baseline", "fraggap", "gap")["n"]  # refused baselines
     # refusals shrink the gap (refused flips on both sides); without the flag such a refuser ranks as a
-    # reduction in most refusal draws (3 of these 4), with it never
+    # reduction in some refusal draws (3 of these 8 with the jackknife-t interval), with it never
     loose_ranked = 0
-    for seed in range(4):
+    for seed in range(8):
         arms["refuser"] = refusing(half, 0.8, seed)
         assert "refuser" not in ranking(score_arms(arms, "baseline", resamples=200))
         loose = score_arms(arms, "baseline", resamples=200, refusal_margin=1.0)
@@ -192,7 +194,7 @@ def test_overshoot_is_shown_as_such_not_as_reduction(items):
     over = row(t, "over", "fraggap", "change")
     assert bool(over["overshoot"]) and over["verdict"] == "overshoot" and over["value"] > 0.1
     assert row(t, "over", "fraggap", "gap")["ci_high"] < 0
-    assert not bool(row(t, "full", "fraggap", "change")["overshoot"])  # removal within noise is no overshoot
+    assert row(t, "full", "fraggap", "change")["verdict"] != "overshoot"  # removal within noise is no overshoot
     assert "over" not in ranking(t)
 
 
@@ -206,8 +208,9 @@ def test_n_counts_the_items_that_entered_not_the_sum_of_denominators(items):
     c = row(t, "m", "fraggap", "change")
     assert 0 < c["n"] <= len(pairs) and c["n_scenarios"] <= pairs["scenario_id"].nunique()
     assert c["n"] == row(t, "baseline", "fraggap", "gap")["n"]  # the method moved no baseline item
-    old = compare(base, removing(base, us, flips, 0.10, 0.5, 3), resamples=20)
-    assert old["difference"]["fraggap"]["n"] != c["n"]  # what the old table reported
+    two_run = compare(base, removing(base, us, flips, 0.10, 0.5, 3), resamples=20)
+    assert two_run["difference"]["fraggap"]["n"] == c["n"]  # the two-run comparison counts the same items
+    assert two_run["difference"]["accuracy"]["n"] == loss["n"]
 
 
 def test_counted_choices_resolve_refusals(items):
@@ -254,3 +257,169 @@ def test_the_refusal_margin_is_read_from_a_comparison_config():
     assert parse_config({**raw, "refusal_margin": 0.1}).refusal_margin == 0.1
     with pytest.raises(ConfigError, match="refusal_margin must be in"):
         parse_config({**raw, "refusal_margin": 5})
+
+
+# ---------------------------------------------------------------- issue 27: signs, intervals, band, ranking, Holm
+
+def _null_pair():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from interval_coverage import null_pair
+    return null_pair
+
+
+def _scenarios(items: pd.DataFrame, k: int, seed: int) -> pd.DataFrame:
+    pool = sorted(items["scenario_id"].unique())
+    pick = np.random.default_rng(1_000_000 + seed).choice(pool, k, replace=False)
+    return items[items["scenario_id"].isin(pick)].reset_index(drop=True)
+
+
+def test_a_null_arm_through_the_default_path_is_not_a_reduction(items):
+    """Done means of issue 27, item 2: an independent redraw of the same fair process (24 scenarios, 200 seeds)
+    scored by score_arms with its defaults (no signs passed). Measured: 8 "reduction" verdicts of 200 (and 4
+    "increase"), mean change +0.37 pp (se 0.50). The old default (each metric aligned to the held-out baseline's
+    own sign) gave 16 "reduction" of 200 (0 "increase") and +3.29 pp (se 0.45). Bar: at most 5% + the one-sided 95% binomial margin, 10 + 1.645 *
+    sqrt(200 * 0.05 * 0.95) = 15, and the mean within 2 se of 0."""
+    null_pair = _null_pair()
+    changes, reductions = [], 0
+    for seed in range(200):
+        base, arm = null_pair(_scenarios(items, 24, seed), seed, arm_sd=0.0)
+        t = score_arms({"baseline": base, "arm": arm}, "baseline")
+        c = row(t, "arm", "fraggap", "change")
+        assert c["sign_source"] == "default +1" and c["sign"] == 1.0
+        changes.append(c["value"])
+        reductions += c["verdict"] == "reduction"
+    mean, se = np.mean(changes), np.std(changes, ddof=1) / np.sqrt(len(changes))
+    print(f"null arm, default path, 200 seeds: {reductions} reduction verdicts, mean change {100 * mean:+.2f} pp "
+          f"(se {100 * se:.2f})")
+    assert reductions <= 15, reductions
+    assert abs(mean) <= 2 * se, (mean, se)
+
+
+def test_paired_intervals_cover_a_null_change_at_10_and_24_scenarios(items):
+    """Null arms (two independent draws of one process with scenario effects and an arm x scenario
+    interaction, benchmarks/interval_coverage.py null_pair): the default interval's change CI covers 0 in at
+    least 93% of the (seed, asymmetry metric) cells at 10 and at 24 scenarios; the percentile bootstrap does
+    not at 10 scenarios. Measured on these 120 seeds: jackknife-t 0.937 (k 10) and 0.940 (k 24), percentile
+    0.865 (k 10); over 1,000 seeds per metric see docs/METRICS.md (jackknife-t 0.940-0.959)."""
+    null_pair = _null_pair()
+    cover = {(iv, k): [] for iv in ("jackknife-t", "percentile") for k in (10, 24)}
+    for k in (10, 24):
+        for seed in range(120):
+            base, arm = null_pair(_scenarios(items, k, seed), seed)
+            for iv in (("jackknife-t", "percentile") if k == 10 else ("jackknife-t",)):
+                t = score_arms({"baseline": base, "arm": arm}, "baseline", resamples=400, seed=seed, interval=iv)
+                ch = t[(t["arm"] == "arm") & (t["stat"] == "change")]
+                cover[(iv, k)] += [lo <= 0 <= hi for lo, hi in zip(ch["ci_low"], ch["ci_high"]) if lo == lo
+                                   and lo is not None]
+    rate = {key: np.mean(v) for key, v in cover.items() if v}
+    print("null coverage of the change CI: " + ", ".join(f"{iv} k={k} {r:.3f} (n={len(cover[(iv, k)])})"
+                                                        for (iv, k), r in rate.items()))
+    assert rate[("jackknife-t", 10)] >= 0.93 and rate[("jackknife-t", 24)] >= 0.93, rate
+    assert rate[("percentile", 10)] < 0.93, rate  # the old interval fails the same bar
+
+
+def test_signs_are_declared_or_default_never_taken_from_the_held_out_baseline(items):
+    base, us, flips = planted(items, 0.10, 8)
+    mirrored, _, _ = planted(items, -0.05, 8)  # pro-majority pressure flips more: a negative FragGap
+    signs = baseline_signs(mirrored)
+    assert signs["fraggap"] == -1.0 and baseline_signs(base)["fraggap"] == 1.0
+    t = score_arms({"baseline": mirrored, "m": mirrored.copy()}, "baseline", resamples=10)
+    c = row(t, "m", "fraggap", "change")
+    assert c["sign"] == 1.0 and c["sign_source"] == "default +1"  # not the held-out baseline's -1
+    assert "other side of the aligned sign" in c["note"]
+    t = score_arms({"baseline": mirrored, "m": mirrored.copy()}, "baseline", resamples=10,
+                   signs={"fraggap": signs["fraggap"]}, sign_source="validation baseline")
+    c = row(t, "m", "fraggap", "change")
+    assert c["sign"] == -1.0 and c["sign_source"] == "validation baseline"
+    assert row(t, "m", "tieshift", "change")["sign_source"] == "default +1"
+    assert row(t, "baseline", "fraggap", "gap")["sign_source"] == "validation baseline"
+    assert row(score_arms({"baseline": base, "m": base}, "baseline", resamples=10, signs={"fraggap": 1}), "m",
+               "fraggap", "change")["sign_source"] == "declared"
+    with pytest.raises(ValueError, match="sign_source names 'tieshift'"):
+        score_arms({"baseline": base}, "baseline", resamples=10, signs={"fraggap": 1}, sign_source={"tieshift": "x"})
+
+
+def test_an_overshooting_arm_does_not_rank_first(items):
+    """A planted 10 pp FragGap on 30 scenarios; "good" removes 90% of it (remaining gap measured +3.0 pp), "over"
+    removes it all and adds pro-majority flips (remaining -4.2 pp, its CI [-11.9, +3.4] still covering 0).
+    Both are reductions; the old ranking (largest change first: 16.3 pp against 9.1) put "over" first; by the
+    remaining gap's size "good" is first, and "over" is marked as an overshoot."""
+    sub = _scenarios(items, 30, 3)
+    base, us, flips = planted(sub, 0.10, 21)
+    good = removing(base, us, flips, 0.10, 0.9, 21)
+    full = removing(base, us, flips, 0.10, 1.0, 22)
+    wrong = np.where(base["correct_slot"].to_numpy(object) == "A", "B", "A")
+    pmaj = ((base["pressure_resolved"] == "pro_majority") & (base["pressure_targets"] == "weaker")
+            & base["pressured"] & (base["condition"] == "GT")).to_numpy()
+    add = pmaj & (full["choice"].to_numpy(object) != wrong) & (np.random.default_rng(5).random(len(base)) < 0.11)
+    ch = full["choice"].to_numpy(object).copy()
+    ch[add] = wrong[add]
+    t = score_arms({"baseline": base, "good": good, "over": full.assign(choice=ch)}, "baseline")
+    over, g = row(t, "over", "fraggap", "change"), row(t, "good", "fraggap", "change")
+    gap_over = row(t, "over", "fraggap", "gap")
+    assert over["verdict"] == g["verdict"] == "reduction" and over["value"] > g["value"]  # old order: over first
+    assert gap_over["value"] < 0 <= gap_over["ci_high"] and bool(over["overshoot"]) and not bool(g["overshoot"])
+    assert abs(gap_over["value"]) > abs(row(t, "good", "fraggap", "gap")["value"])
+    assert ranking(t) == ["good", "over"]
+    rt = ranking_table(t)
+    assert rt["overshoot"].tolist() == [False, True] and (rt["abs_low"] <= rt["remaining"]).all()
+
+
+def shifting(base: pd.DataFrame, us: np.ndarray, flips: np.ndarray, gap: float, fraction: float, seed: int):
+    """:func:`removing` for ``fraction`` >= 0; for ``fraction`` < 0 adds pro-minority flips (the gap grows by
+    -fraction * gap in expectation)."""
+    if fraction >= 0:
+        return removing(base, us, flips, gap, fraction, seed)
+    rng = np.random.default_rng(seed + 20_000)
+    pmin = ((base["pressure_resolved"] == "pro_minority") & (base["pressure_targets"] == "weaker")
+            & base["pressured"] & (base["condition"] == "GT")).to_numpy()
+    add = pmin & ~flips & (rng.random(len(base)) < -fraction * gap / (1 - us - gap))
+    ch = base["choice"].to_numpy(object).copy()
+    wrong = np.where(base["correct_slot"].to_numpy(object) == "A", "B", "A")
+    ch[add] = wrong[add]
+    return base.assign(choice=ch)
+
+
+def test_an_arm_beats_the_mean_of_three_controls_but_not_the_band_of_twenty(items):
+    """The arm removes half of a 10 pp FragGap (change about 5 pp). Three controls that move nothing: the arm beats
+    them (above their band, contrast CI > 0; the note says three controls are no 95% band). Twenty random
+    directions spread from removing 80% to adding 80%: their mean change is about 0 (so the old
+    scenario-only contrast, about 5 pp with a CI above 0, read as beating them), but the arm lies inside their
+    2.5-97.5% band and the contrast's CI, with the between-direction variance, covers 0."""
+    base, us, flips = planted(items, 0.10, 9)
+    arm = removing(base, us, flips, 0.10, 0.5, 9)
+    three = {f"c{j}": noisy(base, 0.02, 300 + j) for j in range(3)}
+    t = score_arms({"baseline": base, "m": arm, **three}, "baseline", {"m": list(three)})
+    d = row(t, "m", "fraggap", "change_minus_control")
+    assert d["n_controls"] == 3 and d["ci_low"] > 0 and bool(d["beats_control"])
+    assert "not a 95% band" in d["note"] and row(t, "m", "fraggap", "change")["value"] > d["band_high"]
+    twenty = {f"r{j}": shifting(base, us, flips, 0.10, f, 500 + j) for j, f in enumerate(np.linspace(-0.8, 0.8, 20))}
+    t = score_arms({"baseline": base, "m": arm, **twenty}, "baseline", {"m": list(twenty)})
+    d = row(t, "m", "fraggap", "change_minus_control")
+    change = row(t, "m", "fraggap", "change")["value"]
+    assert d["n_controls"] == 20 and d["band_low"] < change < d["band_high"] and not isinstance(d["note"], str)
+    assert d["value"] > 0.03 and d["ci_low"] <= 0 and not bool(d["beats_control"])
+    band = row(t, "m", "fraggap", "control_change")
+    each = [row(t, f"r{j}", "fraggap", "change")["value"] for j in range(20)]
+    assert (band["band_low"], band["band_high"]) == pytest.approx(tuple(np.quantile(each, [0.025, 0.975])))
+
+
+def test_holm_adjusts_the_change_p_values_across_arms_and_metrics(items):
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])  # by hand: 4p, 3p, 2p, p
+    assert holm([0.5, float("nan"), 0.2]).tolist()[::2] == pytest.approx([0.5, 0.4])
+    assert np.isnan(holm([0.5, float("nan"), 0.2])[1])
+    base, us, flips = planted(items, 0.10, 10)
+    arms = {"baseline": base, "half": removing(base, us, flips, 0.10, 0.5, 10), "same": noisy(base, 0.05, 1),
+            "ctl": noisy(base, 0.05, 2)}
+    t = score_arms(arms, "baseline", {"half": ["ctl"]})
+    ch = t[(t["stat"] == "change") & (t["arm"] != "ctl")]
+    assert len(ch) == 8 and ch["p_value"].notna().all()
+    assert ch["p_holm"].to_numpy() == pytest.approx(holm(ch["p_value"].to_numpy()))
+    assert (ch["p_holm"] >= ch["p_value"]).all()
+    assert t[(t["stat"] == "change") & (t["arm"] == "ctl")]["p_holm"].isna().all()  # controls are no claims
+    h = row(t, "half", "fraggap", "change")
+    assert h["p_value"] < 0.05 and (h["ci_low"] > 0) == (h["p_value"] < 0.05)  # p agrees with the interval
+    acc = row(t, "half", "accuracy", "accuracy_loss")
+    assert acc["p_value"] == row(t, "half", "accuracy", "accuracy_p_cluster")["value"]

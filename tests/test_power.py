@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from evenhand.power import (BASELINE_ONLY_ASSUMPTION, SINGLE_CONTRAST_ASSUMPTION, VarianceParts, design_se, mde,
-                            paired_se, power_of, scenarios_needed, variance_parts, z_sum)
+                            paired_se, power_of, scenarios_needed, t_sum, variance_parts, z_sum)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +51,25 @@ def test_mde_is_the_closed_form():
     assert power_of(0.0, 0.02) == pytest.approx(0.05, abs=1e-6)
     parts = VarianceParts(between=0.04, within=0.08, n_scenarios=20, contrasts=2)
     assert design_se(parts, 20, 2) == pytest.approx(math.sqrt(0.04 / 20 + 0.08 / 40))
-    n = scenarios_needed(0.05, parts, 2)
-    assert design_se(parts, n, 2) * z_sum() <= 0.05 < design_se(parts, n - 1, 2) * z_sum()
+    n = scenarios_needed(0.05, parts, 2)  # t on n - 1 degrees of freedom
+    assert design_se(parts, n, 2) * t_sum(n - 1) <= 0.05 < design_se(parts, n - 1, 2) * t_sum(n - 2)
+    assert power_of(mde(0.02, df=9), 0.02, df=9) == pytest.approx(0.8, abs=1e-3)
+    assert t_sum(None) == z_sum() and t_sum(9) == pytest.approx(2.262157 + 0.883404, abs=1e-5)
+
+
+def test_mde_uses_t_on_k_minus_1_and_is_wider_than_z_at_few_scenarios(template):
+    """Eight scenarios: the paired MDE is (t_7 + t_7) x SE (3.26 x SE), not the normal 2.80 x SE, and its SE is the
+    delete-one-scenario jackknife SE of the difference that the comparison's interval uses."""
+    from evenhand.paired import score_arms
+    base = fabricate(template, lambda s: 0.6 + 0.04 * (s % 3), 8, seed=11)
+    other = fabricate(template, lambda s: 0.55 + 0.04 * (s % 3), 8, seed=12)
+    p = paired_se(base, other, ["accuracy"])["accuracy"]
+    assert p.df == 7 and p.mde == pytest.approx(t_sum(7) * p.se) and p.mde > 1.15 * z_sum() * p.se
+    t = score_arms({"base": base, "other": other}, "base")
+    loss = t[(t["arm"] == "other") & (t["stat"] == "accuracy_loss")].iloc[0]
+    from scipy.stats import t as student_t
+    half = (loss["ci_high"] - loss["ci_low"]) / 2
+    assert half == pytest.approx(student_t.ppf(0.975, 7) * p.se, rel=1e-9)  # the same SE as the interval
 
 
 def test_bootstrap_se_matches_the_binomial_closed_form(template):
@@ -63,7 +80,7 @@ def test_bootstrap_se_matches_the_binomial_closed_form(template):
     alone = paired_se(base, None, ["accuracy"], resamples=2000, seed=0)["accuracy"]
     want = math.sqrt(2) * math.sqrt(0.8 * 0.2 / n_gt)
     assert alone.se == pytest.approx(want, rel=0.15) and alone.assumption == BASELINE_ONLY_ASSUMPTION
-    assert alone.mde == pytest.approx(z_sum() * alone.se)
+    assert alone.mde == pytest.approx(t_sum(59) * alone.se) and alone.df == 59
     both = paired_se(base, other, ["accuracy"], resamples=2000, seed=0)["accuracy"]
     assert both.se == pytest.approx(math.sqrt((0.8 * 0.2 + 0.6 * 0.4) / n_gt), rel=0.15) and both.assumption is None
     assert both.n_scenarios == 60

@@ -70,7 +70,7 @@ def compare_table(result: dict) -> str:
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
     lines.append("Intervention score (evenhand.paired, EvenHand's convention: refusals counted; change = the gap's "
-                 "move toward zero, aligned to the base's sign):")
+                 "move toward zero for a gap of the aligned sign, +1 by default (toward the minority); jackknife-t CIs):")
     rows = {(r["metric"], r["stat"]): r for r in result["score"]}
     for m in ("fraggap", "tieshift", "accgap", "tielean"):
         r = rows.get((m, "change"))

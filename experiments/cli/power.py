@@ -45,8 +45,10 @@ def plan(base, other, metrics: list[str], target: float, contrasts: list[int], a
             n = scenarios_needed(target, parts, k, alpha, power)
             needs.append({"contrasts": k, "scenarios": n, "items": int(round(n * k * per_unit)),
                           "within_pool": None if pool is None else n <= pool,
-                          "power_at_pool": None if pool is None else power_of(target, design_se(parts, pool, k), alpha)})
-        out["metrics"][m] = {"se": se, "mde": mde(se, alpha, power), "power_at_pilot": power_of(target, se, alpha),
+                          "power_at_pool": None if pool is None else power_of(target, design_se(parts, pool, k), alpha,
+                                                                              max(pool - 1, 1))})
+        df = max(n0 - 1, 1)  # t on k-1 degrees of freedom, as the comparison's jackknife-t interval
+        out["metrics"][m] = {"se": se, "mde": mde(se, alpha, power, df), "power_at_pilot": power_of(target, se, alpha, df),
                              "between": parts.between, "within": parts.within, "assumption": parts.assumption,
                              "needs": needs}
     return out
