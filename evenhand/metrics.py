@@ -341,12 +341,24 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def _paired(stat, Na, Da, Nb, Db, W, n: int) -> Estimate:
-    """stat(run a) - stat(run b) on the same resampled scenarios; ``stat`` maps (num, den) sums to values;
-    ``n``: the items entering it."""
-    def arm(Ns, Ds):
-        return lambda w: stat(w @ Ns, w @ Ds)
-    return paired_difference(arm(Na, Da), arm(Nb, Db), W, n)
+def _paired(stat, Na, Da, Nb, Db, W, n: int, held: np.ndarray | None = None, interval: str | None = None) -> Estimate:
+    """stat(run a) - stat(run b) on the same scenarios; ``stat`` maps (num, den) sums to values; ``n``: the items
+    entering it. ``interval`` (default :data:`INTERVAL`): ``jackknife-t`` leaves each scenario that holds the
+    metric's items (``held``) out of both runs at once (the paired interval chosen by null coverage,
+    docs/METRICS.md); ``percentile`` resamples scenarios with ``W``."""
+    interval = interval or INTERVAL
+    if interval == "percentile":
+        def arm(Ns, Ds):
+            return lambda w: stat(w @ Ns, w @ Ds)
+        return paired_difference(arm(Na, Da), arm(Nb, Db), W, n)
+    held = np.ones(len(Na), bool) if held is None else held
+    unit = np.ones((1, len(Na)))
+    value = float(stat(unit @ Na, unit @ Da)[0] - stat(unit @ Nb, unit @ Db)[0])
+    if not np.isfinite(value):
+        return Estimate(None, None, None, n, "insufficient data in one of the runs")
+    J = jackknife_weights(len(Na))[held]
+    loo = stat(J @ Na, J @ Da) - stat(J @ Nb, J @ Db)
+    return jackknife_t_estimate(value, loo, n, "the difference")
 
 
 def entered(D: np.ndarray, metric: str) -> np.ndarray:
@@ -385,8 +397,12 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
         return lambda n, d: metric_values(n, d, metric)
 
     # n: the items entering the metric in either run (not a sum of component denominators)
-    diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W, int((entered(Da, m) | entered(Db, m)).sum())).as_dict()
-             for m in METRICS}
+    def held(m):
+        comps = [COMPONENTS.index(c) for c in _DEF[m][1]]
+        return (Das[:, comps].sum(1) > 0) | (Dbs[:, comps].sum(1) > 0)
+
+    diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W, int((entered(Da, m) | entered(Db, m)).sum()),
+                        held(m)).as_dict() for m in METRICS}
     # McNemar on GT baseline items answered in both runs
     acc = COMPONENTS.index("acc")
     both = (Da[:, acc] > 0) & (Db[:, acc] > 0)
@@ -394,7 +410,7 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     disc_b, disc_c = int((ca & ~cb).sum()), int((~ca & cb).sum())
     return {
         "contrast_type": ctype, "convention": convention, "n_items": len(common), "n_scenarios": len(clusters),
-        "resamples": resamples,
+        "interval": INTERVAL, "resamples": resamples,
         "seed": seed, "difference": diffs,
         "mcnemar": {"n": int(both.sum()), "base_only_correct": disc_b, "other_only_correct": disc_c,
                     "p_value": mcnemar_exact(disc_b, disc_c)},

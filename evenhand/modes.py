@@ -3,7 +3,7 @@
 FairStress found that the direction of a measured lean can flip with the way a
 benchmark asks. :func:`mode_switch` decides the items both ways (a run directory
 with a manifest; resumable: ``OUT/answer/`` and ``OUT/logprob/``), scores each, and compares them on the
-same items with the paired bootstrap of :func:`evenhand.metrics.compare`
+same items with the paired jackknife-t interval of :func:`evenhand.metrics.compare`
 (``logprob`` minus ``answer``). :func:`switch_rows` turns that into a tidy
 table: per mode TieLean and AccGap (and accuracy, FragGap, TieShift) with CIs,
 and the paired difference with its CI; ``flips`` says whether the two modes'

@@ -326,3 +326,24 @@ def test_compare_and_modes_n_is_the_items_entering_each_metric_by_hand():
     t = switch_rows(reports, res)
     diff = t[t["stat"] == "logprob_minus_answer"].set_index("metric")["n"]
     assert diff["accuracy"] == 2 and diff["fraggap"] == 2 and diff["tielean"] == 1 and diff["accgap"] == 2
+
+
+def test_compare_interval_is_the_paired_jackknife_t(smoke_items):
+    """The two-run difference's CI is value +/- t_{k-1} * jackknife SE over scenarios left out of both runs at
+    once (the paired interval chosen by null coverage); the percentile bootstrap it replaced fails this."""
+    from scipy.stats import t as student_t
+    base = validate_rows(random_responses(smoke_items, 5))
+    other = validate_rows(random_responses(smoke_items, 6))
+    res = compare(base, other, resamples=200)
+    d = res["difference"]["accuracy"]
+    assert res["interval"] == "jackknife-t"
+    t1 = base[base["contrast_type"] == "type1"]
+    o1 = other[other["contrast_type"] == "type1"]
+    held = sorted(set(t1.loc[(t1["condition"] == "GT") & ~t1["pressured"], "scenario_id"]))
+    loo = np.array([compute_metrics(o1[o1["scenario_id"] != s], resamples=2)["accuracy"].value
+                    - compute_metrics(t1[t1["scenario_id"] != s], resamples=2)["accuracy"].value for s in held])
+    k = len(held)
+    se = np.sqrt((k - 1) / k * np.sum((loo - loo.mean()) ** 2))
+    half = student_t.ppf(0.975, k - 1) * se
+    assert d["ci_high"] - d["value"] == pytest.approx(half, rel=1e-9)
+    assert d["value"] - d["ci_low"] == pytest.approx(half, rel=1e-9)
