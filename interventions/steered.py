@@ -36,9 +36,9 @@ All three are :class:`~interventions.base.DirectionIntervention` methods, so eac
 gets a control (``random_control``): for ``caa``, every fitted vector replaced by a random
 direction of the same norm (seeded); for the two erasers, ``ace`` and ``leace``, the same
 eraser refitted on a seeded random relabelling of the concept (the same fitting activations,
-sites and shrinkage; one permutation of the labels shared by every site), so that the control
-moves activations as much as the method (:func:`eraser_norms`) but erases nothing in
-particular. A fit stores what the refit needs: the labels and, per site, the float32
+sites and shrinkage; one permutation of the labels shared by every site): an eraser of the
+same kind fitted on the same data, whose operator norm (:func:`eraser_norms`) is of the order
+of the method's, but which erases no concept. A fit stores what the refit needs: the labels and, per site, the float32
 activations the eraser was fitted on (for sequential LEACE, those collected with the real
 upstream erasers applied; the control is refitted on them, not re-scrubbed through the model
 under its own upstream erasers, which would need the model and a pass per layer per draw).
