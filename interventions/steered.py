@@ -26,14 +26,23 @@ the prompt and of the answer).
   ``concept``: ``identity`` (default; which slot holds the minority-coded candidate, the
   candidate identity Karvonen & Marks erase; items with identity cues) or ``pressure``
   (whether the pressure favours the minority-coded candidate; pressured items with identity
-  cues). LEACE is fitted layer by layer in order, each layer on activations already erased
-  upstream (the upstream erasers applied at every position; ``sequential``, default true;
-  :func:`steering.leace.fit_leace_sequential`).
+  cues). LEACE is fitted by ``concept-erasure`` with its optimal linear shrinkage of the
+  covariance (fit option ``shrinkage``, default true; :mod:`steering.leace`), layer by layer in
+  order, each layer on activations already erased upstream (the upstream erasers applied at
+  every position; ``sequential``, default true; :func:`steering.leace.fit_leace_sequential`).
+  Each fit's ``info["operator_norms"]`` holds every site's operator norm (:func:`eraser_norms`).
 
 All three are :class:`~interventions.base.DirectionIntervention` methods, so each
-gets the random-direction control (``random_control``): every fitted direction
-replaced by a random direction of the same norm (seeded); for LEACE, the erasure
-of a random direction. The comparison reports it beside each method.
+gets a control (``random_control``): for ``caa``, every fitted vector replaced by a random
+direction of the same norm (seeded); for the two erasers, ``ace`` and ``leace``, the same
+eraser refitted on a seeded random relabelling of the concept (the same fitting activations,
+sites and shrinkage; one permutation of the labels shared by every site): an eraser of the
+same kind fitted on the same data, whose operator norm (:func:`eraser_norms`) is of the order
+of the method's, but which erases no concept. A fit stores what the refit needs: the labels and, per site, the float32
+activations the eraser was fitted on (for sequential LEACE, those collected with the real
+upstream erasers applied; the control is refitted on them, not re-scrubbed through the model
+under its own upstream erasers, which would need the model and a pass per layer per draw).
+The comparison reports it beside each method.
 
 :func:`concept_activations` and :func:`layer_sites` are public so that a method
 written outside the package (see ``examples/directional_ablation.py``) fits the
@@ -42,7 +51,7 @@ same way.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -246,7 +255,7 @@ class CAA(DirectionIntervention):
         return {s: Add(fitted.tensors[f"{s}/direction"], float(options.alpha)) for s in fitted.info["sites"]}
 
 
-# --- affine concept editing -------------------------------------------------------------------
+# --- the erasers' options (ACE, LEACE) -----------------------------------------------------------
 @dataclass(frozen=True)
 class ACEFit:
     """Fit options of ``ace``: the layers edited (default every layer), the batch size of the activation pass
@@ -273,60 +282,123 @@ class StrengthApply(SitesApply):
         check_number("erasure", "strength", self.strength)
 
 
+# --- the erasers' control: the same eraser fitted on a random relabelling of the concept ----------
+LABELS = "concept_labels"
+"""The tensor of an ``ace``/``leace`` fit holding the concept labels its erasers were fitted on."""
+
+
+def fit_activations_key(site: str) -> str:
+    """The tensor of an ``ace``/``leace`` fit holding the activations [n, d] its eraser at ``site`` was fitted on."""
+    return f"{site}/fit_activations"
+
+
+def relabelled(z, seed: int) -> np.ndarray:
+    """``z`` randomly permuted (``numpy.random.default_rng(seed)``): the same class counts, no concept."""
+    return np.random.default_rng(int(seed)).permutation(np.asarray(z))
+
+
+class _RelabelledControl(DirectionIntervention):
+    """The control of an eraser: the same eraser refitted on a seeded random permutation of the labels (one
+    permutation for every site), on the activations, sites and fit options of the fit."""
+
+    def fitting_data(self, fitted: Fitted) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """(labels, site -> float32 activations) the fit's erasers were fitted on."""
+        keys = [LABELS] + [fit_activations_key(s) for s in fitted.info["sites"]]
+        missing = [k for k in keys if k not in fitted.tensors]
+        if missing:
+            raise InterventionError(f"{self.name}: the fit has no tensor {missing[0]!r}, needed to refit the control on "
+                                    f"relabelled data (a fit made before the control was a relabelled refit: fit again)")
+        return (fitted.tensors[LABELS].cpu().numpy(),
+                {s: fitted.tensors[fit_activations_key(s)].cpu().numpy() for s in fitted.info["sites"]})
+
+    def random_control(self, fitted: Fitted, seed: int) -> Fitted:
+        """The eraser refitted on the concept's labels permuted with ``seed`` (:meth:`control_tensors`); its
+        ``info`` records the control and its operator norms."""
+        control = super().random_control(fitted, seed)
+        info = {**control.info, "control": "relabelled concept", "control_seed": int(seed),
+                "operator_norms": eraser_norms(control)}
+        return replace(control, info=info)
+
+
+# --- ACE ---------------------------------------------------------------------------------------
 @register
-class ACE(DirectionIntervention):
+class ACE(_RelabelledControl):
     """Affine concept editing: set the concept direction's component to its mean at each layer.
 
     Marshall et al. 2024; Karvonen & Marks 2025 for race and gender. At each layer,
     set the component along the concept's difference-of-means direction to its training mean. The concept is
-    the candidate identity by default (fit option ``concept``)."""
+    the candidate identity by default (fit option ``concept``). Control: the same edit along the
+    difference-of-means direction of a random relabelling of the concept."""
     name = "ace"
     FitOptions = ACEFit
     ApplyOptions = StrengthApply
 
     def fit_parameters(self, lm, train_items, options: ACEFit, seed: int, progress: bool) -> tuple[dict, dict]:
-        from steering.directions import diff_of_means
         rows, z, sites, acts = concept_activations(lm, train_items, options.layers, options.batch_size, progress,
                                                    self.name, options.concept)
         tensors = {}
         for s in sites:
-            tensors[f"{s}/direction"] = _float32(diff_of_means(acts[s], z))
-            tensors[f"{s}/mean"] = _float32(acts[s].mean(0))
-        return {"sites": sites, "n_train": len(rows), "concept": options.concept}, tensors
+            tensors.update(self.site_tensors(acts[s], z, s))
+            tensors[fit_activations_key(s)] = _float32(acts[s])
+        tensors[LABELS] = _labels(z)
+        return {"sites": sites, "n_train": len(rows), "concept": options.concept,
+                "operator_norms": {s: 1.0 for s in sites}}, tensors
+
+    @staticmethod
+    def site_tensors(acts: np.ndarray, z: np.ndarray, site: str) -> dict:
+        """The edit's tensors at ``site``: the concept's difference of means and the activations' mean."""
+        from steering.directions import diff_of_means
+        return {f"{site}/direction": _float32(diff_of_means(acts, z)), f"{site}/mean": _float32(acts.mean(0))}
 
     def edits(self, fitted: Fitted, lm, options: StrengthApply) -> dict:
         from steering.hooks import ProjectOut
         return {s: ProjectOut(fitted.tensors[f"{s}/direction"], fitted.tensors[f"{s}/mean"], float(options.strength))
                 for s in fitted.info["sites"]}
 
+    def control_tensors(self, fitted: Fitted, seed: int) -> dict:
+        """Each site's direction from the fitting activations with the labels permuted (seed ``seed``)."""
+        z, acts = self.fitting_data(fitted)
+        fake = relabelled(z, seed)
+        out = {LABELS: _labels(fake)}
+        for s in fitted.info["sites"]:
+            out.update(self.site_tensors(acts[s], fake, s))
+        return out
+
 
 # --- LEACE ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LEACEFit:
     """Fit options of ``leace``: the layers erased, the batch size of the activation pass, the concept erased
-    (:data:`CONCEPTS`; default ``identity``) and whether the layers are fitted in order, each on activations
-    already erased upstream (``sequential``, default true) or each on the model's own activations."""
+    (:data:`CONCEPTS`; default ``identity``), whether the layers are fitted in order, each on activations
+    already erased upstream (``sequential``, default true) or each on the model's own activations, and whether
+    the covariance is concept-erasure's optimal linear shrinkage estimate (``shrinkage``, default true, the
+    library's default) or the sample covariance."""
     layers: str | int | tuple = "all"
     batch_size: int = 32
     concept: str = "identity"
     sequential: bool = True
+    shrinkage: bool = True
 
     def __post_init__(self):
         object.__setattr__(self, "layers", check_layers("leace", self.layers))
         check_positive("leace", "batch_size", self.batch_size)
         check_choice("leace", "concept", self.concept, CONCEPTS)
-        if not isinstance(self.sequential, bool):
-            raise InterventionError(f"leace: option sequential must be true or false, got {self.sequential!r}")
+        for option in ("sequential", "shrinkage"):
+            if not isinstance(getattr(self, option), bool):
+                raise InterventionError(f"leace: option {option} must be true or false, got "
+                                        f"{getattr(self, option)!r}")
 
 
 @register
-class LEACE(DirectionIntervention):
+class LEACE(_RelabelledControl):
     """LEACE: closed-form linear erasure of the concept, fitted layer by layer on erased activations.
 
-    Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form": the least-squares
+    Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form", fitted by their
+    ``concept-erasure`` package (with its shrinkage of the covariance by default): the least-squares
     affine eraser of a binary concept at each chosen layer, read at the decision token; layers are fitted in
     order, each on activations already erased upstream (the paper's concept scrubbing). The concept is the
-    candidate identity by default (fit option ``concept``)."""
+    candidate identity by default (fit option ``concept``). Control: the same eraser fitted on a random
+    relabelling of the concept."""
     name = "leace"
     FitOptions = LEACEFit
     ApplyOptions = StrengthApply
@@ -340,36 +412,70 @@ class LEACE(DirectionIntervention):
         sites = sorted(layer_sites(lm, options.layers), key=lambda s: int(s.split(".")[1]))
         seqs = [prompt_ids(lm, r) for r in rows.to_dict("records")]
         if options.sequential:
+            acts: dict[str, np.ndarray] = {}
+
             def collect(site: str, upstream: dict) -> np.ndarray:
                 with steer(lm.model, {s: e.as_affine() for s, e in upstream.items()}):
-                    return last_token_activations(lm, seqs, [site], options.batch_size, progress)[site]
-            erasers = fit_leace_sequential(collect, sites, z)
+                    acts[site] = last_token_activations(lm, seqs, [site], options.batch_size, progress)[site]
+                return acts[site]
+            erasers = fit_leace_sequential(collect, sites, z, options.shrinkage)
         else:
             acts = last_token_activations(lm, seqs, sites, options.batch_size, progress)
-            erasers = {s: fit_leace(acts[s], z) for s in sites}
+            erasers = {s: fit_leace(acts[s], z, options.shrinkage) for s in sites}
         tensors = {}
         for s in sites:
-            tensors[f"{s}/proj"] = _float32(erasers[s].proj)
-            tensors[f"{s}/mean"] = _float32(erasers[s].mean)
-        return {"sites": sites, "n_train": len(rows), "concept": options.concept,
-                "sequential": options.sequential}, tensors
+            tensors.update(self.site_tensors(erasers[s], s))
+            tensors[fit_activations_key(s)] = _float32(acts[s])
+        tensors[LABELS] = _labels(z)
+        return {"sites": sites, "n_train": len(rows), "concept": options.concept, "sequential": options.sequential,
+                "shrinkage": options.shrinkage, "operator_norms": {s: erasers[s].operator_norm for s in sites}}, tensors
+
+    @staticmethod
+    def site_tensors(eraser, site: str) -> dict:
+        """The eraser's tensors at ``site``: ``proj`` and ``mean`` (float32) and its operator norm (float64)."""
+        import torch
+        return {f"{site}/proj": _float32(eraser.proj), f"{site}/mean": _float32(eraser.mean),
+                f"{site}/operator_norm": torch.tensor(eraser.operator_norm, dtype=torch.float64)}
 
     def eraser(self, fitted: Fitted, site: str):
         """The :class:`steering.leace.LeaceEraser` fitted at ``site`` (the map every edit applies)."""
         from steering.leace import LeaceEraser
+        norm = fitted.tensors.get(f"{site}/operator_norm")
         return LeaceEraser(fitted.tensors[f"{site}/mean"].detach().cpu().double().numpy(),
-                           fitted.tensors[f"{site}/proj"].detach().cpu().double().numpy())
+                           fitted.tensors[f"{site}/proj"].detach().cpu().double().numpy(),
+                           None if norm is None else float(norm))
 
     def edits(self, fitted: Fitted, lm, options: StrengthApply) -> dict:
         return {s: self.eraser(fitted, s).as_affine(float(options.strength)) for s in fitted.info["sites"]}
 
     def control_tensors(self, fitted: Fitted, seed: int) -> dict:
-        """At the k-th site, the orthogonal projection on a random unit direction (seed ``seed*1000+k``): the
-        erasure of a direction that means nothing, of rank one like the binary concept's eraser."""
-        from steering.directions import random_like, unit
-        out = {}
-        for k, s in enumerate(fitted.info["sites"]):
-            d = fitted.tensors[f"{s}/proj"].shape[0]
-            u = unit(random_like(np.ones(d), seed * 1000 + k))
-            out[f"{s}/proj"] = _float32(np.outer(u, u))
+        """Each site's eraser refitted on the activations it was fitted on with the labels permuted (seed
+        ``seed``), with the fit's shrinkage. For a sequential fit these are the activations collected with the
+        real upstream erasers applied: the control is not re-scrubbed through the model under its own upstream
+        erasers (that needs the model and one pass per layer per draw)."""
+        from steering.leace import fit_leace
+        shrinkage = self.fit_options_of(fitted).shrinkage
+        z, acts = self.fitting_data(fitted)
+        fake = relabelled(z, seed)
+        out = {LABELS: _labels(fake)}
+        for s in fitted.info["sites"]:
+            out.update(self.site_tensors(fit_leace(acts[s], fake, shrinkage), s))
         return out
+
+
+def eraser_norms(fitted: Fitted) -> dict[str, float]:
+    """Site -> the operator norm (spectral norm) of a fitted eraser's linear part at strength 1, the most it
+    stretches the difference of two activations. ``leace``: of ``I - proj`` (concept-erasure's ``P``; stored
+    with the fit, computed from ``proj`` for a fit that lacks it); ``ace``: of ``I - u u^T``, an orthogonal
+    projection, so 1. Works on a control too (its own erasers)."""
+    sites = fitted.info.get("sites")
+    if fitted.name not in ("ace", "leace") or not sites:
+        raise InterventionError(f"eraser_norms: a fit of ace or leace is needed, got {fitted.name!r}")
+    if fitted.name == "ace":
+        return {s: 1.0 for s in sites}
+    return {s: LEACE().eraser(fitted, s).operator_norm for s in sites}
+
+
+def _labels(z):
+    import torch
+    return torch.tensor(np.asarray(z), dtype=torch.int64)

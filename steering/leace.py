@@ -1,45 +1,39 @@
-"""LEACE: least-squares concept erasure in closed form (Belrose et al. 2023).
+"""LEACE: least-squares concept erasure in closed form (Belrose et al. 2023), fitted by ``concept-erasure``.
 
-Given activations X [n, d] and a concept Z (a binary/categorical label, or a matrix of
-concept features), LEACE finds the affine map ``r(x) = x - proj (x - mean_x)`` that
+The eraser ``r(x) = x - proj (x - mean)`` makes the cross-covariance between ``r(X)`` and the concept Z zero
+(linear guardedness: no linear predictor of Z from r(X) beats the best constant) and, among such maps, moves
+the data least (the paper's Theorem 4.1). ``proj = W^+ P W`` with ``W`` the whitening matrix of the covariance
+of X and ``P`` the orthogonal projection onto the column space of ``W Sigma_XZ``.
 
-1. makes the cross-covariance between ``r(X)`` and ``Z`` exactly zero, which is equivalent
-   to *linear guardedness*: no linear predictor of Z from r(X) has lower loss (for any
-   convex loss, e.g. the log-loss) than the best constant predictor; and
-2. among all such maps moves the data the least, in mean squared distance (under any
-   inner product, the paper's Theorem 4.1).
+**The library's** (``concept_erasure.LeaceFitter``, Belrose et al.'s own package, with its defaults): the
+estimator. The covariance of X is the library's optimal linear shrinkage estimate (``shrinkage=True``, default;
+Ledoit-Wolf-type shrinkage toward ``tr(Sigma)/d I``) or the sample covariance (``shrinkage=False``); singular
+values of ``W Sigma_XZ`` under ``svd_tol`` 0.01 are dropped; the covariance-trace constraint is on. Without
+shrinkage, whitening an ill-conditioned covariance (activations often have a condition number of 1e7)
+gives an eraser that stretches activations hundreds of times (operator norm 375 on the organism's first
+layer); the shrunk estimate keeps it moderate and still zeroes the cross-covariance on the fitting data.
 
-With ``W = Sigma_XX^(-1/2)`` (the whitening matrix; pseudo-inverse square root for a
-rank-deficient covariance) and ``P`` the orthogonal projection onto the column space of
-``W Sigma_XZ``, the eraser is ``proj = W^+ P W``, an *oblique* projection: it moves points
-only along the columns of ``Sigma_XZ`` (for a binary label, the difference of class means),
-by an amount read off in whitened coordinates.
-
-Across layers (:func:`fit_leace_sequential`), the erasers are fitted in order, each on activations
-already erased upstream, as Belrose et al. do for a whole network (section 6, "concept scrubbing"):
-a later layer recomputes from the erased earlier one, so an eraser fitted on un-erased activations
-guards the concept only for inputs it will no longer see.
-
-Implemented here with numpy (float64) because the ``concept-erasure`` package is not
-available offline; :meth:`LeaceEraser.as_affine` gives the same map as a
-:class:`steering.hooks.Affine` edit for :func:`steering.hooks.steer`; the ``leace``
-intervention (:mod:`interventions.steered`) applies exactly this eraser.
+**Ours** (a thin adapter): the concept's encoding (:func:`concept_matrix`); :class:`LeaceEraser`, the fitted
+map as float64 ``mean``/``proj`` with :meth:`~LeaceEraser.as_affine` so that :func:`steering.hooks.steer` applies
+exactly this map at any model site and :attr:`~LeaceEraser.operator_norm`; and :func:`fit_leace_sequential`,
+the layer-by-layer fit (section 6's concept scrubbing) over any sites through a ``collect`` callback, because
+the library's own scrubber patches Llama and GPT-NeoX modules only and erases at every token, while the
+methods here read the decision token at ``blocks.<l>.resid_post`` of any supported model.
 """
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from steering.hooks import Affine
 
-_EPS = np.finfo(np.float64).eps
 
-
-def _concept_matrix(Z, n: int) -> np.ndarray:
-    """``Z`` as a float64 matrix [n, k]: a 1-D label is one-hot encoded over its distinct values;
-    a 2-D array is taken as concept features as given (a continuous concept is passed as [n, 1])."""
+def concept_matrix(Z, n: int) -> np.ndarray:
+    """``Z`` as the float64 concept matrix [n, k] handed to the library: a binary label vector becomes one 0/1
+    column (as in the library's own examples), a categorical one (3+ classes) its one-hot encoding, and a 2-D
+    array is taken as concept features as given (a continuous concept is passed as [n, 1])."""
     a = np.asarray(Z)
     if a.ndim not in (1, 2):
         raise ValueError(f"Z must be a 1-D label vector [n] or a 2-D concept matrix [n, k]; got shape {a.shape}")
@@ -49,9 +43,10 @@ def _concept_matrix(Z, n: int) -> np.ndarray:
         classes, idx = np.unique(a, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(f"Z has a single class ({classes.tolist()}): there is no concept to erase")
-        onehot = np.zeros((n, len(classes)), dtype=np.float64)
-        onehot[np.arange(n), idx.reshape(-1)] = 1.0
-        return onehot
+        idx = idx.reshape(-1)
+        if len(classes) == 2:
+            return (idx == 1).astype(np.float64)[:, None]
+        return np.eye(len(classes))[idx]
     m = a.astype(np.float64)
     if m.shape[1] == 0:
         raise ValueError("Z has zero columns")
@@ -60,15 +55,28 @@ def _concept_matrix(Z, n: int) -> np.ndarray:
     return m
 
 
+def _spectral_norm_of_identity_minus(left: np.ndarray, right: np.ndarray) -> float:
+    """``||I - left @ right||_2`` for ``left`` [d, k], ``right`` [k, d], through the <= 2k-dimensional subspace
+    where the map is not the identity (exact; a full SVD of a [d, d] matrix is slow at model widths)."""
+    d = left.shape[0]
+    if 2 * left.shape[1] >= d:
+        return float(np.linalg.norm(np.eye(d) - left @ right, 2))
+    Q, _ = np.linalg.qr(np.concatenate([left, right.T], axis=1))
+    inner = np.linalg.norm(np.eye(Q.shape[1]) - (Q.T @ left) @ (right @ Q), 2)
+    return float(max(inner, 1.0))  # on the complement of span(Q) the map is the identity
+
+
 @dataclass(frozen=True, eq=False)
 class LeaceEraser:
     """The fitted eraser ``x -> x - proj (x - mean)``.
 
-    ``mean`` [d] is the training mean of X; ``proj`` [d, d] is ``W^+ P W`` (an oblique
-    projection of rank = the number of erased directions). Both are stored read-only."""
+    ``mean`` [d] is the training mean of X; ``proj`` [d, d] the library's ``I - P`` (an oblique projection of
+    rank = the number of erased directions). Both are stored read-only. ``norm``: the operator norm, when
+    already known (else computed on first use)."""
 
     mean: np.ndarray
     proj: np.ndarray
+    norm: float | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         mean = np.array(self.mean, dtype=np.float64)
@@ -92,6 +100,14 @@ class LeaceEraser:
         """Returns the number of directions erased (the rank of ``proj``)."""
         return int(np.linalg.matrix_rank(self.proj)) if np.any(self.proj) else 0
 
+    @property
+    def operator_norm(self) -> float:
+        """The spectral norm of the map's linear part ``I - proj``: the most it stretches the difference of two
+        activations (1 for an orthogonal projection; an ill-conditioned whitening makes it large)."""
+        if self.norm is None:
+            object.__setattr__(self, "norm", float(np.linalg.norm(np.eye(self.dim) - self.proj, 2)))
+        return float(self.norm)
+
     def __call__(self, X) -> np.ndarray:
         """Returns the erased activations, float64, of ``X``'s shape ([d] or [n, d])."""
         A = np.asarray(X, dtype=np.float64)
@@ -109,61 +125,49 @@ class LeaceEraser:
         return Affine(torch.from_numpy(matrix), torch.from_numpy(bias), strength)
 
 
-def fit_leace(X, Z, shrinkage: float = 0.0) -> LeaceEraser:
-    """Fit the LEACE eraser of concept ``Z`` from activations ``X`` [n, d].
+def check_shrinkage(shrinkage) -> bool:
+    """``shrinkage`` if it is a bool (the library's option: its optimal linear shrinkage on or off), else a
+    :class:`ValueError` naming it."""
+    if not isinstance(shrinkage, (bool, np.bool_)):
+        raise ValueError(f"shrinkage must be true or false (concept-erasure's optimal linear shrinkage of the "
+                         f"covariance on or off); got {shrinkage!r}")
+    return bool(shrinkage)
 
-    ``Z`` is a label vector [n] (binary or categorical, one-hot encoded internally) or a
-    concept matrix [n, k] (centred internally). ``shrinkage`` in [0, 1] shrinks the
-    covariance of X towards ``tr(Sigma)/d * I`` before whitening (useful when n is small
-    relative to d); the cross-covariance guarantee holds for every value, least-squares
-    optimality only at 0. Returns a :class:`LeaceEraser`."""
+
+def fit_leace(X, Z, shrinkage: bool = True) -> LeaceEraser:
+    """The LEACE eraser of concept ``Z`` from activations ``X`` [n, d], fitted by ``concept_erasure.LeaceFitter``
+    in float64 with the library's defaults; ``shrinkage`` (default true, the library's default) turns its
+    optimal linear shrinkage of the covariance on or off.
+
+    ``Z`` is a label vector [n] (binary, or categorical and one-hot encoded) or a concept matrix [n, k]
+    (:func:`concept_matrix`). Returns a :class:`LeaceEraser` with its operator norm."""
+    import torch
+    from concept_erasure import LeaceFitter
+
+    shrinkage = check_shrinkage(shrinkage)
     A = np.asarray(X, dtype=np.float64)
     if A.ndim != 2 or A.shape[0] < 2 or A.shape[1] == 0:
         raise ValueError(f"X must be a 2-D array [n, d] with n >= 2; got shape {A.shape}")
     if not np.all(np.isfinite(A)):
         raise ValueError("X contains NaN or infinite values")
-    if not (0.0 <= float(shrinkage) <= 1.0):
-        raise ValueError(f"shrinkage must be in [0, 1]; got {shrinkage!r}")
-    n, d = A.shape
-    Zm = _concept_matrix(Z, n)
-
-    mean = A.mean(axis=0)
-    Xc = A - mean
-    Zc = Zm - Zm.mean(axis=0)
-    sigma_xx = Xc.T @ Xc / n
-    if shrinkage > 0:
-        sigma_xx = (1 - shrinkage) * sigma_xx + shrinkage * (np.trace(sigma_xx) / d) * np.eye(d)
-    sigma_xz = Xc.T @ Zc / n
-
-    # Whitening W = Sigma^(-1/2) and its pseudo-inverse Sigma^(1/2), on the covariance's support.
-    lam, V = np.linalg.eigh((sigma_xx + sigma_xx.T) / 2)
-    top = float(lam.max()) if lam.size else 0.0
-    if top <= 0:  # X is constant: nothing varies, nothing can predict Z
-        return LeaceEraser(mean, np.zeros((d, d)))
-    keep = lam > top * d * _EPS
-    Vk, lk = V[:, keep], lam[keep]
-    W = (Vk / np.sqrt(lk)) @ Vk.T
-    W_pinv = (Vk * np.sqrt(lk)) @ Vk.T
-
-    # P: orthogonal projection onto the column space of W Sigma_XZ.
-    M = W @ sigma_xz
-    U, s, _ = np.linalg.svd(M, full_matrices=False)
-    if s.size == 0 or s[0] == 0:
-        return LeaceEraser(mean, np.zeros((d, d)))
-    Ur = U[:, s > s[0] * max(M.shape) * _EPS]
-    proj = W_pinv @ (Ur @ (Ur.T @ W))
-    return LeaceEraser(mean, proj)
+    Zm = concept_matrix(Z, A.shape[0])
+    with torch.no_grad():
+        eraser = LeaceFitter.fit(torch.from_numpy(A), torch.from_numpy(Zm), shrinkage=shrinkage).eraser
+    left = eraser.proj_left.numpy()
+    right = eraser.proj_right.numpy()
+    mean = eraser.bias.numpy() if eraser.bias is not None else np.zeros(A.shape[1])
+    return LeaceEraser(mean, left @ right, _spectral_norm_of_identity_minus(left, right))
 
 
 def fit_leace_sequential(collect: Callable[[str, dict], np.ndarray], sites: Sequence[str], Z,
-                         shrinkage: float = 0.0) -> dict[str, LeaceEraser]:
+                         shrinkage: bool = True) -> dict[str, LeaceEraser]:
     """LEACE erasers for ``sites`` fitted layer by layer, in order (concept scrubbing, Belrose et al. 2023).
 
     ``collect(site, erasers)`` returns the activations [n, d] at ``site`` (rows aligned with ``Z``)
     computed with ``erasers`` (site -> :class:`LeaceEraser`, the ones fitted so far, all upstream of
-    ``site``) applied. Each eraser is fitted on what the previous ones leave, so after applying all of
-    them the cross-covariance with ``Z`` is zero at every site, on these inputs. Returns
-    ``{site: eraser}`` in the order of ``sites``."""
+    ``site``) applied. Each eraser is fitted (:func:`fit_leace`, ``shrinkage``) on what the previous ones
+    leave, so after applying all of them the cross-covariance with ``Z`` is zero at every site, on these
+    inputs. Returns ``{site: eraser}`` in the order of ``sites``."""
     if not sites:
         raise ValueError("fit_leace_sequential needs at least one site")
     erasers: dict[str, LeaceEraser] = {}

@@ -388,7 +388,7 @@ def _onehot(z) -> np.ndarray:
     return np.eye(int(z.max()) + 1)[z]
 
 
-@pytest.mark.parametrize("case", ["binary", "categorical", "continuous", "rank_deficient", "shrinkage"])
+@pytest.mark.parametrize("case", ["binary", "categorical", "continuous", "rank_deficient", "no_shrinkage"])
 def test_leace_zeroes_cross_covariance(case):
     X, z = _data(seed=1)
     rng = np.random.default_rng(1)
@@ -406,7 +406,7 @@ def test_leace_zeroes_cross_covariance(case):
         X = X[:, :3] @ rng.standard_normal((3, 8))  # covariance of rank 3 in d = 8
         Z, Zm = z, _onehot(z)
     else:
-        Z, Zm, kw = z, _onehot(z), {"shrinkage": 0.3}
+        Z, Zm, kw = z, _onehot(z), {"shrinkage": False}
     eraser = fit_leace(X, Z, **kw)
     before = np.abs(_cross_cov(X, Zm)).max()
     after = np.abs(_cross_cov(eraser(X), Zm)).max()
@@ -437,7 +437,7 @@ def test_leace_moves_only_along_the_concept_and_least():
     for cls in (0, 1):  # class means of every coordinate made exactly equal...
         X[z == cls] -= X[z == cls].mean(0)
     X[:, 0] += 2.0 * z  # ...then the concept planted in coordinate 0 only
-    eraser = fit_leace(X, z)
+    eraser = fit_leace(X, z, shrinkage=False)  # least squares under the sample covariance (no shrinkage)
     Xe = eraser(X)
     moved = Xe - X
     # Sigma_XZ is along e_0, so LEACE moves points along e_0 only: the other coordinates are untouched...
@@ -483,8 +483,8 @@ def test_leace_eraser_as_affine_and_validation():
         fit_leace(X, np.zeros(len(X)))
     with pytest.raises(ValueError, match="Z has 5 rows but X has 600"):
         fit_leace(X, z[:5])
-    with pytest.raises(ValueError, match="shrinkage must be in"):
-        fit_leace(X, z, shrinkage=1.5)
+    with pytest.raises(ValueError, match="shrinkage must be true or false"):
+        fit_leace(X, z, shrinkage=0.3)
     with pytest.raises(ValueError, match=r"X must be \[d\] or \[n, d\] with d = 8"):
         eraser(X[:, :3])
     with pytest.raises(ValueError, match="LeaceEraser.proj must be"):
