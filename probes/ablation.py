@@ -35,7 +35,19 @@ original id in ``source_item_id``. :func:`name_ablation` re-decides and re-cache
 them with the run's model, then (a) applies the probes fitted on the original
 activations to the ablated ones and (b) fits new probes on the ablated ones,
 and reports the drop in accuracy against the original probes with paired
-bootstrap CIs over scenarios.
+jackknife-t CIs over scenarios (:data:`probes.scores.PAIRED_INTERVAL`).
+
+Transfer is out of fold, like the original accuracy it is compared with: each
+outer fold's probe scores the ablated activations of the rows it held out
+(:meth:`probes.logistic.FoldResult.predict_out_of_fold`). A probe fitted on all
+rows and applied to the same items' ablated activations has seen those items:
+with many more dimensions than items (3,840-d activations, 1-2k items) it
+memorises each item's own activation noise, which the ablation leaves in place,
+and the transfer drop comes out too small. On the planted name direction of
+``tests/test_probes.py`` (300 items, 1,500 dimensions, original accuracy 90.3%,
+nothing left to read after ablation) the all-rows probe scored 99.3% on the
+ablated activations, a drop of -9.0 pp; out of fold, 52.7% and +37.7 pp
+[+32.1, +43.3] (planted: +40.3).
 """
 from __future__ import annotations
 
@@ -105,17 +117,69 @@ def prompt_ceiling(prompts, y: np.ndarray) -> float:
     return float(counts.max(axis=1).sum() / len(t))
 
 
+def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[np.ndarray], y_o: np.ndarray,
+                   y_a: np.ndarray, groups: np.ndarray, opts=None, resamples: int = 1000,
+                   design_o: np.ndarray | None = None, design_a: np.ndarray | None = None,
+                   ceilings: dict[str, float] | None = None, extra: dict | None = None) -> pd.DataFrame:
+    """The name ablation's tidy table from paired rows: ``original[i]`` and ``ablated[i]`` are site ``sites[i]``'s
+    features of the same items (row j of each is one item) with and without names, ``y_o`` / ``y_a`` the labels
+    of the original and the ablated run, ``groups`` the scenarios.
+
+    Per site: ``original_accuracy`` and ``retrained_accuracy`` (out-of-fold, nested grouped CV on each run's
+    features), ``transfer_accuracy`` (each outer fold's original probe applied to *its own held-out rows'*
+    ablated features, :meth:`probes.logistic.FoldResult.predict_out_of_fold`: out of fold like the original
+    accuracy, so the drop is not flattered by a probe that has seen the rows it scores) and the paired
+    ``drop_transfer`` / ``drop_retrained`` (:func:`probes.scores.paired_drop_ci`); with ``design_o`` /
+    ``design_a`` the evidence baseline on each run's labels; ``ceilings`` as fixed rows. Every row has the
+    ``interval`` it was given and the ``transfer`` protocol (``out-of-fold``)."""
+    from .logistic import ProbeOptions, fit_sites, resolved_engine
+    from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, paired_drop_ci
+    from .sweep import site_layer
+
+    opts = opts or ProbeOptions()
+    fo = fit_sites(original, y_o, groups, opts)
+    fa = fit_sites(ablated, y_a, groups, opts)
+    fixed = {}
+    for name, design, yy in (("evidence_original", design_o, y_o), ("evidence_ablated", design_a, y_a)):
+        if design is None:
+            continue
+        hit = (np.full(len(yy), np.nan) if len(np.unique(yy)) < 2
+               else (fit_sites([design], yy, groups, opts)[0].prob >= 0.5) == (yy == 1))
+        fixed[name] = accuracy_ci(hit, groups, resamples, opts.seed)
+    base = {**(extra or {}), "engine": resolved_engine(opts, max(x.shape[1] for x in original)),
+            "transfer": "out-of-fold"}
+    k = len(np.unique(groups))
+    rows = []
+    for site, ro, ra, xa in zip(sites, fo, fa, ablated):
+        hit_o = (ro.prob >= 0.5) == (y_o == 1)
+        hit_t = (ro.predict_out_of_fold(xa) >= 0.5) == (y_a == 1)
+        hit_r = (ra.prob >= 0.5) == (y_a == 1)
+        ests = [("original_accuracy", accuracy_ci(hit_o, groups, resamples, opts.seed), POINT_INTERVAL),
+                ("transfer_accuracy", accuracy_ci(hit_t, groups, resamples, opts.seed), POINT_INTERVAL),
+                ("retrained_accuracy", accuracy_ci(hit_r, groups, resamples, opts.seed), POINT_INTERVAL),
+                ("drop_transfer", paired_drop_ci(hit_o, hit_t, groups, resamples, opts.seed), PAIRED_INTERVAL),
+                ("drop_retrained", paired_drop_ci(hit_o, hit_r, groups, resamples, opts.seed), PAIRED_INTERVAL)]
+        ests += [(metric, est, POINT_INTERVAL) for metric, est in fixed.items()]
+        for metric, est, how in ests:
+            rows.append({"site": site, "layer": site_layer(site), "metric": metric,
+                         **est.as_dict("value", "ci_low", "ci_high", "n", "clusters"), "interval": how, **base})
+        for metric, v in (ceilings or {}).items():
+            rows.append({"site": site, "layer": site_layer(site), "metric": metric, "value": v, "ci_low": np.nan,
+                         "ci_high": np.nan, "n": len(y_o), "clusters": k, "interval": "none", **base})
+    return pd.DataFrame(rows)
+
+
 def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "label", label: str = "favours_minority",
                   degree: int | None = 1, sites: list[str] | None = None, opts=None, resamples: int = 1000,
                   batch_size: int = 32, progress: bool = True, lm=None,
                   minority_slot: str | None = None) -> pd.DataFrame:
     """Re-decide and re-cache a run's items without names; compare probes. Returns a tidy table.
 
-    Rows: for each site, ``original_accuracy`` (out-of-fold, original activations),
-    ``transfer_accuracy`` (the original all-rows probe on ablated activations, against
-    the ablated run's own labels), ``retrained_accuracy`` (out-of-fold on ablated
-    activations), and ``drop_transfer`` / ``drop_retrained`` (original minus each,
-    paired bootstrap over scenarios), on the items answered in both runs; beside them
+    Rows (:func:`ablation_table`): for each site, ``original_accuracy`` (out-of-fold, original
+    activations), ``transfer_accuracy`` (each outer fold's original probe on its own held-out
+    rows' ablated activations, against the ablated run's own labels), ``retrained_accuracy``
+    (out-of-fold on ablated activations), and ``drop_transfer`` / ``drop_retrained`` (original
+    minus each, jackknife-t over scenarios), on the items answered in both runs; beside them
     ``evidence_original`` / ``evidence_ablated`` (the evidence baseline, design features only,
     same folds, on the original and the ablated labels) and ``ceiling_original`` /
     ``ceiling_ablated`` (:func:`prompt_ceiling`: 0.5 means no probe on those prompts can do
@@ -128,9 +192,8 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     from evenhand.runs import RunDir, write_table_atomic
 
     from .dataset import build_dataset, labels as make_labels
-    from .logistic import ProbeOptions, fit_sites
-    from .scores import accuracy_ci, paired_drop_ci
-    from .sweep import site_layer
+    from .logistic import ProbeOptions
+    from .scores import PAIRED_INTERVAL, POINT_INTERVAL
 
     opts = opts or ProbeOptions()
     source, out = RunDir(run_dir), RunDir(out_dir)
@@ -160,45 +223,18 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
         raise ValueError(f"only {len(pairs)} items answered in both the original and the ablated run")
     oi, ai = (np.array(v) for v in zip(*pairs))
     y_o, y_a, groups = orig.y[oi], abl.y[ai], orig.groups[oi]
-    fo = fit_sites([orig.features[s][oi] for s in orig.sites], y_o, groups, opts, keep_full=True)
-    fa = fit_sites([abl.features[s][ai] for s in orig.sites], y_a, groups, opts)
-    evidence = []
-    for design, yy in ((orig.design[oi], y_o), (abl.design[ai], y_a)):
-        if len(np.unique(yy)) < 2:
-            evidence.append(np.full(len(yy), np.nan))
-        else:
-            evidence.append((fit_sites([design], yy, groups, opts)[0].prob >= 0.5) == (yy == 1))
-    fixed = {"evidence_original": accuracy_ci(evidence[0], groups, resamples, opts.seed),
-             "evidence_ablated": accuracy_ci(evidence[1], groups, resamples, opts.seed)}
+    base = {"label": label, "variant": variant, "degree": degree, "minority_slot": minority_slot or "both"}
     ceilings = {"ceiling_original": prompt_ceiling(orig.meta["prompt"].to_numpy(object)[oi], y_o),
                 "ceiling_ablated": prompt_ceiling(abl.meta["prompt"].to_numpy(object)[ai], y_a)}
-    rows = []
-    from .logistic import resolved_engine
-    base = {"label": label, "variant": variant, "degree": degree, "minority_slot": minority_slot or "both",
-            "engine": resolved_engine(opts, max(orig.features[s].shape[1] for s in orig.sites))}
-    for site, ro, ra in zip(orig.sites, fo, fa):
-        hit_o = (ro.prob >= 0.5) == (y_o == 1)
-        hit_t = (ro.predict(abl.features[site][ai]) >= 0.5) == (y_a == 1)
-        hit_r = (ra.prob >= 0.5) == (y_a == 1)
-        for metric, est in (("original_accuracy", accuracy_ci(hit_o, groups, resamples, opts.seed)),
-                            ("transfer_accuracy", accuracy_ci(hit_t, groups, resamples, opts.seed)),
-                            ("retrained_accuracy", accuracy_ci(hit_r, groups, resamples, opts.seed)),
-                            ("drop_transfer", paired_drop_ci(hit_o, hit_t, groups, resamples, opts.seed)),
-                            ("drop_retrained", paired_drop_ci(hit_o, hit_r, groups, resamples, opts.seed))):
-            rows.append({"site": site, "layer": site_layer(site), "metric": metric,
-                         **est.as_dict("value", "ci_low", "ci_high", "n", "clusters"), **base})
-        for metric, est in fixed.items():
-            rows.append({"site": site, "layer": site_layer(site), "metric": metric,
-                         **est.as_dict("value", "ci_low", "ci_high", "n", "clusters"), **base})
-        for metric, v in ceilings.items():
-            rows.append({"site": site, "layer": site_layer(site), "metric": metric, "value": v, "ci_low": np.nan,
-                         "ci_high": np.nan, "n": len(pairs), "clusters": len(np.unique(groups)), **base})
-    table = pd.DataFrame(rows)
+    table = ablation_table(orig.sites, [orig.features[s][oi] for s in orig.sites],
+                           [abl.features[s][ai] for s in orig.sites], y_o, y_a, groups, opts, resamples,
+                           orig.design[oi], abl.design[ai], ceilings, base)
     write_table_atomic(out.ablation_table, table)
     write_table_atomic(out.ablation_csv, table)
     changed = float(np.mean(make_labels(abl.meta.iloc[ai], label)[0] != orig.y[oi]))
     out.write_manifest({"kind": "name_ablation", "source_run": str(source.path), "variant": variant,
                         "label": label, "degree": degree, "minority_slot": minority_slot, "paired_items": len(pairs),
-                        "label_changed_share": changed, "model": lm.describe()})
+                        "label_changed_share": changed, "model": lm.describe(), "transfer": "out-of-fold",
+                        "intervals": {"accuracies": POINT_INTERVAL, "drops": PAIRED_INTERVAL}})
     return table
 

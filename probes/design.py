@@ -24,18 +24,25 @@ Products matter because the label is a product of frames (``favours_minority`` i
 question's polarity against the minority slot). Constant and duplicate columns are dropped.
 
 :func:`input_types` is the Hewitt & Liang control task's notion of an input type: one key per
-contrast x arrangement (condition variant, minority slot, degree, pressure family and slot). The
-scenario is deliberately *not* part of it: folds are grouped by scenario, so a type that contained the
-scenario would never occur in both the training and the test rows, and the control would be at chance
-by construction, as the shuffled-label control was. Without the scenario every type recurs across
-folds, and a probe that memorises input types scores above chance on the control task.
+arrangement of an item *within its scenario*: condition variant, minority slot, degree, question polarity,
+pressure family and the slot the pressure argues for (:data:`TYPE_FIELDS`). Neither the scenario nor the
+contrast is part of it. Folds are grouped by scenario, so a type that contained the scenario would never
+occur in both the training and the test rows, and the control would be at chance by construction (as the
+shuffled-label control was). The contrast is nearly as bad: a matched item set draws one contrast per
+scenario and degree, so a type with the contrast in it recurs only where another scenario drew the same
+contrast (at 12 scenarios of the dial study: 1,216 types for 1,824 items, 58% of test rows with a type seen
+in training; without it, 152 types and every test row's type seen). :func:`types_seen` measures that share
+with the probes' folds; the sweep reports it (``control_types_seen``) and warns
+(:class:`ControlTypesWarning`) below :data:`TYPES_SEEN_MIN`. A probe that memorises input types then scores
+above chance on the control task.
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["minority_strong_on", "design_features", "input_types", "control_labels"]
+__all__ = ["minority_strong_on", "design_features", "input_types", "types_seen", "control_labels",
+           "ControlTypesWarning"]
 
 _MINORITY_STRONG = {"GTmin": (1, 1), "GTmaj": (0, 0), "AMB1": (1, 0), "AMB2": (0, 1)}
 
@@ -128,20 +135,47 @@ def design_features(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     return X[:, first], [names[i] for i in first]
 
 
-TYPE_FIELDS = ("contrast_id", "variant", "minority_slot", "degree", "pressure_family", "pressure_slot")
-"""What makes an input type for the control task (the scenario deliberately not: module docstring)."""
+TYPE_FIELDS = ("variant", "minority_slot", "degree", "question_polarity", "pressure_family", "pressure_slot")
+"""What makes an input type for the control task: what varies within a scenario (module docstring)."""
+TYPES_SEEN_MIN = 0.9
+"""The share of test rows whose input type the training rows hold, below which the control task warns."""
+
+
+class ControlTypesWarning(UserWarning):
+    """The control task's input types rarely recur between training and test rows: a probe cannot
+    memorise them, so the control sits near chance whatever the probe, and selectivity says little."""
 
 
 def input_types(df: pd.DataFrame) -> np.ndarray:
-    """The control task's input type of every row: ``contrast|arrangement`` keys over :data:`TYPE_FIELDS`
-    (``variant`` derived from :func:`minority_strong_on` when the column is absent)."""
+    """The control task's input type of every row: keys over :data:`TYPE_FIELDS` (``variant`` derived
+    from :func:`minority_strong_on` when the column is absent; a missing ``question_polarity`` counts as
+    positive)."""
+    missing = [f for f in TYPE_FIELDS if f not in df.columns and f not in ("variant", "question_polarity")]
+    if missing:
+        raise ValueError(f"input types need the item field(s) {', '.join(missing)}")
     cols = []
     for f in TYPE_FIELDS:
         if f == "variant" and f not in df.columns:
             cols.append([f"{a}{b}" for a, b in minority_strong_on(df)])
+        elif f == "question_polarity" and f not in df.columns:
+            cols.append(["positive"] * len(df))
         else:
             cols.append([str(v) if isinstance(v, str) or v == v else "none" for v in df[f]])
     return np.array(["|".join(parts) for parts in zip(*cols)], object)
+
+
+def types_seen(types: np.ndarray, folds: np.ndarray) -> float:
+    """The share of rows whose input type occurs in the training rows of their outer fold (``folds``: the
+    fold of every row, as the probes are fitted): the rows on which the control task can be memorised."""
+    types, folds = np.asarray(types, object), np.asarray(folds)
+    if len(types) != len(folds):
+        raise ValueError(f"types and folds differ in length: {len(types)}, {len(folds)}")
+    seen = np.zeros(len(types), bool)
+    for f in np.unique(folds):
+        test = folds == f
+        train = set(types[~test])
+        seen[test] = [t in train for t in types[test]]
+    return float(seen.mean()) if len(seen) else float("nan")
 
 
 def control_labels(types: np.ndarray, seed: int = 0) -> np.ndarray:

@@ -56,14 +56,34 @@ class FoldResult:
     """(w, b, mean, scale) of a probe fitted on all rows with the most often chosen C (for transfer)."""
     solver: dict | None = field(default=None, repr=False)
     """The torch engine's report (:meth:`probes.solver.SolveResult.report`); None for scikit-learn."""
+    fold_fits: list[tuple[np.ndarray, float, np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
+    """(w, b, mean, scale) of each outer fold's probe (fitted on the other folds' rows with its chosen C)."""
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """P(label = 1) for new rows from the all-rows probe."""
         if self.full_fit is None:
             raise ValueError("this result has no all-rows probe (fit with keep_full=True)")
-        w, b, mu, sd = self.full_fit
-        z = ((np.asarray(X, np.float64) - mu) / sd) @ w + b
-        return _sigmoid(z)
+        return _apply(self.full_fit, X)
+
+    def predict_out_of_fold(self, X: np.ndarray) -> np.ndarray:
+        """P(label = 1) for other features of the *same rows* (e.g. the same items with names ablated), each
+        row by the probe of the outer fold that held it out: no probe sees the row it scores."""
+        X = np.asarray(X)
+        if self.fold_fits is None:
+            raise ValueError("this result has no per-fold probes")
+        if len(X) != len(self.fold):
+            raise ValueError(f"out-of-fold prediction needs features for the same {len(self.fold)} rows, "
+                             f"got {len(X)}")
+        out = np.empty(len(X))
+        for f, fit in enumerate(self.fold_fits):
+            rows = self.fold == f
+            out[rows] = _apply(fit, X[rows])
+        return out
+
+
+def _apply(fit: tuple[np.ndarray, float, np.ndarray, np.ndarray], X: np.ndarray) -> np.ndarray:
+    w, b, mu, sd = fit
+    return _sigmoid(((np.asarray(X, np.float64) - mu) / sd) @ w + b)
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -144,7 +164,7 @@ def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
         return sklearn_fit(X, y, mask, C, opts)
 
     prob = np.zeros(len(y))
-    chosen = []
+    chosen, fold_fits = [], []
     for f in range(outer.max() + 1):
         inner = [(m) for (ff, i, m) in fits if ff == f and i >= 0]
         acc = np.zeros(len(opts.Cs))
@@ -157,7 +177,8 @@ def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
         chosen.append(C)
         sc, clf = fit(outer != f, C)
         prob[outer == f] = clf.predict_proba(sc.transform(X[outer == f]))[:, 1]
-    res = FoldResult(prob, outer, chosen)
+        fold_fits.append((clf.coef_[0].copy(), float(clf.intercept_[0]), sc.mean_.copy(), sc.scale_.copy()))
+    res = FoldResult(prob, outer, chosen, fold_fits=fold_fits)
     if keep_full:
         C = max(set(chosen), key=chosen.count)
         sc, clf = fit(np.ones(len(y), bool), C)
@@ -190,7 +211,7 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
         def prob(j, c, rows):
             return _sigmoid(sol.logits[s, j, c, rows])
         p = np.zeros(len(y))
-        chosen = []
+        chosen, fold_fits = [], []
         for f in range(outer.max() + 1):
             inner = [(i, m) for (ff, i, m) in fits if ff == f and i >= 0]
             acc = np.zeros(len(opts.Cs))
@@ -200,8 +221,10 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
                     acc[c] += ((prob(pos[(f, i)], c, test) >= 0.5) == y[test]).mean() / len(inner)
             c = select_C(acc, opts.Cs)
             chosen.append(opts.Cs[c])
-            p[outer == f] = prob(pos[(f, -1)], c, outer == f)
-        res = FoldResult(p, outer, chosen, solver=report)
+            j = pos[(f, -1)]
+            p[outer == f] = prob(j, c, outer == f)
+            fold_fits.append((sol.W[s, j, c].copy(), float(sol.b[s, j, c]), sol.mu[s, j].copy(), sol.sd[s, j].copy()))
+        res = FoldResult(p, outer, chosen, solver=report, fold_fits=fold_fits)
         if keep_full:
             c = opts.Cs.index(max(set(chosen), key=chosen.count))
             j = pos[(-1, -1)]

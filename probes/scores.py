@@ -1,19 +1,43 @@
-"""Probe scores with bootstrap CIs over scenarios (clusters), vectorised.
+"""Probe scores with CIs over scenarios (clusters), vectorised.
 
 ``accuracy_ci`` and ``auroc_ci`` resample whole scenarios with replacement
 (``resamples`` draws, seeded; :func:`evenhand.stats.row_weights`): a resample is a
 vector of cluster multiplicities, so every statistic is a weighted sum and all draws
-are computed at once. ``paired_drop_ci`` resamples the same clusters for two
-predictions on the same rows (the name-ablation drop;
-:func:`evenhand.stats.paired_difference`). Estimates are
-:class:`evenhand.stats.Estimate` with ``clusters`` set and NaN bounds where no
-resample defines the statistic.
+are computed at once; the interval is the percentile one.
+
+``paired_drop_ci`` is the difference of two predictions' accuracies on the same rows
+(a probe's gain over the evidence baseline, its selectivity over the control task,
+the name-ablation drops). Its interval is :data:`PAIRED_INTERVAL`, the
+delete-one-scenario jackknife-t (jackknife SE, t quantile on k - 1 degrees of
+freedom; :func:`evenhand.stats.jackknife_t_estimate`), chosen by null coverage at 10
+and 24 scenarios (:mod:`probes.coverage`, docs/METRICS.md "Probes"): the percentile
+cluster bootstrap under-covers there. ``interval="percentile"`` (the former interval:
+the same scenarios resampled for both arms) and ``interval="studentized"`` (bootstrap-t
+with each resample's linearised cluster SE) are the measured alternatives.
+Estimates are :class:`evenhand.stats.Estimate` with ``clusters`` set and NaN bounds
+where no interval is defined.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from evenhand.stats import Estimate, paired_difference, percentile_interval, row_weights
+from evenhand.stats import (
+    Estimate,
+    jackknife_t_estimate,
+    jackknife_weights,
+    paired_difference,
+    percentile_interval,
+    resample_weights,
+    row_weights,
+)
+
+PAIRED_INTERVALS = ("jackknife-t", "percentile", "studentized")
+"""The intervals :func:`paired_drop_ci` can give."""
+PAIRED_INTERVAL = "jackknife-t"
+"""The interval of every paired probe difference (gain, selectivity, ablation drops): the one whose null
+coverage held at 10 and 24 scenarios (:mod:`probes.coverage`)."""
+POINT_INTERVAL = "percentile"
+"""The interval of a single accuracy or AUROC (:func:`accuracy_ci`, :func:`auroc_ci`)."""
 
 
 def _probe_estimate(point: float, draws: np.ndarray, n: int, clusters: int) -> Estimate:
@@ -58,18 +82,68 @@ def auroc_ci(prob: np.ndarray, y: np.ndarray, groups: np.ndarray, resamples: int
     return _probe_estimate(point, draws, len(y), len(np.unique(groups)))
 
 
+def _cluster_codes(groups: np.ndarray) -> tuple[np.ndarray, int]:
+    uniq, inv = np.unique(np.asarray(groups), return_inverse=True)
+    return inv, len(uniq)
+
+
 def paired_drop_ci(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray, resamples: int = 1000,
-                   seed: int = 0) -> Estimate:
-    """accuracy(a) - accuracy(b) on the same rows, clusters resampled jointly."""
+                   seed: int = 0, interval: str = PAIRED_INTERVAL) -> Estimate:
+    """accuracy(a) - accuracy(b) on the same rows with a 95% CI over the scenarios ``groups``.
+
+    ``interval``: ``jackknife-t`` (the default, :data:`PAIRED_INTERVAL`: each scenario left out in turn,
+    SE from the k leave-one-out differences, t on k - 1; ``resamples`` and ``seed`` unused),
+    ``percentile`` (both arms on the same ``resamples`` resampled scenario sets) or ``studentized``
+    (bootstrap-t: each resample's difference minus the point one over its linearised cluster SE)."""
     a = np.asarray(correct_a, np.float64)
     b = np.asarray(correct_b, np.float64)
-    w = row_weights(groups, resamples, seed)
+    if interval not in PAIRED_INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(PAIRED_INTERVALS)}, got {interval!r}")
+    if not (len(a) == len(b) == len(groups)):
+        raise ValueError(f"paired hits and groups differ in length: {len(a)}, {len(b)}, {len(groups)}")
+    codes, k = _cluster_codes(groups)
+    if interval == "percentile":
+        w = row_weights(groups, resamples, seed)
 
-    def arm(c: np.ndarray):
-        return lambda weights: (weights @ c) / weights.sum(1)
-    est = paired_difference(arm(a), arm(b), w, len(a))
+        def arm(c: np.ndarray):
+            return lambda weights: (weights @ c) / weights.sum(1)
+        est = paired_difference(arm(a), arm(b), w, len(a))
+        lo, hi = (np.nan, np.nan) if est.ci_low is None else (est.ci_low, est.ci_high)
+        return Estimate(est.value, lo, hi, len(a), clusters=k)
+    diff = np.bincount(codes, a - b, minlength=k)          # per-scenario sums of the paired difference
+    rows = np.bincount(codes, minlength=k).astype(np.float64)
+    value = float(diff.sum() / rows.sum())
+    if interval == "jackknife-t":
+        jw = jackknife_weights(k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            loo = (jw @ diff) / (jw @ rows)
+        est = jackknife_t_estimate(value, loo, len(a), "the difference", bounds=(-1.0, 1.0))
+    else:
+        est = _studentized(value, diff, rows, resample_weights(k, resamples, seed), len(a))
     lo, hi = (np.nan, np.nan) if est.ci_low is None else (est.ci_low, est.ci_high)
-    return Estimate(est.value, lo, hi, len(a), clusters=len(np.unique(groups)))
+    return Estimate(value, float(lo), float(hi), len(a), est.note, clusters=k)
+
+
+def _studentized(value: float, diff: np.ndarray, rows: np.ndarray, w: np.ndarray, n: int) -> Estimate:
+    """Bootstrap-t of a ratio of cluster sums ``diff / rows`` on cluster multiplicities ``w`` [B, k]: the SE of
+    each resample (and of the point) is the linearised one, sqrt(k / (k - 1) * sum_j w_j r_j^2) / sum_j w_j
+    rows_j with r_j = diff_j - theta * rows_j."""
+    k = len(diff)
+    if k < 2:
+        return Estimate(value, None, None, n, f"no interval: the difference rests on {k} scenario", k)
+
+    def se(weights: np.ndarray, theta: np.ndarray) -> np.ndarray:
+        r = diff[None, :] - theta[:, None] * rows[None, :]
+        return np.sqrt(k / (k - 1) * (weights * r ** 2).sum(1)) / (weights @ rows)
+    theta = (w @ diff) / (w @ rows)
+    s0 = float(se(np.ones((1, k)), np.array([value]))[0])
+    if s0 == 0:
+        return Estimate(value, value, value, n, None, k)
+    sb = se(w, theta)
+    ok = sb > 0
+    t = (theta[ok] - value) / sb[ok]
+    q_lo, q_hi = np.quantile(t, [0.025, 0.975])
+    return Estimate(value, max(-1.0, value - q_hi * s0), min(1.0, value - q_lo * s0), n, None, k)
 
 
 def majority_baseline(y: np.ndarray) -> float:

@@ -11,30 +11,40 @@ majority_baseline    accuracy of always answering the more frequent class
 evidence_accuracy    the evidence baseline: a probe on the design features alone
                      (:func:`probes.design.design_features`), same folds and C path
 combined_accuracy    a probe on design features + the site's activations, same folds
-gain                 combined_accuracy - evidence_accuracy (paired bootstrap): the
+gain                 combined_accuracy - evidence_accuracy (paired, jackknife-t): the
                      headline, what the activations add to what the design predicts
 control_accuracy     the same probe on Hewitt & Liang's control task: a random label
                      per input type (:func:`probes.design.input_types`)
 control_majority     the control labels' majority class
-selectivity          accuracy - control_accuracy (paired bootstrap)
+control_types_seen   share of rows whose input type occurs in the training rows of
+                     their outer fold (:func:`probes.design.types_seen`); below
+                     :data:`probes.design.TYPES_SEEN_MIN` (0.9) the sweep warns
+                     (:class:`probes.design.ControlTypesWarning`): the control cannot
+                     be memorised on the other rows
+selectivity          accuracy - control_accuracy (paired, jackknife-t)
 ===================  ==========================================================
 
-with ``value, ci_low, ci_high`` (95%, bootstrap over scenarios), ``n`` rows and
+with ``value, ci_low, ci_high`` (95% over scenarios), ``interval`` (how the CI was
+made: ``percentile``, the cluster bootstrap, for accuracies and AUROC; ``jackknife-t``,
+:data:`probes.scores.PAIRED_INTERVAL`, for the paired differences gain and selectivity,
+chosen by null coverage: :mod:`probes.coverage`; ``none`` for fixed values), ``n`` rows and
 ``clusters`` scenarios, the ``label``, the ``condition`` (the dataset's filters in
 words, ``all`` without) and the ``variant``: ``activations`` for the probes, ``text``
 for the text baseline (``text=True``: :func:`probes.text.fit_text` on the written
 reasoning with the same folds, site ``text``, rows ``accuracy`` and ``auroc``). The evidence and
 combined rows need the dataset's design features (always set by :func:`probes.dataset.build_dataset`);
 the control task needs its input types. :func:`write_sweep` saves the table as Parquet and CSV with a
-manifest (options, label, filters, sites, timings, and ``solver``: the torch engine's report on the
-activation probes — compute dtype, sites per group, expected peak bytes, Newton steps, contractions,
-converged — or null for scikit-learn).
+manifest (options, label, filters, sites, timings, ``intervals`` (which interval each kind of row
+has), ``control_types_seen``, and ``solver``: the torch engine's report on the activation probes —
+compute dtype, sites per group, expected peak bytes, Newton steps, contractions, converged — or null
+for scikit-learn).
 """
 from __future__ import annotations
 
 import json
 import re
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 
@@ -43,7 +53,7 @@ import pandas as pd
 
 from .dataset import ProbeDataset
 from .logistic import FoldResult, ProbeOptions, fit_sites
-from .scores import accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
+from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
 
 HEADLINE = ("accuracy", "evidence_accuracy", "gain", "control_accuracy", "selectivity", "majority_baseline")
 """The metrics every printed probe line shows, in this order."""
@@ -57,9 +67,9 @@ def site_layer(site: str) -> int:
     return int(m.group(1)) if m else 10**6
 
 
-def _rows(site: str, metric: str, est, extra: dict) -> dict:
+def _rows(site: str, metric: str, est, extra: dict, interval: str = POINT_INTERVAL) -> dict:
     return {"site": site, "layer": site_layer(site), "metric": metric, "value": est.value, "ci_low": est.ci_low,
-            "ci_high": est.ci_high, "n": est.n, "clusters": est.clusters, **extra}
+            "ci_high": est.ci_high, "n": est.n, "clusters": est.clusters, "interval": interval, **extra}
 
 
 def _hits(res: FoldResult, y: np.ndarray) -> np.ndarray:
@@ -68,14 +78,16 @@ def _hits(res: FoldResult, y: np.ndarray) -> np.ndarray:
 
 def _fixed(site: str, metric: str, value: float, n: int, k: int, extra: dict) -> dict:
     return {"site": site, "layer": site_layer(site), "metric": metric, "value": value, "ci_low": np.nan,
-            "ci_high": np.nan, "n": n, "clusters": k, **extra}
+            "ci_high": np.nan, "n": n, "clusters": k, "interval": "none", **extra}
 
 
 def score_predictions(site: str, res: FoldResult, y: np.ndarray, groups: np.ndarray, resamples: int, seed: int,
                       control: FoldResult | None = None, extra: dict | None = None,
-                      evidence: FoldResult | None = None, combined: FoldResult | None = None) -> list[dict]:
+                      evidence: FoldResult | None = None, combined: FoldResult | None = None,
+                      types_seen: float | None = None) -> list[dict]:
     """Tidy rows for one site's out-of-fold predictions, with its control task (``control``, labels in
-    ``control.labels``) and the evidence baseline and design + activations probe when given."""
+    ``control.labels``; ``types_seen``: the share of rows whose input type the training rows hold) and the
+    evidence baseline and design + activations probe when given."""
     extra = extra or {}
     hit = _hits(res, y)
     n, k = len(y), len(np.unique(groups))
@@ -86,13 +98,16 @@ def score_predictions(site: str, res: FoldResult, y: np.ndarray, groups: np.ndar
         e_hit, c_hit = _hits(evidence, y), _hits(combined, y)
         rows += [_rows(site, "evidence_accuracy", accuracy_ci(e_hit, groups, resamples, seed), extra),
                  _rows(site, "combined_accuracy", accuracy_ci(c_hit, groups, resamples, seed), extra),
-                 _rows(site, "gain", paired_drop_ci(c_hit, e_hit, groups, resamples, seed), extra)]
+                 _rows(site, "gain", paired_drop_ci(c_hit, e_hit, groups, resamples, seed), extra, PAIRED_INTERVAL)]
     if control is not None:
         y_c = control.labels
         k_hit = _hits(control, y_c)
         rows += [_rows(site, "control_accuracy", accuracy_ci(k_hit, groups, resamples, seed), extra),
-                 _fixed(site, "control_majority", majority_baseline(y_c), n, k, extra),
-                 _rows(site, "selectivity", paired_drop_ci(hit, k_hit, groups, resamples, seed), extra)]
+                 _fixed(site, "control_majority", majority_baseline(y_c), n, k, extra)]
+        if types_seen is not None:
+            rows.append(_fixed(site, "control_types_seen", types_seen, n, k, extra))
+        rows.append(_rows(site, "selectivity", paired_drop_ci(hit, k_hit, groups, resamples, seed), extra,
+                          PAIRED_INTERVAL))
     return rows
 
 
@@ -102,6 +117,23 @@ def control_task(ds: ProbeDataset, seed: int) -> np.ndarray:
     if ds.types is None:
         raise ValueError("the control task needs the dataset's input types (ProbeDataset.types)")
     return control_labels(ds.types, seed)
+
+
+def control_types_seen(ds: ProbeDataset, opts: ProbeOptions, warn: bool = True) -> float:
+    """The share of ``ds``'s rows whose input type occurs in the training rows of their outer fold (the
+    probes' grouped folds, :func:`probes.design.types_seen`); warns (:class:`probes.design.ControlTypesWarning`)
+    below :data:`probes.design.TYPES_SEEN_MIN`."""
+    from .design import TYPES_SEEN_MIN, ControlTypesWarning, types_seen
+    from .logistic import grouped_folds
+    if ds.types is None:
+        raise ValueError("the control task needs the dataset's input types (ProbeDataset.types)")
+    share = types_seen(ds.types, grouped_folds(ds.groups, opts.folds, opts.seed))
+    if warn and share < TYPES_SEEN_MIN:
+        warnings.warn(f"control task: only {share:.1%} of rows have an input type seen in their training folds "
+                      f"(below {TYPES_SEEN_MIN:.0%}; {len(set(ds.types))} types for {len(ds.types)} rows): the "
+                      "control cannot be memorised on the others, so it sits near chance whatever the probe "
+                      "and selectivity overstates", ControlTypesWarning, stacklevel=3)
+    return share
 
 
 def condition_text(filters: dict) -> str:
@@ -159,9 +191,11 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
         combined = fit_sites([np.hstack([ds.design, X]) for X in Xs], ds.y, ds.groups, opts)
         bar.update()
     controls: list[FoldResult | None] = [None] * len(Xs)
+    seen = None
     if control:
         bar.set_postfix_str("control task")
         y_c = control_task(ds, opts.seed)
+        seen = control_types_seen(ds, opts)
         if len(np.unique(y_c)) > 1:
             controls = fit_sites(Xs, y_c, ds.groups, opts)
             for c in controls:
@@ -175,7 +209,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     for site, res, ctl, comb in zip(ds.sites, results, controls, combined):
         rows += score_predictions(site, res, ds.y, ds.groups, resamples, opts.seed, ctl,
                                   {**extra, "chosen_C": float(pd.Series(res.chosen_C).mode().iloc[0])},
-                                  evidence, comb)
+                                  evidence, comb, seen if ctl is not None else None)
         bar.update()
     if text:
         bar.set_postfix_str("text baseline")
@@ -185,6 +219,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     table = pd.DataFrame(rows)
     table.attrs["seconds"] = round(time.perf_counter() - t0, 3)
     table.attrs["solver"] = results[0].solver if results else None
+    table.attrs["control_types_seen"] = seen
     return table, dict(zip(ds.sites, results))
 
 
@@ -205,5 +240,7 @@ def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts
     out.write_manifest({
         "kind": "probe_sweep", "label": ds.label, "filters": ds.filters, "sites": ds.sites, "n": len(ds),
         "clusters": int(len(np.unique(ds.groups))), "dropped_unlabelled": ds.dropped, "options": asdict(opts),
-        "seconds": table.attrs.get("seconds"), "solver": table.attrs.get("solver"), **info})
+        "seconds": table.attrs.get("seconds"), "solver": table.attrs.get("solver"),
+        "intervals": {"accuracy, auroc": POINT_INTERVAL, "gain, selectivity": PAIRED_INTERVAL},
+        "control_types_seen": table.attrs.get("control_types_seen"), **info})
     return out.path

@@ -151,6 +151,7 @@ def test_control_labels_are_one_per_input_type_and_types_ignore_the_scenario(smo
         assert len(np.unique(lab[types == ty])) == 1
     assert 0.2 < lab.mean() < 0.8
     assert (input_types(items.assign(scenario_id="another")) == types).all()  # so types recur across folds
+    assert (input_types(items.assign(contrast_id="another")) == types).all()  # one contrast per scenario
 
 
 def evidence_follower(items: pd.DataFrame, noise: float, seed: int = 0) -> pd.DataFrame:
@@ -374,3 +375,124 @@ def test_prompt_ceiling_says_when_a_name_ablation_cannot_fail():
     d2 = ablate_items(items, "degree2")
     assert (d2["prompt"] != items["prompt"]).all() and prompt_ceiling(d2["prompt"], y) == 1.0
     assert prompt_ceiling(["p", "p", "q"], [1, 1, 0]) == 1.0 and prompt_ceiling(["p", "p"], [1, 0]) == 0.5
+
+
+def test_paired_interval_holds_its_null_coverage_where_the_percentile_bootstrap_does_not():
+    """Two predictors of equal true accuracy (exchangeable, with scenario-level spread in which one is better:
+    probes.coverage.null_hits), 152 rows per scenario as in the dial study: the interval the sweep uses for gain
+    and selectivity covers the true difference 0 in at least 93% of seeds at 10 and 24 scenarios; the percentile
+    cluster bootstrap (the former interval) does not at 10 (about 90%). 1,000 seeds each."""
+    from probes.coverage import null_coverage
+    from probes.scores import PAIRED_INTERVAL
+    assert PAIRED_INTERVAL == "jackknife-t"
+    at10 = null_coverage(10, 1000, "hits", intervals=(PAIRED_INTERVAL, "percentile"))["intervals"]
+    assert at10[PAIRED_INTERVAL]["coverage"] >= 0.93, at10
+    assert at10["percentile"]["coverage"] < 0.93, at10
+    at24 = null_coverage(24, 1000, "hits", intervals=(PAIRED_INTERVAL,))["intervals"]
+    assert at24[PAIRED_INTERVAL]["coverage"] >= 0.93, at24
+
+
+def test_sweep_names_the_interval_of_every_row_and_gain_uses_the_jackknife():
+    from probes.scores import PAIRED_INTERVAL
+    opts = ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0))
+    ds = design_planted(400, 1.0, seed=2)
+    table, res = probe_sweep(ds, opts, resamples=200)
+    t = table.set_index("metric")
+    assert t.loc["gain", "interval"] == t.loc["selectivity", "interval"] == PAIRED_INTERVAL
+    assert t.loc["accuracy", "interval"] == "percentile" and t.loc["majority_baseline", "interval"] == "none"
+    hit = (res["blocks.0.resid_post"].prob >= 0.5) == (ds.y == 1)
+    from probes.sweep import control_task
+    from probes.logistic import fit_sites as fit
+    y_c = control_task(ds, opts.seed)
+    k_hit = (fit([ds.features["blocks.0.resid_post"]], y_c, ds.groups, opts)[0].prob >= 0.5) == (y_c == 1)
+    want = paired_drop_ci(hit, k_hit, ds.groups, interval="jackknife-t")
+    assert (t.loc["selectivity", "ci_low"], t.loc["selectivity", "ci_high"]) == pytest.approx((want.ci_low,
+                                                                                               want.ci_high))
+
+
+def test_jackknife_paired_interval_is_the_t_interval_of_scenario_means_with_equal_scenarios():
+    """With equal rows per scenario the jackknife SE of a mean difference is the SE of the scenario means'
+    differences, so the interval is the textbook paired t interval on k - 1 degrees of freedom."""
+    from scipy import stats
+    rng = np.random.default_rng(11)
+    g = np.repeat(np.arange(12), 30)
+    a, b = rng.random(len(g)) < 0.8, rng.random(len(g)) < 0.7
+    est = paired_drop_ci(a, b, g, interval="jackknife-t")
+    d = np.array([a[g == s].mean() - b[g == s].mean() for s in range(12)])
+    half = stats.t.ppf(0.975, 11) * d.std(ddof=1) / np.sqrt(12)
+    assert (est.ci_low, est.ci_high) == pytest.approx((d.mean() - half, d.mean() + half))
+    with pytest.raises(ValueError, match="interval"):
+        paired_drop_ci(a, b, g, interval="bca")
+
+
+@pytest.mark.parametrize("engine", ["sklearn", "torch"])
+def test_out_of_fold_prediction_reproduces_the_out_of_fold_probabilities(engine):
+    X, y, groups = planted(400, 6, 1.0, seed=9)
+    r = fit_sites([X], y, groups, ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0), engine=engine))[0]
+    assert np.abs(r.predict_out_of_fold(X) - r.prob).max() < 1e-9
+    with pytest.raises(ValueError, match="same 400 rows"):
+        r.predict_out_of_fold(X[:10])
+
+
+def planted_names(k: int = 30, m: int = 10, d: int = 1500, margin: float = 2.0, seed: int = 0):
+    """Items whose label is carried by one name-linked direction of d >> n activations; the ablation removes it
+    and keeps most of each item's own activation noise (correlation 0.9). True transfer accuracy: 0.5."""
+    rng = np.random.default_rng(seed)
+    n = k * m
+    y = rng.integers(0, 2, n)
+    u = rng.normal(size=d)
+    u /= np.linalg.norm(u)
+    noise = rng.normal(size=(n, d))
+    ablated = 0.9 * noise + math.sqrt(1 - 0.81) * rng.normal(size=(n, d))
+    return noise + np.outer(2 * y - 1, u) * margin, ablated, y, np.repeat(np.arange(k), m)
+
+
+def test_name_ablation_transfer_is_out_of_fold_and_recovers_a_planted_drop():
+    """With d >> n a probe fitted on all rows memorises each item's own activation noise; applied to the same
+    items' ablated activations it still scores ~100% although no label information is left (true transfer
+    accuracy 0.5): the in-sample transfer turns a ~40 pp drop into a gain. The table's out-of-fold transfer
+    (each fold's probe on its own held-out rows) finds the drop."""
+    from probes.ablation import ablation_table
+    Xo, Xa, y, g = planted_names()
+    opts = ProbeOptions(folds=5, inner_folds=3, Cs=(0.001, 0.01, 0.1, 1.0), engine="sklearn")
+    t = ablation_table(["blocks.0.resid_post"], [Xo], [Xa], y, y, g, opts, resamples=300).set_index("metric")
+    orig = t.loc["original_accuracy", "value"]
+    assert orig > 0.8
+    assert t.loc["transfer_accuracy", "ci_low"] <= 0.5 <= t.loc["transfer_accuracy", "ci_high"]
+    planted_drop = orig - 0.5
+    assert t.loc["drop_transfer", "ci_low"] <= planted_drop <= t.loc["drop_transfer", "ci_high"]
+    assert t.loc["drop_transfer", "interval"] == "jackknife-t" and (t["transfer"] == "out-of-fold").all()
+    in_sample = fit_sites([Xo], y, g, opts, keep_full=True)[0].predict(Xa)
+    assert ((in_sample >= 0.5) == (y == 1)).mean() > orig  # what the former in-sample transfer reported
+
+
+def test_control_types_recur_across_scenario_folds_at_study_scale():
+    """The dial study's items (12 held-out scenarios of the fair organism at degree 3, 1,824 matched items):
+    with the types over what varies within a scenario every test row's type is in its training folds; with the
+    contrast in the type (the former definition, one contrast per scenario) only 58% are."""
+    from evenhand.models.organism import FAIR
+    from evenhand.models.organism.calibration import calibration_items
+    from probes.design import input_types, types_seen
+    items = calibration_items(FAIR, 12, degree=3, seed=0)
+    assert len(items) == 1824
+    folds = grouped_folds(items["scenario_id"].to_numpy(object), 5, 0)
+    types = input_types(items)
+    assert types_seen(types, folds) >= 0.9
+    with_contrast = np.array([f"{c}|{t}" for c, t in zip(items["contrast_id"], types)], object)
+    assert len(set(with_contrast)) == 1216 and types_seen(with_contrast, folds) < 0.6
+
+
+def test_sweep_reports_the_share_of_seen_control_types_and_warns_when_they_do_not_recur():
+    from probes.design import ControlTypesWarning
+    opts = ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0))
+    ds = typed(12, 8, memorable=False)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ControlTypesWarning)
+        table, _ = probe_sweep(ds, opts, resamples=100)
+    assert table.set_index("metric").loc["control_types_seen", "value"] == 1.0
+    own = ProbeDataset(ds.features, ds.y, ds.groups, ds.meta, ds.label, design=ds.design,
+                       types=np.array([f"s{g}|{t}" for g, t in zip(ds.groups, ds.types)], object))
+    with pytest.warns(ControlTypesWarning, match="0.0% of rows"):
+        table, _ = probe_sweep(own, opts, resamples=100)
+    assert table.set_index("metric").loc["control_types_seen", "value"] == 0.0
