@@ -277,19 +277,21 @@ def control_band(paired: pd.DataFrame, controls: dict[str, list[str]]) -> pd.Dat
     metric, the 2.5-97.5 percentiles (:data:`BAND`) of its controls' own ``change`` rows in ``band_low`` /
     ``band_high`` and their count in ``n_controls`` (on its ``control_change`` and ``change_minus_control``
     rows), and ``beats_control`` on the method's ``change`` and ``change_minus_control`` rows: True only when
-    the method's change lies above the band (False inside or below it, None without a band)."""
+    the method's change lies above the band with its whole CI (``ci_low`` > ``band_high``), False otherwise,
+    None without a band or a CI."""
     import numpy as np
 
     from evenhand.metrics import ASYMMETRY
     out = paired.copy()
     out["beats_control"] = None
     change = out[out["stat"] == "change"].set_index(["arm", "metric"])["value"]
+    low = out[out["stat"] == "change"].set_index(["arm", "metric"])["ci_low"]
     for arm, ctl in controls.items():
         for m in ASYMMETRY:
             each = np.array([change.get((c, m), np.nan) for c in ctl], float)
             each = each[np.isfinite(each)]
-            mine = change.get((arm, m))
-            mine = float(mine) if mine is not None and pd.notna(mine) else float("nan")
+            floor = low.get((arm, m))  # the lower end of the method's change CI
+            floor = float(floor) if floor is not None and pd.notna(floor) else float("nan")
             at = (out["arm"] == arm) & (out["metric"] == m)
             band_rows = at & out["stat"].isin(["control_change", "change_minus_control"])
             if not len(each):
@@ -297,7 +299,7 @@ def control_band(paired: pd.DataFrame, controls: dict[str, list[str]]) -> pd.Dat
                 continue
             lo, hi = (float(v) for v in np.percentile(each, BAND))
             out.loc[band_rows, ["band_low", "band_high", "n_controls"]] = [lo, hi, len(each)]
-            beats = bool(mine > hi) if np.isfinite(mine) else None
+            beats = bool(floor > hi) if np.isfinite(floor) else None
             out.loc[at & out["stat"].isin(["change", "change_minus_control"]), "beats_control"] = beats
     return out
 

@@ -14,8 +14,9 @@ sit up and to the left.
 
 Right panel, one row per method cell with random controls: the controls' 2.5-97.5%
 band of change (grey bar, the table's ``band_low``/``band_high``), each control's
-change (grey dots) and the method's change with its CI; the method's point is filled
-when it beats its controls (above the band, ``beats_control``), hollow otherwise.
+change (grey dots) and the method's change with its CI; the method's point is
+filled when it beats its controls (its change's CI wholly above the band,
+``beats_control``), hollow otherwise.
 :func:`compare_latex` writes the numbers as a booktabs table.
 """
 from __future__ import annotations
@@ -201,8 +202,8 @@ def _clip_x(ax, pts: pd.DataFrame) -> float:
 
 def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame], metric: str) -> None:
     """One row per method cell with random controls: the controls' 2.5-97.5% band (grey bar), each control's
-    change (grey dots), the method's change with its CI (filled when it beats the band, hollow inside it; red
-    when the method is refusal-flagged, a triangle for an overshoot)."""
+    change (grey dots), the method's change with its CI (filled when its CI lies above the band, hollow
+    otherwise; red when the method is refusal-flagged, a triangle for an overshoot)."""
     from matplotlib.patches import Patch
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
     ax.set_xlabel(f"{NAMES.get(metric, metric)} change toward 0 (pp)")
@@ -227,7 +228,7 @@ def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame]
     handles = [Patch(facecolor="0.82", edgecolor="0.55", lw=0.5),
                ax.scatter([], [], s=3, color="0.45", lw=0),
                ax.scatter([], [], s=18, color="0.1"), ax.scatter([], [], s=18, facecolors="white", edgecolors="0.1")]
-    labels = ["controls 2.5-97.5%", "each control", "method beats band", "method inside band"]
+    labels = ["controls 2.5-97.5%", "each control", "method's CI above band", "method not above band"]
     ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2,
               handletextpad=0.2, columnspacing=0.8)
     ax.set_yticks(y)
@@ -258,7 +259,8 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
     ``metrics`` the signed change toward zero, the change minus the random controls and the controls' 2.5-97.5%
     band with their count, the accuracy loss and the clustered accuracy test's p. Marks: \\textsuperscript{R}
     refusals up past the margin, \\textsuperscript{O} overshoot (neither is a reduction), \\textsuperscript{C} a
-    contrast with a control flagged for refusals, \\textsuperscript{B} a change above its controls' band."""
+    contrast with a control flagged for refusals, \\textsuperscript{B} a change whose CI lies above its controls'
+    band."""
     idx = {(r["cell"], r["metric"], r["stat"]): r for _, r in table.iterrows()}
     head = ["Cell", r"$\Delta$ refusal"]
     for m in metrics:

@@ -516,7 +516,8 @@ def test_signs_are_decided_on_the_validation_baseline_and_items_on_suite_v2(mode
 def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
     """20 random controls (answers re-drawn at random, 10% of them: each moves FragGap a little): the band is
     the 2.5-97.5 percentiles of the controls' own changes (inside their min-max), n_controls 20; a method that
-    removes most of a planted 10 pp gap beats it, one that changes nothing does not."""
+    removes most of a planted 10 pp gap beats it (its change's CI lies above the band), one that changes
+    nothing does not."""
     from evenhand.schema import validate_rows
     from interventions.compare import comparison_rows
     from interventions.compare_config import Arm, Cell
@@ -541,6 +542,8 @@ def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
         assert r["n_controls"] == 20 and r["band_low"] == pytest.approx(lo) and r["band_high"] == pytest.approx(hi)
         assert each.min() < r["band_low"] < r["band_high"] < each.max()  # percentiles, not the range
         assert bool(r["beats_control"]) is beats
+        ch = t[(t["cell"] == cell) & (t["metric"] == "fraggap") & (t["stat"] == "change")].iloc[0]
+        assert bool(ch["beats_control"]) is beats is bool(ch["ci_low"] > hi)  # the whole CI above the band
     assert set(t.loc[t["metric"] == "fraggap", "sign_source"].dropna()) == {"declared in the config: +1"}
 
 

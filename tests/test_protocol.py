@@ -83,17 +83,21 @@ def test_items_come_from_the_models_suite_version(tmp_path):
     scenarios are its record's, and a split that would hold out scenarios it trained on is refused."""
     from evenhand.models.organism.recipe import split_scenarios
     from interventions.base import InterventionError
-    from interventions.compare import item_sets, model_suite, parse_config
+    from interventions.compare import item_sets, parse_config
     local = tmp_path / "some-model"
     local.mkdir()
     raw = {"output_dir": "x", "train": {"scenarios": 2, "max_items": 20}, "eval": {"scenarios": 2},
-           "validation": {"scenarios": 1}, "interventions": [{"name": "fair_instruction"}]}
-    for model, major in (("evenhand-organism", "1."), ("evenhand-organism-fair", "2."), ("Qwen/Qwen2.5-7B-Instruct", "2."),
-                         (str(local), "2.")):
-        sets = item_sets(parse_config({**raw, "model": model}))
-        assert sets.suite.startswith(major), model
-        for t in (sets.train, sets.validation, sets.heldout):
+           "validation": {"scenarios": 1}, "interventions": [{"name": "caa", "sweep": {"alpha": [1, 2]}}]}
+    models = (("evenhand-organism", "1."), ("evenhand-organism-fair", "2."), ("Qwen/Qwen2.5-7B-Instruct", "2."),
+              (str(local), "2."))
+    rendered = {model: item_sets(parse_config({**raw, "model": model})) for model, _ in models}
+    for model, major in models:
+        for t in (rendered[model].train, rendered[model].validation, rendered[model].heldout):
             assert set(t["suite_version"].str[:2]) == {major}, model
+    from interventions.compare import model_suite
+    for model, major in models:
+        sets = rendered[model]
+        assert sets.suite.startswith(major), model
         suite, record = model_suite(model)
         _, held = split_scenarios(0, 0.2, suite)
         assert set(sets.heldout["scenario_id"]) <= set(held)
