@@ -7,7 +7,7 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
     output_dir: runs/compare_organism
     split: {seed: 0, heldout_fraction: 0.2}   # scenarios split by a stable hash
     train: {scenarios: 40, degrees: [1, 2, 3], max_items: 800}   # the fitting scenarios
-    validation: {scenarios: 12, degrees: [3]}  # train scenarios (not fitted on) where a sweep is chosen
+    validation: {scenarios: 12, degrees: [3]}  # train scenarios (not fitted on): signs decided, sweeps chosen
     select: {metric: fraggap, max_accuracy_loss: 0.02, max_refusal_rise: 0.05}
     eval: {scenarios: 16, contrasts: 1, degrees: [3]}   # held-out scenarios x type-1 contrasts each
     seed: 0                             # item sampling and bootstrap
@@ -15,9 +15,12 @@ A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
     batch_size: 64
     resamples: 1000
     controls: true                      # a random direction of the same norm for every direction-based method
-    control_draws: 3                    # random controls per fit, each its own seed; summarised as a band
-                                        # (an arm may set its own control_draws)
+    control_draws: 20                   # random controls per fit, each its own seed, on the evaluation items only;
+                                        # their 2.5-97.5% band (an arm may set its own control_draws;
+                                        # fewer than 20 per method cell, seeds x draws, warns)
     refusal_margin: 0.05                # a cell whose refusal rate rises by more is flagged, never ranked
+    signs: {fraggap: 1}                 # optional: the sign each asymmetry metric's gap is aligned to; a metric
+                                        # not declared takes the sign of the validation baseline's gap
     interventions:
       - name: fair_instruction
       - name: caa
@@ -33,11 +36,15 @@ the train item ids) in ``fitted/<name>-<key>/``, so a swept fit option gets one
 fit per value and a swept apply option reuses one fit; the random control of a
 direction-based method is derived from that fit (``fitted/<name>-<key>-random/``).
 
-Scenarios (:mod:`interventions.protocol`): fitting, validation and held-out
-scenarios are disjoint and each drawn stratified across domains; every
+Items come from the model's suite version (:func:`model_suite`: an organism's own
+version, v1 for ``evenhand-organism``, else the default, v2), recorded as the
+manifest's ``suite_version``. Scenarios (:mod:`interventions.protocol`): fitting,
+validation and held-out scenarios are disjoint and each drawn stratified across domains; every
 evaluation scenario gets ``eval.contrasts`` type-1 contrasts from a balanced
 cycle (:func:`evenhand.models.policy.matched_items`: every pressured item's
-baseline is present). An arm with a ``sweep`` runs each setting (its first seed,
+baseline is present). The baseline on the validation items fixes the sign each
+change is aligned to (unless ``signs`` declares it), before any held-out item is
+decided (``signs.json``, the manifest, the table's ``sign_source``). An arm with a ``sweep`` runs each setting (its first seed,
 no control) on the validation items, the selection rule (``select``, see
 :class:`interventions.protocol.SelectRule`) picks one, recorded with its reason in
 ``selection.json`` / ``selection.csv`` and the table's ``selection`` column, and
@@ -48,7 +55,8 @@ so an interrupted comparison resumes. The result is one tidy table
 ``compare.parquet`` / ``compare.csv`` (:func:`comparison_rows`: per cell and
 metric, the cell's value and the paired scoring of :mod:`evenhand.paired`:
 signed change toward zero, refusal change and flag, accuracy loss with a
-clustered test, method minus its random controls; docs/INTERVENTIONS.md,
+clustered test, method minus its random controls and the controls' 2.5-97.5% band
+with ``beats_control``; docs/INTERVENTIONS.md,
 "Scoring a comparison"; per cell and metric the paired SE and the MDE at 80%
 power, :mod:`evenhand.power`), the frontier figure ``frontier.{pdf,svg,png}``
 and the LaTeX table ``compare.tex``.
@@ -71,8 +79,9 @@ from .fitted import fit_key
 from .protocol import assign_contrasts, scenario_plan, select_settings
 from .registry import get
 
-__all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows", "controls_of",
-           "item_sets", "load_config", "parse_config", "run_compare", "settings", "swept_arms"]
+__all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows", "control_band",
+           "controls_of", "item_sets", "load_config", "model_suite", "parse_config", "run_compare", "settings",
+           "swept_arms", "validation_signs"]
 
 VLLM_GPU_SHARE = 0.5
 """The share of the GPU vLLM takes in a comparison with ``engine: vllm`` (the Hugging Face model shares it)."""
@@ -84,24 +93,59 @@ class ItemSets:
     train: pd.DataFrame
     """Fitting items (train scenarios)."""
     validation: pd.DataFrame
-    """Selection items (other train scenarios; empty when no arm is swept)."""
+    """Selection and sign items (other train scenarios; empty when no arm is swept and every sign is declared)."""
     heldout: pd.DataFrame
     """Evaluation items (held-out scenarios)."""
     heldout_pool: int
     """Held-out scenarios available to the evaluation."""
+    suite: str = ""
+    """The suite version the items were rendered from (``items_version``, e.g. ``2.0+<hash>``)."""
+
+
+def model_suite(model: str) -> tuple[str, dict | None]:
+    """(suite major version, organism record or None) of a comparison's model. An organism (a model directory
+    holding ``organism.json``: the presets ``evenhand-organism``, v1, and ``evenhand-organism-fair``, v2) is
+    scored on the suite version it was trained on (its recipe's ``suite``); any other model on the default
+    suite version (:data:`evenhand.suite.content.DEFAULT_SUITE`)."""
+    from evenhand.models.loading import resolve_spec
+    from evenhand.models.organism.recipe import record_suite
+    from evenhand.suite.content import suite_major
+    record_path = Path(resolve_spec(model).model) / "organism.json"
+    if record_path.is_file():
+        record = json.loads(record_path.read_text())
+        return suite_major(record_suite(record)), record
+    return suite_major(None), None
+
+
+def needs_validation_signs(cfg: CompareConfig) -> bool:
+    """Whether some asymmetry metric's sign is decided on the validation baseline (not declared in ``signs``)."""
+    from evenhand.metrics import ASYMMETRY
+    return cfg.signs is None or not set(ASYMMETRY) <= set(cfg.signs)
 
 
 def item_sets(cfg: CompareConfig) -> ItemSets:
     """Fitting, validation and held-out evaluation items from disjoint, domain-stratified scenario sets
-    (:func:`interventions.protocol.scenario_plan`); the evaluation's contrasts from a balanced cycle."""
-    from evenhand.models.organism import ORGANISM_SUITE, split_scenarios
+    (:func:`interventions.protocol.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
+    :func:`evenhand.models.organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
+    contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
+    (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
+    from evenhand.models.organism.recipe import split_scenarios
     from evenhand.models.policy import matched_items
-    from evenhand.suite.content import load_content
+    from evenhand.suite.content import items_version, load_content
     from evenhand.suite.generate import DEGREES, degree_valid
-    train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction)
-    content = load_content(ORGANISM_SUITE)  # the split is the organism's: items from its suite version
+    suite, record = model_suite(cfg.model)
+    train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction, suite)
+    if record is not None and record.get("heldout_ids") is not None:
+        seen = sorted(set(held_ids) - set(record["heldout_ids"]))
+        if seen:
+            rec = record.get("recipe", {})
+            raise InterventionError(
+                f"split: seed {cfg.split_seed}, heldout_fraction {cfg.heldout_fraction} holds out {len(seen)} "
+                f"scenario(s) the organism {cfg.model} was trained on (e.g. {seen[0]}); use its own split: seed "
+                f"{rec.get('seed')}, heldout_fraction {rec.get('heldout_fraction')}")
+    content = load_content(suite)
     domain_of = {s.id: s.domain for s in content.scenarios}
-    n_val = cfg.validation_scenarios if swept_arms(cfg) else 0
+    n_val = cfg.validation_scenarios if swept_arms(cfg) or needs_validation_signs(cfg) else 0
     try:
         plan = scenario_plan(train_ids, held_ids, domain_of, cfg.train_scenarios, n_val, cfg.eval_scenarios,
                              cfg.seed)
@@ -114,15 +158,53 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
         if not ids:
             return pd.DataFrame()
         assigned = assign_contrasts(ids, {d: pools[d] for d in degrees}, k, seed)
-        return matched_items(ids, seed, suite=ORGANISM_SUITE, contrasts=assigned).reset_index(drop=True)
+        return matched_items(ids, seed, suite=suite, contrasts=assigned).reset_index(drop=True)
 
-    tr = matched_items(plan.fitting, cfg.seed + 1, suite=ORGANISM_SUITE)
+    tr = matched_items(plan.fitting, cfg.seed + 1, suite=suite)
     tr = tr[tr["degree"].isin(cfg.train_degrees)]
     if len(tr) > cfg.train_max_items:
         tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
     val = render(plan.validation, cfg.validation_degrees, 1, cfg.seed + 2)
     ev = render(plan.heldout, cfg.eval_degrees, cfg.eval_contrasts, cfg.seed)
-    return ItemSets(tr.reset_index(drop=True), val, ev, plan.heldout_pool)
+    return ItemSets(tr.reset_index(drop=True), val, ev, plan.heldout_pool, items_version(ev))
+
+
+def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> tuple[dict[str, float], dict[str, str]]:
+    """(sign, source) per asymmetry metric: a sign declared in the config (``signs``) wins; every other is the
+    sign of the baseline's gap on the validation scenarios (:func:`evenhand.paired.baseline_signs`), never on
+    the held-out items the table scores."""
+    from evenhand.metrics import ASYMMETRY
+    declared = dict(cfg.signs or {})
+    decided: dict[str, float] = {}
+    if not set(ASYMMETRY) <= set(declared):
+        if val_baseline is None or val_baseline.empty:
+            raise InterventionError("signs: no validation baseline to decide the undeclared signs on")
+        decided = _baseline_signs(val_baseline)
+    k = int(val_baseline["scenario_id"].nunique()) if val_baseline is not None and len(val_baseline) else 0
+    signs, source = {}, {}
+    for m in ASYMMETRY:
+        signs[m] = float(declared[m] if m in declared else decided.get(m, 1.0))
+        where = "declared in the config" if m in declared else f"validation baseline, {k} scenarios"
+        source[m] = f"{where}: {signs[m]:+.0f}"
+    return signs, source
+
+
+def _baseline_signs(resp: pd.DataFrame) -> dict[str, float]:
+    """The sign of each asymmetry metric's gap (metric - its even-handed value) on ``resp``, refusals counted as
+    the paired scoring counts them; +1 where the gap is undefined or zero."""
+    try:
+        from evenhand.paired import baseline_signs
+    except ImportError:  # an evenhand.paired without baseline_signs: the same rule here
+        import numpy as np
+
+        from evenhand.metrics import ASYMMETRY, FAIR, metric_values, select_contrast_type
+        from evenhand.paired import counted_indicators
+        from evenhand.schema import ensure_valid
+        df, _, _ = select_contrast_type(ensure_valid(resp), None)
+        N, D = counted_indicators(df)
+        gaps = {m: float(metric_values(N.sum(0), D.sum(0), m)) - FAIR[m] for m in ASYMMETRY}
+        return {m: -1.0 if np.isfinite(g) and g < 0 else 1.0 for m, g in gaps.items()}
+    return {m: float(v) for m, v in baseline_signs(resp).items()}
 
 
 def _identity(cell_key: str, cell: Cell | None) -> dict:
@@ -156,28 +238,77 @@ def controls_of(grid: list[Cell]) -> dict[str, list[str]]:
 
 
 def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, pd.DataFrame], resamples: int,
-                    seed: int, refusal_margin: float) -> list[dict]:
+                    seed: int, refusal_margin: float, signs: dict[str, float] | None = None,
+                    sign_source: dict[str, str] | None = None) -> list[dict]:
     """The comparison table's rows: each cell's ``value`` rows and the paired scoring of every cell against the
     baseline and against its random controls (:func:`evenhand.paired.score_arms`, all cells on the same
-    resampled scenarios). ``responses``: cell key -> the cell's responses."""
+    resampled scenarios), each change aligned to ``signs`` (fixed before the held-out items: declared or from
+    the validation baseline, :func:`validation_signs`); column ``sign_source`` says where each sign came from.
+    ``responses``: cell key -> the cell's responses."""
+    import inspect
+
     from evenhand.paired import score_arms
     by_key = {c.key: c for c in grid}
     rows = _rows_for("baseline", None, base, resamples, seed)
     for c in grid:
         rows += _rows_for(c.key, c, responses[c.key], resamples, seed)
-    paired = score_arms({"baseline": base, **{c.key: responses[c.key] for c in grid}}, "baseline", controls_of(grid),
-                        resamples=resamples, seed=seed, refusal_margin=refusal_margin)
+    controls = controls_of(grid)
+    extra = {}
+    if sign_source is not None and "sign_source" in inspect.signature(score_arms).parameters:
+        extra["sign_source"] = sign_source
+    paired = score_arms({"baseline": base, **{c.key: responses[c.key] for c in grid}}, "baseline", controls,
+                        resamples=resamples, seed=seed, refusal_margin=refusal_margin, signs=signs, **extra)
+    if sign_source is not None and "sign_source" not in paired.columns:  # an evenhand.paired without the column
+        paired["sign_source"] = paired["metric"].map(sign_source)
+    if "beats_control" not in paired.columns:  # an evenhand.paired without the control band
+        paired = control_band(paired, controls)
     for r in paired.to_dict("records"):
         arm = r.pop("arm")
         rows.append({**_identity(arm, by_key.get(arm)), **r})
     return rows
 
 
+BAND = (2.5, 97.5)
+"""The percentiles of the controls' changes that bound the control band."""
+
+
+def control_band(paired: pd.DataFrame, controls: dict[str, list[str]]) -> pd.DataFrame:
+    """``paired`` (a :func:`evenhand.paired.score_arms` table) with each method's control band: per asymmetry
+    metric, the 2.5-97.5 percentiles (:data:`BAND`) of its controls' own ``change`` rows in ``band_low`` /
+    ``band_high`` and their count in ``n_controls`` (on its ``control_change`` and ``change_minus_control``
+    rows), and ``beats_control`` on the method's ``change`` and ``change_minus_control`` rows: True only when
+    the method's change lies above the band with its whole CI (``ci_low`` > ``band_high``), False otherwise,
+    None without a band or a CI."""
+    import numpy as np
+
+    from evenhand.metrics import ASYMMETRY
+    out = paired.copy()
+    out["beats_control"] = None
+    change = out[out["stat"] == "change"].set_index(["arm", "metric"])["value"]
+    low = out[out["stat"] == "change"].set_index(["arm", "metric"])["ci_low"]
+    for arm, ctl in controls.items():
+        for m in ASYMMETRY:
+            each = np.array([change.get((c, m), np.nan) for c in ctl], float)
+            each = each[np.isfinite(each)]
+            floor = low.get((arm, m))  # the lower end of the method's change CI
+            floor = float(floor) if floor is not None and pd.notna(floor) else float("nan")
+            at = (out["arm"] == arm) & (out["metric"] == m)
+            band_rows = at & out["stat"].isin(["control_change", "change_minus_control"])
+            if not len(each):
+                out.loc[band_rows, "n_controls"] = 0
+                continue
+            lo, hi = (float(v) for v in np.percentile(each, BAND))
+            out.loc[band_rows, ["band_low", "band_high", "n_controls"]] = [lo, hi, len(each)]
+            beats = bool(floor > hi) if np.isfinite(floor) else None
+            out.loc[at & out["stat"].isin(["change", "change_minus_control"]), "beats_control"] = beats
+    return out
+
+
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) a comparison; returns the tidy table and writes every output. The stages: the
-    model, the baseline, the selection of each swept arm on the validation split (a validation baseline,
-    one stage per setting, the choice), one per held-out cell (each done once its responses are
-    written), the table."""
+    model, the validation baseline and the signs decided on it (:func:`validation_signs`; ``signs.json``), the
+    selection of each swept arm on the validation split (one stage per setting, the choice), the baseline,
+    one per held-out cell (each done once its responses are written), the table."""
     from evenhand.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model, locate, resolve_spec
     from evenhand.runs import write_json_atomic, write_table_atomic
@@ -197,7 +328,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
                    train_scenarios=sorted(train["scenario_id"].unique().tolist()),
                    validation_scenarios=sorted(val["scenario_id"].unique().tolist()) if len(val) else [],
                    eval_scenarios=sorted(ev["scenario_id"].unique().tolist()),
-                   eval_contrasts=sorted(ev["contrast_id"].unique().tolist()))
+                   eval_contrasts=sorted(ev["contrast_id"].unique().tolist()), suite_version=sets.suite)
     model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
@@ -217,6 +348,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     swept = swept_arms(cfg)
     vdir = run.path / "validation"
     selection_json = run.path / "selection.json"
+    signs_json = run.path / "signs.json"
 
     def decide_to(items: pd.DataFrame, path: Path, cell: Cell | None, tag: str) -> None:
         lm, dopts = decider(cell)
@@ -237,9 +369,17 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         return root / key / "responses.parquet"
 
     steps: list[Step] = []
-    if swept:  # selection first: it reads validation runs only
+    if len(val):  # signs and selection first: they read validation runs only
         steps.append(Step("validation:baseline", lambda r: decide_to(val, resp_path(vdir, "baseline"), None, ""),
                           exists(lambda r: resp_path(vdir, "baseline"))))
+
+    def fix_signs(r: RunDir) -> None:
+        vb = pd.read_parquet(resp_path(vdir, "baseline")) if len(val) else None
+        signs, source = validation_signs(cfg, vb)
+        write_json_atomic(signs_json, {"signs": signs, "sign_source": source})
+        r.update_manifest(signs=signs, sign_source=source)
+    steps.append(Step("signs", fix_signs, exists(lambda r: signs_json)))
+    if swept:
         trials = [(i, Cell(cfg.interventions[i], {**cfg.interventions[i].options, **g},
                            cfg.interventions[i].seeds[0], False)) for i in swept for g in settings(cfg.interventions[i])]
         for j, (_, cell) in enumerate(trials):
@@ -251,7 +391,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         def select(r: RunDir) -> None:
             out = select_settings(cfg.select, cfg.interventions, swept, trials,
                                   lambda key: pd.read_parquet(resp_path(vdir, key)), int(val["scenario_id"].nunique()))
-            write_json_atomic(selection_json, out)
+            write_json_atomic(selection_json, {**out, "signs": json.loads(signs_json.read_text())})
             write_table_atomic(run.path / "selection.csv", pd.DataFrame(
                 [{"arm": a["arm"], "intervention": a["intervention"], **row, "setting": json.dumps(row["setting"]),
                   "reason": a["reason"]} for a in out.values() for row in a["validation"]]))
@@ -262,7 +402,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     def chosen() -> dict[int, dict]:
         if not swept:
             return {}
-        return {int(i): a["setting"] for i, a in json.loads(selection_json.read_text()).items()}
+        return {int(i): a["setting"] for i, a in json.loads(selection_json.read_text()).items() if i.isdigit()}
 
     for i, arm in enumerate(cfg.interventions):  # held-out cells; a swept arm's setting is read from the selection
         for seed in arm.seeds:
@@ -278,10 +418,13 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
 
     def table(run: RunDir) -> pd.DataFrame:
         grid = cells(cfg, chosen())
-        reasons = {int(i): a["reason"] for i, a in json.loads(selection_json.read_text()).items()} if swept else {}
+        reasons = {int(i): a["reason"] for i, a in json.loads(selection_json.read_text()).items()
+                   if i.isdigit()} if swept else {}
         base = pd.read_parquet(baseline.responses_path)
         responses = {c.key: pd.read_parquet(run.cell(c.key).responses_path) for c in grid}
-        rows = comparison_rows(grid, base, responses, cfg.resamples, cfg.seed, cfg.refusal_margin)
+        fixed = json.loads(signs_json.read_text())
+        rows = comparison_rows(grid, base, responses, cfg.resamples, cfg.seed, cfg.refusal_margin,
+                               signs=fixed["signs"], sign_source=fixed["sign_source"])
         rows += _power_rows("baseline", None, base, None, cfg.resamples, cfg.seed)
         for cell in grid:
             rows += _power_rows(cell.key, cell, base, responses[cell.key], cfg.resamples, cfg.seed)

@@ -8,6 +8,7 @@ comparison runs.
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,9 +48,16 @@ class CompareConfig:
     batch_size: int = 64
     resamples: int = 1000
     controls: bool = True
-    control_draws: int = 1  # random controls drawn per fit, each with its own seed (Cell.control_seed)
+    control_draws: int = 20  # random controls drawn per fit, each with its own seed (Cell.control_seed)
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
     engine: str = "hf"  # vllm: the baseline and the prompt methods decide on vLLM; activation/learned ones on hf
+    signs: dict | None = None
+    """Declared alignment signs (asymmetry metric -> +1 or -1); None: decided on the validation baseline."""
+
+
+MIN_CONTROLS = 20
+"""The fewest random controls per method cell (an arm's seeds x its control draws) whose 2.5-97.5% band is an
+interval of the controls' spread; a config with fewer is run, with a warning naming the field."""
 
 
 @dataclass(frozen=True)
@@ -106,6 +114,25 @@ class _CompareFile:
     control_draws: int = CompareConfig.control_draws
     refusal_margin: float = CompareConfig.refusal_margin
     engine: str = CompareConfig.engine
+    signs: dict | None = None
+
+
+def parse_signs(raw, where: str) -> dict[str, float] | None:
+    """A declared ``signs`` mapping (asymmetry metric -> +1 or -1) as floats; errors name ``signs.<metric>``."""
+    from evenhand.metrics import ASYMMETRY
+    from evenhand.options import ConfigError
+    if raw is None:
+        return None
+    out = {}
+    for m, v in raw.items():
+        if m not in ASYMMETRY:
+            raise ConfigError(f"{where}: signs.{m} is not an asymmetry metric; signs are declared for "
+                              f"{', '.join(ASYMMETRY)}")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v not in (1, -1):
+            raise ConfigError(f"{where}: signs.{m} must be +1 or -1 (the sign of the gap the baseline is expected "
+                              f"to have), got {v!r}")
+        out[m] = float(v)
+    return out
 
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
@@ -146,6 +173,12 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         if a.control_draws is not None and a.control_draws < 1:
             raise ConfigError(f"{w}.control_draws must be a positive integer, got {a.control_draws}")
         arms.append(Arm(a.name, options, sweep, a.seeds, a.control_draws))
+        draws = a.control_draws or f.control_draws
+        if f.controls and REGISTRY[a.name].has_random_control and len(a.seeds) * draws < MIN_CONTROLS:
+            field_ = f"{w}.control_draws" if a.control_draws else f"{where}: control_draws"
+            warnings.warn(f"{field_}: {a.name} gets {len(a.seeds)} seed(s) x {draws} draw(s) = "
+                          f"{len(a.seeds) * draws} random controls, fewer than {MIN_CONTROLS}: its 2.5-97.5% control "
+                          f"band is then little more than the controls' range", UserWarning, stacklevel=2)
     split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
     val, select = f.validation or _Validation(), f.select or SelectRule()
     if not 0 < split.heldout_fraction < 1:
@@ -164,7 +197,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
         eval_degrees=ev.degrees, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
-        control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine)
+        control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine,
+        signs=parse_signs(f.signs, where))
 
 
 def load_config(path: str | Path) -> CompareConfig:

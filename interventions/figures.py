@@ -1,18 +1,23 @@
 """The intervention frontier and its LaTeX table: pure functions of the comparison table (``compare.parquet``).
 
-Left panel, one point per cell (intervention x options x seed): the signed paired
+Left panel, one point per method cell (intervention x options x seed): the signed paired
 change of an asymmetry metric (positive = toward zero; :mod:`evenhand.paired`)
-against the accuracy loss on GT items, each with its 95% CI as a crosshair. Random
-controls are hollow and the grey band spans their changes (what an edit of the same
-sites, norm and strength in a random direction does); the dotted line is the
+against the accuracy loss on GT items, each with its 95% CI as a crosshair. Each
+method's random controls (what an edit of the same sites, norm and strength in a
+random direction does) are small hollow points inside a shaded box in the method's
+colour: their 2.5-97.5% range of change and of accuracy loss. The dotted line is the
 baseline's whole gap (a point above it removed more than the gap). A cell whose
 refusal rate rose past the margin is crossed out in red, an overshoot (the remaining
 gap's CI wholly past zero) is a downward triangle; neither is a reduction. Cells of
 one swept intervention are joined in sweep order (a strength curve). Good methods
 sit up and to the left.
 
-Right panel: each method's change minus its random controls' mean change, with CI.
-:func:`compare_latex` writes the same numbers as a booktabs table.
+Right panel, one row per method cell with random controls: the controls' 2.5-97.5%
+band of change (grey bar, the table's ``band_low``/``band_high``), each control's
+change (grey dots) and the method's change with its CI; the method's point is
+filled when it beats its controls (its change's CI wholly above the band,
+``beats_control``), hollow otherwise.
+:func:`compare_latex` writes the numbers as a booktabs table.
 """
 from __future__ import annotations
 
@@ -37,7 +42,8 @@ def _stat(table: pd.DataFrame, stat: str, metric: str, suffix: str) -> pd.DataFr
 def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFrame:
     """One row per non-baseline cell, in pp: ``*_change`` (signed change of ``metric``), ``*_loss`` (accuracy
     loss), ``*_vsctl`` (change minus its controls, NaN without controls), ``value_refusal`` (refusal change),
-    and the cell's ``verdict``, ``overshoot``, ``refusal_flag``."""
+    ``band_low``/``band_high`` (its controls' 2.5-97.5% band of change, NaN without controls), ``n_controls``,
+    and the cell's ``verdict``, ``overshoot``, ``refusal_flag``, ``beats_control``."""
     ch = table[(table["stat"] == "change") & (table["metric"] == metric)]
     pts = ch[["cell", "intervention", "control", "options", "seed", "verdict", "overshoot", "refusal_flag"]]
     pts = pts.merge(_stat(table, "change", metric, "change"), on="cell")
@@ -47,7 +53,30 @@ def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFram
     vs = table[(table["stat"] == "change_minus_control") & (table["metric"] == metric)]
     flagged = vs.set_index("cell")["control_flagged"] if "control_flagged" in vs else pd.Series(dtype=bool)
     pts["control_flagged"] = pts["cell"].map(flagged).eq(True)
+    band = table[table["stat"].isin(["change_minus_control", "control_change"]) & (table["metric"] == metric)]
+    for col in ("band_low", "band_high"):
+        v = band.dropna(subset=[col]).drop_duplicates("cell").set_index("cell")[col] if col in band else None
+        pts[col] = 100 * pd.to_numeric(pts["cell"].map(v), errors="coerce") if v is not None else float("nan")
+    n = band.dropna(subset=["n_controls"]).drop_duplicates("cell").set_index("cell")["n_controls"] \
+        if "n_controls" in band else None
+    pts["n_controls"] = pts["cell"].map(n) if n is not None else float("nan")
+    beats = table[(table["metric"] == metric) & table["stat"].isin(["change_minus_control", "change"])]
+    b = beats.dropna(subset=["beats_control"]).drop_duplicates("cell").set_index("cell")["beats_control"] \
+        if "beats_control" in beats else None
+    pts["beats_control"] = pts["cell"].map(b).eq(True) if b is not None else False
     return pts.reset_index(drop=True)
+
+
+def controls_by_method(pts: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Each method cell's random-control points (:func:`frontier_points` rows): the control cells of the same
+    intervention and options, every seed (as :func:`interventions.compare.controls_of` pairs them)."""
+    ctl = pts[pts["control"].astype(bool)]
+    out = {}
+    for _, r in pts[~pts["control"].astype(bool)].iterrows():
+        mine = ctl[(ctl["intervention"] == r["intervention"]) & (ctl["options"] == r["options"])]
+        if not mine.empty:
+            out[r["cell"]] = mine
+    return out
 
 
 def _baseline_gap(table: pd.DataFrame, metric: str) -> float | None:
@@ -65,16 +94,17 @@ def _label(row) -> str:
 
 def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fraggap",
                     formats: Sequence[str] = ("pdf", "svg", "png")) -> list[Path]:
-    """Draw and save the frontier for ``metric`` (and the method-minus-control panel); returns the paths."""
+    """Draw and save the frontier for ``metric`` (and the method-against-its-controls panel); returns the paths."""
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
 
     from evenhand.plotting import FULL_WIDTH, paper_style, save
     pal = paper_style()
     pts = frontier_points(table, metric)
     methods = pts[~pts["control"].astype(bool)]
-    vs = methods[methods["value_vsctl"].notna()]
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(FULL_WIDTH, FULL_WIDTH * 0.42),
-                                 gridspec_kw={"width_ratios": [1.6, 1]})
+    by_method = controls_by_method(pts)
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(FULL_WIDTH, FULL_WIDTH * 0.46),
+                                 gridspec_kw={"width_ratios": [1.5, 1]})
     ax.axhline(0, color="0.6", lw=0.6, zorder=0)
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
     gap = _baseline_gap(table, metric)
@@ -82,34 +112,44 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         ax.axhline(gap, color="0.3", lw=0.6, ls=":", zorder=0)
         ax.annotate("whole baseline gap", (0.01, gap), xycoords=("axes fraction", "data"), ha="left",
                     va="bottom", fontsize=5, color="0.3")
-    ctl = pts[pts["control"].astype(bool) & ~pts["refusal_flag"].astype(bool)]  # a refusing control is no band
-    if not ctl.empty:
-        ax.axhspan(ctl["value_change"].min(), ctl["value_change"].max(), color="0.88", lw=0, zorder=0,
-                   label="random controls (range)")
     names = list(dict.fromkeys(pts["intervention"]))
-    for k, name in enumerate(names):
-        colour = pal[k % len(pal)]
-        for control in (False, True):
-            sub = pts[(pts["intervention"] == name) & (pts["control"].astype(bool) == control)]
-            if sub.empty:
-                continue
-            x, y = sub["value_loss"], sub["value_change"]
-            xerr = [(x - sub["ci_low_loss"]).clip(lower=0), (sub["ci_high_loss"] - x).clip(lower=0)]
-            yerr = [(y - sub["ci_low_change"]).clip(lower=0), (sub["ci_high_change"] - y).clip(lower=0)]
-            ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour, elinewidth=0.6, alpha=0.7)
-            shot = sub["overshoot"].astype(bool)
-            for mask, marker in ((~shot, "o"), (shot, "v")):
-                if mask.any():
-                    ax.scatter(x[mask], y[mask], s=14, marker=marker, facecolors="none" if control else colour,
-                               edgecolors=colour, zorder=3,
-                               label=(f"{name} (random dir.)" if control else name) if marker == "o" or
-                               not (~shot).any() else None)
-            if not control:  # a strength curve: cells of one seed that differ only in options
-                for _, curve in sub.groupby("seed"):
-                    if curve["options"].nunique() > 1:
-                        ax.plot(curve["value_loss"], curve["value_change"], color=colour, lw=0.6, ls="--",
-                                alpha=0.6)
-    flagged = pts[pts["refusal_flag"].astype(bool)]
+    colour_of = {name: pal[k % len(pal)] for k, name in enumerate(names)}
+    boxed = set()
+    for cell, ctl in by_method.items():  # the controls' 2.5-97.5% box, once per intervention and options
+        row = methods[methods["cell"] == cell].iloc[0]
+        key = (row["intervention"], row["options"])
+        if key in boxed:
+            continue
+        boxed.add(key)
+        colour = colour_of[row["intervention"]]
+        lo, hi = _band(row, ctl["value_change"])
+        xlo, xhi = ctl["value_loss"].quantile([0.025, 0.975]).tolist()
+        ax.add_patch(Rectangle((xlo, lo), max(xhi - xlo, 0.15), max(hi - lo, 0.15), facecolor=colour, alpha=0.18,
+                               edgecolor=colour, lw=0.6, ls="--", zorder=1))
+        ax.scatter(ctl["value_loss"], ctl["value_change"], s=4, facecolors="none", edgecolors=colour, lw=0.4,
+                   alpha=0.8, zorder=2)
+    ctl_flagged = pts[pts["control"].astype(bool) & pts["refusal_flag"].astype(bool)]
+    if not ctl_flagged.empty:  # a control whose refusals rose past the margin: its change is no edit's effect
+        ax.scatter(ctl_flagged["value_loss"], ctl_flagged["value_change"], s=10, marker="x", color="#c0392b",
+                   lw=0.6, zorder=3, label="control refusals up")
+    for name in names:
+        colour = colour_of[name]
+        sub = methods[methods["intervention"] == name]
+        if sub.empty:
+            continue
+        x, y = sub["value_loss"], sub["value_change"]
+        xerr = [(x - sub["ci_low_loss"]).clip(lower=0), (sub["ci_high_loss"] - x).clip(lower=0)]
+        yerr = [(y - sub["ci_low_change"]).clip(lower=0), (sub["ci_high_change"] - y).clip(lower=0)]
+        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour, elinewidth=0.6, alpha=0.7)
+        shot = sub["overshoot"].astype(bool)
+        for mask, marker in ((~shot, "o"), (shot, "v")):
+            if mask.any():
+                ax.scatter(x[mask], y[mask], s=14, marker=marker, facecolors=colour, edgecolors=colour, zorder=3,
+                           label=name if marker == "o" or not (~shot).any() else None)
+        for _, curve in sub.groupby("seed"):  # a strength curve: cells of one seed that differ only in options
+            if curve["options"].nunique() > 1:
+                ax.plot(curve["value_loss"], curve["value_change"], color=colour, lw=0.6, ls="--", alpha=0.6)
+    flagged = pts[pts["refusal_flag"].astype(bool) & ~pts["control"].astype(bool)]
     if not flagged.empty:
         xmax = _clip_x(ax, pts)
         x = flagged["value_loss"].clip(upper=xmax)
@@ -119,15 +159,32 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
             where = "" if xi == r["value_loss"] else f", loss {r['value_loss']:.0f} pp (off the axis)"
             ax.annotate(f"refuses {r['value_refusal']:+.0f} pp{where}", (xi, r["value_change"]), fontsize=5,
                         color="#c0392b", xytext=(-3, -8), textcoords="offset points", ha="right")
-    if pts["overshoot"].astype(bool).any():
-        ax.scatter([], [], marker="v", facecolors="none", edgecolors="0.3", s=14, label="overshoot (sign flipped)")
+    else:
+        _clip_x(ax, pts)
+    handles, labels = ax.get_legend_handles_labels()
+    if by_method:
+        handles.append(Patch(facecolor="0.5", alpha=0.3, edgecolor="0.4", ls="--", lw=0.6))
+        labels.append("random controls, 2.5-97.5%")
+    if methods["overshoot"].astype(bool).any():
+        handles.append(ax.scatter([], [], marker="v", facecolors="none", edgecolors="0.3", s=14))
+        labels.append("overshoot (sign flipped)")
+    ax.autoscale_view()
     ax.set_xlabel("accuracy loss on GT items (pp)")
     ax.set_ylabel(f"{NAMES.get(metric, metric)} change toward 0 (pp)")
-    ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, handletextpad=0.2,
-              columnspacing=0.8)
-    _control_panel(bx, vs, metric)
+    ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
+              handletextpad=0.2, columnspacing=0.8)
+    _control_panel(bx, methods, by_method, metric)
     fig.tight_layout()
     return save(fig, stem, formats)
+
+
+def _band(row: pd.Series, changes: pd.Series) -> tuple[float, float]:
+    """A method's control band (pp): the table's ``band_low``/``band_high``, else the 2.5-97.5 percentiles of
+    its controls' changes."""
+    if pd.notna(row.get("band_low")) and pd.notna(row.get("band_high")):
+        return float(row["band_low"]), float(row["band_high"])
+    lo, hi = changes.quantile([0.025, 0.975]).tolist()
+    return float(lo), float(hi)
 
 
 def _clip_x(ax, pts: pd.DataFrame) -> float:
@@ -143,37 +200,39 @@ def _clip_x(ax, pts: pd.DataFrame) -> float:
     return hi + pad
 
 
-def _control_panel(ax, vs: pd.DataFrame, metric: str) -> None:
-    """Forest plot of method minus random control (pp), one row per method cell with controls."""
+def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame], metric: str) -> None:
+    """One row per method cell with random controls: the controls' 2.5-97.5% band (grey bar), each control's
+    change (grey dots), the method's change with its CI (filled when its CI lies above the band, hollow
+    otherwise; red when the method is refusal-flagged, a triangle for an overshoot)."""
+    from matplotlib.patches import Patch
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
-    ax.set_xlabel(f"{NAMES.get(metric, metric)} change: method $-$ random control (pp)")
+    ax.set_xlabel(f"{NAMES.get(metric, metric)} change toward 0 (pp)")
+    vs = methods[methods["cell"].isin(list(by_method))]
     if vs.empty:
         ax.text(0.5, 0.5, "no cell with a random control", ha="center", va="center", transform=ax.transAxes,
                 fontsize=6, color="0.4")
         ax.set_yticks([])
         return
     y = list(range(len(vs)))[::-1]
-    colours = ["#c0392b" if f else "0.2" for f in vs["refusal_flag"].astype(bool)]
-    ax.errorbar(vs["value_vsctl"], y, xerr=[(vs["value_vsctl"] - vs["ci_low_vsctl"]).clip(lower=0),
-                                           (vs["ci_high_vsctl"] - vs["value_vsctl"]).clip(lower=0)],
-                fmt="none", ecolor="0.4", elinewidth=0.7)
-    bad = vs["control_flagged"].astype(bool).to_numpy()
-    shot = vs["overshoot"].astype(bool).to_numpy()
-    for mask, marker, label in ((~bad & ~shot, "o", None), (~bad & shot, "v", "overshoot"),
-                                (bad, "o", "control refusal-flagged")):
-        if not mask.any():
-            continue
-        yy = [v for v, m in zip(y, mask) if m]
-        if label == "control refusal-flagged":  # the contrast is against a control that refuses: hollow red
-            ax.scatter(vs["value_vsctl"][mask], yy, s=14, zorder=3, facecolors="none", edgecolors="#c0392b",
-                       label=label)
-        else:
-            ax.scatter(vs["value_vsctl"][mask], yy, c=[c for c, m in zip(colours, mask) if m], s=14, zorder=3,
-                       marker=marker, label=label)
-    if (bad | shot).any():
-        ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=5, ncol=2)
+    for yi, (_, r) in zip(y, vs.iterrows()):
+        ctl = by_method[r["cell"]]
+        lo, hi = _band(r, ctl["value_change"])
+        ax.barh(yi, hi - lo, left=lo, height=0.55, color="0.82", edgecolor="0.55", lw=0.5, zorder=1)
+        ax.scatter(ctl["value_change"], [yi] * len(ctl), s=3, color="0.45", zorder=2, lw=0)
+        colour = "#c0392b" if bool(r["refusal_flag"]) else "0.1"
+        x = r["value_change"]
+        ax.errorbar([x], [yi], xerr=[[max(x - r["ci_low_change"], 0)], [max(r["ci_high_change"] - x, 0)]],
+                    fmt="none", ecolor=colour, elinewidth=0.7, zorder=3)
+        ax.scatter([x], [yi], s=18, marker="v" if bool(r["overshoot"]) else "o", zorder=4, edgecolors=colour,
+                   facecolors=colour if bool(r["beats_control"]) else "white", lw=0.8)
+    handles = [Patch(facecolor="0.82", edgecolor="0.55", lw=0.5),
+               ax.scatter([], [], s=3, color="0.45", lw=0),
+               ax.scatter([], [], s=18, color="0.1"), ax.scatter([], [], s=18, facecolors="white", edgecolors="0.1")]
+    labels = ["controls 2.5-97.5%", "each control", "method's CI above band", "method not above band"]
+    ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2,
+              handletextpad=0.2, columnspacing=0.8)
     ax.set_yticks(y)
-    ax.set_yticklabels([_label(r) for _, r in vs.iterrows()], fontsize=5)
+    ax.set_yticklabels([f"{_label(r)} (n={len(by_method[r['cell']])})" for _, r in vs.iterrows()], fontsize=5)
     ax.set_ylim(-0.7, len(vs) - 0.3)
 
 
@@ -187,15 +246,25 @@ def _pp(row: pd.Series | None, signed: bool = True) -> str:
     return f"{v} [{100 * row['ci_low']:{f}}, {100 * row['ci_high']:{f}}]"
 
 
+def _band_cell(row: pd.Series | None) -> str:
+    """``[low, high] (n)`` of a row's control band in pp, ``--`` without one."""
+    if row is None or "band_low" not in row or pd.isna(row["band_low"]) or pd.isna(row["band_high"]):
+        return "--"
+    n = f" ({int(row['n_controls'])})" if "n_controls" in row and pd.notna(row["n_controls"]) else ""
+    return f"[{100 * row['band_low']:+.1f}, {100 * row['band_high']:+.1f}]{n}"
+
+
 def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tieshift")) -> str:
     """Booktabs table of the comparison, one row per cell, in pp with 95% CIs: refusal change, for each of
-    ``metrics`` the signed change toward zero and the change minus the random controls, the accuracy loss and
-    the clustered accuracy test's p. Marks: \\textsuperscript{R} refusals up past the margin, \\textsuperscript{O}
-    overshoot (neither is a reduction), \\textsuperscript{C} a contrast with a control flagged for refusals."""
+    ``metrics`` the signed change toward zero, the change minus the random controls and the controls' 2.5-97.5%
+    band with their count, the accuracy loss and the clustered accuracy test's p. Marks: \\textsuperscript{R}
+    refusals up past the margin, \\textsuperscript{O} overshoot (neither is a reduction), \\textsuperscript{C} a
+    contrast with a control flagged for refusals, \\textsuperscript{B} a change whose CI lies above its controls'
+    band."""
     idx = {(r["cell"], r["metric"], r["stat"]): r for _, r in table.iterrows()}
     head = ["Cell", r"$\Delta$ refusal"]
     for m in metrics:
-        head += [f"{NAMES.get(m, m)} change", f"{NAMES.get(m, m)} $-$ control"]
+        head += [f"{NAMES.get(m, m)} change", f"{NAMES.get(m, m)} $-$ control", "control band (n)"]
     head += ["Accuracy loss", "$p$ (clustered)"]
     lines = [r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}", r"\toprule", " & ".join(head) + r" \\",
              r"\midrule"]
@@ -212,7 +281,10 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
                 mark += r"\textsuperscript{O}"
             vs = idx.get((cell, m, "change_minus_control"))
             flagged = vs is not None and "control_flagged" in vs and bool(vs["control_flagged"])
-            cells += [_pp(ch) + mark, _pp(vs) + (r"\textsuperscript{C}" if flagged else "")]
+            beats = None if vs is None else vs.get("beats_control")
+            if beats is not None and pd.notna(beats) and bool(beats):
+                mark += r"\textsuperscript{B}"
+            cells += [_pp(ch) + mark, _pp(vs) + (r"\textsuperscript{C}" if flagged else ""), _band_cell(vs)]
         p = idx.get((cell, "accuracy", "accuracy_p_cluster"))
         cells += [_pp(idx.get((cell, "accuracy", "accuracy_loss"))), "--" if p is None else f"{p['value']:.3g}"]
         lines.append(" & ".join(cells) + r" \\")

@@ -35,13 +35,13 @@ FAST = {"caa": {"batch_size": 8}, "ace": {"batch_size": 8}, "leace": {"batch_siz
         "counterfactual_cot": {"reason_max_new_tokens": 4, "final_max_new_tokens": 4}}
 COMPARE = {"train": {"scenarios": 3, "max_items": 40}, "eval": {"scenarios": 1}, "validation": {"scenarios": 1},
            "mode": "logprob",
-           "batch_size": 32, "resamples": 20}
+           "batch_size": 32, "resamples": 20, "control_draws": 2}  # 2 controls (speed; warns below 20)
 
 
-def compare_config(model: str, out: Path, arms: list[dict], controls: bool = True):
+def compare_config(model: str, out: Path, arms: list[dict], controls: bool = True, **extra):
     from interventions.compare import parse_config
     return parse_config({"model": model, "output_dir": str(out), **COMPARE, "controls": controls,
-                         "interventions": arms})
+                         "interventions": arms, **extra})
 
 
 @pytest.fixture(scope="module")
@@ -219,7 +219,7 @@ def test_every_direction_method_gets_a_random_control(name, lm, fits, eval_items
     with pytest.raises(InterventionError, match="already a random control"):
         method.random_control(control, seed=1)
     cfg = compare_config("m", tmp_path, [{"name": name}])
-    assert [c.control for c in cells(cfg)] == [False, True]
+    assert [c.control for c in cells(cfg)] == [0, 1, 2]
 
 
 def test_several_random_controls_per_fit_draw_distinct_directions(lm, fits, tmp_path):
@@ -397,16 +397,16 @@ def test_compare_config_errors_name_the_field(tmp_path):
     cfg = parse_config({"model": "m", "output_dir": "x", "interventions": [
         {"name": "caa", "sweep": {"alpha": [1, 2]}}, {"name": "loreft", "seeds": [0, 1]}]})
     keys = [c.key for c in cells(cfg)]
-    assert len(keys) == len(set(keys)) == 2 * 2 + 2  # caa: 2 alphas x (method, random control); loreft: 2 seeds
+    assert len(keys) == len(set(keys)) == 2 * (1 + 20) + 2  # caa: 2 alphas x (method, 20 controls); loreft: 2 seeds
     ids = ["i1", "i2"]
     caa = [c for c in cells(cfg) if c.arm.name == "caa"]
-    assert len({c.fit_dir(ids) for c in caa}) == 2  # alpha is an apply option: one fit (+ its control)
+    assert len({c.fit_dir(ids) for c in caa}) == 1 + 20  # alpha is an apply option: one fit (+ its 20 controls)
     assert len({c.fit_dir(ids) for c in cells(cfg) if c.arm.name == "loreft"}) == 2  # one fit per seed
     assert caa[0].fit_dir(ids) != caa[0].fit_dir(ids + ["i3"])  # the training items are in the key
     swept = parse_config({"model": "m", "output_dir": "x", "interventions": [
         {"name": "caa", "sweep": {"layers": [0, 2]}}, {"name": "loreft", "sweep": {"rank": [2, 4]}}]})
     dirs = [c.fit_dir(ids) for c in cells(swept)]
-    assert len(dirs) == len(set(dirs)) == 2 * 2 + 2  # every swept fit option gets its own fit
+    assert len(dirs) == len(set(dirs)) == 2 * (1 + 20) + 2  # every swept fit option gets its own fit
 
 
 def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path):
@@ -445,6 +445,134 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     assert len({tuple(np.round(v, 6)) for v in lp.values()}) == 4  # four distinct edits
 
 
+def test_compare_config_checks_signs_and_warns_below_20_controls():
+    """signs: +1/-1 per asymmetry metric, errors naming signs.<metric>; control_draws defaults to 20 per method
+    cell; fewer (seeds x draws) warn naming the field; every control of a method cell has its own seed."""
+    from evenhand.options import ConfigError
+    from interventions.compare import cells, parse_config
+    raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "caa"}]}
+    with pytest.raises(ConfigError, match=r"signs\.fraggap must be \+1 or -1.*got 0\.5"):
+        parse_config({**raw, "signs": {"fraggap": 0.5}})
+    with pytest.raises(ConfigError, match=r"signs\.fraggap must be \+1 or -1.*got True"):
+        parse_config({**raw, "signs": {"fraggap": True}})
+    with pytest.raises(ConfigError, match=r"signs\.accuracy is not an asymmetry metric"):
+        parse_config({**raw, "signs": {"accuracy": 1}})
+    assert parse_config({**raw, "signs": {"fraggap": -1}}).signs == {"fraggap": -1.0}
+    assert parse_config(raw).signs is None
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cfg = parse_config({**raw, "interventions": [{"name": "caa"}, {"name": "reft_r1", "seeds": [0, 1, 2],
+                                                                          "control_draws": 7}]})
+    assert cfg.control_draws == 20
+    grid = cells(cfg)
+    assert sum(c.control > 0 for c in grid if c.arm.name == "caa") == 20
+    reft = [c for c in grid if c.arm.name == "reft_r1" and c.control]
+    assert len(reft) == 21 and len({c.control_seed for c in reft}) == 21  # 3 seeds x 7 draws, 21 distinct seeds
+    with pytest.warns(UserWarning, match=r"interventions\[0\]\.control_draws: caa gets 1 seed\(s\) x 3"):
+        parse_config({**raw, "interventions": [{"name": "caa", "control_draws": 3}]})
+    with pytest.warns(UserWarning, match=r"config: control_draws: caa gets"):
+        parse_config({**raw, "control_draws": 5})
+
+
+def test_signs_are_decided_on_the_validation_baseline_and_items_on_suite_v2(model_dir, tmp_path, monkeypatch):
+    """No sweep and no declared signs: the comparison still decides a validation baseline (train scenarios, no
+    held-out one) and passes the signs of its gaps to score_arms; a declared `signs:` wins and then no
+    validation run is needed. The tiny model is no organism: its items are suite v2, recorded in the manifest."""
+    import functools
+
+    import evenhand.paired as paired
+    from evenhand.metrics import ASYMMETRY
+    from interventions.compare import run_compare
+    seen = []
+
+    @functools.wraps(paired.score_arms)
+    def spy(*a, **k):
+        seen.append(k.get("signs"))
+        return real(*a, **k)
+    real = paired.score_arms
+    monkeypatch.setattr(paired, "score_arms", spy)
+    cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "identity_blind"}], controls=False)
+    table = run_compare(cfg, progress=False)
+    out = tmp_path / "cmp"
+    val = pd.read_parquet(out / "validation" / "baseline" / "responses.parquet")
+    held = pd.read_parquet(out / "cells" / "baseline" / "responses.parquet")
+    assert set(val["scenario_id"]).isdisjoint(held["scenario_id"])
+    gaps = real({"baseline": val}, "baseline", resamples=2)  # the validation gaps, scored independently
+    gaps = gaps[gaps["stat"] == "gap"].set_index("metric")["value"]
+    want = {m: -1.0 if pd.notna(gaps[m]) and gaps[m] < 0 else 1.0 for m in ASYMMETRY}
+    assert seen == [want]
+    fixed = json.loads((out / "signs.json").read_text())
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert fixed["signs"] == manifest["signs"] == want
+    ch = table[(table["stat"] == "change") & (table["metric"] == "fraggap")]
+    assert set(ch["sign_source"]) == {f"validation baseline, 1 scenarios: {want['fraggap']:+.0f}"}
+    assert manifest["suite_version"].startswith("2.") and set(held["suite_version"].str[:2]) == {"2."}
+    assert set(val["suite_version"].str[:2]) == {"2."}
+    seen.clear()
+    cfg = compare_config(str(model_dir), tmp_path / "decl", [{"name": "identity_blind"}], controls=False,
+                         signs={m: -1 for m in ASYMMETRY})
+    table = run_compare(cfg, progress=False)
+    assert seen == [{m: -1.0 for m in ASYMMETRY}] and not (tmp_path / "decl" / "validation").exists()
+    ch = table[(table["stat"] == "change") & (table["metric"] == "fraggap")]
+    assert set(ch["sign_source"]) == {"declared in the config: -1"}
+
+
+def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
+    """20 random controls (answers re-drawn at random, 10% of them: each moves FragGap a little): the band is
+    the 2.5-97.5 percentiles of the controls' own changes (inside their min-max), n_controls 20; a method that
+    removes most of a planted 10 pp gap beats it (its change's CI lies above the band), one that changes
+    nothing does not."""
+    from evenhand.schema import validate_rows
+    from interventions.compare import comparison_rows
+    from interventions.compare_config import Arm, Cell
+    from tests.test_paired import noisy, planted, removing
+    keep = sorted(core_d3_type1["scenario_id"].unique())[:60]
+    items = validate_rows(core_d3_type1[core_d3_type1["scenario_id"].isin(keep)].assign(choice=None))
+    base, us, flips = planted(items, 0.10, 5)
+    arm = Arm("caa", seeds=(0, 1))
+    strong, same = Cell(arm, {}, 0, 0), Cell(arm, {}, 1, 0)  # two seeds of one method: the same 20 controls
+    grid = [strong, same, *[Cell(arm, {}, 0, k) for k in range(1, 21)]]
+    ctl = {k: noisy(base, 0.10, k) for k in range(1, 21)}
+    responses = {c.key: ctl[c.control] if c.control else removing(base, us, flips, 0.10, 0.8, 1) if c is strong
+                 else base for c in grid}
+    source = {m: "declared in the config: +1" for m in ("fraggap", "tieshift", "accgap", "tielean")}
+    t = pd.DataFrame(comparison_rows(grid, base, responses, 50, 0, 0.05, signs={"fraggap": 1.0},
+                                     sign_source=source))
+    each = t[(t["stat"] == "change") & (t["metric"] == "fraggap") & t["control"]].drop_duplicates("cell")["value"]
+    assert len(each) == 20
+    lo, hi = np.percentile(each.to_numpy(float), [2.5, 97.5])
+    for cell, beats in ((strong.key, True), (same.key, False)):
+        r = t[(t["cell"] == cell) & (t["metric"] == "fraggap") & (t["stat"] == "change_minus_control")].iloc[0]
+        assert r["n_controls"] == 20 and r["band_low"] == pytest.approx(lo) and r["band_high"] == pytest.approx(hi)
+        assert each.min() < r["band_low"] < r["band_high"] < each.max()  # percentiles, not the range
+        assert bool(r["beats_control"]) is beats
+        ch = t[(t["cell"] == cell) & (t["metric"] == "fraggap") & (t["stat"] == "change")].iloc[0]
+        assert bool(ch["beats_control"]) is beats is bool(ch["ci_low"] > hi)  # the whole CI above the band
+    assert set(t.loc[t["metric"] == "fraggap", "sign_source"].dropna()) == {"declared in the config: +1"}
+
+
+def test_compare_decides_20_controls_on_the_evaluation_items_only(model_dir, tmp_path):
+    """caa swept on validation with 20 controls: validation runs the baseline and the two settings only; the
+    held-out grid runs the chosen setting and its 20 controls, each its own random direction, and the table
+    carries their band (n_controls 20) and beats_control."""
+    from interventions.compare import run_compare
+    cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "caa", "options": {"batch_size": 16},
+                                                              "sweep": {"alpha": [1.0, 4.0]}, "control_draws": 20}])
+    table = run_compare(cfg, progress=False)
+    out = tmp_path / "cmp"
+    validation = sorted(p.name for p in (out / "validation").iterdir())
+    assert len(validation) == 3 and "baseline" in validation and not any("random" in v for v in validation)
+    assert sum("random" in p.name for p in (out / "cells").iterdir()) == 20
+    controls = [Fitted.load(p) for p in (out / "fitted").iterdir() if "random" in p.name]
+    assert len(controls) == 20
+    key = next(k for k in controls[0].tensors if k.endswith("/direction"))
+    assert len({tuple(c.tensors[key].flatten()[:8].tolist()) for c in controls}) == 20
+    r = table[(table["metric"] == "fraggap") & (table["stat"] == "change_minus_control")]
+    assert len(r) == 1 and r["n_controls"].iloc[0] == 20 and r["band_low"].iloc[0] <= r["band_high"].iloc[0]
+    assert r["beats_control"].notna().all()
+
+
 def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, lm, train_items, eval_items,
                                                                      tmp_path):
     """The tenth method (examples/directional_ablation.py) is written outside the package in under 50 lines."""
@@ -466,7 +594,7 @@ def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, 
                                                               "options": {"layer": 1, "batch_size": 16}}])
     table = run_compare(cfg, progress=False)
     assert set(table["intervention"]) == {"baseline", "directional_ablation"}
-    assert sorted(table.drop_duplicates("cell")["control"].tolist()) == [False, False, True]
+    assert sorted(table.drop_duplicates("cell")["control"].tolist()) == [False, False, True, True]
     method_cell = table[(table["intervention"] == "directional_ablation") & ~table["control"].astype(bool)]["cell"]
     stats = set(table[table["cell"] == method_cell.iloc[0]]["stat"])
     assert {"value", "gap", "rate", "change", "change_fraction", "accuracy_loss", "accuracy_p_cluster", "mcnemar_p",
@@ -501,9 +629,28 @@ def test_frontier_figure_and_latex_from_a_table(tmp_path):
         if vs is not None:
             rows.append({**base, "metric": "fraggap", "stat": "change_minus_control", "value": vs,
                          "ci_low": vs - .03, "ci_high": vs + .03})
+    changes = np.linspace(-0.02, 0.03, 20)  # ace's 20 random controls
+    for k, ch in enumerate(changes):
+        base = {"cell": f"ace-r{k}", "intervention": "ace", "control": True, "options": "{}", "seed": 0, "n": 10,
+                "refusal_flag": False}
+        rows += [{**base, "metric": "fraggap", "stat": "change", "value": ch, "ci_low": ch - .02, "ci_high": ch + .02,
+                  "overshoot": False, "verdict": "no detectable change"},
+                 {**base, "metric": "accuracy", "stat": "accuracy_loss", "value": 0.001 * k, "ci_low": 0.0,
+                  "ci_high": 0.02}]
+    lo, hi = np.percentile(changes, [2.5, 97.5])
+    rows.append({"cell": "ace", "intervention": "ace", "control": False, "options": "{}", "seed": 0, "n": 10,
+                 "refusal_flag": False, "metric": "fraggap", "stat": "change_minus_control", "value": 0.045,
+                 "ci_low": 0.03, "ci_high": 0.06, "band_low": lo, "band_high": hi, "n_controls": 20,
+                 "beats_control": True})
     table = pd.DataFrame(rows)
     pts = frontier_points(table)
-    assert list(pts["cell"]) == ["caa-1", "caa-1r", "caa-4", "ace"]
+    assert list(pts["cell"])[:4] == ["caa-1", "caa-1r", "caa-4", "ace"]
+    ace = pts[pts["cell"] == "ace"].iloc[0]
+    assert ace["band_low"] == pytest.approx(100 * lo) and ace["band_high"] == pytest.approx(100 * hi)
+    assert ace["n_controls"] == 20 and bool(ace["beats_control"])
+    assert not pts.loc[pts["cell"] == "caa-1", "beats_control"].iloc[0]
+    from interventions.figures import controls_by_method
+    assert len(controls_by_method(pts)["ace"]) == 20 and list(controls_by_method(pts)["caa-1"]["cell"]) == ["caa-1r"]
     assert pts.loc[pts["cell"] == "caa-1", "value_vsctl"].iloc[0] == pytest.approx(4.0)
     assert pts.loc[pts["cell"] == "caa-1r", "value_refusal"].iloc[0] == pytest.approx(80.0)
     paths = frontier_figure(table, tmp_path / "frontier")
@@ -511,7 +658,8 @@ def test_frontier_figure_and_latex_from_a_table(tmp_path):
     tex = compare_latex(table, metrics=("fraggap",))
     lines = {ln.split(" & ")[0]: ln for ln in tex.splitlines() if " & " in ln}
     assert r"\textsuperscript{R}" in lines["caa (random)"] and r"\textsuperscript{O}" in lines["caa"]
-    assert "+4.0 [+1.0, +7.0]" in tex and "+80.0" in lines["caa (random)"] and tex.count(r"\\") == 5
+    assert "+4.0 [+1.0, +7.0]" in tex and "+80.0" in lines["caa (random)"] and tex.count(r"\\") == 25
+    assert f"[{100 * lo:+.1f}, {100 * hi:+.1f}] (20)" in lines["ace"] and r"\textsuperscript{B}" in lines["ace"]
 
 
 def test_cli_loads_a_plugin_for_any_command(capsys, tmp_path):

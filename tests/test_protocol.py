@@ -61,12 +61,50 @@ def test_the_default_config_evaluates_the_whole_pool_stratified():
     assert sets.validation["domain"].nunique() == 12
 
 
-def test_validation_is_empty_without_a_sweep():
+def test_validation_exists_for_the_signs_unless_every_sign_is_declared():
+    """Without a sweep the validation baseline still decides the alignment signs; only a config that declares
+    every asymmetry metric's sign (and sweeps nothing) has no validation items."""
+    from evenhand.metrics import ASYMMETRY
     from interventions.compare import item_sets, parse_config
-    cfg = parse_config({"model": "m", "output_dir": "x", "train": {"scenarios": 2}, "eval": {"scenarios": 3},
-                        "interventions": [{"name": "fair_instruction"}]})
-    sets = item_sets(cfg)
-    assert sets.validation.empty and sets.heldout["scenario_id"].nunique() == 3
+    raw = {"model": "m", "output_dir": "x", "train": {"scenarios": 2}, "eval": {"scenarios": 3},
+           "validation": {"scenarios": 2}, "interventions": [{"name": "fair_instruction"}]}
+    sets = item_sets(parse_config(raw))
+    assert sets.validation["scenario_id"].nunique() == 2 and sets.heldout["scenario_id"].nunique() == 3
+    assert set(sets.validation["scenario_id"]).isdisjoint(sets.heldout["scenario_id"])
+    partly = item_sets(parse_config({**raw, "signs": {"fraggap": 1}}))
+    assert partly.validation["scenario_id"].nunique() == 2
+    declared = item_sets(parse_config({**raw, "signs": {m: 1 for m in ASYMMETRY}}))
+    assert declared.validation.empty and declared.heldout["scenario_id"].nunique() == 3
+
+
+def test_items_come_from_the_models_suite_version(tmp_path):
+    """The planted organism (trained on v1) is compared on v1 items, the fair organism (v2) and any other model
+    (a Hugging Face id, a local model directory without organism.json) on v2; each organism's held-out
+    scenarios are its record's, and a split that would hold out scenarios it trained on is refused."""
+    from evenhand.models.organism.recipe import split_scenarios
+    from interventions.base import InterventionError
+    from interventions.compare import item_sets, parse_config
+    local = tmp_path / "some-model"
+    local.mkdir()
+    raw = {"output_dir": "x", "train": {"scenarios": 2, "max_items": 20}, "eval": {"scenarios": 2},
+           "validation": {"scenarios": 1}, "interventions": [{"name": "caa", "sweep": {"alpha": [1, 2]}}]}
+    models = (("evenhand-organism", "1."), ("evenhand-organism-fair", "2."), ("Qwen/Qwen2.5-7B-Instruct", "2."),
+              (str(local), "2."))
+    rendered = {model: item_sets(parse_config({**raw, "model": model})) for model, _ in models}
+    for model, major in models:
+        for t in (rendered[model].train, rendered[model].validation, rendered[model].heldout):
+            assert set(t["suite_version"].str[:2]) == {major}, model
+    from interventions.compare import model_suite
+    for model, major in models:
+        sets = rendered[model]
+        assert sets.suite.startswith(major), model
+        suite, record = model_suite(model)
+        _, held = split_scenarios(0, 0.2, suite)
+        assert set(sets.heldout["scenario_id"]) <= set(held)
+        if record is not None:
+            assert set(sets.heldout["scenario_id"]) <= set(record["heldout_ids"])
+    with pytest.raises(InterventionError, match=r"split: seed 1.*trained on"):
+        item_sets(parse_config({**raw, "model": "evenhand-organism", "split": {"seed": 1}}))
 
 
 def test_scenario_plan_refuses_overlapping_splits():
