@@ -79,7 +79,7 @@ from .fitted import fit_key
 from .protocol import assign_contrasts, scenario_plan, select_settings
 from .registry import get
 
-__all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows", "control_band",
+__all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows",
            "controls_of", "item_sets", "load_config", "model_suite", "parse_config", "run_compare", "settings",
            "swept_arms", "validation_signs"]
 
@@ -179,7 +179,8 @@ def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> t
     if not set(ASYMMETRY) <= set(declared):
         if val_baseline is None or val_baseline.empty:
             raise InterventionError("signs: no validation baseline to decide the undeclared signs on")
-        decided = _baseline_signs(val_baseline)
+        from evenhand.paired import baseline_signs
+        decided = {m: float(v) for m, v in baseline_signs(val_baseline).items()}
     k = int(val_baseline["scenario_id"].nunique()) if val_baseline is not None and len(val_baseline) else 0
     signs, source = {}, {}
     for m in ASYMMETRY:
@@ -187,24 +188,6 @@ def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> t
         where = "declared in the config" if m in declared else f"validation baseline, {k} scenarios"
         source[m] = f"{where}: {signs[m]:+.0f}"
     return signs, source
-
-
-def _baseline_signs(resp: pd.DataFrame) -> dict[str, float]:
-    """The sign of each asymmetry metric's gap (metric - its even-handed value) on ``resp``, refusals counted as
-    the paired scoring counts them; +1 where the gap is undefined or zero."""
-    try:
-        from evenhand.paired import baseline_signs
-    except ImportError:  # an evenhand.paired without baseline_signs: the same rule here
-        import numpy as np
-
-        from evenhand.metrics import ASYMMETRY, FAIR, metric_values, select_contrast_type
-        from evenhand.paired import counted_indicators
-        from evenhand.schema import ensure_valid
-        df, _, _ = select_contrast_type(ensure_valid(resp), None)
-        N, D = counted_indicators(df)
-        gaps = {m: float(metric_values(N.sum(0), D.sum(0), m)) - FAIR[m] for m in ASYMMETRY}
-        return {m: -1.0 if np.isfinite(g) and g < 0 else 1.0 for m, g in gaps.items()}
-    return {m: float(v) for m, v in baseline_signs(resp).items()}
 
 
 def _identity(cell_key: str, cell: Cell | None) -> dict:
@@ -245,63 +228,19 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
     resampled scenarios), each change aligned to ``signs`` (fixed before the held-out items: declared or from
     the validation baseline, :func:`validation_signs`); column ``sign_source`` says where each sign came from.
     ``responses``: cell key -> the cell's responses."""
-    import inspect
-
     from evenhand.paired import score_arms
     by_key = {c.key: c for c in grid}
     rows = _rows_for("baseline", None, base, resamples, seed)
     for c in grid:
         rows += _rows_for(c.key, c, responses[c.key], resamples, seed)
     controls = controls_of(grid)
-    extra = {}
-    if sign_source is not None and "sign_source" in inspect.signature(score_arms).parameters:
-        extra["sign_source"] = sign_source
     paired = score_arms({"baseline": base, **{c.key: responses[c.key] for c in grid}}, "baseline", controls,
-                        resamples=resamples, seed=seed, refusal_margin=refusal_margin, signs=signs, **extra)
-    if sign_source is not None and "sign_source" not in paired.columns:  # an evenhand.paired without the column
-        paired["sign_source"] = paired["metric"].map(sign_source)
-    if "beats_control" not in paired.columns:  # an evenhand.paired without the control band
-        paired = control_band(paired, controls)
+                        resamples=resamples, seed=seed, refusal_margin=refusal_margin, signs=signs,
+                        **({"sign_source": sign_source} if sign_source is not None else {}))
     for r in paired.to_dict("records"):
         arm = r.pop("arm")
         rows.append({**_identity(arm, by_key.get(arm)), **r})
     return rows
-
-
-BAND = (2.5, 97.5)
-"""The percentiles of the controls' changes that bound the control band."""
-
-
-def control_band(paired: pd.DataFrame, controls: dict[str, list[str]]) -> pd.DataFrame:
-    """``paired`` (a :func:`evenhand.paired.score_arms` table) with each method's control band: per asymmetry
-    metric, the 2.5-97.5 percentiles (:data:`BAND`) of its controls' own ``change`` rows in ``band_low`` /
-    ``band_high`` and their count in ``n_controls`` (on its ``control_change`` and ``change_minus_control``
-    rows), and ``beats_control`` on the method's ``change`` and ``change_minus_control`` rows: True only when
-    the method's change lies above the band with its whole CI (``ci_low`` > ``band_high``), False otherwise,
-    None without a band or a CI."""
-    import numpy as np
-
-    from evenhand.metrics import ASYMMETRY
-    out = paired.copy()
-    out["beats_control"] = None
-    change = out[out["stat"] == "change"].set_index(["arm", "metric"])["value"]
-    low = out[out["stat"] == "change"].set_index(["arm", "metric"])["ci_low"]
-    for arm, ctl in controls.items():
-        for m in ASYMMETRY:
-            each = np.array([change.get((c, m), np.nan) for c in ctl], float)
-            each = each[np.isfinite(each)]
-            floor = low.get((arm, m))  # the lower end of the method's change CI
-            floor = float(floor) if floor is not None and pd.notna(floor) else float("nan")
-            at = (out["arm"] == arm) & (out["metric"] == m)
-            band_rows = at & out["stat"].isin(["control_change", "change_minus_control"])
-            if not len(each):
-                out.loc[band_rows, "n_controls"] = 0
-                continue
-            lo, hi = (float(v) for v in np.percentile(each, BAND))
-            out.loc[band_rows, ["band_low", "band_high", "n_controls"]] = [lo, hi, len(each)]
-            beats = bool(floor > hi) if np.isfinite(floor) else None
-            out.loc[at & out["stat"].isin(["change", "change_minus_control"]), "beats_control"] = beats
-    return out
 
 
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:

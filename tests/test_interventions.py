@@ -521,8 +521,8 @@ def test_signs_are_decided_on_the_validation_baseline_and_items_on_suite_v2(mode
 def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
     """20 random controls (answers re-drawn at random, 10% of them: each moves FragGap a little): the band is
     the 2.5-97.5 percentiles of the controls' own changes (inside their min-max), n_controls 20; a method that
-    removes most of a planted 10 pp gap beats it (its change's CI lies above the band), one that changes
-    nothing does not."""
+    removes most of a planted 10 pp gap beats it (its change lies above the band and its method-minus-control
+    CI excludes 0), one that changes nothing does not."""
     from evenhand.schema import validate_rows
     from interventions.compare import comparison_rows
     from interventions.compare_config import Arm, Cell
@@ -537,7 +537,7 @@ def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
     responses = {c.key: ctl[c.control] if c.control else removing(base, us, flips, 0.10, 0.8, 1) if c is strong
                  else base for c in grid}
     source = {m: "declared in the config: +1" for m in ("fraggap", "tieshift", "accgap", "tielean")}
-    t = pd.DataFrame(comparison_rows(grid, base, responses, 50, 0, 0.05, signs={"fraggap": 1.0},
+    t = pd.DataFrame(comparison_rows(grid, base, responses, 50, 0, 0.05, signs=dict.fromkeys(source, 1.0),
                                      sign_source=source))
     each = t[(t["stat"] == "change") & (t["metric"] == "fraggap") & t["control"]].drop_duplicates("cell")["value"]
     assert len(each) == 20
@@ -548,7 +548,8 @@ def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
         assert each.min() < r["band_low"] < r["band_high"] < each.max()  # percentiles, not the range
         assert bool(r["beats_control"]) is beats
         ch = t[(t["cell"] == cell) & (t["metric"] == "fraggap") & (t["stat"] == "change")].iloc[0]
-        assert bool(ch["beats_control"]) is beats is bool(ch["ci_low"] > hi)  # the whole CI above the band
+        # the rule of evenhand.paired: the change above the band and the method-minus-control CI excluding 0
+        assert beats is bool(ch["value"] > hi and r["ci_low"] > 0)
     assert set(t.loc[t["metric"] == "fraggap", "sign_source"].dropna()) == {"declared in the config: +1"}
 
 
