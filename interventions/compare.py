@@ -367,6 +367,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         rows += _power_rows("baseline", None, base, None, cfg.resamples, cfg.seed)
         for cell in grid:
             rows += _power_rows(cell.key, cell, base, responses[cell.key], cfg.resamples, cfg.seed)
+        rows += _norm_rows(grid, run, train_ids)
         by_key = {c.key: c for c in grid}
         for r in rows:
             cell = by_key.get(r["cell"])
@@ -404,6 +405,23 @@ def _power_rows(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.D
         for stat, v in (("paired_se", p.se), ("mde", p.mde)):
             rows.append({**ident, "metric": m, "stat": stat, "value": v, "ci_low": None, "ci_high": None,
                          "n": p.n_scenarios, "note": p.assumption})
+    return rows
+
+
+def _norm_rows(grid: list[Cell], run: RunDir, train_ids: list[str]) -> list[dict]:
+    """One ``operator_norm`` row per site of every eraser cell (``ace``, ``leace`` and their random controls):
+    the spectral norm of the map's linear part (:func:`interventions.steered.eraser_norms`), read from the
+    cell's saved fit, so that a method and its controls are seen to move activations by comparable amounts."""
+    from .steered import eraser_norms
+    rows = []
+    for c in grid:
+        if c.arm.name not in ("ace", "leace"):
+            continue
+        fdir = run.fitted_dir(c.fit_dir(train_ids))
+        if not (fdir / "fitted.json").exists():
+            continue
+        for site, norm in eraser_norms(Fitted.load(fdir)).items():
+            rows.append({**_identity(c.key, c), "metric": site, "stat": "operator_norm", "value": float(norm)})
     return rows
 
 

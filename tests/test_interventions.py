@@ -696,3 +696,23 @@ def test_a_fit_is_written_atomically_with_the_umask_mode(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left on device: .*tensors.safetensors"):
         Fitted("caa", tensors={"v": torch.zeros(2)}).save(tmp_path / "g")
     assert list((tmp_path / "g").iterdir()) == []  # neither a partial tensor file nor a fitted.json
+
+
+def test_compare_table_reports_each_erasers_operator_norm(model_dir, tmp_path):
+    """leace and its relabelled controls in a comparison: one ``operator_norm`` row per site and cell, equal to
+    the norm of the saved fit's map, so that a method and its controls are seen at comparable strengths (the
+    old leace-random control was a norm-1 projection beside an eraser of norm 375)."""
+    from interventions.compare import run_compare
+    from interventions.steered import eraser_norms
+    cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "leace", "options": {"batch_size": 16}}],
+                         signs={"fraggap": 1, "tieshift": 1, "accgap": 1, "tielean": 1})
+    table = run_compare(cfg, progress=False)
+    norms = table[table["stat"] == "operator_norm"]
+    cells = sorted(table.loc[table["intervention"] == "leace", "cell"].unique())
+    assert len(cells) == 3 and set(norms["cell"]) == set(cells)  # the method and its two controls
+    fits = [Fitted.load(p) for p in sorted((tmp_path / "cmp" / "fitted").glob("leace-*"))]
+    assert len(fits) == 3
+    own = eraser_norms(next(f for f in fits if f.control != "random"))
+    method_rows = norms[~norms["control"]].set_index("metric")["value"]
+    assert method_rows.to_dict() == pytest.approx(own)
+    assert all(np.isfinite(v) and v >= 1.0 for v in norms["value"])  # I - proj of an oblique projection
