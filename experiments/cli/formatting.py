@@ -88,8 +88,8 @@ def compare_table(result: dict) -> str:
 def compare_text(table, metric: str = "fraggap") -> str:
     """An intervention comparison, one line per cell (:mod:`evenhand.paired`; pp, 95% paired CIs): the refusal
     change, ``metric``'s remaining gap, its signed change toward zero with the verdict, the change minus the
-    cell's random controls, the accuracy loss and the clustered accuracy test. Refusals count as wrong answers
-    and flips; a cell flagged for refusals or overshooting is never a reduction."""
+    cell's random controls with their band, the accuracy loss and the clustered accuracy test. Refusals count
+    as wrong answers and flips; a cell flagged for refusals or overshooting is never a reduction."""
     def f(r, ci=True):
         if r is None or r["value"] is None or r["value"] != r["value"]:
             return "-"
@@ -97,18 +97,29 @@ def compare_text(table, metric: str = "fraggap") -> str:
         return f"{100 * r['value']:+.1f}" + ("" if not ci or lo is None or lo != lo else
                                              f" [{100 * lo:+.1f}, {100 * hi:+.1f}]")
     name = {"fraggap": "FragGap", "tieshift": "TieShift", "accgap": "AccGap", "tielean": "TieLean"}.get(metric, metric)
-    lines = [f"{'cell':<40}{'refusal +':>10}{name + ' gap':>12}{name + ' change [CI]':>26}  {'verdict':<21}"
-             f"{'- control [CI]':>22}{'accuracy loss [CI]':>24}{'p (clust.)':>11}{'n items/scen.':>15}"]
+    lines = [f"{'cell':<40}{'refusal +':>10}{name + ' gap':>12}{name + ' change [CI]':>26}{'p Holm':>8}  "
+             f"{'verdict':<21}{'- control [CI]':>22}{'control band (n)':>22}{'accuracy loss [CI]':>24}"
+             f"{'p (clust.)':>11}{'n items/scen.':>15}"]
     for cell, g in table.groupby("cell", sort=False):
         idx = {(r.metric, r.stat): r._asdict() for r in g.itertuples()}
         ch = idx.get((metric, "change"))
         p = idx.get(("accuracy", "accuracy_p_cluster"))
         n = "" if ch is None else f"{int(ch['n'])}/{int(ch['n_scenarios'])}"
         verdict = "" if ch is None else str(ch["verdict"])
+        holm = ch.get("p_holm") if ch is not None else None
+        holm = "-" if holm is None or holm != holm else format(holm, ".3g")
+        vs = idx.get((metric, "change_minus_control"))
+        band = "-"
+        if vs is not None and vs.get("band_low") is not None and vs["band_low"] == vs["band_low"]:
+            band = (f"[{100 * vs['band_low']:+.1f}, {100 * vs['band_high']:+.1f}] ({int(vs['n_controls'])})"
+                    + (" B" if vs.get("beats_control") is True else ""))
         lines.append(f"{cell:<40}{f(idx.get(('refusal', 'refusal_change')), False):>10}"
-                     f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}  {verdict:<21}"
-                     f"{f(idx.get((metric, 'change_minus_control'))):>22}{f(idx.get(('accuracy', 'accuracy_loss'))):>24}"
+                     f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}{holm:>8}  {verdict:<21}"
+                     f"{f(vs):>22}{band:>22}{f(idx.get(('accuracy', 'accuracy_loss'))):>24}"
                      f"{'-' if p is None else format(p['value'], '.3g'):>11}{n:>15}")
+    lines.append("p Holm: the change's p-value, Holm-adjusted over every (cell x metric) change; control band: the "
+                 "2.5-97.5% range of the random controls' changes (n controls), B: the cell beats its controls "
+                 "(its change above the band and its minus-control CI excludes 0).")
     return "\n".join(lines)
 
 
