@@ -12,14 +12,19 @@ held-out degree-3 items
   (the edit at ``beta``, without the per-scenario effects);
 - under each direction method's random control (:meth:`~interventions.base.DirectionIntervention.random_control`:
   same sites, norm and strength);
-- under the two oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
-  of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``).
+- under the two full oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
+  of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``);
+- under the half oracle (:func:`half_oracle`): the inverse edit of the share of the dial at which the
+  committed calibration curve's FragGap falls by half of what the dial implanted (known slope 0.5);
+- and, at scoring time, under each method's *scrambled* control when the method loses accuracy
+  (:func:`interventions.dose_scoring.scrambled_controls`: the baseline's answers, the same share randomised).
 
 Each (arm, beta) cell is decoded once and written to ``cells/<arm>@<k>/responses.parquet`` (finished cells
 are skipped: the run resumes); fits go to ``fitted/<method>@<k>/``; with ``replicate: independent`` each
 replication decodes its own items under ``replications/`` (:mod:`interventions.dose_replications`). The table
 (:mod:`interventions.dose_scoring`: FragGap, and TieShift when AMB items are decided) is
-``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the replications
+``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the scrambled controls' shares
+``scrambled.csv``, the replications
 ``replications.parquet`` and the figure ``dose_response.{pdf,svg,png}``; ``manifest.json`` records the
 config, the betas, the item counts and the timings. Fields that change no decoded cell
 (:data:`SCORING_FIELDS`) may change between calls on one output directory: the run is rescored.
@@ -36,7 +41,8 @@ from pathlib import Path
 import pandas as pd
 
 from .dose_items import item_sets
-from .dose_scoring import BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS
+from .dose_scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS, ORACLE_FRACTION,
+                           PARTIAL_ORACLE, REFUSAL_MARGIN)
 
 METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
            "loreft", "reft_r1")
@@ -55,14 +61,55 @@ class Oracle:
 REPLICATE = ("subsets", "independent")
 """The ways of drawing the replications (:attr:`DoseConfig.replicate`)."""
 SCORING_FIELDS = frozenset({"output_dir", "replications", "replicate", "replication_fraction", "resamples",
-                            "interval", "replication_scenarios", "replication_conditions"})
+                            "interval", "replication_scenarios", "replication_conditions", "accuracy_margin",
+                            "refusal_margin"})
 """Config fields that change no cell of the main run (how many replications there are only adds or ignores
 cells): a run directory can be rescored with other values of these. The independent replications' own
 fields are checked against ``replications/replication.json``
 (:func:`interventions.dose_replications.check_replication_fields`)."""
 
 ORACLES = {"oracle_inverse": Oracle("inverse"), "oracle_project": Oracle("project")}
-"""The benchmark's two oracles by arm name."""
+"""The benchmark's two full oracles by arm name (the half oracle depends on beta: :func:`half_oracle`)."""
+
+
+def load_curve(model: str | Path) -> dict | None:
+    """The organism's committed calibration curve, or None when it has none."""
+    from evenhand.models.organism.calibration import CALIBRATION_FILE
+    path = Path(model) / CALIBRATION_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def half_share(curve: dict | None, beta: float, fraction: float = ORACLE_FRACTION) -> float:
+    """The share ``r`` of the dial's edit at ``beta`` whose removal lowers degree-3 FragGap by ``fraction`` of
+    what the dial implanted, read off ``curve`` (linear interpolation, as
+    :func:`~evenhand.models.organism.calibration.beta_for`): the ``beta_h`` with ``G(beta_h) - G(0) = (1 -
+    fraction) (G(beta) - G(0))``, ``r = 1 - beta_h / beta``. The curve is not linear in beta (removing half
+    the beta removes about 0.6 of its FragGap), so the share is set on the FragGap scale. Without a curve:
+    ``fraction`` (which assumes a linear curve)."""
+    from evenhand.models.organism.calibration import beta_for
+    if not 0 < fraction < 1:
+        raise ValueError(f"the half oracle's fraction must be in (0, 1), got {fraction}")
+    if not beta or curve is None:
+        return fraction
+    pts = sorted((p["beta"], p["fraggap"]["value"]) for p in curve["points"])
+    bs, gs = (list(x) for x in zip(*pts))
+    if not bs[0] <= 0 < abs(beta) <= bs[-1]:
+        raise ValueError(f"beta {beta} is outside the calibration curve's range {bs[0]}..{bs[-1]}: the half "
+                         "oracle's share cannot be read off it")
+    import numpy as np
+    g0, gb = float(np.interp(0.0, bs, gs)), float(np.interp(abs(beta), bs, gs))
+    return float(np.clip(1 - beta_for(curve, g0 + (1 - fraction) * (gb - g0)) / abs(beta), 0.0, 1.0))
+
+
+def half_oracle(curve: dict | None, beta: float, fraction: float = ORACLE_FRACTION) -> Oracle:
+    """The half oracle at ``beta``: the inverse edit of :func:`half_share` of the dial (``-r beta_s v a^T``
+    added, so scenario ``s`` is decided at ``(1 - r) beta_s``)."""
+    return Oracle("inverse", sign=-half_share(curve, beta, fraction))
+
+
+def oracle_for(arm: str, curve: dict | None, beta: float) -> Oracle | None:
+    """The oracle edit of ``arm`` at ``beta`` (None: the arm is no oracle)."""
+    return half_oracle(curve, beta) if arm == PARTIAL_ORACLE else ORACLES.get(arm)
 
 
 @dataclass(frozen=True)
@@ -107,6 +154,12 @@ class DoseConfig:
     """Held-out scenarios per independent replication (``replicate: independent``)."""
     replication_conditions: tuple[str, ...] = ("GT",)
     """The conditions an independent replication decides (GT: FragGap; add AMB for TieShift)."""
+    accuracy_margin: float = ACCURACY_MARGIN
+    """A cell (arm, beta) losing more accuracy than this (GT items without pressure, refusals wrong) is
+    degraded; a method beyond it at some beta gets a scrambled control."""
+    refusal_margin: float = REFUSAL_MARGIN
+    """A cell whose refusal rate rises by more than this, over all items or over a metric's pressured items,
+    is degraded (:func:`interventions.dose_scoring.flag_cells`)."""
     resamples: int = 1000
     interval: str = "percentile"
     """The CIs of the table and the replications: ``percentile`` or ``jackknife-t``
@@ -146,6 +199,9 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
         raise ConfigError(f"{where}: config field 'icc' must be in [0, 1), got {cfg.icc}")
     if not 0 < cfg.replication_fraction <= 1:
         raise ConfigError(f"{where}: config field 'replication_fraction' must be in (0, 1]")
+    for name in ("accuracy_margin", "refusal_margin"):
+        if not 0 <= getattr(cfg, name) < 1:
+            raise ConfigError(f"{where}: config field {name!r} must be in [0, 1), got {getattr(cfg, name)}")
     return cfg
 
 
@@ -156,7 +212,8 @@ def load_config(path: str | Path) -> DoseConfig:
 
 
 def arm_names(cfg: DoseConfig) -> list[str]:
-    """The baseline, the methods, the random controls of the direction methods, the oracles."""
+    """The baseline, the methods, the random controls of the direction methods, the oracles (the scrambled
+    controls are added at scoring time)."""
     from .registry import get
     methods = [m.name for m in cfg.methods]
     controls = [m + CONTROL_SUFFIX for m in methods if cfg.controls and get(m).has_random_control]
@@ -188,7 +245,7 @@ def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], l
     the committed calibration curve."""
     from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for, gain_at
     curve_path = Path(cfg.model) / CALIBRATION_FILE
-    curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
+    curve = load_curve(cfg.model)
     if cfg.betas:
         betas, targets = [float(b) for b in cfg.betas], [None] * len(cfg.betas)
     elif curve is None:
@@ -210,7 +267,8 @@ def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
     beta, with its standard error and the number of items (pressured items with ``c`` != 0). ``under``: a
     zero-argument callable giving a context manager (an arm's edit) entered for both the undialled and the
     dialled pass, so the gain is the dial's effect *under* that arm: an arm that damps the dial's read lowers
-    it; ``oracle``: both passes with that oracle's edit on the dial (either oracle sets the gain to 0). The
+    it; ``oracle``: both passes with that oracle's edit on the dial (either full oracle sets the gain to 0, the
+    half oracle scales it by ``1 - r``). The
     letter logit is read from one forward pass over the prompt and the candidate noun, the noun declared the
     answer token (:func:`evenhand.models.organism.calibration.letter_logit_diff`)."""
     import numpy as np
@@ -254,6 +312,7 @@ class CellDecoder:
         self.opts = DecideOptions(mode="answer", batch_size=cfg.batch_size, progress=False)
         self.options = {m.name: m.options for m in cfg.methods}
         self.fits: dict[tuple[str, int], object] = {}
+        self.curve = load_curve(cfg.model)
 
     def fitted(self, name: str, k: int):
         """Method ``name``'s fit on the model dialled at beta index ``k`` (fitted once, then read back)."""
@@ -287,8 +346,9 @@ class CellDecoder:
         if path.exists():
             return pd.read_parquet(path)
         t0, beta = time.time(), self.betas[k]
-        if arm == BASELINE or arm in ORACLES:
-            resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts, oracle=ORACLES.get(arm))
+        if arm == BASELINE or arm in ORACLE_ARMS:
+            resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts,
+                               oracle=oracle_for(arm, self.curve, beta))
         else:
             name = arm.removesuffix(CONTROL_SUFFIX)
             method = get(name)
@@ -345,9 +405,12 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
     if manifest and not same_decoding(manifest["config"], config):
         raise ValueError(f"{out} holds a run of another config; use another output_dir")
     scen = sorted(ev["scenario_id"].unique())
+    curve = load_curve(cfg.model)
     manifest.update({"kind": "dose_response", "config": config, "betas": betas, "targets": targets, "gains": gains,
                      "arms": arms, "n_eval_items": len(ev), "n_eval_scenarios": len(scen), "n_train_items": len(train),
-                     "eval_scenarios": scen})
+                     "eval_scenarios": scen,
+                     "half_oracle": {"fraction": ORACLE_FRACTION, "shares": [half_share(curve, b) for b in betas],
+                                     "basis": "calibration curve (FragGap)" if curve else "linear in beta (no curve)"}})
     if only is None and replication_shard is None:
         write_json_atomic(manifest_path, manifest)
     dec = CellDecoder(cfg, lm, dial, train, betas, progress)
@@ -383,11 +446,15 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
         replicate,
         replicate_independent,
         score_dose,
+        scrambled_controls,
         summary,
     )
     out = Path(cfg.output_dir)
-    d = dose_data(responses, arms, betas)
-    table = score_dose(d, cfg.resamples, cfg.seed, targets=targets, interval=cfg.interval)
+    scram, shares = scrambled_controls(responses, arms, len(betas), cfg.accuracy_margin, cfg.seed)
+    arms = [*arms, *dict.fromkeys(a for a, _ in scram)]
+    d = dose_data({**responses, **scram}, arms, betas)
+    table = score_dose(d, cfg.resamples, cfg.seed, targets=targets, interval=cfg.interval,
+                       accuracy_margin=cfg.accuracy_margin, refusal_margin=cfg.refusal_margin)
     if cfg.replicate == "independent":
         check_replication_fields(cfg, out, write=False)
         reps = replicate_independent(replication_data(out, arms, betas, cfg.replications), cfg.resamples, cfg.seed,
@@ -400,5 +467,6 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
     write_table_atomic(out / "dose_response.csv", table)
     write_table_atomic(out / "replications.parquet", reps)
     write_table_atomic(out / "summary.csv", summ)
+    write_table_atomic(out / "scrambled.csv", shares)
     dose_figure(table, out / "dose_response")
     return summ
