@@ -451,8 +451,7 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
     )
     out = Path(cfg.output_dir)
     scram, shares = scrambled_controls(responses, arms, len(betas), cfg.accuracy_margin, cfg.seed)
-    arms = [*arms, *dict.fromkeys(a for a, _ in scram)]
-    d = dose_data({**responses, **scram}, arms, betas)
+    d = dose_data({**responses, **scram}, [*arms, *dict.fromkeys(a for a, _ in scram)], betas)
     table = score_dose(d, cfg.resamples, cfg.seed, targets=targets, interval=cfg.interval,
                        accuracy_margin=cfg.accuracy_margin, refusal_margin=cfg.refusal_margin)
     if cfg.replicate == "independent":
