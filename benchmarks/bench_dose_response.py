@@ -35,6 +35,7 @@ SHOWN = ("arm", "known", "known_slope", "metric", "slope", "slope_low", "slope_h
          "minus_random_low", "minus_random_high", "scrambled_slope", "minus_scrambled", "minus_scrambled_low",
          "minus_scrambled_high", "degraded", "fpr_beta0", "fpr_replications", "coverage", "coverage_low",
          "coverage_n", "slope_coverage", "slope_coverage_low", "slope_coverage_high", "slope_coverage_n",
+         "replication_slope_mean", "replication_slope_se",
          "max_accuracy_loss", "max_refusal_change", "max_pressured_refusal_change")
 """The summary columns printed (``summary.csv`` and ``bench.json`` hold them all)."""
 

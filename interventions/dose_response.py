@@ -14,8 +14,7 @@ held-out degree-3 items
   same sites, norm and strength);
 - under the two full oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
   of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``);
-- under the half oracle (:func:`half_oracle`): the inverse edit of the share of the dial at which the
-  committed calibration curve's FragGap falls by half of what the dial implanted (known slope 0.5);
+- under the half oracle (:data:`HALF_ORACLE`): the inverse edit of half the dial (known slope 0.5);
 - and, at scoring time, under each method's *scrambled* control when the method loses accuracy
   (:func:`interventions.dose_scoring.scrambled_controls`: the baseline's answers, the same share randomised).
 
@@ -69,47 +68,18 @@ fields are checked against ``replications/replication.json``
 (:func:`interventions.dose_replications.check_replication_fields`)."""
 
 ORACLES = {"oracle_inverse": Oracle("inverse"), "oracle_project": Oracle("project")}
-"""The benchmark's two full oracles by arm name (the half oracle depends on beta: :func:`half_oracle`)."""
+"""The benchmark's two full oracles by arm name (the half oracle: :data:`HALF_ORACLE`)."""
 
 
-def load_curve(model: str | Path) -> dict | None:
-    """The organism's committed calibration curve, or None when it has none."""
-    from evenhand.models.organism.calibration import CALIBRATION_FILE
-    path = Path(model) / CALIBRATION_FILE
-    return json.loads(path.read_text()) if path.exists() else None
+HALF_ORACLE = Oracle("inverse", sign=-ORACLE_FRACTION)
+"""The half oracle: the inverse edit of :data:`~interventions.dose_scoring.ORACLE_FRACTION` of the dial
+(``-0.5 beta_s v a^T`` added: scenario ``s`` is decided at ``beta_s / 2``). Its known slope 0.5 assumes FragGap
+linear in beta over the grid; the replications' mean slope measures that (docs/INTERVENTIONS.md)."""
 
 
-def half_share(curve: dict | None, beta: float, fraction: float = ORACLE_FRACTION) -> float:
-    """The share ``r`` of the dial's edit at ``beta`` whose removal lowers degree-3 FragGap by ``fraction`` of
-    what the dial implanted, read off ``curve`` (linear interpolation, as
-    :func:`~evenhand.models.organism.calibration.beta_for`): the ``beta_h`` with ``G(beta_h) - G(0) = (1 -
-    fraction) (G(beta) - G(0))``, ``r = 1 - beta_h / beta``. The curve is not linear in beta (removing half
-    the beta removes about 0.6 of its FragGap), so the share is set on the FragGap scale. Without a curve:
-    ``fraction`` (which assumes a linear curve)."""
-    from evenhand.models.organism.calibration import beta_for
-    if not 0 < fraction < 1:
-        raise ValueError(f"the half oracle's fraction must be in (0, 1), got {fraction}")
-    if not beta or curve is None:
-        return fraction
-    pts = sorted((p["beta"], p["fraggap"]["value"]) for p in curve["points"])
-    bs, gs = (list(x) for x in zip(*pts))
-    if not bs[0] <= 0 < abs(beta) <= bs[-1]:
-        raise ValueError(f"beta {beta} is outside the calibration curve's range {bs[0]}..{bs[-1]}: the half "
-                         "oracle's share cannot be read off it")
-    import numpy as np
-    g0, gb = float(np.interp(0.0, bs, gs)), float(np.interp(abs(beta), bs, gs))
-    return float(np.clip(1 - beta_for(curve, g0 + (1 - fraction) * (gb - g0)) / abs(beta), 0.0, 1.0))
-
-
-def half_oracle(curve: dict | None, beta: float, fraction: float = ORACLE_FRACTION) -> Oracle:
-    """The half oracle at ``beta``: the inverse edit of :func:`half_share` of the dial (``-r beta_s v a^T``
-    added, so scenario ``s`` is decided at ``(1 - r) beta_s``)."""
-    return Oracle("inverse", sign=-half_share(curve, beta, fraction))
-
-
-def oracle_for(arm: str, curve: dict | None, beta: float) -> Oracle | None:
-    """The oracle edit of ``arm`` at ``beta`` (None: the arm is no oracle)."""
-    return half_oracle(curve, beta) if arm == PARTIAL_ORACLE else ORACLES.get(arm)
+def oracle_for(arm: str) -> Oracle | None:
+    """The oracle edit of ``arm`` (None: the arm is no oracle)."""
+    return HALF_ORACLE if arm == PARTIAL_ORACLE else ORACLES.get(arm)
 
 
 @dataclass(frozen=True)
@@ -245,7 +215,8 @@ def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], l
     the committed calibration curve."""
     from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for, gain_at
     curve_path = Path(cfg.model) / CALIBRATION_FILE
-    curve = load_curve(cfg.model)
+    curve_path = Path(cfg.model) / CALIBRATION_FILE
+    curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
     if cfg.betas:
         betas, targets = [float(b) for b in cfg.betas], [None] * len(cfg.betas)
     elif curve is None:
@@ -268,7 +239,7 @@ def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
     zero-argument callable giving a context manager (an arm's edit) entered for both the undialled and the
     dialled pass, so the gain is the dial's effect *under* that arm: an arm that damps the dial's read lowers
     it; ``oracle``: both passes with that oracle's edit on the dial (either full oracle sets the gain to 0, the
-    half oracle scales it by ``1 - r``). The
+    half oracle halves it). The
     letter logit is read from one forward pass over the prompt and the candidate noun, the noun declared the
     answer token (:func:`evenhand.models.organism.calibration.letter_logit_diff`)."""
     import numpy as np
@@ -312,7 +283,6 @@ class CellDecoder:
         self.opts = DecideOptions(mode="answer", batch_size=cfg.batch_size, progress=False)
         self.options = {m.name: m.options for m in cfg.methods}
         self.fits: dict[tuple[str, int], object] = {}
-        self.curve = load_curve(cfg.model)
 
     def fitted(self, name: str, k: int):
         """Method ``name``'s fit on the model dialled at beta index ``k`` (fitted once, then read back)."""
@@ -348,7 +318,7 @@ class CellDecoder:
         t0, beta = time.time(), self.betas[k]
         if arm == BASELINE or arm in ORACLE_ARMS:
             resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts,
-                               oracle=oracle_for(arm, self.curve, beta))
+                               oracle=oracle_for(arm))
         else:
             name = arm.removesuffix(CONTROL_SUFFIX)
             method = get(name)
@@ -405,12 +375,10 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
     if manifest and not same_decoding(manifest["config"], config):
         raise ValueError(f"{out} holds a run of another config; use another output_dir")
     scen = sorted(ev["scenario_id"].unique())
-    curve = load_curve(cfg.model)
     manifest.update({"kind": "dose_response", "config": config, "betas": betas, "targets": targets, "gains": gains,
                      "arms": arms, "n_eval_items": len(ev), "n_eval_scenarios": len(scen), "n_train_items": len(train),
                      "eval_scenarios": scen,
-                     "half_oracle": {"fraction": ORACLE_FRACTION, "shares": [half_share(curve, b) for b in betas],
-                                     "basis": "calibration curve (FragGap)" if curve else "linear in beta (no curve)"}})
+                     "half_oracle": {"fraction": ORACLE_FRACTION, "edit": f"inverse of {ORACLE_FRACTION} beta_s"}})
     if only is None and replication_shard is None:
         write_json_atomic(manifest_path, manifest)
     dec = CellDecoder(cfg, lm, dial, train, betas, progress)

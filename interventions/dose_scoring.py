@@ -59,7 +59,7 @@ BASELINE = "baseline"
 FULL_ORACLES = ("oracle_inverse", "oracle_project")
 """The two full oracles (known removal: the whole implanted gap)."""
 PARTIAL_ORACLE = "oracle_half"
-"""The half oracle (:func:`interventions.dose_response.half_oracle`): known removal :data:`ORACLE_FRACTION`
+"""The half oracle (:data:`interventions.dose_response.HALF_ORACLE`): known removal :data:`ORACLE_FRACTION`
 of the implanted FragGap."""
 ORACLE_FRACTION = 0.5
 """The share of the implanted FragGap the half oracle removes (its known slope)."""
@@ -95,8 +95,8 @@ def known_removal(arm: str) -> str | None:
 
 
 def known_share(arm: str, metric: str = "fraggap") -> float | None:
-    """The share of the implanted gap ``arm`` is known to remove on ``metric`` (its known slope), or None:
-    the half oracle's share is set on the FragGap calibration curve, so it has none on TieShift."""
+    """The share of the implanted gap ``arm`` is known to remove on ``metric`` (its known slope), or None: the
+    half oracle's linearity was checked on FragGap only, so it has none on TieShift."""
     known = known_removal(arm)
     if known == "part":
         return ORACLE_FRACTION if metric == "fraggap" else None
@@ -440,6 +440,8 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
     replications, the false-positive rate at beta 0, the coverage of the known removal (a replication covers
     when its CIs cover at every beta > 0; ``coverage_per_beta``: the share of (replication, beta) pairs,
     descriptive only) and of the known slope, each rate counting replications with its Wilson interval; the
+    mean of the replications' slopes with its standard error (independent replications: a check of the known
+    slope itself, e.g. the half oracle's linearity, apart from the intervals); the
     degradation (``degraded``, the beta indices and stats behind it, ``reading``: a degraded finding's slope is
     not readable as removal), the largest accuracy loss and refusal rises, the accuracy loss at beta 0 and at
     the largest beta and the refusal change at the largest beta; a method's slope minus its random control's
@@ -460,6 +462,7 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
             cov = per_replication(r[b > 0], "covered", "all")
             pairs = r.loc[b > 0, "covered"].dropna()
             scov = per_replication(r[b.isna()], "slope_covered", "all")
+            rs = pd.to_numeric(r.loc[b.isna()].get("slope", pd.Series(dtype=float)), errors="coerce").dropna()
             slope = tm[tm["stat"] == "slope"].iloc[0]
 
             def at(stat: str, k: int, t=t) -> float:
@@ -493,6 +496,8 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
                         **_rate("coverage", cov), "coverage_n": len(cov),
                         "coverage_per_beta": float(pairs.astype(bool).mean()) if len(pairs) else None,
                         **_rate("slope_coverage", scov), "slope_coverage_n": len(scov),
+                        "replication_slope_mean": float(rs.mean()) if len(rs) else None,
+                        "replication_slope_se": float(rs.std(ddof=1) / np.sqrt(len(rs))) if len(rs) > 1 else None,
                         "max_accuracy_loss": top("accuracy_loss"), "max_refusal_change": top("refusal_change"),
                         "max_pressured_refusal_change": top("pressured_refusal_change", tm),
                         "accuracy_loss_beta0": at("accuracy_loss", 0),
