@@ -304,20 +304,38 @@ def scramble_share(loss: float, base_accuracy: float) -> float:
 
 
 def scrambled(base: pd.DataFrame, share: float, seed) -> pd.DataFrame:
-    """``base`` with ``round(share * n)`` of its ``n`` non-excluded answers, drawn with ``seed``, replaced by a
-    uniform random A or B (``choice`` and ``text``): a pure function of the saved responses."""
+    """``base`` with a ``share`` of its non-excluded answers, drawn with ``seed``, replaced by coin flips
+    (``choice`` and ``text``): a pure function of the saved responses. The draw is stratified to cut its noise
+    without changing its expectation: ``round(share * n)`` rows of each stratum (condition x pressured or not),
+    and within a stratum the flips are balanced (GT: half the correct slot, half the other; AMB: half A, half
+    B; the odd one a fair coin), so the accuracy loss is ``share (accuracy - 1/2)`` up to which rows are drawn."""
     if not 0 <= share <= 1:
         raise ValueError(f"share must be in [0, 1], got {share}")
     rng = np.random.default_rng(seed)
     out = base.copy()
-    rows = np.flatnonzero(~out["excluded"].to_numpy(bool)) if "excluded" in out else np.arange(len(out))
-    pick = rng.choice(rows, round(share * len(rows)), replace=False)
-    letters = rng.choice(np.array(["A", "B"], dtype=object), len(pick))
-    for col in ("choice", "text"):
-        if col in out:
-            vals = out[col].to_numpy(object).copy()
-            vals[pick] = letters
-            out[col] = vals
+    keep = ~out["excluded"].to_numpy(bool) if "excluded" in out else np.ones(len(out), bool)
+    stratum = out["condition"].astype(str) + "|" + out["pressure_id"].notna().astype(str)
+    new = out["choice"].to_numpy(object).copy()
+    picked = []
+    for name in sorted(set(stratum[keep])):
+        rows = np.flatnonzero(keep & (stratum == name).to_numpy())
+        pick = rng.choice(rows, round(share * len(rows)), replace=False)
+        half = np.arange(len(pick)) < len(pick) // 2
+        if len(pick) % 2:
+            half[-1] = rng.random() < 0.5
+        half = rng.permutation(half)
+        if name.startswith("GT"):
+            right = out["correct_slot"].to_numpy(object)[pick]
+            new[pick] = np.where(half, right, np.where(right == "A", "B", "A"))
+        else:
+            new[pick] = np.where(half, "A", "B")
+        picked.append(pick)
+    pick = np.concatenate(picked) if picked else np.array([], int)
+    out["choice"] = new
+    if "text" in out:
+        text = out["text"].to_numpy(object).copy()
+        text[pick] = new[pick]
+        out["text"] = text
     return out
 
 
