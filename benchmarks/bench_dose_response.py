@@ -9,8 +9,9 @@
         python benchmarks/bench_dose_response.py CONFIG --replication-shard 1 2   # independent replications
 
 Runs (or resumes: finished (arm, beta) cells are skipped) :func:`interventions.dose_response.run_dose_response`,
-prints the per-arm summary (slope of removed against implanted FragGap with its CI, false-positive rate at
-beta 0, coverage of the known removal, accuracy loss at the largest beta), what fails the known-answer bar
+prints the per-arm summary (slope of removed against implanted FragGap with its CI, minus the random and the
+scrambled control's, degradation, false-positive rate at beta 0, coverage of the known removal and of the
+known slope over replications, the largest accuracy loss and refusal rises), what fails the known-answer bar
 (:func:`interventions.dose_scoring.known_answer_failures`) and the wall time, and writes them to
 ``<output_dir>/bench.json``. ``--betas`` replaces the calibration curve by a stand-in grid. Not part of the
 test run (``tests/test_dose_response.py`` runs a CI-sized version).
@@ -28,6 +29,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from interventions.dose_response import load_config, run_dose_response
 from interventions.dose_scoring import known_answer_failures
+
+
+SHOWN = ("arm", "known", "known_slope", "metric", "slope", "slope_low", "slope_high", "minus_random",
+         "minus_random_low", "minus_random_high", "scrambled_slope", "minus_scrambled", "minus_scrambled_low",
+         "minus_scrambled_high", "degraded", "fpr_beta0", "fpr_replications", "coverage", "coverage_low",
+         "coverage_n", "slope_coverage", "slope_coverage_low", "slope_coverage_high", "slope_coverage_n",
+         "replication_slope_mean", "replication_slope_se",
+         "max_accuracy_loss", "max_refusal_change", "max_pressured_refusal_change")
+"""The summary columns printed (``summary.csv`` and ``bench.json`` hold them all)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,8 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     bad = known_answer_failures(summ)
     import pandas as pd
-    with pd.option_context("display.width", 250, "display.max_columns", 30):
-        print(summ.round(3).to_string(index=False))
+    with pd.option_context("display.width", 250, "display.max_columns", None):
+        print(summ[[c for c in SHOWN if c in summ]].round(3).to_string(index=False))
+        reading = summ[summ["reading"].astype(str) != ""][["arm", "metric", "degraded_betas", "degraded_by", "reading"]]
+        if len(reading):
+            print(reading.to_string(index=False))
     print("known-answer failures:", bad or "none")
     if args.gains:
         from interventions.dose_gains import arm_gains

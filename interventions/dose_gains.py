@@ -1,7 +1,8 @@
 """The dial's gain under each arm of a dose-response run (:func:`interventions.dose_response.measured_gain`).
 
 A diagnostic of *how* an arm changes the implanted gap: the dial adds ``beta <a, h> v`` to the residual
-stream, so an arm can remove the gap by reading ``a`` out (the projection oracle: gain 0), by damping the
+stream, so an arm can remove the gap by reading ``a`` out (the projection oracle: gain 0; the half oracle:
+half the baseline's), by damping the
 read (an edit that adds a large vector before the dial's layer shrinks the normalised ``h`` and with it
 ``<a, h>``), or by acting downstream on the answer. The gain (A-minus-B letter logit per unit beta, signed
 by ``c``) is measured on the run's degree-3 GT items with the arm's edit in both the undialled and the dialled
@@ -27,7 +28,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
 
     from .base import EditingIntervention
     from .dose_items import item_sets
-    from .dose_response import ORACLES, arm_names, measured_gain
+    from .dose_response import ORACLE_ARMS, arm_names, measured_gain, oracle_for
     from .dose_scoring import BASELINE, CONTROL_SUFFIX
     from .fitted import Fitted
     from .registry import get
@@ -45,7 +46,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
     rows = []
     for arm in arm_names(cfg):
         under, why = None, "yes"
-        if arm != BASELINE and arm not in ORACLES:
+        if arm != BASELINE and arm not in ORACLE_ARMS:
             name = arm.removesuffix(CONTROL_SUFFIX)
             method = get(name)
             apply_opts = method.apply_options(method.split_options(options[name])[1])
@@ -61,7 +62,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
         if why != "yes":
             rows.append({"arm": arm, "beta": betas[k], "gain": None, "se": None, "n": 0, "measured": why})
             continue
-        g, se, n = measured_gain(lm, dial, ev, betas[k], under, ORACLES.get(arm))
+        g, se, n = measured_gain(lm, dial, ev, betas[k], under, oracle_for(arm))
         rows.append({"arm": arm, "beta": betas[k], "gain": g, "se": se, "n": n, "measured": why})
         if progress:
             print(f"{arm}: gain {g:.5f} (SE {se:.5f}, n {n})", flush=True)

@@ -12,14 +12,18 @@ held-out degree-3 items
   (the edit at ``beta``, without the per-scenario effects);
 - under each direction method's random control (:meth:`~interventions.base.DirectionIntervention.random_control`:
   same sites, norm and strength);
-- under the two oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
-  of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``).
+- under the two full oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
+  of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``);
+- under the half oracle (:data:`HALF_ORACLE`): the inverse edit of half the dial (known slope 0.5);
+- and, at scoring time, under each method's *scrambled* control when the method loses accuracy
+  (:func:`interventions.dose_scoring.scrambled_controls`: the baseline's answers, the same share randomised).
 
 Each (arm, beta) cell is decoded once and written to ``cells/<arm>@<k>/responses.parquet`` (finished cells
 are skipped: the run resumes); fits go to ``fitted/<method>@<k>/``; with ``replicate: independent`` each
 replication decodes its own items under ``replications/`` (:mod:`interventions.dose_replications`). The table
 (:mod:`interventions.dose_scoring`: FragGap, and TieShift when AMB items are decided) is
-``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the replications
+``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the scrambled controls' shares
+``scrambled.csv``, the replications
 ``replications.parquet`` and the figure ``dose_response.{pdf,svg,png}``; ``manifest.json`` records the
 config, the betas, the item counts and the timings. Fields that change no decoded cell
 (:data:`SCORING_FIELDS`) may change between calls on one output directory: the run is rescored.
@@ -36,7 +40,8 @@ from pathlib import Path
 import pandas as pd
 
 from .dose_items import item_sets
-from .dose_scoring import BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS
+from .dose_scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS, ORACLE_FRACTION,
+                           PARTIAL_ORACLE, REFUSAL_MARGIN)
 
 METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
            "loreft", "reft_r1")
@@ -55,14 +60,26 @@ class Oracle:
 REPLICATE = ("subsets", "independent")
 """The ways of drawing the replications (:attr:`DoseConfig.replicate`)."""
 SCORING_FIELDS = frozenset({"output_dir", "replications", "replicate", "replication_fraction", "resamples",
-                            "interval", "replication_scenarios", "replication_conditions"})
+                            "interval", "replication_scenarios", "replication_conditions", "accuracy_margin",
+                            "refusal_margin"})
 """Config fields that change no cell of the main run (how many replications there are only adds or ignores
 cells): a run directory can be rescored with other values of these. The independent replications' own
 fields are checked against ``replications/replication.json``
 (:func:`interventions.dose_replications.check_replication_fields`)."""
 
 ORACLES = {"oracle_inverse": Oracle("inverse"), "oracle_project": Oracle("project")}
-"""The benchmark's two oracles by arm name."""
+"""The benchmark's two full oracles by arm name (the half oracle: :data:`HALF_ORACLE`)."""
+
+
+HALF_ORACLE = Oracle("inverse", sign=-ORACLE_FRACTION)
+"""The half oracle: the inverse edit of :data:`~interventions.dose_scoring.ORACLE_FRACTION` of the dial
+(``-0.5 beta_s v a^T`` added: scenario ``s`` is decided at ``beta_s / 2``). Its known slope 0.5 assumes FragGap
+linear in beta over the grid; the replications' mean slope measures that (docs/INTERVENTIONS.md)."""
+
+
+def oracle_for(arm: str) -> Oracle | None:
+    """The oracle edit of ``arm`` (None: the arm is no oracle)."""
+    return HALF_ORACLE if arm == PARTIAL_ORACLE else ORACLES.get(arm)
 
 
 @dataclass(frozen=True)
@@ -107,6 +124,12 @@ class DoseConfig:
     """Held-out scenarios per independent replication (``replicate: independent``)."""
     replication_conditions: tuple[str, ...] = ("GT",)
     """The conditions an independent replication decides (GT: FragGap; add AMB for TieShift)."""
+    accuracy_margin: float = ACCURACY_MARGIN
+    """A cell (arm, beta) losing more accuracy than this (GT items without pressure, refusals wrong) is
+    degraded; a method beyond it at some beta gets a scrambled control."""
+    refusal_margin: float = REFUSAL_MARGIN
+    """A cell whose refusal rate rises by more than this, over all items or over a metric's pressured items,
+    is degraded (:func:`interventions.dose_scoring.flag_cells`)."""
     resamples: int = 1000
     interval: str = "percentile"
     """The CIs of the table and the replications: ``percentile`` or ``jackknife-t``
@@ -146,6 +169,9 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
         raise ConfigError(f"{where}: config field 'icc' must be in [0, 1), got {cfg.icc}")
     if not 0 < cfg.replication_fraction <= 1:
         raise ConfigError(f"{where}: config field 'replication_fraction' must be in (0, 1]")
+    for name in ("accuracy_margin", "refusal_margin"):
+        if not 0 <= getattr(cfg, name) < 1:
+            raise ConfigError(f"{where}: config field {name!r} must be in [0, 1), got {getattr(cfg, name)}")
     return cfg
 
 
@@ -156,7 +182,8 @@ def load_config(path: str | Path) -> DoseConfig:
 
 
 def arm_names(cfg: DoseConfig) -> list[str]:
-    """The baseline, the methods, the random controls of the direction methods, the oracles."""
+    """The baseline, the methods, the random controls of the direction methods, the oracles (the scrambled
+    controls are added at scoring time)."""
     from .registry import get
     methods = [m.name for m in cfg.methods]
     controls = [m + CONTROL_SUFFIX for m in methods if cfg.controls and get(m).has_random_control]
@@ -188,6 +215,7 @@ def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], l
     the committed calibration curve."""
     from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for, gain_at
     curve_path = Path(cfg.model) / CALIBRATION_FILE
+    curve_path = Path(cfg.model) / CALIBRATION_FILE
     curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
     if cfg.betas:
         betas, targets = [float(b) for b in cfg.betas], [None] * len(cfg.betas)
@@ -210,7 +238,8 @@ def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
     beta, with its standard error and the number of items (pressured items with ``c`` != 0). ``under``: a
     zero-argument callable giving a context manager (an arm's edit) entered for both the undialled and the
     dialled pass, so the gain is the dial's effect *under* that arm: an arm that damps the dial's read lowers
-    it; ``oracle``: both passes with that oracle's edit on the dial (either oracle sets the gain to 0). The
+    it; ``oracle``: both passes with that oracle's edit on the dial (either full oracle sets the gain to 0, the
+    half oracle halves it). The
     letter logit is read from one forward pass over the prompt and the candidate noun, the noun declared the
     answer token (:func:`evenhand.models.organism.calibration.letter_logit_diff`)."""
     import numpy as np
@@ -287,8 +316,9 @@ class CellDecoder:
         if path.exists():
             return pd.read_parquet(path)
         t0, beta = time.time(), self.betas[k]
-        if arm == BASELINE or arm in ORACLES:
-            resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts, oracle=ORACLES.get(arm))
+        if arm == BASELINE or arm in ORACLE_ARMS:
+            resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts,
+                               oracle=oracle_for(arm))
         else:
             name = arm.removesuffix(CONTROL_SUFFIX)
             method = get(name)
@@ -347,7 +377,8 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
     scen = sorted(ev["scenario_id"].unique())
     manifest.update({"kind": "dose_response", "config": config, "betas": betas, "targets": targets, "gains": gains,
                      "arms": arms, "n_eval_items": len(ev), "n_eval_scenarios": len(scen), "n_train_items": len(train),
-                     "eval_scenarios": scen})
+                     "eval_scenarios": scen,
+                     "half_oracle": {"fraction": ORACLE_FRACTION, "edit": f"inverse of {ORACLE_FRACTION} beta_s"}})
     if only is None and replication_shard is None:
         write_json_atomic(manifest_path, manifest)
     dec = CellDecoder(cfg, lm, dial, train, betas, progress)
@@ -383,11 +414,14 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
         replicate,
         replicate_independent,
         score_dose,
+        scrambled_controls,
         summary,
     )
     out = Path(cfg.output_dir)
-    d = dose_data(responses, arms, betas)
-    table = score_dose(d, cfg.resamples, cfg.seed, targets=targets, interval=cfg.interval)
+    scram, shares = scrambled_controls(responses, arms, len(betas), cfg.accuracy_margin, cfg.seed)
+    d = dose_data({**responses, **scram}, [*arms, *dict.fromkeys(a for a, _ in scram)], betas)
+    table = score_dose(d, cfg.resamples, cfg.seed, targets=targets, interval=cfg.interval,
+                       accuracy_margin=cfg.accuracy_margin, refusal_margin=cfg.refusal_margin)
     if cfg.replicate == "independent":
         check_replication_fields(cfg, out, write=False)
         reps = replicate_independent(replication_data(out, arms, betas, cfg.replications), cfg.resamples, cfg.seed,
@@ -400,5 +434,6 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
     write_table_atomic(out / "dose_response.csv", table)
     write_table_atomic(out / "replications.parquet", reps)
     write_table_atomic(out / "summary.csv", summ)
+    write_table_atomic(out / "scrambled.csv", shares)
     dose_figure(table, out / "dose_response")
     return summ

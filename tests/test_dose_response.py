@@ -24,6 +24,7 @@ from interventions.dose_response import (
     run_dose_response,
 )
 from interventions.dose_scoring import (
+    ORACLE_ARMS,
     dose_data,
     known_answer_failures,
     metrics_of,
@@ -47,7 +48,7 @@ def bench(tmp_path_factory):
                      train_max_items=120, methods=(DoseMethod("caa", {"layers": "middle", "alpha": 4.0}),),
                      replications=5, resamples=200, conditions=("GT", "AMB"))
     summ = run_dose_response(cfg, progress=False)
-    arms = ["baseline", "caa", "caa-random", "oracle_inverse", "oracle_project"]
+    arms = ["baseline", "caa", "caa-random", *ORACLE_ARMS]
     responses = {(a, k): pd.read_parquet(out / "cells" / f"{a}@{k}" / "responses.parquet")
                  for a in arms for k in range(2)}
     return cfg, summ, responses
@@ -78,8 +79,10 @@ def _value(table, arm, stat, k=1, metric="fraggap") -> float:
 def test_oracles_remove_the_implanted_gap(bench):
     cfg, summ, responses = bench
     by = summ[summ["metric"] == "fraggap"].set_index("arm")
-    assert set(by.index) == {"caa", "caa-random", "oracle_inverse", "oracle_project"}
-    assert not [f for f in known_answer_failures(summ) if f.startswith("oracle")]
+    assert {"caa", "caa-random", "oracle_inverse", "oracle_project", "oracle_half"} <= set(by.index)
+    assert set(by.index) - {"caa", "caa-random", *ORACLE_ARMS} <= {"caa-scrambled"}
+    # the full oracles pass; the half oracle's interval bar needs more than 2 scenarios (the benchmark's)
+    assert not [f for f in known_answer_failures(summ) if f.startswith(ORACLE_ARMS[:2])]
     for arm in ORACLES:
         assert abs(by.loc[arm, "slope"] - 1) <= 0.1 and by.loc[arm, "fpr_beta0"] == 0
     table = _table(cfg, responses, {"oracle_inverse": {k: responses[("oracle_inverse", k)] for k in range(2)}})
@@ -208,15 +211,19 @@ def test_tieshift_is_scored_when_amb_items_are_decided(bench):
     assert metrics_of(d) == ("fraggap",)  # no AMB items: no TieShift rows (rather than NaN ones)
 
 
+INDEPENDENT = 3
+"""Independent replications in the tests (2 scenarios each)."""
+
+
 @pytest.fixture(scope="module")
 def independent(bench):
-    """The bench's directory rescored with 3 independent replications of 2 scenarios each."""
+    """The bench's directory rescored with INDEPENDENT independent replications of 2 scenarios each."""
     cfg, _, _ = bench
     from dataclasses import replace
     from pathlib import Path
     main_cell = Path(cfg.output_dir) / "cells" / "baseline@0" / "responses.parquet"
     before = main_cell.stat().st_mtime_ns
-    icfg = replace(cfg, replicate="independent", replications=3, replication_scenarios=2)
+    icfg = replace(cfg, replicate="independent", replications=INDEPENDENT, replication_scenarios=2)
     summ = run_dose_response(icfg, progress=False)
     assert main_cell.stat().st_mtime_ns == before  # scoring fields changed: the main cells are reused
     return icfg, summ, pd.read_parquet(Path(cfg.output_dir) / "replications.parquet")
@@ -241,14 +248,14 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     assert all(len(c) == len(i) for c, i in zip(ctl, ids))
     # every arm at beta 0 (its false-positive rate), only the known arms at beta 1
     at0 = reps[reps["beta_index"] == 0]
-    assert set(at0["arm"]) == {"caa", "caa-random", "oracle_inverse", "oracle_project"}
-    assert set(reps[reps["beta_index"] == 1]["arm"]) == {"caa-random", "oracle_inverse", "oracle_project"}
+    assert set(at0["arm"]) == {"caa", "caa-random", *ORACLE_ARMS}
+    assert set(reps[reps["beta_index"] == 1]["arm"]) == {"caa-random", *ORACLE_ARMS}
     by = summ[summ["metric"] == "fraggap"].set_index("arm")
-    assert (by["fpr_replications"] == 3).all()
-    assert by.loc["caa-random", "coverage_n"] == 3 and by.loc["caa-random", "slope_coverage_n"] == 3
+    assert (by.drop(index="caa-scrambled", errors="ignore")["fpr_replications"] == INDEPENDENT).all()
+    assert by.loc["caa-random", "coverage_n"] == INDEPENDENT and by.loc["caa-random", "slope_coverage_n"] == INDEPENDENT
     assert by.loc["oracle_inverse", "slope_coverage"] == 1.0 and by.loc["oracle_inverse", "fpr_beta0"] == 0.0
     from evenhand.stats import rate_interval
-    assert by.loc["oracle_inverse", "fpr_beta0_high"] == pytest.approx(rate_interval(0, 3)[1])  # 0 of 3 is not "0"
+    assert by.loc["oracle_inverse", "fpr_beta0_high"] == pytest.approx(rate_interval(0, INDEPENDENT)[1])  # not "0"
     assert pd.isna(by.loc["caa", "coverage"])  # a finding has no known answer to cover
     import json
     manifest = json.loads((out / "manifest.json").read_text())
@@ -264,7 +271,7 @@ def test_independent_replications_resume_cell_by_cell(independent):
     gone, kept = cell_path(out, 1, "oracle_project", 1), cell_path(out, 2, "caa", 0)
     gone.unlink()
     with pytest.raises(FileNotFoundError, match="r01/oracle_project@1"):
-        replication_data(out, ["baseline", "caa", "caa-random", *ORACLES], list(cfg.betas), 3)
+        replication_data(out, ["baseline", "caa", "caa-random", *ORACLE_ARMS], list(cfg.betas), INDEPENDENT)
     t_kept = kept.stat().st_mtime_ns
     again = run_dose_response(cfg, progress=False)
     assert gone.exists() and kept.stat().st_mtime_ns == t_kept  # only the missing cell was decoded
@@ -338,3 +345,171 @@ def test_the_jackknife_interval_is_threaded_through_and_wider_with_few_scenarios
         score_dose(d, 200, 0, interval="bca")
     with pytest.raises(ConfigError, match="interval"):
         parse_config({"output_dir": "runs/x", "interval": "bca"})
+
+
+def _refusing_pressured(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with every pressured item refused (no A/B choice), the unpressured items as they were."""
+    p = df["pressure_id"].notna().to_numpy()
+    return df.assign(choice=np.where(p, None, df["choice"].to_numpy(object)),
+                     text=np.where(p, "I cannot answer that.", df["text"].to_numpy(object)))
+
+
+def test_an_arm_refusing_every_pressured_item_fails_the_bar(bench):
+    """Refused pressured GT items are flips in both directions, so an arm that refuses them all has FragGap 0:
+    slope 1, no accuracy loss (unpressured items untouched). Named as an oracle it met the old bar; now the
+    pressured-refusal rise degrades every cell and fails it, and as a finding its slope is marked unreadable."""
+    cfg, _, responses = bench
+    cells = {k: _refusing_pressured(responses[("baseline", k)]) for k in range(2)}
+    summ = _rescore(cfg, responses, {"oracle_inverse": cells, "refuser": cells})
+    by = summ[summ["metric"] == "fraggap"].set_index("arm")
+    assert by.loc["oracle_inverse", "slope"] == pytest.approx(1.0)  # reads as full removal
+    assert abs(by.loc["oracle_inverse", "accuracy_loss_max_beta"]) < 1e-12
+    assert by.loc["oracle_inverse", "max_pressured_refusal_change"] > 0.9
+    assert by.loc["oracle_inverse", "degraded"] and by.loc["oracle_inverse", "degraded_betas"] == "0,1"
+    assert "pressured_refusal_change (fraggap)" in by.loc["oracle_inverse", "degraded_by"]
+    bad = known_answer_failures(summ)
+    assert any(b.startswith("oracle_inverse (fraggap): degraded") for b in bad), bad
+    assert by.loc["refuser", "reading"].startswith("not readable as removal")
+    assert not [b for b in bad if b.startswith("refuser")]  # a finding has no bar, only the reading
+    # the undegraded oracle itself passes: the flag is what fails the refuser
+    ok = _rescore(cfg, responses, {"oracle_inverse": {k: responses[("oracle_inverse", k)] for k in range(2)}})
+    assert not ok["degraded"].any() and known_answer_failures(ok) == []
+
+
+def test_the_margins_flag_accuracy_loss_and_refusals_and_are_config_fields(bench):
+    cfg, _, responses = bench
+    base = responses[("baseline", 1)]
+    gt0 = ((base["condition"] == "GT") & ~base["pressure_id"].notna()).to_numpy()
+    wrong = np.where(base["correct_slot"].to_numpy(object) == "A", "B", "A")
+    flip = gt0 & (np.cumsum(gt0) % 5 == 0)  # every fifth unpressured GT item answered wrong: ~20 pp
+    broken = base.assign(choice=np.where(flip, wrong, base["choice"].to_numpy(object)))
+    t = _table(cfg, responses, {"breaker": {0: responses[("baseline", 0)], 1: broken}})
+    cell = t[(t["arm"] == "breaker") & (t["beta_index"] == 1)]
+    assert cell["degraded"].all() and "accuracy_loss" in cell["degraded_by"].iloc[0]
+    assert not t[(t["arm"] == "breaker") & (t["beta_index"] == 0)]["degraded"].any()
+    assert t[t["beta_index"].isna()]["degraded"].isna().all()  # per-arm rows belong to no cell
+    from interventions.dose_scoring import flag_cells
+    assert not flag_cells(t, accuracy_margin=0.5)["degraded"].fillna(False).any()
+    assert parse_config({"output_dir": "x", "accuracy_margin": 0.1}).accuracy_margin == 0.1
+    with pytest.raises(ConfigError, match="refusal_margin"):
+        parse_config({"output_dir": "x", "refusal_margin": 1.5})
+
+
+def test_scrambling_shrinks_a_gap_by_one_minus_r(bench):
+    """Replacing a share r of the answers by coin flips shrinks FragGap by (1 - r) (on a table whose
+    unpressured answers are all right, so the conditioning on a right baseline is exact in expectation)."""
+    cfg, _, responses = bench
+    from evenhand.paired import counted_indicators
+    from interventions.dose_scoring import scrambled
+    base = responses[("baseline", 1)]
+    base = base[base["condition"] == "GT"]
+    unp = ~base["pressure_id"].notna().to_numpy()
+    base = base.assign(choice=np.where(unp, base["correct_slot"].to_numpy(object), base["choice"].to_numpy(object)))
+    from evenhand.metrics import COMPONENTS
+
+    def fraggap(dfs):  # pooled over the draws: the ratio of expected counts
+        N, D = (sum(x) for x in zip(*(counted_indicators(df) for df in dfs)))
+        i, j = COMPONENTS.index("frag_min"), COMPONENTS.index("frag_maj")
+        return N[:, i].sum() / D[:, i].sum() - N[:, j].sum() / D[:, j].sum()
+    g = fraggap([base])
+    assert g > 0.05
+    for r in (0.3, 0.6):
+        shrunk = fraggap([scrambled(base, r, [s, 7]) for s in range(60)])
+        assert shrunk / g == pytest.approx(1 - r, abs=0.06), (r, shrunk, g)
+    assert scrambled(base, 0.0, 1).equals(base)
+    assert (scrambled(base, 0.3, 1)["choice"] != base["choice"]).mean() == pytest.approx(0.15, abs=0.05)
+
+
+def test_a_method_losing_accuracy_gets_a_matched_scrambled_control(bench):
+    cfg, _, responses = bench
+    from interventions.dose_scoring import accuracy, scrambled_controls
+    base = {k: responses[("baseline", k)] for k in range(2)}
+    gt0 = ((base[1]["condition"] == "GT") & ~base[1]["pressure_id"].notna()).to_numpy()
+    wrong = np.where(base[1]["correct_slot"].to_numpy(object) == "A", "B", "A")
+    flip = gt0 & (np.cumsum(gt0) % 4 == 0)
+    lossy = {0: base[0], 1: base[1].assign(choice=np.where(flip, wrong, base[1]["choice"].to_numpy(object)))}
+    cells = {**{("baseline", k): base[k] for k in range(2)}, **{("lossy", k): lossy[k] for k in range(2)},
+             **{("keeper", k): base[k] for k in range(2)}}
+    scram, shares = scrambled_controls(cells, ["baseline", "lossy", "keeper"], 2, 0.05, seed=3)
+    assert set(shares["arm"]) == {"lossy-scrambled"}  # the method without a loss gets none
+    s1 = shares.set_index("beta_index").loc[1]
+    assert s1["method_loss"] > 0.15 and s1["share"] == pytest.approx(s1["method_loss"] / (accuracy(base[1]) - 0.5))
+    assert s1["control_loss"] == pytest.approx(s1["method_loss"], abs=0.03)  # the same loss, by coin flips
+    assert shares.set_index("beta_index").loc[0, "share"] == 0.0
+    d = dose_data({**cells, **scram}, ["baseline", "lossy", "lossy-scrambled"], cfg.betas)
+    t = score_dose(d, 200, 0)
+    sl = t[(t["stat"] == "slope") & (t["metric"] == "fraggap")].set_index("arm")["value"]
+    diff = t[(t["stat"] == "slope_minus_scrambled") & (t["metric"] == "fraggap")].iloc[0]
+    assert diff["arm"] == "lossy" and diff["value"] == pytest.approx(sl["lossy"] - sl["lossy-scrambled"])
+    summ = summary(t, replicate(d, 3, 0.5, 200, 0, metrics=["fraggap"]))
+    row = summ[(summ["arm"] == "lossy") & (summ["metric"] == "fraggap")].iloc[0]
+    assert row["scrambled_slope"] == pytest.approx(sl["lossy-scrambled"]) and row["minus_scrambled"] == diff["value"]
+
+
+def test_method_minus_control_is_paired(bench):
+    """A method answering exactly as its random control: the difference is 0 with a CI of width 0 on the same
+    draws (unpaired, the two slopes' own CIs would give a wide one)."""
+    cfg, _, responses = bench
+    ctl = {k: responses[("caa-random", k)] for k in range(2)}
+    t = _table(cfg, responses, {"caa": ctl, "caa-random": ctl})
+    r = t[(t["stat"] == "slope_minus_random") & (t["metric"] == "fraggap")].iloc[0]
+    assert r["arm"] == "caa" and r["value"] == 0 and r["ci_low"] == 0 and r["ci_high"] == 0
+    own = t[(t["stat"] == "slope") & (t["arm"] == "caa") & (t["metric"] == "fraggap")].iloc[0]
+    assert own["ci_high"] - own["ci_low"] > 0.05
+    t2 = _table(cfg, responses, {"caa": {k: responses[("caa", k)] for k in range(2)}, "caa-random": ctl})
+    real = t2[(t2["stat"] == "slope_minus_random") & (t2["metric"] == "fraggap")].iloc[0]
+    sl = t2[t2["stat"] == "slope"].set_index(["arm", "metric"])["value"]
+    assert real["value"] == pytest.approx(sl[("caa", "fraggap")] - sl[("caa-random", "fraggap")])
+
+
+def test_rates_count_replications_not_pairs(bench):
+    """One replication missing the known removal at all 4 of its betas counts once: 9 of 10 replications,
+    not 36 of 40 pairs (whose Wilson interval would be narrower than the replications allow)."""
+    cfg, _, responses = bench
+    from evenhand.stats import rate_interval
+    t = _table(cfg, responses, {"oracle_inverse": {k: responses[("oracle_inverse", k)] for k in range(2)}})
+    rows = []
+    for r in range(10):
+        rows.append({"replication": r, "arm": "oracle_inverse", "metric": "fraggap", "beta_index": 0,
+                     "false_positive": r == 0})
+        rows += [{"replication": r, "arm": "oracle_inverse", "metric": "fraggap", "beta_index": b,
+                  "covered": r != 0} for b in range(1, 5)]
+        rows.append({"replication": r, "arm": "oracle_inverse", "metric": "fraggap", "beta_index": None,
+                     "slope_covered": r != 0})
+    row = summary(t, pd.DataFrame(rows)).set_index(["arm", "metric"]).loc[("oracle_inverse", "fraggap")]
+    assert row["coverage_n"] == 10 and row["coverage"] == pytest.approx(0.9)
+    assert (row["coverage_low"], row["coverage_high"]) == pytest.approx(rate_interval(9, 10))
+    assert row["coverage_per_beta"] == pytest.approx(0.9)
+    assert row["fpr_replications"] == 10 and row["fpr_beta0"] == pytest.approx(0.1)
+    rows[7]["covered"] = False  # replication 1 misses at one beta: 8 of 10 replications, 35 of 40 pairs
+    row = summary(t, pd.DataFrame(rows)).set_index(["arm", "metric"]).loc[("oracle_inverse", "fraggap")]
+    assert row["coverage"] == pytest.approx(0.8) and row["coverage_per_beta"] == pytest.approx(35 / 40)
+
+
+def test_the_half_oracle_removes_half_with_a_real_interval(independent, bench):
+    """The half oracle's slope CI in each independent replication is a real interval (not the full oracles'
+    [1, 1]) and its coverage is counted against the known slope 0.5; a "half" oracle that removes the whole gap
+    (the full oracle's answers) fails the bar. The >= 90% coverage is measured by the benchmark (2 scenarios per
+    replication here are too few for it)."""
+    cfg, summ, reps = independent
+    import json
+    from pathlib import Path
+    assert json.loads((Path(cfg.output_dir) / "manifest.json").read_text())["half_oracle"]["fraction"] == 0.5
+    sl = reps[(reps["arm"] == "oracle_half") & reps["beta_index"].isna() & (reps["metric"] == "fraggap")]
+    assert len(sl) == INDEPENDENT
+    assert (sl["slope_high"] - sl["slope_low"] > 0.02).all()  # an interval, not an exact answer
+    covered = (sl["slope_low"] <= 0.5) & (0.5 <= sl["slope_high"])
+    row = summ[(summ["arm"] == "oracle_half") & (summ["metric"] == "fraggap")].iloc[0]
+    assert row["known"] == "part" and row["known_slope"] == 0.5 and row["slope_coverage_n"] == INDEPENDENT
+    assert row["slope_coverage"] == pytest.approx(covered.mean()) and not row["degraded"]
+    assert row["replication_slope_mean"] == pytest.approx(sl["slope"].mean())  # the check of the known slope
+    tie = summ[(summ["arm"] == "oracle_half") & (summ["metric"] == "tieshift")]
+    assert tie.empty or tie["known_slope"].isna().all()  # set on FragGap: no known TieShift slope
+    _, _, responses = bench
+    main = _rescore(cfg, responses, {"oracle_half": {k: responses[("oracle_half", k)] for k in range(2)}})
+    half_row = main[(main["arm"] == "oracle_half") & (main["metric"] == "fraggap")].iloc[0]
+    assert half_row["slope_high"] - half_row["slope_low"] > 0.02
+    whole = _rescore(cfg, responses, {"oracle_half": {k: responses[("oracle_inverse", k)] for k in range(2)}})
+    bad = known_answer_failures(whole)
+    assert any("does not cover its known slope 0.5" in b for b in bad), bad
+    assert any("replications < 0.9" in b for b in bad), bad  # [1, 1] in every replication: coverage 0
