@@ -77,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
         reading = summ[summ["reading"].astype(str) != ""][["arm", "metric", "degraded_betas", "degraded_by", "reading"]]
         if len(reading):
             print(reading.to_string(index=False))
+        norms = Path(cfg.output_dir, "operator_norms.csv")
+        if norms.exists() and norms.stat().st_size:
+            t = pd.read_csv(norms)
+            if len(t):
+                print("operator norms of the erasers (max over sites, by beta):")
+                print(t.pivot_table(index="arm", columns="beta", values="operator_norm", aggfunc="max").round(2)
+                      .to_string())
     print("known-answer failures:", bad or "none")
     if args.gains:
         from interventions.dose_gains import arm_gains

@@ -23,7 +23,7 @@ are skipped: the run resumes); fits go to ``fitted/<method>@<k>/``; with ``repli
 replication decodes its own items under ``replications/`` (:mod:`interventions.dose_replications`). The table
 (:mod:`interventions.dose_scoring`: FragGap, and TieShift when AMB items are decided) is
 ``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the scrambled controls' shares
-``scrambled.csv``, the replications
+``scrambled.csv``, ``operator_norms.csv`` (the erasers' and their controls' operator norms), the replications
 ``replications.parquet`` and the figure ``dose_response.{pdf,svg,png}``; ``manifest.json`` records the
 config, the betas, the item counts and the timings. Fields that change no decoded cell
 (:data:`SCORING_FIELDS`) may change between calls on one output directory: the run is rescored.
@@ -288,18 +288,26 @@ class CellDecoder:
         """Method ``name``'s fit on the model dialled at beta index ``k`` (fitted once, then read back)."""
         from evenhand.runs import write_json_atomic
 
-        from .fitted import Fitted
+        from .fitted import Fitted, InterventionError, fit_key
         from .registry import get
         if (name, k) not in self.fits:
             fdir = self.out / "fitted" / f"{name}@{k}"
+            method = get(name)
+            fit_opts = method.split_options(self.options[name])[0]
+            ids = self.train["item_id"].astype(str).tolist()
+            key = fit_key(name, method.fit_options(fit_opts), self.cfg.seed, ids)
             if (fdir / "fitted.json").exists():
-                self.fits[(name, k)] = Fitted.load(fdir)
+                fit = Fitted.load(fdir)
+                if fit.key != key:  # a fit of other options or another version of the method: its cells are stale
+                    raise InterventionError(f"{fdir} holds a fit with another key ({fit.key[:16]}, expected "
+                                            f"{key[:16]}): the method or its options changed since it was fitted; "
+                                            "remove that fit and the cells decoded with it, or use another "
+                                            "output_dir")
+                self.fits[(name, k)] = fit
             else:
                 t0 = time.time()
-                method = get(name)
                 with edited(self.lm, self.dial, self.betas[k]):
-                    fit = method.fit(self.lm, self.train, method.split_options(self.options[name])[0],
-                                     seed=self.cfg.seed)
+                    fit = method.fit(self.lm, self.train, fit_opts, seed=self.cfg.seed)
                 fit.save(fdir)
                 write_json_atomic(fdir / "seconds.json", {"seconds": round(time.time() - t0, 1)})
                 self.fits[(name, k)] = fit
@@ -334,6 +342,34 @@ class CellDecoder:
             print(f"[beta {beta:g}] {arm}: {len(resp)} items, {time.time() - t0:.1f} s, "
                   f"answered {resp['choice'].notna().mean():.3f}", flush=True)
         return resp
+
+
+ERASERS = ("ace", "leace")
+"""The methods whose edit is an eraser: their operator norms (and their controls') go to ``operator_norms.csv``."""
+
+
+def eraser_norm_rows(out: Path, arms: list[str], betas: list[float], control_seed: int) -> pd.DataFrame:
+    """One row per (arm, beta, site) of every eraser arm and its random control: the operator norm of the map's
+    linear part (:func:`interventions.steered.eraser_norms`), from the saved fits in ``fitted/<method>@<k>/`` (a
+    control's from the same relabelled refit :meth:`random_control` decodes with). Fits not written are left out."""
+    from .fitted import Fitted
+    from .registry import get
+    from .steered import eraser_norms
+    rows = []
+    for arm in arms:
+        name = arm.removesuffix(CONTROL_SUFFIX)
+        if name not in ERASERS:
+            continue
+        for k, beta in enumerate(betas):
+            fdir = out / "fitted" / f"{name}@{k}"
+            if not (fdir / "fitted.json").exists():
+                continue
+            fit = Fitted.load(fdir)
+            if arm != name:
+                fit = get(name).random_control(fit, control_seed)
+            rows += [{"arm": arm, "beta": beta, "site": site, "operator_norm": float(v)}
+                     for site, v in eraser_norms(fit).items()]
+    return pd.DataFrame(rows, columns=["arm", "beta", "site", "operator_norm"])
 
 
 def same_decoding(stored: dict, config: dict) -> bool:
@@ -435,5 +471,6 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
     write_table_atomic(out / "replications.parquet", reps)
     write_table_atomic(out / "summary.csv", summ)
     write_table_atomic(out / "scrambled.csv", shares)
+    write_table_atomic(out / "operator_norms.csv", eraser_norm_rows(out, arms, betas, cfg.control_seed))
     dose_figure(table, out / "dose_response")
     return summ

@@ -289,3 +289,26 @@ def test_a_fit_without_its_fitting_data_says_so(leace_fit):
         get("leace").random_control(stripped, seed=0)
     with pytest.raises(InterventionError, match="eraser_norms: a fit of ace or leace"):
         eraser_norms(Fitted("caa", info={"sites": ["blocks.0.resid_post"]}))
+
+
+def test_dose_response_reports_the_erasers_norms_and_refuses_a_stale_fit(leace_fit, train_items, tmp_path):
+    """The dose-response benchmark writes each eraser's and its relabelled control's operator norms
+    (``operator_norms.csv``), equal to the saved fit's; and a saved fit whose key is not the config's (a fit
+    made with other options, or before the method changed) is refused instead of decoding with it silently."""
+    import interventions.dose_response as dr
+    from interventions.fitted import InterventionError
+    leace_fit.save(tmp_path / "fitted" / "leace@0")
+    rows = dr.eraser_norm_rows(tmp_path, ["baseline", "leace", "leace-random", "caa"], [0.0, 10.0], 0)
+    assert set(rows["arm"]) == {"leace", "leace-random"} and set(rows["beta"]) == {0.0}  # beta 1: no fit written
+    own = rows[rows["arm"] == "leace"].set_index("site")["operator_norm"].to_dict()
+    assert own == pytest.approx(eraser_norms(leace_fit))
+    ctl = rows[rows["arm"] == "leace-random"].set_index("site")["operator_norm"].to_dict()
+    assert ctl == pytest.approx(eraser_norms(get("leace").random_control(leace_fit, 0)))
+    cfg = dr.parse_config({"output_dir": str(tmp_path), "model": "evenhand/models/organism_fair",
+                           "methods": [{"name": "leace", "options": {"layers": [0, 1], "batch_size": 16}}]})
+    dec = dr.CellDecoder(cfg, None, None, train_items, [0.0])
+    assert dec.fitted("leace", 0).key == leace_fit.key  # the same options and items: read back
+    stale = dr.parse_config({"output_dir": str(tmp_path), "model": "evenhand/models/organism_fair",
+                             "methods": [{"name": "leace", "options": {"layers": [0, 1], "shrinkage": False}}]})
+    with pytest.raises(InterventionError, match="another key"):
+        dr.CellDecoder(stale, None, None, train_items, [0.0]).fitted("leace", 0)
