@@ -24,6 +24,16 @@ def core_d3_type1() -> pd.DataFrame:
 
 
 @pytest.fixture(scope="session")
+def tiny_gemma_lm(tmp_path_factory, smoke_items):
+    """A tiny random Gemma3 (seed 3) whose tokenizer knows the smoke prompts and the two candidate phrases,
+    loaded once per session: the methods' and LEACE's tests fit and apply on it (each checks it unchanged)."""
+    from evenhand.models.loading import load_model
+    from evenhand.models.tiny import save_tiny_model
+    texts = smoke_items["prompt"].tolist() + ["the first candidate", "the second candidate"]
+    return load_model(str(save_tiny_model(tmp_path_factory.mktemp("methods") / "g", "gemma3", texts, seed=3)))
+
+
+@pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory, smoke_items):
     """A tiny random model of every supported architecture with a tokenizer built from the smoke
     subset, saved to disk once per session (the loading code reads them like any local model)."""

@@ -9,8 +9,6 @@ from concept_erasure import LeaceFitter
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import cross_val_score
 
-from evenhand.models.loading import load_model
-from evenhand.models.tiny import save_tiny_model
 from interventions.base import InterventionError
 from interventions.fitted import Fitted
 from interventions.registry import get
@@ -173,9 +171,8 @@ def test_relabelled_keeps_the_class_counts_and_is_seeded():
 # ----------------------------------------------------------------------------- the methods on a tiny model
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory, smoke_items):
-    texts = smoke_items["prompt"].tolist() + ["the first candidate", "the second candidate"]
-    return load_model(str(save_tiny_model(tmp_path_factory.mktemp("leace") / "g", "gemma3", texts, seed=3)))
+def lm(tiny_gemma_lm):
+    return tiny_gemma_lm
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ import pytest
 import torch
 
 from evenhand.decisions import DecideOptions
-from evenhand.models.loading import load_model
-from evenhand.models.tiny import save_tiny_model
 from interventions.base import InterventionError, decide_with
 from interventions.reading import answer_sequences, last_token_activations, prompt_ids
 from interventions.registry import get
@@ -18,9 +16,8 @@ from interventions.steered import concept_labels, contrast_pairs
 
 
 @pytest.fixture(scope="module")
-def lm(tmp_path_factory, smoke_items):
-    texts = smoke_items["prompt"].tolist() + ["the first candidate", "the second candidate"]
-    return load_model(str(save_tiny_model(tmp_path_factory.mktemp("methods") / "g", "gemma3", texts, seed=3)))
+def lm(tiny_gemma_lm):
+    return tiny_gemma_lm
 
 
 @pytest.fixture(scope="module")
