@@ -15,8 +15,8 @@ sit up and to the left.
 Right panel, one row per method cell with random controls: the controls' 2.5-97.5%
 band of change (grey bar, the table's ``band_low``/``band_high``), each control's
 change (grey dots) and the method's change with its CI; the method's point is
-filled when it beats its controls (its change's CI wholly above the band,
-``beats_control``), hollow otherwise.
+filled when it beats its controls (``beats_control``: its change above the
+band and the method-minus-control CI excluding 0), hollow otherwise.
 :func:`compare_latex` writes the numbers as a booktabs table.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFram
     n = band.dropna(subset=["n_controls"]).drop_duplicates("cell").set_index("cell")["n_controls"] \
         if "n_controls" in band else None
     pts["n_controls"] = pts["cell"].map(n) if n is not None else float("nan")
-    beats = table[(table["metric"] == metric) & table["stat"].isin(["change_minus_control", "change"])]
+    beats = table[(table["metric"] == metric) & (table["stat"] == "change_minus_control")]  # where paired decides it
     b = beats.dropna(subset=["beats_control"]).drop_duplicates("cell").set_index("cell")["beats_control"] \
         if "beats_control" in beats else None
     pts["beats_control"] = pts["cell"].map(b).eq(True) if b is not None else False

@@ -620,7 +620,7 @@ def test_frontier_figure_and_latex_from_a_table(tmp_path):
         base = {"cell": cell, "intervention": name, "control": ctl, "options": "{}", "seed": 0, "n": 10,
                 "refusal_flag": flag}
         rows.append({**base, "metric": "fraggap", "stat": "change", "value": ch, "ci_low": ch - .05,
-                     "ci_high": ch + .05, "overshoot": over,
+                     "ci_high": ch + .05, "overshoot": over, "beats_control": False,  # as evenhand.paired writes it
                      "verdict": "refusal-flagged" if flag else "overshoot" if over else "reduction"})
         rows.append({**base, "metric": "accuracy", "stat": "accuracy_loss", "value": loss, "ci_low": loss - .01,
                      "ci_high": loss + .01})
