@@ -211,8 +211,11 @@ coverage studies' counter-example: with scenario effects it under-covers."""
 INTERVALS = ("jackknife-t", "percentile", "iid")
 
 
-def _estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray | None, alpha: float = 0.05,
-              interval: str | None = None) -> Estimate:
+def metric_estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray | None, alpha: float = 0.05,
+                    interval: str | None = None) -> Estimate:
+    """``metric`` from per-scenario component sums ``Ns``/``Ds`` (scenarios x components) with its interval
+    (:data:`INTERVAL` by default; ``W``: bootstrap weights, read only by ``percentile``); also used by
+    :mod:`evenhand.paired` for each arm's own gap and rates."""
     interval = interval or INTERVAL
     tot_n, tot_d = Ns.sum(0), Ds.sum(0)
     n = int(sum(tot_d[COMPONENTS.index(c)] for c in _DEF[metric][1]))
@@ -252,7 +255,7 @@ def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metr
     N, D = _ind if _ind is not None else indicators(df, convention)
     _, Ns, Ds = cluster_sums(df, N, D)
     W = resample_weights(Ns.shape[0], resamples, seed)
-    return {m: _estimate(m, Ns, Ds, W) for m in metrics}
+    return {m: metric_estimate(m, Ns, Ds, W) for m in metrics}
 
 
 def _breakdown(df, N, D, key: str, resamples: int, seed: int) -> dict[str, dict]:

@@ -357,7 +357,7 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     flags: dict[str, bool] = {}
     for a, name in enumerate(A.names):
         for m in ASYMMETRY + ("accuracy", "refusal"):
-            e = _metrics._estimate(m, A.Ns[a], A.Ds[a], boot, alpha,
+            e = _metrics.metric_estimate(m, A.Ns[a], A.Ds[a], boot, alpha,
                                    "percentile" if interval == "percentile" else "jackknife-t")
             shift = FAIR.get(m, 0.0)
             est = (_clean(None if e.value is None else e.value - shift),
