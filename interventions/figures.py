@@ -228,7 +228,7 @@ def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame]
     handles = [Patch(facecolor="0.82", edgecolor="0.55", lw=0.5),
                ax.scatter([], [], s=3, color="0.45", lw=0),
                ax.scatter([], [], s=18, color="0.1"), ax.scatter([], [], s=18, facecolors="white", edgecolors="0.1")]
-    labels = ["controls 2.5-97.5%", "each control", "method's CI above band", "method not above band"]
+    labels = ["controls 2.5-97.5%", "each control", "beats its controls", "does not beat them"]
     ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2,
               handletextpad=0.2, columnspacing=0.8)
     ax.set_yticks(y)
