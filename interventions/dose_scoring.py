@@ -590,9 +590,11 @@ def dose_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg
                 ax.errorbar(x, y, yerr=[y - lo, hi - y], marker="o", ms=2.5, lw=0.9, capsize=1.5, label=arm,
                             color=pal[j % len(pal)],
                             ls=":" if arm.endswith((CONTROL_SUFFIX, SCRAMBLED_SUFFIX)) else "-")
-            ax.set_title(title)
+            if metric == metrics[0]:
+                ax.set_title(title)
             ax.set_xlabel(f"implanted {METRIC_LABEL[metric]} (pp)")
-            if ax.get_legend_handles_labels()[0] and metric == metrics[0]:
-                ax.legend(frameon=False, loc="upper left")
+            if ax.get_legend_handles_labels()[0] and metric == metrics[-1]:  # below the panels, clear of the data
+                ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=6)
         row[0].set_ylabel(f"removed {METRIC_LABEL[metric]} (pp, signed)")
+    fig.tight_layout()
     return save(fig, stem, formats)
