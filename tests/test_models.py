@@ -41,6 +41,21 @@ def test_unknown_id_offline_fails_fast(monkeypatch):
         locate(ModelSpec("./no/such/dir"))
 
 
+def test_a_typo_of_a_preset_says_did_you_mean(monkeypatch):
+    """A bare name close to a preset names the preset instead of suggesting a hub download; a real-looking id
+    (org/name) and a bare name near nothing keep the download advice."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelLoadError, match="did you mean 'evenhand-organism'") as err:
+        locate(ModelSpec("evenhand-organsim"))
+    assert "huggingface-cli" not in str(err.value)
+    with pytest.raises(ModelLoadError, match="did you mean 'qwen2.5-7b-instruct'"):
+        locate(ModelSpec("qwen2.5-7b-instruc"))
+    for name in ("nobody/evenhand-organsim", "completely-different-name"):
+        with pytest.raises(ModelLoadError, match="huggingface-cli download") as err:
+            locate(ModelSpec(name))
+        assert "did you mean" not in str(err.value)
+
+
 def test_presets_resolve():
     from evenhand.models.loading import resolve_spec
     s = resolve_spec(ModelSpec("qwen2.5-7b-instruct", device="cuda:1"))

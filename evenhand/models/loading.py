@@ -9,6 +9,7 @@ asked. Weights are never processed: numbers are what Hugging Face computes.
 """
 from __future__ import annotations
 
+import difflib
 import os
 import socket
 from dataclasses import asdict, dataclass, field, replace
@@ -150,6 +151,10 @@ def locate(spec: ModelSpec) -> tuple[str, str | None, str]:
     if isinstance(cached, str):
         check_weight_files(Path(cached).parent, spec.gguf_file)
         return spec.model, spec.gguf_file, f"Hugging Face cache ({spec.model})"
+    close = [] if "/" in spec.model else difflib.get_close_matches(spec.model, list(PRESETS), n=3, cutoff=0.75)
+    if close:  # a bare name near a preset is a typo far more often than a Hugging Face id
+        raise ModelLoadError(f"model '{spec.model}' is not a preset, a local path or a cached Hugging Face id; did you "
+                             f"mean {' or '.join(repr(c) for c in close)}? (presets: {', '.join(PRESETS)})")
     how = (f"Download it on a connected machine (`huggingface-cli download {spec.model}`) and copy the cache "
            f"(~/.cache/huggingface/hub), or point at a local directory: model: /path/to/{spec.model.split('/')[-1]}")
     if _offline():
