@@ -155,7 +155,7 @@ def _differences(old, new, prefix: str = "") -> list[str]:
 
 class RunDir:
     """One run's directory: its layout (every path below is a property or method), its manifest,
-    its status (``running``, ``done``, ``failed``), the finished stages, the recorded model and the
+    its status (``running``, ``done``, ``failed``, ``interrupted``), the finished stages, the recorded model and the
     resume checks (same config, same weights). ``RunDir.create`` checks it is writable before any
     work starts; ``RunDir.open_or_create`` resumes a run of the same config.
 
@@ -404,7 +404,7 @@ class RunDir:
 
     @property
     def status(self) -> str | None:
-        """``running``, ``done`` or ``failed`` as the manifest says now (None without a readable manifest)."""
+        """``running``, ``done``, ``failed`` or ``interrupted`` as the manifest says now (None without a readable manifest)."""
         try:
             return self.manifest().get("status")
         except (OSError, ValueError):
@@ -440,10 +440,13 @@ class RunDir:
             self.unlock()
 
     def fail(self, stage: str, error: BaseException) -> None:
-        """Mark the run failed in ``stage`` (a rerun of the same config resumes from there) and give back
-        the writer's lock."""
-        m = dict(self.manifest(), status="failed", error={"stage": stage, "type": type(error).__name__,
-                                                          "message": str(error)[:500]})
+        """Mark the run failed in ``stage`` (``interrupted`` when the error is a ``KeyboardInterrupt``: Ctrl-C or
+        SIGINT); a rerun of the same config resumes from there. Gives back the writer's lock."""
+        interrupted = isinstance(error, KeyboardInterrupt)
+        message = str(error)[:500] or ("interrupted (Ctrl-C or SIGINT); rerun the same command to resume at this "
+                                       "stage" if interrupted else type(error).__name__)
+        m = dict(self.manifest(), status="interrupted" if interrupted else "failed",
+                 error={"stage": stage, "type": type(error).__name__, "message": message})
         try:
             self.write_manifest(m)
         except OSError:  # a full disk: rewrite the manifest over its own blocks

@@ -10,8 +10,8 @@ locally or on the Ray backend) is a list of :class:`Stage` objects run in a
    refuses a run whose weights changed since it started;
 3. every stage whose ``done(run)`` is true is skipped; every other one runs,
    and its time is recorded in the manifest with the stage marked finished;
-4. a stage that raises (a ``KeyboardInterrupt`` included) leaves the run
-   ``failed`` with the stage named in the manifest, so a rerun of the same
+4. a stage that raises leaves the run ``failed`` (``interrupted`` for a
+   ``KeyboardInterrupt``) with the stage named in the manifest, so a rerun of the same
    config resumes from that stage; when every stage is through the run is
    ``done``.
 

@@ -39,14 +39,19 @@ def test_a_failing_stage_leaves_the_run_failed_and_a_rerun_resumes_there(tmp_pat
     assert set(m["timings"]) == {"a", "b", "c"} and all(v >= 0 for v in m["timings"].values())
 
 
-def test_an_interrupt_marks_the_run_failed_too(tmp_path):
+def test_an_interrupt_marks_the_run_interrupted_with_a_message(tmp_path):
+    """Ctrl-C is not a failure of the code: the run is listed as ``interrupted`` (it was ``failed`` with an empty
+    message), the stage is named and the message says how to resume; a rerun resumes there."""
     def interrupted(run: RunDir) -> None:
         raise KeyboardInterrupt
     calls: dict = {}
     with pytest.raises(KeyboardInterrupt):
         run_study(tmp_path / "r", {}, [*_stages(calls)[:1], Step("interrupted", interrupted)])
     run = RunDir(tmp_path / "r")
-    assert run.status == "failed" and run.manifest()["error"]["stage"] == "interrupted"
+    err = run.manifest()["error"]
+    assert run.status == "interrupted" and err["stage"] == "interrupted" and "resume" in err["message"]
+    done = run_study(tmp_path / "r", {}, [*_stages(calls)[:1], Step("interrupted", lambda r: None)])
+    assert done.status == "done" and "error" not in done.manifest()
 
 
 def test_finished_stages_are_skipped_and_announced(tmp_path):
