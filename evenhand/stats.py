@@ -161,7 +161,7 @@ def jackknife_t_estimate(value: float, leave_one_out: np.ndarray, n: int, what: 
                                                f"items, so leaving one out leaves {what} undefined", k)
     from scipy.stats import norm
 
-    se = float(np.sqrt((k - 1) / k * np.sum((loo - loo.mean()) ** 2)))
+    se = jackknife_se(loo)
     half = max(float(student_t.ppf(1 - alpha / 2, k - 1)) * se, float(norm.ppf(1 - alpha / 2)) * se_floor)
     lo, hi = value - half, value + half
     if bounds is not None:
