@@ -1,0 +1,4 @@
+"""Every study EvenHand runs, one module each, found through one registry (``base.py``)."""
+from .base import DEFAULT_KIND, Study, get, kinds, register, study_of
+
+__all__ = ["DEFAULT_KIND", "Study", "get", "kinds", "register", "study_of"]

@@ -1,0 +1,85 @@
+"""The Study protocol and the registry of studies (docs/ARCHITECTURE.md, "Studies").
+
+A study is one module under ``experiments/studies/`` holding one :class:`Study` subclass
+decorated with :func:`register`. A config names its study with ``kind:``; ``evenhand run``,
+sweeps and the CLI look the study up here and never branch on its name.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import pandas as pd
+
+from evenhand.options import ConfigError
+from evenhand.stages import Stage
+
+
+class Study:
+    """One kind of study: its config dataclass, its stages (run through ``evenhand.stages``'s driver
+    in a ``RunDir``), its result tables and the text it prints."""
+
+    kind: ClassVar[str]
+    """The value of the config's ``kind:`` key."""
+    backends: ClassVar[tuple[str, ...]] = ("local",)
+    """Where it can run (``evenhand run --backend``)."""
+    tables: ClassVar[tuple[str, ...]] = ()
+    """Its result tables, file names relative to the run directory (read by sweeps)."""
+
+    def parse(self, data: Mapping[str, Any], where: str = "config"):
+        """The config dataclass from a YAML mapping (errors name the field; ``kind`` is dropped)."""
+        raise NotImplementedError
+
+    def stages(self, cfg, progress: bool = True) -> Sequence[Stage]:
+        """The resumable stages of one run of ``cfg``."""
+        raise NotImplementedError
+
+    def run(self, cfg, progress: bool = True, backend: str = "local") -> Any:
+        """Run (or resume) ``cfg`` through the stage driver; returns its result (a table or report)."""
+        raise NotImplementedError
+
+    def text(self, cfg, result) -> str:
+        """What ``evenhand run`` prints for ``result``."""
+        return ""
+
+    def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
+        """Its tidy result rows from a finished run directory, each with a ``table`` column (for sweeps)."""
+        parts = [pd.read_parquet(Path(output_dir) / t).assign(table=Path(t).stem) for t in self.tables]
+        return pd.concat(parts, ignore_index=True)
+
+
+_STUDIES: dict[str, Study] = {}
+DEFAULT_KIND = "run"
+
+
+def register(cls: type[Study]) -> type[Study]:
+    """Class decorator: add a study to the registry under its ``kind``."""
+    kind = getattr(cls, "kind", None)
+    if not kind:
+        raise TypeError(f"{cls.__name__} has no 'kind'")
+    if kind in _STUDIES and type(_STUDIES[kind]) is not cls:
+        raise ValueError(f"a study of kind {kind!r} is already registered ({type(_STUDIES[kind]).__name__})")
+    _STUDIES[kind] = cls()
+    return cls
+
+
+def kinds() -> list[str]:
+    """The registered kinds, sorted."""
+    from . import registry  # noqa: F401  (importing it registers the shipped studies)
+    return sorted(_STUDIES)
+
+
+def get(kind: str) -> Study:
+    """The registered study of ``kind`` (ConfigError naming the known kinds otherwise)."""
+    known = kinds()
+    if kind not in _STUDIES:
+        raise ConfigError(f"config field 'kind': unknown study {kind!r}; known: {', '.join(known)}")
+    return _STUDIES[kind]
+
+
+def study_of(data: Mapping[str, Any]) -> Study:
+    """The study a config mapping names with ``kind:`` (``run`` when it names none)."""
+    kind = data.get("kind", DEFAULT_KIND)
+    if not isinstance(kind, str):
+        raise ConfigError(f"config field 'kind': expected a study name, got {kind!r}")
+    return get(kind)

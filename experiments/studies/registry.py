@@ -1,0 +1,1 @@
+"""The shipped studies: importing this module registers each one (one line per study)."""
