@@ -32,13 +32,13 @@ def _compare(a) -> int:
 
 
 def _compare_interventions(a) -> int:
-    from interventions.compare import load_config
+    from experiments.studies.compare import load_config
     return run_comparison(load_config(a.base), progress=not a.no_progress)
 
 
 def run_comparison(cfg, progress: bool) -> int:
     """Run a parsed comparison config and print its table (`compare CONFIG.yaml`, `run CONFIG.yaml`)."""
-    from interventions.compare import run_compare
+    from experiments.studies.compare import run_compare
     from .power import power_text, selection_text
     table = run_compare(cfg, progress=progress)
     print(compare_text(table))

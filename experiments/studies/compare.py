@@ -38,7 +38,7 @@ direction-based method is derived from that fit (``fitted/<name>-<key>-random/``
 
 Items come from the model's suite version (:func:`model_suite`: an organism's own
 version, v1 for ``evenhand-organism``, else the default, v2), recorded as the
-manifest's ``suite_version``. Scenarios (:mod:`interventions.protocol`): fitting,
+manifest's ``suite_version``. Scenarios (:mod:`experiments.studies.compare_split`): fitting,
 validation and held-out scenarios are disjoint and each drawn stratified across domains; every
 evaluation scenario gets ``eval.contrasts`` type-1 contrasts from a balanced
 cycle (:func:`evenhand.models.policy.matched_items`: every pressured item's
@@ -46,7 +46,7 @@ baseline is present). The baseline on the validation items fixes the sign each
 change is aligned to (unless ``signs`` declares it), before any held-out item is
 decided (``signs.json``, the manifest, the table's ``sign_source``). An arm with a ``sweep`` runs each setting (its first seed,
 no control) on the validation items, the selection rule (``select``, see
-:class:`interventions.protocol.SelectRule`) picks one, recorded with its reason in
+:class:`experiments.studies.compare_split.SelectRule`) picks one, recorded with its reason in
 ``selection.json`` / ``selection.csv`` and the table's ``selection`` column, and
 only the chosen setting is run on held-out items. Each cell (intervention x
 options x seed x control) writes ``cells/<cell>/responses.parquet``
@@ -72,12 +72,13 @@ import pandas as pd
 from evenhand.checks import warn_unparseable
 from evenhand.runs import RunDir
 
-from .base import Fitted, InterventionError, decide_with
+from interventions.base import Fitted, InterventionError, decide_with
+from interventions.fitted import fit_key
+from interventions.registry import get
+
 from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
                              parse_config, settings, swept_arms)
-from .fitted import fit_key
-from .protocol import assign_contrasts, scenario_plan, select_settings
-from .registry import get
+from .compare_split import assign_contrasts, scenario_plan, select_settings
 
 __all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows",
            "controls_of", "item_sets", "load_config", "model_suite", "parse_config", "run_compare", "settings",
@@ -125,7 +126,7 @@ def needs_validation_signs(cfg: CompareConfig) -> bool:
 
 def item_sets(cfg: CompareConfig) -> ItemSets:
     """Fitting, validation and held-out evaluation items from disjoint, domain-stratified scenario sets
-    (:func:`interventions.protocol.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
+    (:func:`experiments.studies.compare_split.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
     :func:`evenhand.models.organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
     contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
@@ -376,7 +377,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         t = pd.DataFrame(rows)
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
-        from .figures import compare_latex, frontier_figure
+        from .compare_figures import compare_latex, frontier_figure
         frontier_figure(t, run.frontier_stem)
         Path(run.frontier_stem).with_name("compare.tex").write_text(compare_latex(t))
         return t
@@ -412,7 +413,7 @@ def _norm_rows(grid: list[Cell], run: RunDir, train_ids: list[str]) -> list[dict
     """One ``operator_norm`` row per site of every eraser cell (``ace``, ``leace`` and their random controls):
     the spectral norm of the map's linear part (:func:`interventions.steered.eraser_norms`), read from the
     cell's saved fit, so that a method and its controls are seen to move activations by comparable amounts."""
-    from .steered import eraser_norms
+    from interventions.steered import eraser_norms
     rows = []
     for c in grid:
         if c.arm.name not in ("ace", "leace"):
