@@ -145,6 +145,9 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     registered()  # loads the built-in methods
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
+    if raw.get("kind", "compare") != "compare":
+        raise ConfigError(f"{where}: kind: {raw['kind']!r} is not a comparison config (kind: compare)")
+    raw = {k: v for k, v in raw.items() if k != "kind"}
     from evenhand.metrics import ASYMMETRY
     from evenhand.engine.vllm_engine import ENGINES, VLLM_MODES
     rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY, "engine": ENGINES},
