@@ -424,6 +424,7 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     chosen = table[table["intervention"] == "caa"]
     assert set(chosen["selection"]) == {selection["reason"]} and "validation scenarios" in selection["reason"]
     assert json.loads(chosen["options"].iloc[0]) == {"batch_size": 16, **selection["setting"]}
+    from experiments.cli.formatting import compare_text
     from experiments.cli.power import power_text, selection_text
     assert {"paired_se", "mde"} <= set(table["stat"])  # every cell's power, the baseline's from itself alone
     power = power_text(table)
@@ -443,6 +444,37 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
                  if c != "baseline"}
     lp = {c: r["logprob_A"].to_numpy() for c, r in responses.items()}
     assert len({tuple(np.round(v, 6)) for v in lp.values()}) == 4  # four distinct edits
+    # the study's outputs are where RunDir names them, and its stages are the ones the driver ran
+    from evenhand.runs import RunDir
+    from experiments.studies import get as get_study
+    run = RunDir(tmp_path / "cmp")
+    for path in (run.signs_json, run.selection_json, run.selection_csv, run.compare_tex, run.compare_table,
+                 run.validation_cell("baseline").responses_path, run.cell("baseline").responses_path):
+        assert path.is_file(), path
+    study = get_study("compare")
+    assert [s.name for s in study.stages(cfg, progress=False)] == run.manifest()["stages_done"]
+    text = study.text(cfg, table)
+    assert text.startswith(compare_text(table)) and f"\n\n{selection_text(table)}\n\n{power}\n\n" in text
+    assert text.endswith(f"wrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
+
+
+def test_the_compare_study_is_registered_and_its_config_names_it():
+    """compare_interventions.yaml says ``kind: compare``; the registry gives the comparison study, which parses it
+    (a config of another kind is refused naming the field) and reads its table from compare.parquet."""
+    from evenhand.options import ConfigError, read_yaml
+    from experiments.studies import get as get_study
+    from experiments.studies import kinds, study_of
+    data = read_yaml(ROOT / "experiments" / "configs" / "compare_interventions.yaml")
+    assert data["kind"] == "compare" and "compare" in kinds()
+    study = study_of(data)
+    assert type(study).__name__ == "CompareStudy" and study is get_study("compare")
+    cfg = study.parse(data, "c.yaml")
+    assert cfg.output_dir == "runs/compare_organism" and len(cfg.interventions) == 9
+    with pytest.raises(ConfigError, match=r"c.yaml: kind: 'bbq' is not a comparison config \(kind: compare\)"):
+        study.parse({**data, "kind": "bbq"}, "c.yaml")
+    assert study.tables == ("compare.parquet",)
+    with pytest.raises(ConfigError, match="local"):
+        study.run(cfg, backend="ray")
 
 
 def test_compare_config_checks_signs_and_warns_below_20_controls():
