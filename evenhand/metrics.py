@@ -380,7 +380,7 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     the number of items entering the metric in either run (:func:`entered`).
 
     The intervention score (the signed change of each gap toward zero, refusals counted, accuracy loss
-    with a clustered test) is :func:`evenhand.paired.score_arms`; ``evenhand compare BASE OTHER`` prints
+    with a clustered test) is :func:`evenhand.paired.score_arms`; ``evenhand compare-runs BASE OTHER`` prints
     both. (An |gap(base)| - |gap(other)| reduction is biased toward zero and is not reported.)"""
     check_convention(convention)
     base, ctype, _ = select_contrast_type(ensure_valid(base), contrast_type)

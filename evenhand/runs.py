@@ -203,6 +203,10 @@ class RunDir:
     compare_table = _at("compare.parquet", "A comparison's tidy table.")
     compare_csv = _at("compare.csv", "A comparison's table as CSV.")
     frontier_stem = _at("frontier", "A comparison's frontier figure (stem; .pdf/.svg/.png).")
+    compare_tex = _at("compare.tex", "A comparison's LaTeX table.")
+    signs_json = _at("signs.json", "A comparison's alignment signs and where each came from.")
+    selection_json = _at("selection.json", "A comparison's chosen setting of every swept arm, its reason, the signs.")
+    selection_csv = _at("selection.csv", "A comparison's validation scores of every swept setting.")
     answers_path = _at("answers.parquet", "A BBQ study's answers, every configuration.")
     bbq_scores_path = _at("bbq_scores.parquet", "A BBQ study's scores.")
     bbq_scores_csv = _at("bbq_scores.csv", "A BBQ study's scores as CSV.")
@@ -235,6 +239,10 @@ class RunDir:
     def cell(self, name: str) -> "RunDir":
         """``cells/<name>/``: a sweep's or a comparison's cell."""
         return RunDir(self.path / "cells" / name)
+
+    def validation_cell(self, name: str) -> "RunDir":
+        """``validation/<name>/``: a comparison's run of the baseline or a swept setting on the validation items."""
+        return RunDir(self.path / "validation" / name)
 
     def mode_dir(self, mode: str) -> "RunDir":
         """``<mode>/``: the decisions of one mode in a mode comparison."""

@@ -126,7 +126,7 @@ def expand(data: dict) -> list[SweepCell]:
 def _validate(cfg: dict):
     kind = study_kind(cfg)
     if kind == "compare":
-        from interventions.compare import parse_config
+        from experiments.studies.compare import parse_config
         return parse_config(cfg)
     if kind == "dose":
         from interventions.dose_response import parse_config as parse_dose
@@ -213,7 +213,7 @@ def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) 
     if kind != "run" and backend != "local":
         raise ConfigError(f"{kind} studies run on the local backend only (the ray backend shards run configs)")
     if kind == "compare":
-        from interventions.compare import parse_config, run_compare
+        from experiments.studies.compare import parse_config, run_compare
         run_compare(parse_config(cell.data), progress=progress)
         return
     if kind == "dose":

@@ -6,11 +6,11 @@ A notebook needs::
     fit_opts, apply_opts = method.split_options({"layers": "middle", "strength": 1.0})
     fitted = method.fit(lm, train_items, fit_opts, seed=0)  # a Fitted: save(dir) / Fitted.load(dir)
     responses = interventions.decide_with(method, fitted, items, lm, eh.DecideOptions(), apply_opts)
-    table = interventions.run_compare(interventions.load_config("compare.yaml"))
 
 A method of your own subclasses :class:`Intervention` (or :class:`EditingIntervention`,
 :class:`DirectionIntervention`) and is added with ``@interventions.register``; a module of your own
-is imported with :func:`load_plugin` (see docs/INTERVENTIONS.md). Names load on first use (PEP 562).
+is imported with :func:`load_plugin` (see docs/INTERVENTIONS.md). Names load on first use (PEP 562). The
+comparison of methods is a study: :mod:`experiments.studies.compare`.
 """
 from __future__ import annotations
 
@@ -23,8 +23,6 @@ _EXPORTS = {
     "Fitted": ".base", "InterventionError": ".base", "KINDS": ".base",
     "register": ".base", "check_fitted": ".base", "decide_with": ".base",
     "get": ".registry", "registered": ".registry", "load_plugin": ".registry",
-    "CompareConfig": ".compare", "parse_config": ".compare", "load_config": ".compare", "run_compare": ".compare",
-    "frontier_points": ".figures", "frontier_figure": ".figures",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
@@ -33,5 +31,3 @@ if TYPE_CHECKING:
     from .base import (KINDS, DirectionIntervention, EditingIntervention, Fitted, Intervention, InterventionError,
                        check_fitted, decide_with, register)
     from .registry import get, load_plugin, registered
-    from .compare import CompareConfig, load_config, parse_config, run_compare
-    from .figures import frontier_figure, frontier_points

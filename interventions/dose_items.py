@@ -16,7 +16,7 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
     from evenhand.suite.content import load_content
     from evenhand.suite.generate import degree_valid
 
-    from .protocol import assign_contrasts, stratified
+    from experiments.studies.compare_split import assign_contrasts, stratified
     rec, suite = record["recipe"], record_suite(record)
     _, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
     content = load_content(suite)
@@ -28,12 +28,12 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
 
 def item_sets(cfg, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(fitting items from train scenarios, evaluation items from held-out scenarios), both domain-stratified
-    (:func:`interventions.protocol.stratified`); the evaluation by :func:`eval_items` with the config's seed."""
+    (:func:`experiments.studies.compare_split.stratified`); the evaluation by :func:`eval_items` with the config's seed."""
     from evenhand.models.organism.recipe import record_suite, split_scenarios
     from evenhand.models.policy import matched_items
     from evenhand.suite.content import load_content
 
-    from .protocol import scenario_plan
+    from experiments.studies.compare_split import scenario_plan
     rec, suite = record["recipe"], record_suite(record)
     train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
     domain_of = {s.id: s.domain for s in load_content(suite).scenarios}

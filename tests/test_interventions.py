@@ -39,14 +39,14 @@ COMPARE = {"train": {"scenarios": 3, "max_items": 40}, "eval": {"scenarios": 1},
 
 
 def compare_config(model: str, out: Path, arms: list[dict], controls: bool = True, **extra):
-    from interventions.compare import parse_config
+    from experiments.studies.compare import parse_config
     return parse_config({"model": model, "output_dir": str(out), **COMPARE, "controls": controls,
                          "interventions": arms, **extra})
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory, smoke_items):
-    from interventions.compare import item_sets
+    from experiments.studies.compare import item_sets
     sets = item_sets(compare_config("m", Path("x"), [{"name": "caa", "sweep": {"alpha": [1.0, 4.0]}}]))
     texts = smoke_items["prompt"].tolist() + [p for t in (sets.train, sets.validation, sets.heldout)
                                               for p in t["prompt"].tolist()]
@@ -198,7 +198,7 @@ def test_every_registered_method_round_trips(name, lm, fits, train_items, eval_i
 
 @pytest.mark.parametrize("name", CONTROLLED)
 def test_every_direction_method_gets_a_random_control(name, lm, fits, eval_items, tmp_path):
-    from interventions.compare import cells
+    from experiments.studies.compare import cells
     method = get(name)
     fitted = fits(name)
     control = method.random_control(fitted, seed=1)
@@ -225,8 +225,8 @@ def test_every_direction_method_gets_a_random_control(name, lm, fits, eval_items
 def test_several_random_controls_per_fit_draw_distinct_directions(lm, fits, tmp_path):
     """control_draws: k controls per fit, each with its own seed and cell; the first keeps the one-draw cell
     (so a finished run's cells are still found); an arm's own control_draws overrides the config's."""
-    from interventions.compare import cells, parse_config
-    from interventions.compare_config import CONTROL_SEED_STRIDE
+    from experiments.studies.compare import cells, parse_config
+    from experiments.studies.compare_config import CONTROL_SEED_STRIDE
     from evenhand.options import ConfigError
     raw = {"model": "m", "output_dir": str(tmp_path), **COMPARE, "control_draws": 3,
            "interventions": [{"name": "caa"}, {"name": "ace", "control_draws": 1}, {"name": "fair_instruction"}]}
@@ -382,7 +382,7 @@ def test_fitted_load_errors_name_the_problem(tmp_path):
 
 
 def test_compare_config_errors_name_the_field(tmp_path):
-    from interventions.compare import cells, parse_config
+    from experiments.studies.compare import cells, parse_config
     with pytest.raises(ValueError, match="model"):
         parse_config({"output_dir": "x", "interventions": []})
     with pytest.raises(ValueError, match=r"interventions\[0\].name"):
@@ -412,7 +412,7 @@ def test_compare_config_errors_name_the_field(tmp_path):
 def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path):
     """caa's layers swept in a comparison: each value is fitted on its own (distinct fits, distinct tensors),
     every setting runs on the validation split, and only the chosen one on held-out items."""
-    from interventions.compare import run_compare
+    from experiments.studies.compare import run_compare
     cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "caa", "options": {"batch_size": 16},
                                                               "sweep": {"layers": [0, 2], "alpha": [1.0, 4.0]}},
                                                              {"name": "identity_blind"}], controls=False)
@@ -424,6 +424,7 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     chosen = table[table["intervention"] == "caa"]
     assert set(chosen["selection"]) == {selection["reason"]} and "validation scenarios" in selection["reason"]
     assert json.loads(chosen["options"].iloc[0]) == {"batch_size": 16, **selection["setting"]}
+    from experiments.cli.formatting import compare_text
     from experiments.cli.power import power_text, selection_text
     assert {"paired_se", "mde"} <= set(table["stat"])  # every cell's power, the baseline's from itself alone
     power = power_text(table)
@@ -443,13 +444,44 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
                  if c != "baseline"}
     lp = {c: r["logprob_A"].to_numpy() for c, r in responses.items()}
     assert len({tuple(np.round(v, 6)) for v in lp.values()}) == 4  # four distinct edits
+    # the study's outputs are where RunDir names them, and its stages are the ones the driver ran
+    from evenhand.runs import RunDir
+    from experiments.studies import get as get_study
+    run = RunDir(tmp_path / "cmp")
+    for path in (run.signs_json, run.selection_json, run.selection_csv, run.compare_tex, run.compare_table,
+                 run.validation_cell("baseline").responses_path, run.cell("baseline").responses_path):
+        assert path.is_file(), path
+    study = get_study("compare")
+    assert [s.name for s in study.stages(cfg, progress=False)] == run.manifest()["stages_done"]
+    text = study.text(cfg, table)
+    assert text.startswith(compare_text(table)) and f"\n\n{selection_text(table)}\n\n{power}\n\n" in text
+    assert text.endswith(f"wrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
+
+
+def test_the_compare_study_is_registered_and_its_config_names_it():
+    """compare_interventions.yaml says ``kind: compare``; the registry gives the comparison study, which parses it
+    (a config of another kind is refused naming the field) and reads its table from compare.parquet."""
+    from evenhand.options import ConfigError, read_yaml
+    from experiments.studies import get as get_study
+    from experiments.studies import kinds, study_of
+    data = read_yaml(ROOT / "experiments" / "configs" / "compare_interventions.yaml")
+    assert data["kind"] == "compare" and "compare" in kinds()
+    study = study_of(data)
+    assert type(study).__name__ == "CompareStudy" and study is get_study("compare")
+    cfg = study.parse(data, "c.yaml")
+    assert cfg.output_dir == "runs/compare_organism" and len(cfg.interventions) == 9
+    with pytest.raises(ConfigError, match=r"c.yaml: kind: 'bbq' is not a comparison config \(kind: compare\)"):
+        study.parse({**data, "kind": "bbq"}, "c.yaml")
+    assert study.tables == ("compare.parquet",)
+    with pytest.raises(ConfigError, match="local"):
+        study.run(cfg, backend="ray")
 
 
 def test_compare_config_checks_signs_and_warns_below_20_controls():
     """signs: +1/-1 per asymmetry metric, errors naming signs.<metric>; control_draws defaults to 20 per method
     cell; fewer (seeds x draws) warn naming the field; every control of a method cell has its own seed."""
     from evenhand.options import ConfigError
-    from interventions.compare import cells, parse_config
+    from experiments.studies.compare import cells, parse_config
     raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "caa"}]}
     with pytest.raises(ConfigError, match=r"signs\.fraggap must be \+1 or -1.*got 0\.5"):
         parse_config({**raw, "signs": {"fraggap": 0.5}})
@@ -483,7 +515,7 @@ def test_signs_are_decided_on_the_validation_baseline_and_items_on_suite_v2(mode
 
     import evenhand.paired as paired
     from evenhand.metrics import ASYMMETRY
-    from interventions.compare import run_compare
+    from experiments.studies.compare import run_compare
     seen = []
 
     @functools.wraps(paired.score_arms)
@@ -524,8 +556,8 @@ def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
     removes most of a planted 10 pp gap beats it (its change lies above the band and its method-minus-control
     CI excludes 0), one that changes nothing does not."""
     from evenhand.schema import validate_rows
-    from interventions.compare import comparison_rows
-    from interventions.compare_config import Arm, Cell
+    from experiments.studies.compare import comparison_rows
+    from experiments.studies.compare_config import Arm, Cell
     from tests.test_paired import noisy, planted, removing
     keep = sorted(core_d3_type1["scenario_id"].unique())[:60]
     items = validate_rows(core_d3_type1[core_d3_type1["scenario_id"].isin(keep)].assign(choice=None))
@@ -557,7 +589,7 @@ def test_compare_decides_20_controls_on_the_evaluation_items_only(model_dir, tmp
     """caa swept on validation with 20 controls: validation runs the baseline and the two settings only; the
     held-out grid runs the chosen setting and its 20 controls, each its own random direction, and the table
     carries their band (n_controls 20) and beats_control."""
-    from interventions.compare import run_compare
+    from experiments.studies.compare import run_compare
     cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "caa", "options": {"batch_size": 16},
                                                               "sweep": {"alpha": [1.0, 4.0]}, "control_draws": 20}])
     table = run_compare(cfg, progress=False)
@@ -577,7 +609,7 @@ def test_compare_decides_20_controls_on_the_evaluation_items_only(model_dir, tmp
 def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, lm, train_items, eval_items,
                                                                      tmp_path):
     """The tenth method (examples/directional_ablation.py) is written outside the package in under 50 lines."""
-    from interventions.compare import run_compare
+    from experiments.studies.compare import run_compare
     path = ROOT / "examples" / "directional_ablation.py"
     assert len(path.read_text().splitlines()) < 50
     assert path.read_text() in (ROOT / "docs" / "INTERVENTIONS.md").read_text()  # the docs show it as it is
@@ -609,7 +641,7 @@ def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, 
 def test_frontier_figure_and_latex_from_a_table(tmp_path):
     """The frontier and the LaTeX table read the paired stats (evenhand.paired): signed change, accuracy loss,
     refusal change, method minus control; a refusal-flagged cell and an overshoot are marked in both."""
-    from interventions.figures import compare_latex, frontier_figure, frontier_points
+    from experiments.studies.compare_figures import compare_latex, frontier_figure, frontier_points
     rows = [{"cell": "baseline", "intervention": "baseline", "control": False, "options": "{}", "seed": None,
              "metric": "fraggap", "stat": "gap", "value": 0.1, "ci_low": 0.05, "ci_high": 0.15, "n": 10}]
     for cell, name, ctl, ch, loss, ref, flag, over, vs in (
@@ -650,7 +682,7 @@ def test_frontier_figure_and_latex_from_a_table(tmp_path):
     assert ace["band_low"] == pytest.approx(100 * lo) and ace["band_high"] == pytest.approx(100 * hi)
     assert ace["n_controls"] == 20 and bool(ace["beats_control"])
     assert not pts.loc[pts["cell"] == "caa-1", "beats_control"].iloc[0]
-    from interventions.figures import controls_by_method
+    from experiments.studies.compare_figures import controls_by_method
     assert len(controls_by_method(pts)["ace"]) == 20 and list(controls_by_method(pts)["caa-1"]["cell"]) == ["caa-1r"]
     assert pts.loc[pts["cell"] == "caa-1", "value_vsctl"].iloc[0] == pytest.approx(4.0)
     assert pts.loc[pts["cell"] == "caa-1r", "value_refusal"].iloc[0] == pytest.approx(80.0)
@@ -702,7 +734,7 @@ def test_compare_table_reports_each_erasers_operator_norm(model_dir, tmp_path):
     """leace and its relabelled controls in a comparison: one ``operator_norm`` row per site and cell, equal to
     the norm of the saved fit's map, so that a method and its controls are seen at comparable strengths (the
     old leace-random control was a norm-1 projection beside an eraser of norm 375)."""
-    from interventions.compare import run_compare
+    from experiments.studies.compare import run_compare
     from interventions.steered import eraser_norms
     cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "leace", "options": {"batch_size": 16}}],
                          signs={"fraggap": 1, "tieshift": 1, "accgap": 1, "tielean": 1})

@@ -294,7 +294,7 @@ def test_shipped_configs_are_valid():
 
     from experiments.config import load_config
     from evenhand.bbq.run import load_config as load_bbq_config
-    from interventions.compare import load_config as load_compare
+    from experiments.studies.compare import load_config as load_compare
     for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):
         raw = yaml.safe_load(p.read_text())
         if "sweep" in raw:

@@ -251,7 +251,7 @@ def test_arms_must_answer_the_same_items(items):
 
 def test_the_refusal_margin_is_read_from_a_comparison_config():
     from evenhand.options import ConfigError
-    from interventions.compare import parse_config
+    from experiments.studies.compare import parse_config
     raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "fair_instruction"}]}
     assert parse_config(raw).refusal_margin == 0.05
     assert parse_config({**raw, "refusal_margin": 0.1}).refusal_margin == 0.1

@@ -1,4 +1,4 @@
-"""The comparison's protocol (interventions.protocol): stratified scenario and contrast sets, disjoint
+"""The comparison's split and selection rule (experiments.studies.compare_split): stratified scenario and contrast sets, disjoint
 fitting / validation / held-out scenarios, and the selection rule that reads validation runs only."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from interventions.protocol import (SelectRule, assign_contrasts, choose, scenario_plan, select_settings,
+from experiments.studies.compare_split import (SelectRule, assign_contrasts, choose, scenario_plan, select_settings,
                                     stratified)
 
 
@@ -48,7 +48,7 @@ def test_the_default_config_evaluates_the_whole_pool_stratified():
     """The organism comparison: fitting, validation and held-out scenarios disjoint; validation only from
     train ids; the evaluation covers every held-out domain and 26 of 26 type-1 contrasts at degree 3."""
     from evenhand.models.organism import split_scenarios
-    from interventions.compare import item_sets, load_config
+    from experiments.studies.compare import item_sets, load_config
     cfg = load_config("experiments/configs/compare_interventions.yaml")
     sets = item_sets(cfg)
     train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction)
@@ -65,7 +65,7 @@ def test_validation_exists_for_the_signs_unless_every_sign_is_declared():
     """Without a sweep the validation baseline still decides the alignment signs; only a config that declares
     every asymmetry metric's sign (and sweeps nothing) has no validation items."""
     from evenhand.metrics import ASYMMETRY
-    from interventions.compare import item_sets, parse_config
+    from experiments.studies.compare import item_sets, parse_config
     raw = {"model": "m", "output_dir": "x", "train": {"scenarios": 2}, "eval": {"scenarios": 3},
            "validation": {"scenarios": 2}, "interventions": [{"name": "fair_instruction"}]}
     sets = item_sets(parse_config(raw))
@@ -83,7 +83,7 @@ def test_items_come_from_the_models_suite_version(tmp_path):
     scenarios are its record's, and a split that would hold out scenarios it trained on is refused."""
     from evenhand.models.organism.recipe import split_scenarios
     from interventions.base import InterventionError
-    from interventions.compare import item_sets, parse_config
+    from experiments.studies.compare import item_sets, parse_config
     local = tmp_path / "some-model"
     local.mkdir()
     raw = {"output_dir": "x", "train": {"scenarios": 2, "max_items": 20}, "eval": {"scenarios": 2},
@@ -94,7 +94,7 @@ def test_items_come_from_the_models_suite_version(tmp_path):
     for model, major in models:
         for t in (rendered[model].train, rendered[model].validation, rendered[model].heldout):
             assert set(t["suite_version"].str[:2]) == {major}, model
-    from interventions.compare import model_suite
+    from experiments.studies.compare import model_suite
     for model, major in models:
         sets = rendered[model]
         assert sets.suite.startswith(major), model

@@ -114,11 +114,11 @@ def test_malformed_jsonl_line(tmp_path, responses):
     assert r.returncode == 2 and "line 4: malformed JSON" in r.stderr
 
 
-def test_compare_cli(tmp_path, responses, smoke_items):
+def test_compare_runs_cli(tmp_path, responses, smoke_items):
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     responses.to_parquet(a)
     SimulatedModel(PlantedBias(flip_pro_minority=0.15), seed=0).decide(smoke_items).to_parquet(b)
-    r = _cli("compare", str(a), str(b), "--json", "--resamples", "100")
+    r = _cli("compare-runs", str(a), str(b), "--json", "--resamples", "100")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
     assert res["n_items"] == int((responses["contrast_type"] == "type1").sum())
@@ -127,8 +127,27 @@ def test_compare_cli(tmp_path, responses, smoke_items):
     assert {("fraggap", "change"), ("accuracy", "accuracy_loss"), ("refusal", "refusal_change")} <= stats
     fr = next(s for s in res["score"] if (s["metric"], s["stat"]) == ("fraggap", "change"))
     assert fr["value"] > 0  # b plants flip_pro_minority 0.15 = flip_neutral: its FragGap moved toward zero
-    r = _cli("compare", str(a), str(b), "--resamples", "100")
+    r = _cli("compare-runs", str(a), str(b), "--resamples", "100")
     assert "Intervention score" in r.stdout and "change toward zero, fraggap" in r.stdout
+
+
+def test_compare_takes_a_config_and_the_old_two_file_form_names_compare_runs(tmp_path, responses):
+    """`evenhand compare` runs a comparison config only; the old `compare BASE OTHER` (with or without
+    compare-runs' flags) and a single response file fail with a message naming `evenhand compare-runs`."""
+    a = tmp_path / "a.parquet"
+    responses.to_parquet(a)
+    for args in ([str(a), str(a)], [str(a), str(a), "--json", "--resamples", "100"], [str(a)]):
+        r = _cli("compare", *args)
+        assert r.returncode == 2 and r.stdout == "", args
+        assert "evenhand compare-runs BASE OTHER" in r.stderr and "Traceback" not in r.stderr, args
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model: m\n")
+    r = _cli("compare", str(cfg), "--resamples", "100")
+    assert r.returncode == 2 and "--resamples applies to two response files (`evenhand compare-runs" in r.stderr
+    r = _cli("compare", str(cfg))  # the config form reaches the config check (names the missing field)
+    assert r.returncode == 2 and "c.yaml: config field 'output_dir' is required" in r.stderr, r.stderr
+    r = _cli("compare-runs", "--help")
+    assert r.returncode == 0 and "evenhand compare CONFIG.yaml" in r.stdout
 
 
 def test_coverage_cli_with_scenario_effects():

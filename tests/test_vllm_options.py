@@ -91,15 +91,15 @@ def test_cli_decide_refuses_logprob_on_vllm_before_loading(tmp_path, capsys):
 
 
 def _compare(**kw):
-    from interventions.compare import parse_config
+    from experiments.studies.compare import parse_config
     return parse_config({"model": "evenhand-organism-fair", "output_dir": "o",
                          "interventions": [{"name": "fair_instruction"}, {"name": "caa"}], **kw})
 
 
 def test_compare_cell_engines():
     """engine vllm: the baseline and prompt methods on vLLM, activation methods on hf; engine hf: all hf."""
-    from interventions.compare import cell_engine
-    from interventions.compare_config import Cell
+    from experiments.studies.compare import cell_engine
+    from experiments.studies.compare_config import Cell
     cfg = _compare(engine="vllm")
     prompt, caa = (Cell(arm, {}, 0, 0) for arm in cfg.interventions)
     assert [cell_engine(cfg, c) for c in (None, prompt, caa)] == ["vllm", "vllm", "hf"]

@@ -37,7 +37,7 @@ def _run(a) -> int:
     if kind == "bbq":
         return bbq(argparse.Namespace(config=a.config, no_progress=a.quiet))
     if kind == "compare":
-        from interventions.compare import parse_config
+        from experiments.studies.compare import parse_config
         return run_comparison(parse_config(data, str(a.config)), progress=not a.quiet)
     if kind == "dose":
         from interventions.dose_response import parse_config as parse_dose

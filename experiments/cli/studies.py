@@ -1,22 +1,34 @@
-"""`evenhand compare`, `bbq`, `modes` and `interventions list`: the studies that compare
-configurations of one model."""
+"""`evenhand compare` (an interventions comparison config), `compare-runs` (two response files), `bbq`,
+`modes` and `interventions list`: the studies that compare configurations of one model."""
 from __future__ import annotations
 
 import argparse
 import json
 
 from .common import boot_args, model_args, prepare
-from .formatting import bbq_text, compare_table, compare_text, modes_text
+from .formatting import bbq_text, compare_table, modes_text
+
+
+RUNS_FLAGS = ("contrast_type", "convention", "json", "resamples", "seed")
+"""The flags of `compare-runs` that an old two-file `compare` call may still pass (refused with a pointer)."""
 
 
 def _compare(a) -> int:
-    if a.other is None:
-        if not str(a.base).endswith((".yaml", ".yml")):
-            raise ValueError("compare takes a comparison config (.yaml) or two response files (BASE OTHER)")
-        if a.convention != "evenhand":
-            raise ValueError("--convention applies to two response files (BASE OTHER); a comparison config is "
-                             "scored with EvenHand's convention")
-        return _compare_interventions(a)
+    """`evenhand compare CONFIG.yaml`: run an interventions comparison and print its table."""
+    if a.other is not None or not str(a.config).endswith((".yaml", ".yml")):
+        raise ValueError("`evenhand compare` runs an interventions comparison config (CONFIG.yaml); two response "
+                         "files are compared with `evenhand compare-runs BASE OTHER`")
+    given = [f"--{f.replace('_', '-')}" for f in RUNS_FLAGS if getattr(a, f"runs_{f}") not in (None, False)]
+    if given:
+        raise ValueError(f"{', '.join(given)} applies to two response files (`evenhand compare-runs BASE OTHER`); "
+                         f"a comparison config is scored with EvenHand's convention, with the resamples and seed it "
+                         f"sets")
+    from experiments.studies.compare import load_config
+    return run_comparison(load_config(a.config), progress=not a.no_progress)
+
+
+def _compare_runs(a) -> int:
+    """`evenhand compare-runs BASE OTHER`: two response files, paired item by item."""
     from evenhand.metrics import compare
     from evenhand.paired import score_arms
     from evenhand.schema import load_rows
@@ -31,21 +43,11 @@ def _compare(a) -> int:
     return 0
 
 
-def _compare_interventions(a) -> int:
-    from interventions.compare import load_config
-    return run_comparison(load_config(a.base), progress=not a.no_progress)
-
-
 def run_comparison(cfg, progress: bool) -> int:
     """Run a parsed comparison config and print its table (`compare CONFIG.yaml`, `run CONFIG.yaml`)."""
-    from interventions.compare import run_compare
-    from .power import power_text, selection_text
-    table = run_compare(cfg, progress=progress)
-    print(compare_text(table))
-    for block in (selection_text(table), power_text(table)):
-        if block:
-            print("\n" + block)
-    print(f"\nwrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
+    from experiments.studies import get
+    study = get("compare")
+    print(study.text(cfg, study.run(cfg, progress=progress)))
     return 0
 
 
@@ -82,13 +84,30 @@ def _interventions_list(a) -> int:
 
 
 def register_compare(sub: argparse._SubParsersAction) -> None:
-    """Add `compare` to the top-level subparsers ``sub``."""
-    s = sub.add_parser("compare", help="interventions against the baseline (CONFIG.yaml), or two runs (BASE OTHER)")
-    s.add_argument("base", help="a comparison config (.yaml), or the base run's responses")
-    s.add_argument("other", nargs="?", default=None, help="the other run's responses (two-run form)")
+    """Add `compare` and `compare-runs` to the top-level subparsers ``sub``."""
+    s = sub.add_parser("compare", help="interventions against the baseline: run a comparison config (CONFIG.yaml)")
+    s.add_argument("config", help="a comparison config (.yaml; experiments/configs/compare_interventions.yaml)")
+    s.add_argument("other", nargs="?", default=None, help=argparse.SUPPRESS)  # the old two-file form, refused
     s.add_argument("--no-progress", action="store_true")
-    boot_args(s)
+    for f in RUNS_FLAGS:  # compare-runs' flags, refused with a pointer to it
+        flag = f"--{f.replace('_', '-')}"
+        if f == "json":
+            s.add_argument(flag, dest=f"runs_{f}", action="store_true", help=argparse.SUPPRESS)
+        else:
+            s.add_argument(flag, dest=f"runs_{f}", default=None, help=argparse.SUPPRESS)
     s.set_defaults(fn=_compare)
+    s = sub.add_parser("compare-runs", help="two response files (BASE OTHER) paired item by item: the difference "
+                                            "of every metric (other - base), McNemar and the intervention score",
+                       description="Compare two runs' responses on their shared items: each metric's paired "
+                                   "difference (other - base) with a paired cluster-bootstrap CI, McNemar on the GT "
+                                   "baseline items, and the intervention score (change toward zero, accuracy loss, "
+                                   "refusal change; evenhand.paired). An interventions comparison config is run with "
+                                   "`evenhand compare CONFIG.yaml`.")
+    s.add_argument("base", help="the base run's responses (.parquet, .jsonl or .csv; a run directory's "
+                                "responses.parquet)")
+    s.add_argument("other", help="the other run's responses, the same items decided another way")
+    boot_args(s)
+    s.set_defaults(fn=_compare_runs)
 
 
 def register_modes_bbq_interventions(sub: argparse._SubParsersAction) -> None:

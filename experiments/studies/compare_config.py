@@ -1,6 +1,6 @@
 """The comparison config: arms, splits, selection rule and the cells they make.
 
-The YAML format and what each section means: :mod:`interventions.compare` (``parse_config`` checks a
+The YAML format and what each section means: :mod:`experiments.studies.compare` (``parse_config`` checks a
 mapping with the one config builder, :func:`evenhand.options.build`, and names the field of every
 problem); :func:`cells` expands the arms (options x sweep x seeds x random control) into the cells a
 comparison runs.
@@ -12,10 +12,11 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .base import REGISTRY, InterventionError
-from .fitted import fit_key
-from .protocol import SelectRule
-from .registry import get
+from interventions.base import REGISTRY, InterventionError
+from interventions.fitted import fit_key
+from interventions.registry import get
+
+from .compare_split import SelectRule
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,13 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     errors name the file and the field)."""
     from evenhand.options import ConfigError, Rules, build
 
-    from .registry import registered
+    from interventions.registry import registered
     registered()  # loads the built-in methods
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
+    if raw.get("kind", "compare") != "compare":
+        raise ConfigError(f"{where}: kind: {raw['kind']!r} is not a comparison config (kind: compare)")
+    raw = {k: v for k, v in raw.items() if k != "kind"}
     from evenhand.metrics import ASYMMETRY
     from evenhand.engine.vllm_engine import ENGINES, VLLM_MODES
     rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY, "engine": ENGINES},

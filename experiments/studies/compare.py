@@ -38,7 +38,7 @@ direction-based method is derived from that fit (``fitted/<name>-<key>-random/``
 
 Items come from the model's suite version (:func:`model_suite`: an organism's own
 version, v1 for ``evenhand-organism``, else the default, v2), recorded as the
-manifest's ``suite_version``. Scenarios (:mod:`interventions.protocol`): fitting,
+manifest's ``suite_version``. Scenarios (:mod:`experiments.studies.compare_split`): fitting,
 validation and held-out scenarios are disjoint and each drawn stratified across domains; every
 evaluation scenario gets ``eval.contrasts`` type-1 contrasts from a balanced
 cycle (:func:`evenhand.models.policy.matched_items`: every pressured item's
@@ -46,7 +46,7 @@ baseline is present). The baseline on the validation items fixes the sign each
 change is aligned to (unless ``signs`` declares it), before any held-out item is
 decided (``signs.json``, the manifest, the table's ``sign_source``). An arm with a ``sweep`` runs each setting (its first seed,
 no control) on the validation items, the selection rule (``select``, see
-:class:`interventions.protocol.SelectRule`) picks one, recorded with its reason in
+:class:`experiments.studies.compare_split.SelectRule`) picks one, recorded with its reason in
 ``selection.json`` / ``selection.csv`` and the table's ``selection`` column, and
 only the chosen setting is run on held-out items. Each cell (intervention x
 options x seed x control) writes ``cells/<cell>/responses.parquet``
@@ -70,18 +70,21 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.checks import warn_unparseable
+from evenhand.options import ConfigError
 from evenhand.runs import RunDir
 
-from .base import Fitted, InterventionError, decide_with
+from interventions.base import Fitted, InterventionError, decide_with
+from interventions.fitted import fit_key
+from interventions.registry import get
+
+from .base import Study, register
 from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
                              parse_config, settings, swept_arms)
-from .fitted import fit_key
-from .protocol import assign_contrasts, scenario_plan, select_settings
-from .registry import get
+from .compare_split import assign_contrasts, scenario_plan, select_settings
 
-__all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows",
-           "controls_of", "item_sets", "load_config", "model_suite", "parse_config", "run_compare", "settings",
-           "swept_arms", "validation_signs"]
+__all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "compare_stages",
+           "comparison_rows", "controls_of", "item_sets", "load_config", "model_suite", "open_compare", "parse_config",
+           "run_compare", "settings", "swept_arms", "validation_signs"]
 
 VLLM_GPU_SHARE = 0.5
 """The share of the GPU vLLM takes in a comparison with ``engine: vllm`` (the Hugging Face model shares it)."""
@@ -125,7 +128,7 @@ def needs_validation_signs(cfg: CompareConfig) -> bool:
 
 def item_sets(cfg: CompareConfig) -> ItemSets:
     """Fitting, validation and held-out evaluation items from disjoint, domain-stratified scenario sets
-    (:func:`interventions.protocol.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
+    (:func:`experiments.studies.compare_split.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
     :func:`evenhand.models.organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
     contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
@@ -243,31 +246,51 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
     return rows
 
 
+def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
+    """The comparison's run directory, opened (or created) for ``cfg`` with its item sets recorded in the
+    manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused)."""
+    from evenhand.stages import open_run
+    train, val, ev = sets.train, sets.validation, sets.heldout
+    return open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
+                    n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
+                    heldout_pool=sets.heldout_pool,
+                    train_scenarios=sorted(train["scenario_id"].unique().tolist()),
+                    validation_scenarios=sorted(val["scenario_id"].unique().tolist()) if len(val) else [],
+                    eval_scenarios=sorted(ev["scenario_id"].unique().tolist()),
+                    eval_contrasts=sorted(ev["contrast_id"].unique().tolist()), suite_version=sets.suite)
+
+
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) a comparison; returns the tidy table and writes every output. The stages: the
-    model, the validation baseline and the signs decided on it (:func:`validation_signs`; ``signs.json``), the
-    selection of each swept arm on the validation split (one stage per setting, the choice), the baseline,
-    one per held-out cell (each done once its responses are written), the table."""
-    from evenhand.decisions import DecideOptions, decide
-    from evenhand.models.loading import load_model, locate, resolve_spec
-    from evenhand.runs import write_json_atomic, write_table_atomic
-    from evenhand.stages import LoadModel, Step, exists, open_run, run_stages
+    """Run (or resume) a comparison through the stage driver (:func:`compare_stages`); returns the tidy table
+    and writes every output."""
+    from evenhand.models.loading import locate, resolve_spec
+    from evenhand.stages import run_stages
 
     spec = resolve_spec(cfg.model)
     locate(spec)
     sets = item_sets(cfg)
-    train, val, ev = sets.train, sets.validation, sets.heldout
     if cfg.eval_scenarios > sets.heldout_pool:
         import sys
         print(f"eval.scenarios {cfg.eval_scenarios} > the {sets.heldout_pool} held-out scenarios: all "
               f"{sets.heldout_pool} are used", file=sys.stderr)
-    run = open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
-                   n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
-                   heldout_pool=sets.heldout_pool,
-                   train_scenarios=sorted(train["scenario_id"].unique().tolist()),
-                   validation_scenarios=sorted(val["scenario_id"].unique().tolist()) if len(val) else [],
-                   eval_scenarios=sorted(ev["scenario_id"].unique().tolist()),
-                   eval_contrasts=sorted(ev["contrast_id"].unique().tolist()), suite_version=sets.suite)
+    run = open_compare(cfg, sets)
+    stages = compare_stages(cfg, spec, sets, progress)
+    run_stages(run, stages)
+    return stages[-1].result
+
+
+def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = True) -> list:
+    """The comparison's stages, every path from the :class:`~evenhand.runs.RunDir` the driver passes: the
+    model, the validation baseline and the signs decided on it (:func:`validation_signs`; ``signs.json``), the
+    selection of each swept arm on the validation split (one stage per setting, the choice), the baseline,
+    one per held-out cell (each done once its responses are written), the table (the last stage; its
+    ``result`` is the table). ``spec``: the resolved model spec; ``sets``: :func:`item_sets` of ``cfg``."""
+    from evenhand.decisions import DecideOptions, decide
+    from evenhand.models.loading import load_model
+    from evenhand.runs import write_json_atomic, write_table_atomic
+    from evenhand.stages import LoadModel, Step, exists
+
+    train, val, ev = sets.train, sets.validation, sets.heldout
     model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
@@ -281,15 +304,11 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
             from evenhand.engine.vllm_engine import load_vllm
             vllm_model.append(load_vllm(spec, gpu_memory_utilization=VLLM_GPU_SHARE))
         return vllm_model[0], replace(opts, engine="vllm")
-    baseline = run.cell("baseline")
     fitted_cache: dict[str, Fitted] = {}
     train_ids = train["item_id"].astype(str).tolist()
     swept = swept_arms(cfg)
-    vdir = run.path / "validation"
-    selection_json = run.path / "selection.json"
-    signs_json = run.path / "signs.json"
 
-    def decide_to(items: pd.DataFrame, path: Path, cell: Cell | None, tag: str) -> None:
+    def decide_to(run: RunDir, items: pd.DataFrame, path: Path, cell: Cell | None, tag: str) -> None:
         lm, dopts = decider(cell)
         if cell is None:
             resp = decide(items, lm, dopts, out_dir=path.parent)
@@ -304,64 +323,64 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         write_table_atomic(path, resp)
         warn_unparseable(resp, run, part=f"{path.parent.parent.name}/{path.parent.name}")  # e.g. cells/caa-...
 
-    def resp_path(root: Path, key: str) -> Path:
-        return root / key / "responses.parquet"
+    def val_path(run: RunDir, key: str) -> Path:
+        return run.validation_cell(key).responses_path
 
     steps: list[Step] = []
     if len(val):  # signs and selection first: they read validation runs only
-        steps.append(Step("validation:baseline", lambda r: decide_to(val, resp_path(vdir, "baseline"), None, ""),
-                          exists(lambda r: resp_path(vdir, "baseline"))))
+        steps.append(Step("validation:baseline", lambda r: decide_to(r, val, val_path(r, "baseline"), None, ""),
+                          exists(lambda r: val_path(r, "baseline"))))
 
     def fix_signs(r: RunDir) -> None:
-        vb = pd.read_parquet(resp_path(vdir, "baseline")) if len(val) else None
+        vb = pd.read_parquet(val_path(r, "baseline")) if len(val) else None
         signs, source = validation_signs(cfg, vb)
-        write_json_atomic(signs_json, {"signs": signs, "sign_source": source})
+        write_json_atomic(r.signs_json, {"signs": signs, "sign_source": source})
         r.update_manifest(signs=signs, sign_source=source)
-    steps.append(Step("signs", fix_signs, exists(lambda r: signs_json)))
+    steps.append(Step("signs", fix_signs, exists(lambda r: r.signs_json)))
     if swept:
         trials = [(i, Cell(cfg.interventions[i], {**cfg.interventions[i].options, **g},
                            cfg.interventions[i].seeds[0], False)) for i in swept for g in settings(cfg.interventions[i])]
         for j, (_, cell) in enumerate(trials):
             steps.append(Step(f"validation:{cell.key}",
-                              lambda r, c=cell, j=j: decide_to(val, resp_path(vdir, c.key), c,
+                              lambda r, c=cell, j=j: decide_to(r, val, val_path(r, c.key), c,
                                                                f"[validation {j + 1}/{len(trials)}] "),
-                              exists(lambda r, c=cell: resp_path(vdir, c.key))))
+                              exists(lambda r, c=cell: val_path(r, c.key))))
 
         def select(r: RunDir) -> None:
             out = select_settings(cfg.select, cfg.interventions, swept, trials,
-                                  lambda key: pd.read_parquet(resp_path(vdir, key)), int(val["scenario_id"].nunique()))
-            write_json_atomic(selection_json, {**out, "signs": json.loads(signs_json.read_text())})
-            write_table_atomic(run.path / "selection.csv", pd.DataFrame(
+                                  lambda key: pd.read_parquet(val_path(r, key)), int(val["scenario_id"].nunique()))
+            write_json_atomic(r.selection_json, {**out, "signs": json.loads(r.signs_json.read_text())})
+            write_table_atomic(r.selection_csv, pd.DataFrame(
                 [{"arm": a["arm"], "intervention": a["intervention"], **row, "setting": json.dumps(row["setting"]),
                   "reason": a["reason"]} for a in out.values() for row in a["validation"]]))
-        steps.append(Step("select", select, exists(lambda r: selection_json)))
-    steps.append(Step("baseline", lambda r: decide_to(ev, baseline.responses_path, None, ""),
-                      exists(lambda r: baseline.responses_path)))
+        steps.append(Step("select", select, exists(lambda r: r.selection_json)))
+    steps.append(Step("baseline", lambda r: decide_to(r, ev, r.cell("baseline").responses_path, None, ""),
+                      exists(lambda r: r.cell("baseline").responses_path)))
 
-    def chosen() -> dict[int, dict]:
+    def chosen(run: RunDir) -> dict[int, dict]:
         if not swept:
             return {}
-        return {int(i): a["setting"] for i, a in json.loads(selection_json.read_text()).items() if i.isdigit()}
+        return {int(i): a["setting"] for i, a in json.loads(run.selection_json.read_text()).items() if i.isdigit()}
 
     for i, arm in enumerate(cfg.interventions):  # held-out cells; a swept arm's setting is read from the selection
         for seed in arm.seeds:
             for control in control_indices(cfg, arm):
-                def cell_of(i=i, seed=seed, control=control) -> Cell:
+                def cell_of(run: RunDir | None, i=i, seed=seed, control=control) -> Cell:
                     a = cfg.interventions[i]
-                    return Cell(a, {**a.options, **(chosen()[i] if i in swept else {})}, seed, control)
-                name = cell_of().key if i not in swept else \
+                    return Cell(a, {**a.options, **(chosen(run)[i] if i in swept else {})}, seed, control)
+                name = cell_of(None).key if i not in swept else \
                     f"{arm.name}#{i}[selected]-s{seed}{control_suffix(control)}"
                 steps.append(Step(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
-                    ev, r.cell(c().key).responses_path, c(), tag), lambda r, n, c=cell_of, sel=i in swept: (
-                    not sel or selection_json.exists()) and r.cell(c().key).responses_path.exists()))
+                    r, ev, r.cell(c(r).key).responses_path, c(r), tag), lambda r, n, c=cell_of, sel=i in swept: (
+                    not sel or r.selection_json.exists()) and r.cell(c(r).key).responses_path.exists()))
 
     def table(run: RunDir) -> pd.DataFrame:
-        grid = cells(cfg, chosen())
-        reasons = {int(i): a["reason"] for i, a in json.loads(selection_json.read_text()).items()
+        grid = cells(cfg, chosen(run))
+        reasons = {int(i): a["reason"] for i, a in json.loads(run.selection_json.read_text()).items()
                    if i.isdigit()} if swept else {}
-        base = pd.read_parquet(baseline.responses_path)
+        base = pd.read_parquet(run.cell("baseline").responses_path)
         responses = {c.key: pd.read_parquet(run.cell(c.key).responses_path) for c in grid}
-        fixed = json.loads(signs_json.read_text())
+        fixed = json.loads(run.signs_json.read_text())
         rows = comparison_rows(grid, base, responses, cfg.resamples, cfg.seed, cfg.refusal_margin,
                                signs=fixed["signs"], sign_source=fixed["sign_source"])
         rows += _power_rows("baseline", None, base, None, cfg.resamples, cfg.seed)
@@ -376,14 +395,12 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
         t = pd.DataFrame(rows)
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
-        from .figures import compare_latex, frontier_figure
+        from .compare_figures import compare_latex, frontier_figure
         frontier_figure(t, run.frontier_stem)
-        Path(run.frontier_stem).with_name("compare.tex").write_text(compare_latex(t))
+        run.compare_tex.write_text(compare_latex(t))
         return t
 
-    final = Step("table", table)
-    run_stages(run, [model, *steps, final])
-    return final.result
+    return [model, *steps, Step("table", table)]
 
 
 def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:
@@ -412,7 +429,7 @@ def _norm_rows(grid: list[Cell], run: RunDir, train_ids: list[str]) -> list[dict
     """One ``operator_norm`` row per site of every eraser cell (``ace``, ``leace`` and their random controls):
     the spectral norm of the map's linear part (:func:`interventions.steered.eraser_norms`), read from the
     cell's saved fit, so that a method and its controls are seen to move activations by comparable amounts."""
-    from .steered import eraser_norms
+    from interventions.steered import eraser_norms
     rows = []
     for c in grid:
         if c.arm.name not in ("ace", "leace"):
@@ -453,3 +470,34 @@ def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], r
         fitted.save(fdir)
     cache[name] = fitted
     return fitted
+
+
+@register
+class CompareStudy(Study):
+    """The interventions comparison as a study (``kind: compare``): :func:`parse_config`,
+    :func:`compare_stages`, :func:`run_compare`, and the text ``evenhand compare CONFIG`` prints."""
+
+    kind = "compare"
+    tables = (RunDir("").compare_table.name,)
+
+    def parse(self, data, where: str = "config") -> CompareConfig:
+        return parse_config(dict(data), where)
+
+    def stages(self, cfg: CompareConfig, progress: bool = True) -> list:
+        from evenhand.models.loading import resolve_spec
+        return compare_stages(cfg, resolve_spec(cfg.model), item_sets(cfg), progress)
+
+    def run(self, cfg: CompareConfig, progress: bool = True, backend: str = "local") -> pd.DataFrame:
+        if backend not in self.backends:
+            raise ConfigError(f"a comparison runs on the {' or '.join(self.backends)} backend, not {backend!r}")
+        return run_compare(cfg, progress=progress)
+
+    def text(self, cfg: CompareConfig, result: pd.DataFrame) -> str:
+        """One line per cell (:func:`experiments.cli.formatting.compare_text`), the chosen settings, the power
+        block and the files written."""
+        # inside: importing experiments.cli runs its package __init__, which loads every command
+        from experiments.cli.formatting import compare_text
+        from experiments.cli.power import power_text, selection_text
+        blocks = [compare_text(result)] + [b for b in (selection_text(result), power_text(result)) if b]
+        blocks.append(f"wrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
+        return "\n\n".join(blocks)
