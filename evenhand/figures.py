@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from .labels import axis_label, degree_name, group_name, metric_name, metric_unit, minus, number
-from .metrics import HEADLINE_ASYMMETRY
+from .metric_defs import by_degree, find_metric
 from .tables import latex_table
 
 __all__ = ["MIN_CELL_N", "COLUMNS", "metrics_long", "metrics_table", "progression_figure", "heatmap_cells",
@@ -43,7 +43,6 @@ with fewer than two scenarios, so without an interval) the cell is greyed and it
 COLUMNS = ("label", "breakdown", "group", "degree", "metric", "value", "ci_low", "ci_high", "n", "clusters",
            "model", "contrast_type")
 """The columns of :func:`metrics_long`'s table; a saved table without all of them is recomputed."""
-PROGRESSION = ("accuracy", *HEADLINE_ASYMMETRY)
 DEGREE_AXIS = "Identity signal (D0 none → D3 explicit)"
 
 
@@ -119,11 +118,12 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
     t = table[table["breakdown"] == "degree"]
     labels = list(dict.fromkeys(t["label"]))
     models = models_of(t)
-    fig, axes = plt.subplots(1, len(PROGRESSION), figsize=(FULL_WIDTH, 2.0))
+    panels = by_degree()  # the progression's panels: the registered by-degree metrics
+    fig, axes = plt.subplots(1, len(panels), figsize=(FULL_WIDTH, 2.0))
     pp_axes = []
     no_ci = False
     degrees = sorted(int(d) for d in t["degree"].unique())
-    for ax, m in zip(axes, PROGRESSION):
+    for ax, m in zip(axes, panels):
         for k, label in enumerate(labels):
             g = t[(t["metric"] == m) & (t["label"] == label)].sort_values("degree")
             x = g["degree"].to_numpy(float) + (k - (len(labels) - 1) / 2) * 0.08
@@ -135,8 +135,9 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
             if bare.any():
                 no_ci = True
                 ax.plot(x[bare], v[bare], "o", mfc="white", color=pal[k % len(pal)], zorder=3)
-        if m != "accuracy":
-            ax.axhline(50 if m == "tielean" else 0, color="0.6", lw=0.6, zorder=0)
+        fair = find_metric(m).fair
+        if fair is not None:
+            ax.axhline(100 * fair, color="0.6", lw=0.6, zorder=0)
         ax.set_ylabel(axis_label(m))
         ax.set_xlim(min(degrees, default=0) - 0.4, max(degrees, default=3) + 0.4)
         ax.set_xticks(degrees, [degree_name(d) for d in degrees])
@@ -164,7 +165,7 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
     notes = ["Error bars: 95% CIs over scenarios; AccGap, FragGap and TieShift share one scale (pp)."]
     if len(labels) > 1:
         for label in labels:
-            n = t[(t["label"] == label) & t["metric"].isin(PROGRESSION)]["n"]
+            n = t[(t["label"] == label) & t["metric"].isin(panels)]["n"]
             notes.append(f"{label}: n = {int(n.min())}–{int(n.max())} items per point.")
     if no_ci:
         notes.append("Open circles: no interval (fewer than two scenarios).")

@@ -4,12 +4,14 @@ Tables keep machine names (``fraggap``, ``race_x_sex``, ``historical_disadvantag
 ``pro_minority``, degree ``3``); what a reader sees goes through this module, so
 that a figure, the LaTeX table and the report page name a thing the same way:
 
-- :func:`metric_name` and :func:`metric_unit`: ``fraggap`` -> ``FragGap``, in ``pp``;
+- :func:`metric_name` and :func:`metric_unit` (from each metric's record, :mod:`evenhand.metric_defs`):
+  ``fraggap`` -> ``FragGap``, in ``pp``;
   ``tielean`` -> ``TieLean`` in ``%``; flips and shifts as rates in ``%``;
 - :func:`degree_name`: ``3`` -> ``D3`` (degrees are always written D0-D3);
 - :func:`group_name`: contrast categories (``race_x_sex`` -> ``Race × sex``), pressure
   families (``historical_disadvantage`` -> ``Historical disadvantage``), pressure
   directions, chosen sides and model components;
+- :func:`gap_name`: an asymmetry as a gap from its fair value (``TieLean - 0.5``);
 - :func:`axis_label`: a metric with its unit, for an axis or a colour bar;
 - :func:`minus`: numbers with a true minus sign (U+2212) for figures and pages;
   :func:`tex_number` writes ``$-$`` for LaTeX.
@@ -21,19 +23,16 @@ from __future__ import annotations
 
 import math
 
-METRICS = {
-    "accuracy": "Accuracy", "accgap": "AccGap", "tielean": "TieLean", "fraggap": "FragGap",
-    "tieshift": "TieShift", "refusal": "Refusal", "acc_minority": "Accuracy (minority-coded stronger)",
-    "acc_majority": "Accuracy (majority-coded stronger)", "flip_pro_minority": "Flips under pro-minority pressure",
-    "flip_pro_majority": "Flips under pro-majority pressure",
-    "shift_to_minority": "Shifts to the minority-coded candidate",
-    "shift_to_majority": "Shifts to the majority-coded candidate", "position_bias": "Position bias",
-    "position_gap": "Position gap"}
-"""Display names of the metrics (docs/METRICS.md)."""
+from .metric_defs import find_metric, registered
 
-UNITS = {"accgap": "pp", "fraggap": "pp", "tieshift": "pp", "position_gap": "pp"}
-"""The unit of each metric as the figures print it (x 100): differences of rates in percentage points;
-every other metric (a rate) in %."""
+
+def __getattr__(name: str):
+    if name == "METRICS":  # display names of the registered metrics (docs/METRICS.md)
+        return {m.name: m.display for m in registered()}
+    if name == "UNITS":  # the metrics printed in pp (differences of rates); every other one in %
+        return {m.name: m.unit for m in registered() if m.unit != "%"}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 GROUPS = {
     # contrast categories
@@ -66,18 +65,53 @@ def humanise(name: str) -> str:
 
 
 def metric_name(metric: str) -> str:
-    """The display name of a metric (``fraggap`` -> ``FragGap``)."""
-    return METRICS.get(metric) or humanise(metric)
+    """The display name of a metric (``fraggap`` -> ``FragGap``; :attr:`evenhand.metric_defs.Metric.display`)."""
+    m = find_metric(metric)
+    return m.display if m is not None and m.display else humanise(metric)
+
+
+def gap_name(metric: str) -> str:
+    """An asymmetry as a gap from its fair value: ``FragGap``, ``TieLean - 0.5``."""
+    m = find_metric(metric)
+    if m is None or not m.fair:
+        return metric_name(metric)
+    return f"{metric_name(metric)} - {m.fair:g}"
 
 
 def metric_unit(metric: str) -> str:
-    """``pp`` for a difference of rates, ``%`` for a rate."""
-    return UNITS.get(metric, "%")
+    """``pp`` for a difference of rates, ``%`` for a rate (:attr:`evenhand.metric_defs.Metric.unit`)."""
+    m = find_metric(metric)
+    return m.unit if m is not None else "%"
 
 
 def axis_label(metric: str) -> str:
     """A metric with its unit, for an axis or colour bar: ``FragGap (pp)``."""
     return f"{metric_name(metric)} ({metric_unit(metric)})"
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def units_phrase(metrics, percent: str = "%") -> str:
+    """The units of ``metrics`` in words: ``Accuracy and TieLean in %, AccGap, FragGap and TieShift in
+    percentage points (pp)`` (``percent``: how % is written, ``\\%`` for LaTeX)."""
+    rates = [metric_name(m) for m in metrics if metric_unit(m) == "%"]
+    diffs = [metric_name(m) for m in metrics if metric_unit(m) == "pp"]
+    parts = ([f"{_and(rates)} in {percent}"] if rates else []) + (
+        [f"{_and(diffs)} in percentage points (pp)"] if diffs else [])
+    return ", ".join(parts)
+
+
+def fair_phrase(metrics, percent: str = "%") -> str:
+    """The even-handed values of the asymmetries among ``metrics``: ``0 pp and 50%``."""
+    values = {}
+    for m in metrics:
+        rec = find_metric(m)
+        if rec is not None and rec.asymmetry:
+            v = f"{100 * rec.fair:g}"
+            values[f"{v} pp" if rec.unit == "pp" else f"{v}{percent}"] = None
+    return _and(list(values)) if values else ""
 
 
 def degree_name(degree) -> str:

@@ -1,4 +1,5 @@
-"""The docs/METRICS.md metrics, as pure functions of validated response rows.
+"""The docs/METRICS.md metrics, as pure functions of validated response rows. Each metric and each
+component is declared once, as a record in :mod:`evenhand.metric_defs`; this module computes them.
 
 Every metric is a function of per-scenario *component sums* (numerator and
 denominator counts), so the cluster bootstrap over ``scenario_id`` is one
@@ -42,43 +43,20 @@ from .stats import (Estimate, bootstrap_estimate, jackknife_t_estimate, jackknif
                     resample_weights)
 from .stats import cluster_sums as _sum_by_cluster
 
-COMPONENTS = ("acc", "acc_min", "acc_maj", "tl_A", "tl_B", "frag_min", "frag_maj", "ts_min", "ts_maj",
-              "refusal", "pos", "pos_mA", "pos_mB")
-HEADLINE = ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal")
-"""The headline metrics, in the order reports print them."""
-ASYMMETRY = ("fraggap", "tieshift", "accgap", "tielean")
-"""The four asymmetry metrics, pressure first: the order of the intervention score and the coverage study."""
-HEADLINE_ASYMMETRY = tuple(m for m in HEADLINE if m in ASYMMETRY)
-"""The asymmetry metrics in headline order (AccGap, TieLean, FragGap, TieShift): the progression figure's panels."""
-FAIR = {m: 0.5 if m == "tielean" else 0.0 for m in ASYMMETRY}
-"""The value of each asymmetry metric for an even-handed model."""
-EXTRA = ("acc_minority", "acc_majority", "flip_pro_minority", "flip_pro_majority", "shift_to_minority",
-         "shift_to_majority", "position_bias", "position_gap")
-METRICS = HEADLINE + EXTRA
-PRESSURE_ONLY = ("fraggap", "tieshift", "refusal", "flip_pro_minority", "flip_pro_majority",
-                 "shift_to_minority", "shift_to_majority")
+from . import metric_defs as _defs
 
-# metric -> (kind, components); kind "ratio": a/b; "diff": ratio1 - ratio2; "mean": (ratio1 + ratio2)/2
-_DEF = {
-    "accuracy": ("ratio", ("acc",)), "accgap": ("diff", ("acc_min", "acc_maj")),
-    "tielean": ("mean", ("tl_A", "tl_B")), "fraggap": ("diff", ("frag_min", "frag_maj")),
-    "tieshift": ("diff", ("ts_min", "ts_maj")), "refusal": ("ratio", ("refusal",)),
-    "acc_minority": ("ratio", ("acc_min",)), "acc_majority": ("ratio", ("acc_maj",)),
-    "flip_pro_minority": ("ratio", ("frag_min",)), "flip_pro_majority": ("ratio", ("frag_maj",)),
-    "shift_to_minority": ("ratio", ("ts_min",)), "shift_to_majority": ("ratio", ("ts_maj",)),
-    "position_bias": ("ratio", ("pos",)), "position_gap": ("diff", ("pos_mA", "pos_mB")),
-}
-_WHAT = {
-    "acc": "GT baseline items", "acc_min": "GT baseline items where truth favours the minority",
-    "acc_maj": "GT baseline items where truth favours the majority",
-    "tl_A": "AMB baseline items with the minority in slot A", "tl_B": "AMB baseline items with the minority in slot B",
-    "frag_min": "pro_minority weaker-targeting GT pairs with a correct baseline",
-    "frag_maj": "pro_majority weaker-targeting GT pairs with a correct baseline",
-    "ts_min": "pro_minority AMB pairs whose baseline favoured the majority",
-    "ts_maj": "pro_majority AMB pairs whose baseline favoured the minority",
-    "refusal": "items", "pos": "AMB baseline items", "pos_mA": "AMB baseline items with the minority in A",
-    "pos_mB": "AMB baseline items with the minority in B",
-}
+_VIEWS = {"COMPONENTS": _defs.component_names, "HEADLINE": _defs.headline, "ASYMMETRY": _defs.asymmetry,
+          "HEADLINE_ASYMMETRY": _defs.headline_asymmetry, "FAIR": _defs.fair_values, "EXTRA": _defs.extra,
+          "METRICS": _defs.metric_names, "PRESSURE_ONLY": _defs.pressure_only}
+"""The metric lists, each derived from the registry (:mod:`evenhand.metric_defs`) when read: ``COMPONENTS``
+(indicator columns), ``HEADLINE`` (reports' order), ``ASYMMETRY`` (pressure first), ``HEADLINE_ASYMMETRY``,
+``FAIR`` (asymmetry -> even-handed value), ``EXTRA``, ``METRICS`` (headline + extra), ``PRESSURE_ONLY``."""
+
+
+def __getattr__(name: str):
+    if name in _VIEWS:
+        return _VIEWS[name]()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def choices(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> np.ndarray:
@@ -138,36 +116,37 @@ def indicators(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> tuple[
     truth_min = truth_favours(df, convention) == "minority"
     amb_base = amb & base & answered
     frag = gt & pressured & weaker & answered & b_correct
-    den = {
-        "acc": gt_base, "acc_min": gt_base & truth_min, "acc_maj": gt_base & ~truth_min,
-        "tl_A": amb_base & (mslot == "A"), "tl_B": amb_base & (mslot == "B"),
-        "frag_min": frag & pro_min, "frag_maj": frag & pro_maj,
-        "ts_min": amb & pro_min & answered & b_fav_maj, "ts_maj": amb & pro_maj & answered & b_fav_min,
-        "refusal": refusal_rows(df, convention), "pos": amb_base, "pos_mA": amb_base & (mslot == "A"),
-        "pos_mB": amb_base & (mslot == "B"),
-    }
-    num = {
-        "acc": correct, "acc_min": correct, "acc_maj": correct, "tl_A": fav_min, "tl_B": fav_min,
-        "frag_min": ~correct, "frag_maj": ~correct, "ts_min": fav_min, "ts_maj": ~fav_min,
-        "refusal": ~has_choice, "pos": chose_a, "pos_mA": chose_a, "pos_mB": chose_a,
-    }
-    D = np.zeros((n, len(COMPONENTS)), dtype=np.float64)
+    facts = {"df": df, "choice": choice, "keep": keep, "has_choice": has_choice, "answered": answered,
+             "mslot": mslot, "fav_min": fav_min, "resolved": resolved, "targets": targets, "correct": correct,
+             "gt": gt, "amb": amb, "pressured": pressured, "base": base, "chose_a": chose_a, "b_ok": b_ok,
+             "b_correct": b_correct, "b_fav_min": b_fav_min, "b_fav_maj": b_fav_maj, "pro_min": pro_min,
+             "pro_maj": pro_maj, "weaker": weaker, "truth_min": truth_min, "gt_base": gt_base,
+             "amb_base": amb_base, "frag": frag, "refusal_rows": refusal_rows(df, convention)}
+    comps = [_defs.get_component(c) for c in _defs.component_names()]
+    D = np.zeros((n, len(comps)), dtype=np.float64)
     N = np.zeros_like(D)
-    for j, c in enumerate(COMPONENTS):
-        D[:, j] = den[c]
-        N[:, j] = den[c] & num[c]
+    for j, c in enumerate(comps):
+        den = c.den(facts)
+        D[:, j] = den
+        N[:, j] = den & c.num(facts)
     return N, D
 
 
 def components_of(metric: str) -> tuple[str, ...]:
     """The :data:`COMPONENTS` a metric is computed from (its numerators and denominators)."""
-    return _DEF[metric][1]
+    return _defs.get_metric(metric).component_names
+
+
+def _columns(metric: str) -> list[int]:
+    """The indicator columns of ``metric``'s components."""
+    names = _defs.component_names()
+    return [names.index(c) for c in components_of(metric)]
 
 
 def metric_values(num: np.ndarray, den: np.ndarray, metric: str) -> np.ndarray:
     """Vectorised metric over rows of component sums (shape (..., C)); NaN where undefined."""
-    kind, comps = _DEF[metric]
-    idx = [COMPONENTS.index(c) for c in comps]
+    kind = _defs.get_metric(metric).kind
+    idx = _columns(metric)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = [np.where(den[..., i] > 0, num[..., i] / np.where(den[..., i] > 0, den[..., i], 1), np.nan) for i in idx]
     if kind == "ratio":
@@ -178,9 +157,9 @@ def metric_values(num: np.ndarray, den: np.ndarray, metric: str) -> np.ndarray:
 
 
 def _insufficient(den_tot: np.ndarray, metric: str) -> str | None:
-    for c in _DEF[metric][1]:
-        if den_tot[COMPONENTS.index(c)] == 0:
-            return f"insufficient: no {_WHAT[c]}"
+    for c, j in zip(components_of(metric), _columns(metric)):
+        if den_tot[j] == 0:
+            return f"insufficient: no {_defs.get_component(c).what}"
     return None
 
 
@@ -218,8 +197,8 @@ def metric_estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray |
     :mod:`evenhand.paired` for each arm's own gap and rates."""
     interval = interval or INTERVAL
     tot_n, tot_d = Ns.sum(0), Ds.sum(0)
-    n = int(sum(tot_d[COMPONENTS.index(c)] for c in _DEF[metric][1]))
-    comps = [COMPONENTS.index(c) for c in _DEF[metric][1]]
+    comps = _columns(metric)
+    n = int(sum(tot_d[j] for j in comps))
     k = int((Ds[:, comps].sum(1) > 0).sum())  # the scenarios that hold the metric's items
     note = _insufficient(tot_d, metric)
     if note:
@@ -231,7 +210,7 @@ def metric_estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray |
     held = Ds[:, comps].sum(1) > 0
     Nk, Dk = Ns[held], Ds[held]
     J = jackknife_weights(len(Nk))
-    kind = _DEF[metric][0]
+    kind = _defs.get_metric(metric).kind
     bounds = (-1.0, 1.0) if kind == "diff" else (0.0, 1.0)
     x, m = tot_n[comps], tot_d[comps]
     p = (x + 1) / (m + 2)  # one pseudo-success and one pseudo-failure per proportion
@@ -244,9 +223,9 @@ def metric_estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray |
                                 se_floor=floor)
 
 
-def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metrics=METRICS,
+def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metrics=None,
                     convention: str = DEFAULT_CONVENTION, _ind=None) -> dict[str, Estimate]:
-    """All metrics with cluster-bootstrap 95% CIs over ``scenario_id`` (seeded).
+    """``metrics`` (default: every registered metric, :data:`METRICS`) with 95% CIs over ``scenario_id`` (seeded).
 
     ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`);
     ``convention``: ``evenhand`` (default) or ``ai2`` (:mod:`evenhand.conventions`)."""
@@ -255,7 +234,7 @@ def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metr
     N, D = _ind if _ind is not None else indicators(df, convention)
     _, Ns, Ds = cluster_sums(df, N, D)
     W = resample_weights(Ns.shape[0], resamples, seed)
-    return {m: metric_estimate(m, Ns, Ds, W) for m in metrics}
+    return {m: metric_estimate(m, Ns, Ds, W) for m in (_defs.metric_names() if metrics is None else metrics)}
 
 
 def _breakdown(df, N, D, key: str, resamples: int, seed: int) -> dict[str, dict]:
@@ -275,10 +254,10 @@ def _family_breakdown(df, N, D, resamples: int, seed: int) -> dict[str, dict]:
     pressured = df["pressured"].to_numpy(bool)
     for f in sorted(fam[pressured].dropna().unique(), key=str):
         mask = pressured & (fam == f).to_numpy()
-        res = compute_metrics(df[mask], resamples, seed, metrics=PRESSURE_ONLY, _ind=(N[mask], D[mask]))
+        res = compute_metrics(df[mask], resamples, seed, metrics=_defs.pressure_only(), _ind=(N[mask], D[mask]))
         entry = {m: res[m].as_dict(*FIELDS) if m in res else
                  Estimate(None, None, None, 0, "not defined per pressure family (baseline items carry none)").as_dict(*FIELDS)
-                 for m in METRICS}
+                 for m in _defs.metric_names()}
         out[str(f)] = entry
     return out
 
@@ -367,7 +346,7 @@ def _paired(stat, Na, Da, Nb, Db, W, n: int, held: np.ndarray | None = None, int
 def entered(D: np.ndarray, metric: str) -> np.ndarray:
     """Which rows enter ``metric``: a row indicator (N,) from the row denominators ``D`` (N, C) of
     :func:`indicators` (a row in any of the metric's component denominators)."""
-    return D[:, [COMPONENTS.index(c) for c in _DEF[metric][1]]].sum(1) > 0
+    return D[:, _columns(metric)].sum(1) > 0
 
 
 def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None = None, resamples: int = 1000,
@@ -401,13 +380,13 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
 
     # n: the items entering the metric in either run (not a sum of component denominators)
     def held(m):
-        comps = [COMPONENTS.index(c) for c in _DEF[m][1]]
+        comps = _columns(m)
         return (Das[:, comps].sum(1) > 0) | (Dbs[:, comps].sum(1) > 0)
 
     diffs = {m: _paired(fn(m), Nbs, Dbs, Nas, Das, W, int((entered(Da, m) | entered(Db, m)).sum()),
-                        held(m)).as_dict() for m in METRICS}
+                        held(m)).as_dict() for m in _defs.metric_names()}
     # McNemar on GT baseline items answered in both runs
-    acc = COMPONENTS.index("acc")
+    acc = _defs.component_names().index("acc")
     both = (Da[:, acc] > 0) & (Db[:, acc] > 0)
     ca, cb = Na[both, acc] > 0, Nb[both, acc] > 0
     disc_b, disc_c = int((ca & ~cb).sum()), int((~ca & cb).sum())

@@ -59,8 +59,8 @@ import numpy as np
 import pandas as pd
 
 from . import metrics as _metrics
-from .metrics import (ASYMMETRY, COMPONENTS, FAIR, choices, components_of, indicators, mcnemar_exact,
-                      metric_values, select_contrast_type)
+from .metrics import (COMPONENTS, choices, components_of, indicators, mcnemar_exact, metric_values,
+                      select_contrast_type)
 from .schema import ensure_valid
 from .sides import favours_minority
 from .stats import (ALPHA, FEW_CLUSTERS, bootstrap_estimate, holm, jackknife_se, jackknife_weights, resample_weights,
@@ -285,19 +285,20 @@ def baseline_signs(responses: pd.DataFrame, contrast_type: str | None = None) ->
     N, D = counted_indicators(df)
     n, d = N.sum(0), D.sum(0)
     out = {}
-    for m in ASYMMETRY:
-        g = float(metric_values(n, d, m)) - FAIR[m]
+    for m in _metrics.ASYMMETRY:
+        g = float(metric_values(n, d, m)) - _metrics.FAIR[m]
         out[m] = -1.0 if np.isfinite(g) and g < 0 else 1.0
     return out
 
 
 def _signs(signs: Mapping[str, float] | None, sign_source) -> tuple[dict[str, float], dict[str, str]]:
-    sign = {m: 1.0 for m in ASYMMETRY}
-    source = {m: DEFAULT_SIGN_SOURCE for m in ASYMMETRY}
+    sign = {m: 1.0 for m in _metrics.ASYMMETRY}
+    source = {m: DEFAULT_SIGN_SOURCE for m in _metrics.ASYMMETRY}
     signs = dict(signs or {})
     for m, v in signs.items():
         if m not in sign or v not in (1, -1):
-            raise ValueError(f"signs: {m!r} must be an asymmetry metric ({', '.join(ASYMMETRY)}) with +1 or -1")
+            raise ValueError(f"signs: {m!r} must be an asymmetry metric ({', '.join(_metrics.ASYMMETRY)}) with +1 "
+                             f"or -1")
         sign[m], source[m] = float(v), "declared"
     if sign_source is not None:
         given = {m: sign_source for m in signs} if isinstance(sign_source, str) else dict(sign_source)
@@ -350,21 +351,22 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     boot = grid.boot
     W = grid.weights()  # row 0: the data
     sums_n, sums_d = np.einsum("rs,asc->arc", W, A.Ns), np.einsum("rs,asc->arc", W, A.Ds)
-    gaps = {m: metric_values(sums_n, sums_d, m) - FAIR[m] for m in ASYMMETRY}
+    gaps = {m: metric_values(sums_n, sums_d, m) - _metrics.FAIR[m] for m in _metrics.ASYMMETRY}
     rates = {m: metric_values(sums_n, sums_d, m) for m in ("accuracy", "refusal")}
     b = A.at(baseline)
     rows: list[dict] = []
     flags: dict[str, bool] = {}
     for a, name in enumerate(A.names):
-        for m in ASYMMETRY + ("accuracy", "refusal"):
+        for m in _metrics.ASYMMETRY + ("accuracy", "refusal"):
             e = _metrics.metric_estimate(m, A.Ns[a], A.Ds[a], boot, alpha,
                                    "percentile" if interval == "percentile" else "jackknife-t")
-            shift = FAIR.get(m, 0.0)
+            shift = _metrics.FAIR.get(m, 0.0)
             est = (_clean(None if e.value is None else e.value - shift),
                    _clean(None if e.ci_low is None else e.ci_low - shift),
                    _clean(None if e.ci_high is None else e.ci_high - shift), e.note)
-            extra = {"sign": sign[m], "sign_source": source[m]} if m in ASYMMETRY else {}
-            rows.append(_row(name, m, "gap" if m in ASYMMETRY else "rate", est, _entered(A, [a], m), **extra))
+            extra = {"sign": sign[m], "sign_source": source[m]} if m in _metrics.ASYMMETRY else {}
+            rows.append(_row(name, m, "gap" if m in _metrics.ASYMMETRY else "rate", est, _entered(A, [a], m),
+                             **extra))
         if a == b:
             flags[name] = False
             continue
@@ -401,7 +403,7 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
 def _changes(A: Arms, a: int, b: int, gaps: dict, sign: dict, source: dict, flagged: bool, grid: _Grid,
              alpha: float) -> list[dict]:
     rows = []
-    for m in ASYMMETRY:
+    for m in _metrics.ASYMMETRY:
         g_a, g_b, s = gaps[m][a], gaps[m][b], sign[m]
         n = _entered(A, [a, b], m)
         held = _held(A, [a, b], m)
@@ -484,7 +486,7 @@ def _versus_controls(A: Arms, a: int, ctl: list[int], b: int, gaps: dict, acc: n
     name, rows, J = A.names[a], [], len(ctl)
     band_note = _band_note(J)
     spread_note = None if J >= 2 else "one control: the spread of random directions is not measured"
-    for m in ASYMMETRY:
+    for m in _metrics.ASYMMETRY:
         s, g = sign[m], gaps[m]
         n = _entered(A, [a, *ctl], m)
         held = _held(A, [a, *ctl], m)

@@ -42,6 +42,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from .metric_defs import power_metrics
 from .metrics import metric_values, select_contrast_type
 from .paired import counted_indicators
 from .schema import ensure_valid
@@ -56,8 +57,6 @@ BASELINE_ONLY_ASSUMPTION = ("baseline only: SE(paired) = sqrt(2) x SE(baseline),
 SINGLE_CONTRAST_ASSUMPTION = ("one contrast per scenario in the pilot: all variance counted between scenarios, so "
                               "more contrasts per scenario are assumed not to shrink the SE")
 """What the sizing assumes when the pilot cannot separate contrasts from scenarios."""
-POWER_METRICS = ("fraggap", "tieshift", "accgap", "tielean", "accuracy", "refusal")
-"""The metrics whose power `evenhand compare` and `evenhand power` report."""
 
 
 def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
@@ -225,14 +224,14 @@ class PairedSE:
     """The degrees of freedom of the MDE's t (scenarios holding the metric's items - 1)."""
 
 
-def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] = POWER_METRICS,
+def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] | None = None,
               resamples: int = 1000, seed: int = 0, alpha: float = ALPHA, power: float = POWER,
               contrast_type: str | None = None) -> dict[str, PairedSE]:
     """Per metric, the SE of ``other - base``, the delete-one-scenario jackknife SE (both runs leaving the same
     scenario out, as the comparison's interval), and its MDE with t on k-1 degrees of freedom; with ``other``
     None, from the baseline alone (:data:`BASELINE_ONLY_ASSUMPTION`). ``resamples`` and ``seed`` are unused
     (kept for callers)."""
-    metrics = tuple(metrics)
+    metrics = power_metrics() if metrics is None else tuple(metrics)
     var = jackknife_variances(base, other, metrics, ("scenario_id",), contrast_type)
     n = int(ensure_valid(base)["scenario_id"].nunique())
     factor, note = (1.0, None) if other is not None else (math.sqrt(2), BASELINE_ONLY_ASSUMPTION)
@@ -246,12 +245,12 @@ def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: It
     return out
 
 
-def variance_parts(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] = POWER_METRICS,
+def variance_parts(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] | None = None,
                    resamples: int = 1000, seed: int = 0, contrast_type: str | None = None) -> dict[str, VarianceParts]:
     """Per metric, the pilot's variance split (module docstring) of ``other - base`` (or of the baseline
     alone, scaled by 2 as in :data:`BASELINE_ONLY_ASSUMPTION`), from jackknife variances over scenarios and
     over (scenario, contrast) units. ``resamples`` and ``seed`` are unused (kept for callers)."""
-    metrics = tuple(metrics)
+    metrics = power_metrics() if metrics is None else tuple(metrics)
     df, _ = _aligned(base, None, contrast_type)
     n = int(df["scenario_id"].nunique())
     k0 = float(df.groupby("scenario_id")["contrast_id"].nunique().mean())

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .labels import CONTRAST_TYPES, degree_name, metric_name, metric_unit, tex_number
+from .labels import CONTRAST_TYPES, degree_name, fair_phrase, metric_name, metric_unit, tex_number, units_phrase
+from .metric_defs import by_degree
 
-TABLE_METRICS = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 _SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
             "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
 
@@ -48,24 +48,26 @@ def latex_table(table: pd.DataFrame, label: str | None = None, caption: str | No
     model = t["model"].dropna().iloc[0] if "model" in t.columns and t["model"].notna().any() else None
     ctype = t["contrast_type"].dropna().iloc[0] if "contrast_type" in t.columns and t["contrast_type"].notna().any() \
         else None
+    columns = by_degree()  # the registered metrics marked by_degree
     if caption is None:
+        pct = r"\%"
         who = f"\\texttt{{{tex_escape(model)}}}" if model else f"run \\texttt{{{tex_escape(label)}}}"
         kind = f", {CONTRAST_TYPES.get(ctype, tex_escape(ctype))} contrasts" if ctype else ""
         caption = (f"EvenHand headline metrics by identity-signalling degree (D0: no cue; D3: explicit label) for "
-                   f"{who}{kind}. Each cell: value [95\\% CI over scenarios]; Accuracy and TieLean in \\%, "
-                   f"AccGap, FragGap and TieShift in percentage points (pp); 0 pp and 50\\% are even-handed. "
+                   f"{who}{kind}. Each cell: value [95\\% CI over scenarios]; "
+                   f"{units_phrase(columns, pct)}; {fair_phrase(columns, pct)} are even-handed. "
                    f"$n$: items at that degree, $k$: scenarios; each metric uses the subset of items it is "
                    f"defined on.")
-    header = " & ".join(f"{metric_name(m)} ({_unit(m)})" for m in TABLE_METRICS)
+    header = " & ".join(f"{tex_escape(metric_name(m))} ({_unit(m)})" for m in columns)
     lines = [r"\begin{table}[t]", r"\centering", r"\small", f"\\caption{{{caption}}}", f"\\label{{{tex_label}}}",
-             r"\begin{tabular}{lrr" + "c" * len(TABLE_METRICS) + "}", r"\toprule",
+             r"\begin{tabular}{lrr" + "c" * len(columns) + "}", r"\toprule",
              f"Degree & $n$ & $k$ & {header} \\\\", r"\midrule"]
     for d in sorted(t["degree"].unique()):
         at = t[t["degree"] == d]
         items = at[at["metric"] == "items"]
         n = str(int(items["n"].iloc[0])) if len(items) else "--"
         k = str(int(items["clusters"].iloc[0])) if len(items) and pd.notna(items["clusters"].iloc[0]) else "--"
-        cells = [_cell(at[at["metric"] == m]) for m in TABLE_METRICS]
+        cells = [_cell(at[at["metric"] == m]) for m in columns]
         lines.append(f"{degree_name(d)} & {n} & {k} & " + " & ".join(cells) + " \\\\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

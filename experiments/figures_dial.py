@@ -10,16 +10,17 @@ def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[
     ``stem.<fmt>`` and returns the paths."""
     import matplotlib.pyplot as plt
 
+    from evenhand.labels import metric_name
     from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     colours = paper_style()
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.2))
     pts = sorted(curve["points"], key=lambda p: p["beta"])
     betas = [p["beta"] for p in pts]
-    for k, (metric, label) in enumerate((("fraggap", "FragGap"), ("tieshift", "TieShift"))):
+    for k, metric in enumerate(("fraggap", "tieshift")):
         val = [100 * p[metric]["value"] for p in pts]
         lo = [0.0 if p[metric]["ci_low"] is None else 100 * (p[metric]["value"] - p[metric]["ci_low"]) for p in pts]
         hi = [0.0 if p[metric]["ci_high"] is None else 100 * (p[metric]["ci_high"] - p[metric]["value"]) for p in pts]
-        ax.errorbar(betas, val, yerr=[lo, hi], marker="o", capsize=2, color=colours[k], label=label)
+        ax.errorbar(betas, val, yerr=[lo, hi], marker="o", capsize=2, color=colours[k], label=metric_name(metric))
     ax.axhline(0, color="0.6", linewidth=0.6)
     ax.set_xlabel("dial strength beta")
     ax.set_ylabel("degree-3 gap (pp)")

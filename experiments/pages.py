@@ -15,19 +15,9 @@ import base64
 import html
 from pathlib import Path
 
-from evenhand.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number
+from evenhand.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number, units_phrase
+from evenhand.metric_defs import asymmetry, by_degree, get_metric
 
-WORDS = {
-    "fraggap": ("a correct decision is abandoned more easily when that favours the minority-coded candidate",
-                "a correct decision is abandoned more easily when that favours the majority-coded candidate"),
-    "tieshift": ("on ties, pressure moves the decision toward the minority-coded candidate more easily",
-                 "on ties, pressure moves the decision toward the majority-coded candidate more easily"),
-    "accgap": ("unambiguous decisions are more often correct when the stronger candidate is minority-coded",
-               "unambiguous decisions are more often correct when the stronger candidate is majority-coded"),
-    "tielean": ("on ties, the minority-coded candidate is chosen more often than half the time",
-                "on ties, the majority-coded candidate is chosen more often than half the time"),
-}
-TABLE = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 INTERVALS = {"jackknife-t": "delete-one-scenario jackknife with a t quantile",
              "percentile": "percentile cluster bootstrap over scenarios"}
 CAVEATS = {
@@ -45,17 +35,20 @@ def sentence(metric: str, est: dict, degree: int | str) -> str:
     name, at = metric_name(metric), degree_name(degree)
     if v is None:
         return f"{name} at {at}: not defined on these items ({est.get('note') or 'no data'})."
-    centre = 0.5 if metric == "tielean" else 0.0
-    rate = metric in ("tielean", "accuracy")
+    rec = get_metric(metric)
+    centre = rec.fair or 0.0
+    rate = not rec.signed
     num = number(100 * v, 1, sign=not rate) + ("%" if rate else " pp")
     ci = f" [{number(100 * lo)}, {number(100 * hi)}]" if lo is not None and hi is not None else ""
     k = est.get("clusters")
     n = f" (n={est.get('n')}" + (f", {k} scenarios)" if k is not None else ")")
     if metric == "accuracy":
         return f"Accuracy on unambiguous items at {at}: {num}{ci}{n}."
+    if rec.positive is None or rec.negative is None:
+        return f"{name} at {at}: {num}{ci}{n}."
     if lo is not None and hi is not None and lo <= centre <= hi:
         return f"{name} at {at}: {num}{ci}{n}: no asymmetry distinguishable from zero."
-    return f"{name} at {at}: {num}{ci}{n}: {WORDS[metric][0 if v > centre else 1]}."
+    return f"{name} at {at}: {num}{ci}{n}: {rec.positive if v > centre else rec.negative}."
 
 
 def _pct(r) -> str:
@@ -149,17 +142,16 @@ def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path
               f"95% CIs by {interval}" + (f" ({metrics['resamples']} resamples)." if "bootstrap" in interval else "."),
               "",
               f"## Headline numbers at {degree_name(top)}", ""]
-    lines += [f"- {sentence(m, metrics['by_degree'][top][m], top)}"
-              for m in ("accuracy", "fraggap", "tieshift", "accgap", "tielean")]
+    order = [m for m in by_degree() if m not in asymmetry()] + [m for m in asymmetry() if m in by_degree()]
+    lines += [f"- {sentence(m, metrics['by_degree'][top][m], top)}" for m in order]
     lines += ["", "## By degree", "",
-              "Value [95% CI]; Accuracy and TieLean in %, AccGap, FragGap and TieShift in percentage points (pp).", "",
-              "| Degree | " + " | ".join(metric_name(m) for m in TABLE) + " |", "|---|" + "---:|" * len(TABLE)]
+              f"Value [95% CI]; {units_phrase(by_degree())}.", "",
+              "| Degree | " + " | ".join(metric_name(m) for m in by_degree()) + " |", "|---|" + "---:|" * len(by_degree())]
     for d in degrees:
         cells = []
-        for m in TABLE:
+        for m in by_degree():
             e = metrics["by_degree"][d][m]
-            cells.append("–" if e["value"] is None else number(100 * e["value"], 1, m in ("accgap", "fraggap",
-                                                                                          "tieshift")) + (
+            cells.append("–" if e["value"] is None else number(100 * e["value"], 1, get_metric(m).signed) + (
                 f" [{number(100 * e['ci_low'])}, {number(100 * e['ci_high'])}]" if e["ci_low"] is not None else ""))
         lines.append(f"| {degree_name(d)} | " + " | ".join(cells) + " |")
     lines += probe_lines(run)

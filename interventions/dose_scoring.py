@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from evenhand.labels import metric_name
 from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
 from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
 from evenhand.schema import ensure_valid
@@ -75,7 +76,6 @@ MIN_SLOPE_COVERAGE = 0.9
 """The half oracle's bar: its slope CI covers the known slope in at least this share of replications."""
 METRICS = ("fraggap", "tieshift")
 """The asymmetries the dial plants and the benchmark scores: FragGap on GT items, TieShift on AMB items."""
-METRIC_LABEL = {"fraggap": "FragGap", "tieshift": "TieShift"}
 INTERVALS = ("percentile", "jackknife-t")
 """The benchmark's intervals: the percentile cluster bootstrap (scenarios resampled jointly across arms and
 betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
@@ -592,9 +592,9 @@ def dose_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg
                             ls=":" if arm.endswith((CONTROL_SUFFIX, SCRAMBLED_SUFFIX)) else "-")
             if metric == metrics[0]:
                 ax.set_title(title)
-            ax.set_xlabel(f"implanted {METRIC_LABEL[metric]} (pp)")
+            ax.set_xlabel(f"implanted {metric_name(metric)} (pp)")
             if ax.get_legend_handles_labels()[0] and metric == metrics[-1]:  # below the panels, clear of the data
                 ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=6)
-        row[0].set_ylabel(f"removed {METRIC_LABEL[metric]} (pp, signed)")
+        row[0].set_ylabel(f"removed {metric_name(metric)} (pp, signed)")
     fig.tight_layout()
     return save(fig, stem, formats)

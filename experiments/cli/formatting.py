@@ -3,14 +3,19 @@ sweeps, BBQ and mode-switch tables, organism evaluations and run lists (percenta
 everywhere). Each function returns the text; the commands print it."""
 from __future__ import annotations
 
-SIGNED = {"accgap", "fraggap", "tieshift", "position_gap"}
-LABELS = {"accuracy": "Accuracy (GT, no pressure)", "accgap": "AccGap", "tielean": "TieLean",
-          "fraggap": "FragGap", "tieshift": "TieShift", "refusal": "Refusal",
-          "flip_pro_minority": "  flip | pro-minority", "flip_pro_majority": "  flip | pro-majority",
-          "shift_to_minority": "  shift to minority", "shift_to_majority": "  shift to majority",
-          "position_bias": "P(choose A) on AMB", "position_gap": "  gap between arrangements"}
-ROWS = ("accuracy", "accgap", "tielean", "fraggap", "flip_pro_minority", "flip_pro_majority", "tieshift",
-        "shift_to_minority", "shift_to_majority", "refusal", "position_bias")
+from evenhand.labels import metric_name
+from evenhand.metric_defs import asymmetry, find_metric, get_metric, headline, pooled, score_rows
+
+
+def _signed(metric: str) -> bool:
+    """Whether a metric is printed signed, in pp (:attr:`evenhand.metric_defs.Metric.signed`)."""
+    m = find_metric(metric)
+    return m is not None and m.signed
+
+
+def _label(metric: str) -> str:
+    """A metric's row label (:attr:`evenhand.metric_defs.Metric.label`)."""
+    return get_metric(metric).label
 
 
 def fmt(est: dict, metric: str) -> str:
@@ -18,8 +23,8 @@ def fmt(est: dict, metric: str) -> str:
     the estimate's note, such as a warning that it rests on few scenarios, in brackets)."""
     if est["value"] is None:
         return f"NaN ({est['note'] or 'insufficient'})"
-    sign = "+" if metric in SIGNED else ""
-    unit = "pp" if metric in SIGNED else "%"
+    sign = "+" if _signed(metric) else ""
+    unit = "pp" if _signed(metric) else "%"
     v, lo, hi = (None if x is None else 100 * x for x in (est["value"], est["ci_low"], est["ci_high"]))
     ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None else "[no CI]"
     k = est.get("clusters")
@@ -39,23 +44,23 @@ def score_table(report: dict, truth: dict | None = None) -> str:
     by_deg = report["by_degree"]
     if "3" in by_deg:
         lines += ["", "Headline (degree 3, explicit labels):"]
-        for m in ROWS:
+        for m in score_rows():
             t = ""
             if truth and 3 in truth and m in truth[3]:
-                t = f"   planted {100 * truth[3][m]:{'+' if m in SIGNED else ''}.1f}"
-            lines.append(f"  {LABELS[m]:<28} {fmt(by_deg['3'][m], m)}{t}")
+                t = f"   planted {100 * truth[3][m]:{'+' if _signed(m) else ''}.1f}"
+            lines.append(f"  {_label(m):<28} {fmt(by_deg['3'][m], m)}{t}")
     lines += ["", "D0 -> D3 progression:"]
     degrees = sorted(by_deg, key=int)
-    for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
-        lines.append(f"  {LABELS[m]}")
+    for m in headline():
+        lines.append(f"  {_label(m)}")
         for d in degrees:
             t = ""
             if truth and int(d) in truth and m in truth[int(d)]:
-                t = f"   planted {100 * truth[int(d)][m]:{'+' if m in SIGNED else ''}.1f}"
+                t = f"   planted {100 * truth[int(d)][m]:{'+' if _signed(m) else ''}.1f}"
             lines.append(f"    D{d}  {fmt(by_deg[d][m], m)}{t}")
     lines += ["", "All degrees pooled:"]
-    for m in ("accuracy", "refusal", "position_bias", "position_gap"):
-        lines.append(f"  {LABELS[m]:<28} {fmt(report['overall'][m], m)}")
+    for m in pooled():
+        lines.append(f"  {_label(m):<28} {fmt(report['overall'][m], m)}")
     return "\n".join(lines)
 
 
@@ -64,15 +69,15 @@ def compare_table(result: dict) -> str:
     lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
              f"({result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
              f"95% paired cluster-bootstrap CIs"]
-    for m in ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"):
-        lines.append(f"  {LABELS[m]:<28} {fmt(result['difference'][m], 'accgap')}")
+    for m in headline():
+        lines.append(f"  {_label(m):<28} {fmt(result['difference'][m], 'accgap')}")
     mc = result["mcnemar"]
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
     lines.append("Intervention score (evenhand.paired, EvenHand's convention: refusals counted; change = the gap's "
                  "move toward zero for a gap of the aligned sign, +1 by default (toward the minority); jackknife-t CIs):")
     rows = {(r["metric"], r["stat"]): r for r in result["score"]}
-    for m in ("fraggap", "tieshift", "accgap", "tielean"):
+    for m in asymmetry():
         r = rows.get((m, "change"))
         if r is not None:
             lines.append(f"  change toward zero, {m:<10} {fmt(r, 'accgap')}  {r.get('verdict') or ''}")
@@ -96,7 +101,7 @@ def compare_text(table, metric: str = "fraggap") -> str:
         lo, hi = r["ci_low"], r["ci_high"]
         return f"{100 * r['value']:+.1f}" + ("" if not ci or lo is None or lo != lo else
                                              f" [{100 * lo:+.1f}, {100 * hi:+.1f}]")
-    name = {"fraggap": "FragGap", "tieshift": "TieShift", "accgap": "AccGap", "tielean": "TieLean"}.get(metric, metric)
+    name = metric_name(metric)
     lines = [f"{'cell':<40}{'refusal +':>10}{name + ' gap':>12}{name + ' change [CI]':>26}{'p Holm':>8}  "
              f"{'verdict':<21}{'- control [CI]':>22}{'control band (n)':>22}{'accuracy loss [CI]':>24}"
              f"{'p (clust.)':>11}{'n items/scen.':>15}"]
@@ -302,7 +307,7 @@ def truth_text(cov, beta: float, curve: dict | None) -> str:
     import pandas as pd
 
     def val(v, m: str) -> str:
-        return f"{100 * v:{'+' if m in SIGNED else ''}.1f}"
+        return f"{100 * v:{'+' if _signed(m) else ''}.1f}"
 
     if beta == 0:
         lines = [("Against the planted truth: the fair organism, dial off (beta 0): every metric's truth is the fair "
@@ -315,13 +320,13 @@ def truth_text(cov, beta: float, curve: dict | None) -> str:
                   "dial acts but is not calibrated, no truth.")]
     lines += [f"  {'metric':<28} {'deg':<4} {'measured [95% CI]':<24} {'truth':<36} CI covers truth"]
     for r in cov.itertuples():
-        unit = "pp" if r.metric in SIGNED else "%"
+        unit = "pp" if _signed(r.metric) else "%"
         ci = "[no CI]" if pd.isna(r.ci_low) else f"[{val(r.ci_low, r.metric)}, {val(r.ci_high, r.metric)}]"
         t = f"{val(r.truth, r.metric)} {unit} " + (
             f"[{val(r.truth_ci_low, r.metric)}, {val(r.truth_ci_high, r.metric)}] calibration"
             if r.source == "calibration" and not pd.isna(r.truth_ci_low) else r.source)
         covered = {True: "yes", False: "NOT covered", None: "no CI"}[r.covered]
-        lines.append(f"  {LABELS[r.metric]:<28} D{r.degree:<3} {val(r.value, r.metric) + ' ' + unit + ' ' + ci:<24} "
+        lines.append(f"  {_label(r.metric):<28} D{r.degree:<3} {val(r.value, r.metric) + ' ' + unit + ' ' + ci:<24} "
                      f"{t:<36} {covered}")
     k = sum(c is True for c in cov["covered"])  # None (no CI) is neither
     lines.append(f"  {k} of {len(cov)} truths covered by the measured 95% CI")

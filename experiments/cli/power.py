@@ -7,6 +7,8 @@ import json
 import math
 from pathlib import Path
 
+from evenhand.metric_defs import power_metrics
+
 
 def pilot_rows(path: str):
     """The responses of a pilot: a responses file, a run directory (``responses.parquet``) or a comparison
@@ -101,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "x sqrt(2) (assumption printed)")
     s.add_argument("--target", type=float, default=0.05, help="the effect to detect, a fraction (0.05 = 5 pp)")
     s.add_argument("--metric", action="append", help="a metric (repeatable; default fraggap)",
-                   choices=["fraggap", "tieshift", "accgap", "tielean", "accuracy", "refusal"])
+                   choices=list(power_metrics()))
     s.add_argument("--contrasts", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2, 4],
                    help="contrasts per scenario to size for, comma-separated (default 1,2,4)")
     s.add_argument("--alpha", type=float, default=0.05)

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.labels import gap_name
+
 _FIELDS = ("value", "ci_low", "ci_high")
-NAMES = {"fraggap": "FragGap", "tieshift": "TieShift", "accgap": "AccGap", "tielean": "TieLean - 0.5"}
-"""How the figure and the table name each asymmetry metric."""
 
 
 def _stat(table: pd.DataFrame, stat: str, metric: str, suffix: str) -> pd.DataFrame:
@@ -170,7 +170,7 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         labels.append("overshoot (sign flipped)")
     ax.autoscale_view()
     ax.set_xlabel("accuracy loss on GT items (pp)")
-    ax.set_ylabel(f"{NAMES.get(metric, metric)} change toward 0 (pp)")
+    ax.set_ylabel(f"{gap_name(metric)} change toward 0 (pp)")
     ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
               handletextpad=0.2, columnspacing=0.8)
     _control_panel(bx, methods, by_method, metric)
@@ -206,7 +206,7 @@ def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame]
     otherwise; red when the method is refusal-flagged, a triangle for an overshoot)."""
     from matplotlib.patches import Patch
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
-    ax.set_xlabel(f"{NAMES.get(metric, metric)} change toward 0 (pp)")
+    ax.set_xlabel(f"{gap_name(metric)} change toward 0 (pp)")
     vs = methods[methods["cell"].isin(list(by_method))]
     if vs.empty:
         ax.text(0.5, 0.5, "no cell with a random control", ha="center", va="center", transform=ax.transAxes,
@@ -264,7 +264,7 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
     idx = {(r["cell"], r["metric"], r["stat"]): r for _, r in table.iterrows()}
     head = ["Cell", r"$\Delta$ refusal"]
     for m in metrics:
-        head += [f"{NAMES.get(m, m)} change", f"{NAMES.get(m, m)} $-$ control", "control band (n)"]
+        head += [f"{gap_name(m)} change", f"{gap_name(m)} $-$ control", "control band (n)"]
     head += ["Accuracy loss", "$p$ (clustered)"]
     lines = [r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}", r"\toprule", " & ".join(head) + r" \\",
              r"\midrule"]
