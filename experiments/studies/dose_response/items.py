@@ -1,6 +1,6 @@
-"""The items of the dose-response benchmark (:mod:`interventions.dose_response`): fitting items from train
+"""The items of the dose-response benchmark (:mod:`.study`): fitting items from train
 scenarios and degree-3 evaluation items from held-out scenarios of the organism's suite, each set drawn from a
-seed (the main run's, or an independent replication's: :mod:`interventions.dose_replications`)."""
+seed (the main run's, or an independent replication's: :mod:`.replications`)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -16,7 +16,7 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
     from evenhand.suite.content import load_content
     from evenhand.suite.generate import degree_valid
 
-    from .protocol import assign_contrasts, stratified
+    from interventions.protocol import assign_contrasts, stratified
     rec, suite = record["recipe"], record_suite(record)
     _, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
     content = load_content(suite)
@@ -33,7 +33,7 @@ def item_sets(cfg, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     from evenhand.models.policy import matched_items
     from evenhand.suite.content import load_content
 
-    from .protocol import scenario_plan
+    from interventions.protocol import scenario_plan
     rec, suite = record["recipe"], record_suite(record)
     train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
     domain_of = {s.id: s.domain for s in load_content(suite).scenarios}
