@@ -296,8 +296,11 @@ def test_rescoring_is_refused_when_a_decoding_field_changes(bench):
         run_dose_response(replace(cfg, eval_scenarios=3), progress=False)
     from experiments.studies.dose_response.study import SCORING_FIELDS, config_record, recorded_defaults
     run = RunDir(cfg.output_dir)
-    stored = {k: v for k, v in run.config.items() if k != "batch_size"}  # a manifest written before the field
+    stored = {k: v for k, v in config_record(cfg).items() if k != "batch_size"}  # written before the field
     manifest = {"config": stored}
+    assert run.check_same_config(config_record(cfg), manifest, SCORING_FIELDS, recorded_defaults()) == []
+    with pytest.raises(RunError, match="batch_size"):  # without the defaults the missing field would differ
+        run.check_same_config(config_record(cfg), manifest, SCORING_FIELDS)
     assert run.check_same_config(config_record(replace(cfg, replications=40, output_dir="b")), manifest,
                                  SCORING_FIELDS, recorded_defaults()) == ["output_dir", "replications"]
     with pytest.raises(RunError, match="batch_size"):  # absent when stored: its default, 64
