@@ -8,11 +8,12 @@
     python benchmarks/bench_dose_response.py CONFIG --replication-shard 0 2 & \
         python benchmarks/bench_dose_response.py CONFIG --replication-shard 1 2   # independent replications
 
-Runs (or resumes: finished (arm, beta) cells are skipped) :func:`interventions.dose_response.run_dose_response`,
+Runs (or resumes: finished (arm, beta) cells are skipped) the dose-response study
+(:func:`experiments.studies.dose_response.study.run_dose_response`, through the stage driver),
 prints the per-arm summary (slope of removed against implanted FragGap with its CI, minus the random and the
 scrambled control's, degradation, false-positive rate at beta 0, coverage of the known removal and of the
 known slope over replications, the largest accuracy loss and refusal rises), what fails the known-answer bar
-(:func:`interventions.dose_scoring.known_answer_failures`) and the wall time, and writes them to
+(:func:`experiments.studies.dose_response.scoring.known_answer_failures`) and the wall time, and writes them to
 ``<output_dir>/bench.json``. ``--betas`` replaces the calibration curve by a stand-in grid. Not part of the
 test run (``tests/test_dose_response.py`` runs a CI-sized version).
 """
@@ -27,8 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from interventions.dose_response import load_config, run_dose_response
-from interventions.dose_scoring import known_answer_failures
+from evenhand.runs import RunDir
+from experiments.studies.dose_response.study import load_config, run_dose_response
+from experiments.studies.dose_response.scoring import known_answer_failures
 
 
 SHOWN = ("arm", "known", "known_slope", "metric", "slope", "slope_low", "slope_high", "minus_random",
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--replication-shard", type=int, nargs=2, metavar=("I", "N"), help="decode only the "
                     "independent replications r with r %% N == I (no main cells, no scoring): one process per I")
     ap.add_argument("--gains", action="store_true", help="after scoring, the dial's gain under each arm at the "
-                    "largest beta (interventions.dose_gains: does an arm read the dial out, damp it, or act downstream?)")
+                    "largest beta (experiments.studies.dose_response.gains: does an arm read the dial out, damp it, or act downstream?)")
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
     if args.betas:
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         reading = summ[summ["reading"].astype(str) != ""][["arm", "metric", "degraded_betas", "degraded_by", "reading"]]
         if len(reading):
             print(reading.to_string(index=False))
-        norms = Path(cfg.output_dir, "operator_norms.csv")
+        norms = RunDir(cfg.output_dir).operator_norms_csv
         if norms.exists() and norms.stat().st_size:
             t = pd.read_csv(norms)
             if len(t):
@@ -86,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
                       .to_string())
     print("known-answer failures:", bad or "none")
     if args.gains:
-        from interventions.dose_gains import arm_gains
+        from experiments.studies.dose_response.gains import arm_gains
         with pd.option_context("display.width", 250, "display.max_columns", 30):
             print(arm_gains(cfg).round(5).to_string(index=False))
     print(f"wall time {wall:.0f} s (this call; cells already on disk were skipped)")
-    Path(cfg.output_dir, "bench.json").write_text(json.dumps(
+    RunDir(cfg.output_dir).bench_json.write_text(json.dumps(
         {"wall_seconds": round(wall, 1), "failures": bad, "summary": summ.to_dict("records")}, indent=1,
         default=str) + "\n")
     return 1 if bad else 0

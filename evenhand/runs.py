@@ -213,6 +213,19 @@ class RunDir:
     bias_figure_stem = _at("bias_by_configuration", "A BBQ study's figure (stem).")
     sweep_table = _at("sweep.parquet", "A sweep's tidy table over every cell.")
     sweep_csv = _at("sweep.csv", "A sweep's table as CSV.")
+    # the dose-response study
+    dose_table = _at("dose_response.parquet", "A dose-response run's tidy table (arm x beta x metric x stat).")
+    dose_csv = _at("dose_response.csv", "The dose-response table as CSV.")
+    dose_summary_csv = _at("summary.csv", "A dose-response run's per-arm summary.")
+    dose_replications_table = _at("replications.parquet", "A dose-response run's rows per replication.")
+    scrambled_csv = _at("scrambled.csv", "A dose-response run's scrambled controls' shares.")
+    operator_norms_csv = _at("operator_norms.csv", "A dose-response run's erasers' operator norms.")
+    dose_figure_stem = _at("dose_response", "A dose-response run's figure (stem; .pdf/.svg/.png).")
+    gains_csv = _at("gains.csv", "A dose-response run's dial gain under each arm.")
+    bench_json = _at("bench.json", "The dose-response benchmark's summary, failures and wall time.")
+    seconds_path = _at("seconds.json", "A dose-response cell's or fit's decoding or fitting time.")
+    replication_fields_path = _at("replications/replication.json", "The fields a dose-response run's "
+                                  "independent replications were decoded with.")
 
     # --- layout: directories inside a run ---
     def probe_dir(self, label: str) -> "RunDir":
@@ -243,6 +256,27 @@ class RunDir:
     def validation_cell(self, name: str) -> "RunDir":
         """``validation/<name>/``: a comparison's run of the baseline or a swept setting on the validation items."""
         return RunDir(self.path / "validation" / name)
+
+    def dose_cell(self, arm: str, k: int) -> "RunDir":
+        """``cells/<arm>@<k>/``: a dose-response run's cell of ``arm`` at beta index ``k``."""
+        return self.cell(f"{arm}@{k}")
+
+    def replication_cell(self, r: int, arm: str, k: int) -> "RunDir":
+        """``replications/r<NN>/<arm>@<k>/``: independent replication ``r``'s cell of ``arm`` at beta index ``k``."""
+        return RunDir(self.path / "replications" / f"r{r:02d}" / f"{arm}@{k}")
+
+    def seconds_files(self) -> list[Path]:
+        """Every ``seconds.json`` under the run (its cells' and fits' times), sorted."""
+        return sorted(self.path.glob(f"**/{self.seconds_path.name}"))
+
+    def worker(self, name: str) -> "RunDir":
+        """``workers/<name>/``: a run of its own (manifest, lock, stages) for one process that writes a
+        share of this run's cells (a dose-response run's ``--only`` or ``--replication-shard``)."""
+        return RunDir(self.path / "workers" / name)
+
+    def workers(self) -> list["RunDir"]:
+        """The worker runs written in this run, by name."""
+        return [RunDir(p.parent) for p in sorted(self.path.glob(f"workers/*/{self.MANIFEST}"))]
 
     def mode_dir(self, mode: str) -> "RunDir":
         """``<mode>/``: the decisions of one mode in a mode comparison."""
@@ -299,7 +333,7 @@ class RunDir:
 
     @classmethod
     def open_or_create(cls, path: str | Path, config: dict, may_change: Iterable[str] = (),
-                       keep_stages: Iterable[str] = ()) -> "RunDir":
+                       keep_stages: Iterable[str] = (), defaults: dict | None = None) -> "RunDir":
         """Resume the run in ``path`` if it was made from the same config (else refuse, naming the
         fields that differ); start one there when it holds none. Either way this process takes the
         directory's writer's lock (:meth:`lock`; :meth:`unlock` gives it back).
@@ -307,14 +341,15 @@ class RunDir:
         The top-level config fields in ``may_change`` do not change the model's answers (the bootstrap's
         resamples, say): when only they differ the run resumes, the manifest records the new config and
         the change (``config_changes``), and every finished stage but ``keep_stages`` (those that produce
-        or cache answers) is forgotten so that it runs again with the new values."""
+        or cache answers) is forgotten so that it runs again with the new values. ``defaults``: the values of
+        fields a recorded config lacks (written before the field existed)."""
         run = cls(path)
         if not run.exists():
             return cls.create(path, config, suite_version=None, seeds={})
         run.lock()
         try:
             old = run.manifest()
-            changed = run.check_same_config(config, old, may_change)
+            changed = run.check_same_config(config, old, may_change, defaults)
             if changed:
                 before, after = _plain(old.get("config")), _plain(config)
                 old["config"] = after
@@ -333,10 +368,13 @@ class RunDir:
         return run
 
     def check_same_config(self, config: dict, manifest: dict | None = None,
-                          may_change: Iterable[str] = ()) -> list[str]:
+                          may_change: Iterable[str] = (), defaults: dict | None = None) -> list[str]:
         """Raise RunError naming the config fields that differ from the recorded ones, the top-level
-        fields in ``may_change`` aside; return those of ``may_change`` that differ."""
+        fields in ``may_change`` aside (a top-level field the recorded config lacks counts as its value in
+        ``defaults``, when given); return those of ``may_change`` that differ."""
         old = _plain((manifest or self.manifest()).get("config"))
+        if defaults and isinstance(old, dict):
+            old = {**_plain(defaults), **old}
         new = _plain(config)
         may_change = set(may_change)
         if _without(old, may_change) != _without(new, may_change):

@@ -129,7 +129,7 @@ def _validate(cfg: dict):
         from experiments.studies.compare import parse_config
         return parse_config(cfg)
     if kind == "dose":
-        from interventions.dose_response import parse_config as parse_dose
+        from experiments.studies.dose_response.study import parse_config as parse_dose
         return parse_dose(cfg)
     if kind == "bbq":
         from evenhand.bbq.run import parse_config as parse_bbq
@@ -155,7 +155,7 @@ def _cell_rows(cell: SweepCell, resamples: int) -> pd.DataFrame:
     if kind == "compare":
         parts.append(pd.read_parquet(out.compare_table).assign(table="compare"))
     elif kind == "dose":
-        parts.append(pd.read_parquet(out.path / "dose_response.parquet").assign(table="dose_response"))
+        parts.append(pd.read_parquet(out.dose_table).assign(table="dose_response"))
     elif kind == "bbq":
         parts.append(pd.read_parquet(out.bbq_scores_path).assign(table="bbq"))
     else:
@@ -217,8 +217,8 @@ def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) 
         run_compare(parse_config(cell.data), progress=progress)
         return
     if kind == "dose":
-        from interventions.dose_response import parse_config as parse_dose
-        from interventions.dose_response import run_dose_response
+        from experiments.studies.dose_response.study import parse_config as parse_dose
+        from experiments.studies.dose_response.study import run_dose_response
         run_dose_response(parse_dose(cell.data), progress=progress)
         return
     if kind == "bbq":

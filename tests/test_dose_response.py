@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from evenhand.options import ConfigError
-from interventions.dose_items import item_sets
-from interventions.dose_response import (
+from evenhand.runs import RunDir, RunError
+from experiments.studies.dose_response.items import item_sets
+from experiments.studies.dose_response.study import (
     ORACLES,
     DoseConfig,
     DoseMethod,
@@ -23,7 +24,7 @@ from interventions.dose_response import (
     parse_config,
     run_dose_response,
 )
-from interventions.dose_scoring import (
+from experiments.studies.dose_response.scoring import (
     ORACLE_ARMS,
     dose_data,
     known_answer_failures,
@@ -49,8 +50,7 @@ def bench(tmp_path_factory):
                      replications=5, resamples=200, conditions=("GT", "AMB"))
     summ = run_dose_response(cfg, progress=False)
     arms = ["baseline", "caa", "caa-random", *ORACLE_ARMS]
-    responses = {(a, k): pd.read_parquet(out / "cells" / f"{a}@{k}" / "responses.parquet")
-                 for a in arms for k in range(2)}
+    responses = {(a, k): RunDir(out).dose_cell(a, k).read_responses() for a in arms for k in range(2)}
     return cfg, summ, responses
 
 
@@ -102,11 +102,9 @@ def test_a_broken_oracle_fails_the_bar(bench, oracle):
     dial = Dial.load(f"{cfg.model}/dial.json")
     ev = item_sets(cfg, _record(cfg))[1]
     opts = DecideOptions(mode="answer", batch_size=64, progress=False)
-    import json
-    from pathlib import Path
 
     from evenhand.models.organism.calibration import scenario_multipliers
-    gains = json.loads((Path(cfg.output_dir) / "manifest.json").read_text())["gains"]
+    gains = RunDir(cfg.output_dir).manifest()["gains"]
     scen = sorted(ev["scenario_id"].unique())
     broken = {k: decide_cell(lm, dial, ev, b, scenario_multipliers(scen, cfg.icc, b, gains[k] or 1.0, cfg.seed), opts,
                              oracle=oracle) for k, b in enumerate(cfg.betas)}
@@ -220,13 +218,12 @@ def independent(bench):
     """The bench's directory rescored with INDEPENDENT independent replications of 2 scenarios each."""
     cfg, _, _ = bench
     from dataclasses import replace
-    from pathlib import Path
-    main_cell = Path(cfg.output_dir) / "cells" / "baseline@0" / "responses.parquet"
+    main_cell = RunDir(cfg.output_dir).dose_cell("baseline", 0).responses_path
     before = main_cell.stat().st_mtime_ns
     icfg = replace(cfg, replicate="independent", replications=INDEPENDENT, replication_scenarios=2)
     summ = run_dose_response(icfg, progress=False)
     assert main_cell.stat().st_mtime_ns == before  # scoring fields changed: the main cells are reused
-    return icfg, summ, pd.read_parquet(Path(cfg.output_dir) / "replications.parquet")
+    return icfg, summ, pd.read_parquet(RunDir(cfg.output_dir).dose_replications_table)
 
 
 def test_independent_replications_draw_fresh_items_effects_and_controls(independent):
@@ -234,9 +231,9 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     from pathlib import Path
 
     from evenhand.models.organism.calibration import scenario_multipliers
-    from interventions.dose_replications import cell_path, replication_seed
+    from experiments.studies.dose_response.replications import cell_path, replication_seed
     out = Path(cfg.output_dir)
-    main_ids = set(pd.read_parquet(out / "cells" / "baseline@0" / "responses.parquet")["item_id"])
+    main_ids = set(RunDir(out).dose_cell("baseline", 0).read_responses()["item_id"])
     ids = [set(pd.read_parquet(cell_path(out, r, "baseline", 0))["item_id"]) for r in range(3)]
     assert all(i != main_ids for i in ids) and ids[0] != ids[1] != ids[2] != ids[0]
     seeds = [replication_seed(cfg.seed, r) for r in range(3)]
@@ -257,8 +254,7 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     from evenhand.stats import rate_interval
     assert by.loc["oracle_inverse", "fpr_beta0_high"] == pytest.approx(rate_interval(0, INDEPENDENT)[1])  # not "0"
     assert pd.isna(by.loc["caa", "coverage"])  # a finding has no known answer to cover
-    import json
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = RunDir(out).manifest()
     assert manifest["replication_seconds"] > 0 and not [k for k in manifest["seconds"] if k.startswith("replications")]
 
 
@@ -266,7 +262,7 @@ def test_independent_replications_resume_cell_by_cell(independent):
     cfg, summ, reps = independent
     from pathlib import Path
 
-    from interventions.dose_replications import cell_path, replication_data
+    from experiments.studies.dose_response.replications import cell_path, replication_data
     out = Path(cfg.output_dir)
     gone, kept = cell_path(out, 1, "oracle_project", 1), cell_path(out, 2, "caa", 0)
     gone.unlink()
@@ -296,12 +292,89 @@ def test_a_shifted_arm_is_a_false_positive_in_every_replication(bench):
 def test_rescoring_is_refused_when_a_decoding_field_changes(bench):
     cfg, _, _ = bench
     from dataclasses import replace
-    with pytest.raises(ValueError, match="another config"):
+    with pytest.raises(RunError, match=r"fields that differ: eval_scenarios\)"):  # the driver's check
         run_dose_response(replace(cfg, eval_scenarios=3), progress=False)
-    from interventions.dose_response import same_decoding
-    stored = {"output_dir": "a", "eval_scenarios": 2, "replications": 5}
-    assert same_decoding(stored, {"output_dir": "b", "eval_scenarios": 2, "replications": 40, "batch_size": 64})
-    assert not same_decoding(stored, {"eval_scenarios": 2, "batch_size": 32})  # absent when stored: its default
+    from experiments.studies.dose_response.study import SCORING_FIELDS, config_record, recorded_defaults
+    run = RunDir(cfg.output_dir)
+    stored = {k: v for k, v in config_record(cfg).items() if k != "batch_size"}  # written before the field
+    manifest = {"config": stored}
+    assert run.check_same_config(config_record(cfg), manifest, SCORING_FIELDS, recorded_defaults()) == []
+    with pytest.raises(RunError, match="batch_size"):  # without the defaults the missing field would differ
+        run.check_same_config(config_record(cfg), manifest, SCORING_FIELDS)
+    assert run.check_same_config(config_record(replace(cfg, replications=40, output_dir="b")), manifest,
+                                 SCORING_FIELDS, recorded_defaults()) == ["output_dir", "replications"]
+    with pytest.raises(RunError, match="batch_size"):  # absent when stored: its default, 64
+        run.check_same_config(config_record(replace(cfg, batch_size=32)), manifest, SCORING_FIELDS,
+                              recorded_defaults())
+
+
+def test_the_run_goes_through_rundir_and_the_stage_driver(bench):
+    """The run directory is a RunDir run: its manifest records the status and each cell stage's time, and a
+    call resumes through the driver: every cell stage is skipped (its responses and its recorded time
+    untouched) and the scoring runs again, to the same summary."""
+    cfg, summ, _ = bench
+    run = RunDir(cfg.output_dir)
+    cells = [f"cell {a}@{k}" for k in range(2) for a in ["baseline", "caa", "caa-random", *ORACLE_ARMS]]
+
+    def written():
+        return {c: run.dose_cell(*c.removeprefix("cell ").split("@")).responses_path.stat().st_mtime_ns for c in cells}
+    first = run_dose_response(cfg, progress=False)  # the bench's config again (other tests change scoring fields)
+    m, before = run.manifest(), written()
+    assert run.status == "done" and m["kind"] == "dose_response" and "score" in m["stages_done"]
+    assert set(cells) <= set(m["timings"])  # timed by the driver when the bench decoded them
+    again = run_dose_response(cfg, progress=False)
+    m2 = run.manifest()
+    assert m2["resumed"] == m["resumed"] + 1 and m2["status"] == "done"
+    assert {c: m2["timings"][c] for c in cells} == {c: m["timings"][c] for c in cells}  # skipped, not re-run
+    assert written() == before
+    pd.testing.assert_frame_equal(again, first)
+    pd.testing.assert_frame_equal(again, summ)
+
+
+def test_a_share_of_the_cells_runs_beside_the_process_writing_the_run(bench):
+    """An ``only`` (or ``replication_shard``) call is a worker run of its own (``workers/<name>/``: manifest,
+    lock, stages), so it runs while another process holds the run's writer's lock (the two-process recipe);
+    the run itself is refused then, naming that process; a worker of a config decoding other cells is
+    refused by the run's recorded config."""
+    import json
+    import socket
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from evenhand.runlock import RunLock
+    from experiments.studies.dose_response.study import config_record
+    cfg, _, _ = bench
+    run = RunDir(cfg.output_dir)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    lock = RunLock(run.path).path
+    try:
+        lock.write_text(json.dumps({"pid": holder.pid, "host": socket.gethostname(), "since": "now"}))
+        assert run_dose_response(cfg, progress=False, only=[1]) is None
+        worker = run.worker("only-1")
+        assert worker in run.workers() and worker.status == "done" and worker.config == config_record(cfg)
+        assert lock.exists() and not RunLock(worker.path).path.exists()  # the worker gave back only its own lock
+        with pytest.raises(RunError, match=f"pid {holder.pid}"):
+            run_dose_response(cfg, progress=False)
+    finally:
+        lock.unlink(missing_ok=True)
+        holder.kill()
+        holder.wait()
+    with pytest.raises(RunError, match="eval_scenarios"):
+        run_dose_response(replace(cfg, eval_scenarios=3), progress=False, only=[0])
+
+
+def test_the_study_is_registered_and_its_config_names_its_kind():
+    from experiments.studies import get, study_of
+    from evenhand.options import read_yaml
+    from pathlib import Path
+    data = read_yaml(Path(__file__).resolve().parents[1] / "experiments" / "configs" / "dose_response.yaml")
+    assert data["kind"] == "dose_response" and study_of(data) is get("dose_response")
+    cfg = get("dose_response").parse(data)
+    assert cfg == parse_config({k: v for k, v in data.items() if k != "kind"})  # the config without kind, as before
+    assert get("dose_response").tables == ("dose_response.parquet",)
+    with pytest.raises(ConfigError, match="'kind'"):
+        parse_config({"output_dir": "x", "kind": "compare"})
 
 
 def test_replications_decoded_with_other_fields_are_refused(independent):
@@ -316,7 +389,7 @@ def test_the_dials_gain_under_each_arm(bench):
     edits act only at generated positions, acts on the gain's pass too (the noun is declared the answer
     token): without that declaration its gain would equal the baseline's to the last bit."""
     cfg, _, _ = bench
-    from interventions.dose_gains import arm_gains
+    from experiments.studies.dose_response.gains import arm_gains
     g = arm_gains(cfg, progress=False).set_index("arm")
     assert g.loc["baseline", "gain"] > 5 * g.loc["baseline", "se"] > 0
     for arm in ORACLES:
@@ -388,7 +461,7 @@ def test_the_margins_flag_accuracy_loss_and_refusals_and_are_config_fields(bench
     assert cell["degraded"].all() and "accuracy_loss" in cell["degraded_by"].iloc[0]
     assert not t[(t["arm"] == "breaker") & (t["beta_index"] == 0)]["degraded"].any()
     assert t[t["beta_index"].isna()]["degraded"].isna().all()  # per-arm rows belong to no cell
-    from interventions.dose_scoring import flag_cells
+    from experiments.studies.dose_response.scoring import flag_cells
     assert not flag_cells(t, accuracy_margin=0.5)["degraded"].fillna(False).any()
     assert parse_config({"output_dir": "x", "accuracy_margin": 0.1}).accuracy_margin == 0.1
     with pytest.raises(ConfigError, match="refusal_margin"):
@@ -400,7 +473,7 @@ def test_scrambling_shrinks_a_gap_by_one_minus_r(bench):
     unpressured answers are all right, so the conditioning on a right baseline is exact in expectation)."""
     cfg, _, responses = bench
     from evenhand.paired import counted_indicators
-    from interventions.dose_scoring import scrambled
+    from experiments.studies.dose_response.scoring import scrambled
     base = responses[("baseline", 1)]
     base = base[base["condition"] == "GT"]
     unp = ~base["pressure_id"].notna().to_numpy()
@@ -422,7 +495,7 @@ def test_scrambling_shrinks_a_gap_by_one_minus_r(bench):
 
 def test_a_method_losing_accuracy_gets_a_matched_scrambled_control(bench):
     cfg, _, responses = bench
-    from interventions.dose_scoring import accuracy, scrambled_controls
+    from experiments.studies.dose_response.scoring import accuracy, scrambled_controls
     base = {k: responses[("baseline", k)] for k in range(2)}
     gt0 = ((base[1]["condition"] == "GT") & ~base[1]["pressure_id"].notna()).to_numpy()
     wrong = np.where(base[1]["correct_slot"].to_numpy(object) == "A", "B", "A")
@@ -492,9 +565,7 @@ def test_the_half_oracle_removes_half_with_a_real_interval(independent, bench):
     (the full oracle's answers) fails the bar. The >= 90% coverage is measured by the benchmark (2 scenarios per
     replication here are too few for it)."""
     cfg, summ, reps = independent
-    import json
-    from pathlib import Path
-    assert json.loads((Path(cfg.output_dir) / "manifest.json").read_text())["half_oracle"]["fraction"] == 0.5
+    assert RunDir(cfg.output_dir).manifest()["half_oracle"]["fraction"] == 0.5
     sl = reps[(reps["arm"] == "oracle_half") & reps["beta_index"].isna() & (reps["metric"] == "fraggap")]
     assert len(sl) == INDEPENDENT
     assert (sl["slope_high"] - sl["slope_low"] > 0.02).all()  # an interval, not an exact answer

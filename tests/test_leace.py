@@ -292,7 +292,7 @@ def test_dose_response_reports_the_erasers_norms_and_refuses_a_stale_fit(leace_f
     """The dose-response benchmark writes each eraser's and its relabelled control's operator norms
     (``operator_norms.csv``), equal to the saved fit's; and a saved fit whose key is not the config's (a fit
     made with other options, or before the method changed) is refused instead of decoding with it silently."""
-    import interventions.dose_response as dr
+    import experiments.studies.dose_response.study as dr
     from interventions.fitted import InterventionError
     leace_fit.save(tmp_path / "fitted" / "leace@0")
     rows = dr.eraser_norm_rows(tmp_path, ["baseline", "leace", "leace-random", "caa"], [0.0, 10.0], 0)

@@ -306,7 +306,7 @@ def test_shipped_configs_are_valid():
         if "interventions" in raw:
             cfg = load_compare(p)
         elif "methods" in raw:
-            from interventions.dose_response import load_config as load_dose
+            from experiments.studies.dose_response.study import load_config as load_dose
             cfg = load_dose(p)
         elif "per_category" in raw or "configurations" in raw:
             cfg = load_bbq_config(p)

@@ -40,8 +40,8 @@ def _run(a) -> int:
         from experiments.studies.compare import parse_config
         return run_comparison(parse_config(data, str(a.config)), progress=not a.quiet)
     if kind == "dose":
-        from interventions.dose_response import parse_config as parse_dose
-        from interventions.dose_response import run_dose_response
+        from experiments.studies.dose_response.study import parse_config as parse_dose
+        from experiments.studies.dose_response.study import run_dose_response
         summary = run_dose_response(parse_dose(data, str(a.config)), progress=not a.quiet)
         print(summary.round(3).to_string(index=False))
         return 0

@@ -64,7 +64,8 @@ def register(cls: type[Study]) -> type[Study]:
 
 
 def kinds() -> list[str]:
-    """The registered kinds, sorted (the shipped ones are registered by the package, ``registry.py``)."""
+    """The registered kinds, sorted (the package's ``__init__`` imports ``registry``, registering the shipped
+    studies; importing it from here would make each study module, which imports this one, part of a cycle)."""
     return sorted(_STUDIES)
 
 

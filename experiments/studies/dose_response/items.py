@@ -1,6 +1,6 @@
-"""The items of the dose-response benchmark (:mod:`interventions.dose_response`): fitting items from train
+"""The items of the dose-response benchmark (:mod:`.study`): fitting items from train
 scenarios and degree-3 evaluation items from held-out scenarios of the organism's suite, each set drawn from a
-seed (the main run's, or an independent replication's: :mod:`interventions.dose_replications`)."""
+seed (the main run's, or an independent replication's: :mod:`.replications`)."""
 from __future__ import annotations
 
 import pandas as pd

@@ -1,4 +1,4 @@
-"""The dial's gain under each arm of a dose-response run (:func:`interventions.dose_response.measured_gain`).
+"""The dial's gain under each arm of a dose-response run (:func:`.study.measured_gain`).
 
 A diagnostic of *how* an arm changes the implanted gap: the dial adds ``beta <a, h> v`` to the residual
 stream, so an arm can remove the gap by reading ``a`` out (the projection oracle: gain 0; the half oracle:
@@ -19,22 +19,21 @@ import pandas as pd
 
 
 def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
-    """One row per arm of the run in ``cfg.output_dir`` (fits read from ``fitted/``): the dial's gain at beta
-    index ``k`` (default the largest), its standard error, its ratio to the baseline's gain, the item count,
-    and ``measured`` ("yes" or why not). Written to ``gains.csv`` in the output directory."""
+    """One row per arm of the run in ``cfg.output_dir`` (fits read from its ``fitted/``): the dial's gain at
+    beta index ``k`` (default the largest), its standard error, its ratio to the baseline's gain, the item
+    count, and ``measured`` ("yes" or why not). Written to the run's ``gains.csv``."""
     from evenhand.models.loading import load_model
     from evenhand.models.organism.dial import DIAL_FILE, Dial
-    from evenhand.runs import write_table_atomic
+    from evenhand.runs import RunDir, write_table_atomic
+    from interventions.base import EditingIntervention
+    from interventions.fitted import Fitted
+    from interventions.registry import get
 
-    from .base import EditingIntervention
-    from .dose_items import item_sets
-    from .dose_response import ORACLE_ARMS, arm_names, measured_gain, oracle_for
-    from .dose_scoring import BASELINE, CONTROL_SUFFIX
-    from .fitted import Fitted
-    from .registry import get
-    out = Path(cfg.output_dir)
-    manifest = json.loads((out / "manifest.json").read_text())
-    betas = manifest["betas"]
+    from .items import item_sets
+    from .scoring import BASELINE, CONTROL_SUFFIX
+    from .study import ORACLE_ARMS, arm_names, measured_gain, oracle_for
+    run = RunDir(cfg.output_dir)
+    betas = run.manifest()["betas"]
     k = len(betas) - 1 if k is None else k
     if not 0 < k < len(betas) or not betas[k]:
         raise ValueError(f"beta index {k}: need a nonzero beta of the run ({betas})")
@@ -53,7 +52,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
             if not isinstance(method, EditingIntervention):
                 why = "no: not an activation or weight edit (a prompt or conversation method)"
             else:
-                fit = Fitted.load(out / "fitted" / f"{name}@{k}")
+                fit = Fitted.load(run.fitted_dir(f"{name}@{k}"))
                 if arm != name:
                     fit = method.random_control(fit, cfg.control_seed)
 
@@ -69,5 +68,5 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     base = table.loc[table["arm"] == BASELINE, "gain"].iloc[0]
     table["relative"] = table["gain"] / base
-    write_table_atomic(out / "gains.csv", table)
+    write_table_atomic(run.gains_csv, table)
     return table

@@ -1,4 +1,4 @@
-"""The dose-response benchmark: every intervention on the fair organism with the bias dial (issue 18).
+"""The dose-response study (``kind: dose_response``): every intervention on the fair organism with the bias dial.
 
 The fair organism (docs/ORGANISM.md) with the dial ``W_down[L] += beta v a^T`` at each ``beta`` of a grid
 (read off the calibration curve with :func:`evenhand.models.organism.calibration.beta_for` for the
@@ -16,17 +16,14 @@ held-out degree-3 items
   of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``);
 - under the half oracle (:data:`HALF_ORACLE`): the inverse edit of half the dial (known slope 0.5);
 - and, at scoring time, under each method's *scrambled* control when the method loses accuracy
-  (:func:`interventions.dose_scoring.scrambled_controls`: the baseline's answers, the same share randomised).
+  (:func:`.scoring.scrambled_controls`: the baseline's answers, the same share randomised).
 
-Each (arm, beta) cell is decoded once and written to ``cells/<arm>@<k>/responses.parquet`` (finished cells
-are skipped: the run resumes); fits go to ``fitted/<method>@<k>/``; with ``replicate: independent`` each
-replication decodes its own items under ``replications/`` (:mod:`interventions.dose_replications`). The table
-(:mod:`interventions.dose_scoring`: FragGap, and TieShift when AMB items are decided) is
-``dose_response.parquet`` / ``.csv``, the per-arm summary ``summary.csv``, the scrambled controls' shares
-``scrambled.csv``, ``operator_norms.csv`` (the erasers' and their controls' operator norms), the replications
-``replications.parquet`` and the figure ``dose_response.{pdf,svg,png}``; ``manifest.json`` records the
-config, the betas, the item counts and the timings. Fields that change no decoded cell
-(:data:`SCORING_FIELDS`) may change between calls on one output directory: the run is rescored.
+The run goes through :mod:`evenhand.stages` in a :class:`~evenhand.runs.RunDir` (every path is RunDir's):
+the model, the grid, one stage per (arm, beta) cell (done once its responses are written: a resumed run
+skips it), one per independent replication (:mod:`.replications`), and the scoring (:mod:`.scoring`),
+which always runs. Fields that change no decoded cell (:data:`SCORING_FIELDS`) may change between calls
+on one output directory (the driver's ``may_change``): the run is rescored. Outputs and the two-process
+recipe: docs/INTERVENTIONS.md, "The dose-response benchmark".
 """
 from __future__ import annotations
 
@@ -39,8 +36,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from .dose_items import item_sets
-from .dose_scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS, ORACLE_FRACTION,
+from evenhand.runs import RunDir
+from evenhand.stages import LoadModel, Stage, StageReport, Step, exists, open_run, run_stages
+from experiments.studies.base import Study, register
+
+from .items import item_sets
+from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS, ORACLE_FRACTION,
                            PARTIAL_ORACLE, REFUSAL_MARGIN)
 
 METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
@@ -65,14 +66,14 @@ SCORING_FIELDS = frozenset({"output_dir", "replications", "replicate", "replicat
 """Config fields that change no cell of the main run (how many replications there are only adds or ignores
 cells): a run directory can be rescored with other values of these. The independent replications' own
 fields are checked against ``replications/replication.json``
-(:func:`interventions.dose_replications.check_replication_fields`)."""
+(:func:`.replications.check_replication_fields`)."""
 
 ORACLES = {"oracle_inverse": Oracle("inverse"), "oracle_project": Oracle("project")}
 """The benchmark's two full oracles by arm name (the half oracle: :data:`HALF_ORACLE`)."""
 
 
 HALF_ORACLE = Oracle("inverse", sign=-ORACLE_FRACTION)
-"""The half oracle: the inverse edit of :data:`~interventions.dose_scoring.ORACLE_FRACTION` of the dial
+"""The half oracle: the inverse edit of :data:`~.scoring.ORACLE_FRACTION` of the dial
 (``-0.5 beta_s v a^T`` added: scenario ``s`` is decided at ``beta_s / 2``). Its known slope 0.5 assumes FragGap
 linear in beta over the grid; the replications' mean slope measures that (docs/INTERVENTIONS.md)."""
 
@@ -118,7 +119,7 @@ class DoseConfig:
     replicate: str = "subsets"
     """How the replications behind the false-positive rate and the coverage are drawn: ``subsets`` (seeded
     subsets of ``replication_fraction`` of the one decoded pool: cheap, overlapping, so not independent) or
-    ``independent`` (each replication decodes its own items: :mod:`interventions.dose_replications`)."""
+    ``independent`` (each replication decodes its own items: :mod:`.replications`)."""
     replication_fraction: float = 0.5
     replication_scenarios: int = 10
     """Held-out scenarios per independent replication (``replicate: independent``)."""
@@ -129,27 +130,31 @@ class DoseConfig:
     degraded; a method beyond it at some beta gets a scrambled control."""
     refusal_margin: float = REFUSAL_MARGIN
     """A cell whose refusal rate rises by more than this, over all items or over a metric's pressured items,
-    is degraded (:func:`interventions.dose_scoring.flag_cells`)."""
+    is degraded (:func:`.scoring.flag_cells`)."""
     resamples: int = 1000
     interval: str = "percentile"
     """The CIs of the table and the replications: ``percentile`` or ``jackknife-t``
-    (:data:`interventions.dose_scoring.INTERVALS`)."""
+    (:data:`.scoring.INTERVALS`)."""
     seed: int = 0
     batch_size: int = 64
 
 
 def parse_config(raw: dict, where: str = "config") -> DoseConfig:
-    """Check a config mapping with the one config builder (:func:`evenhand.options.build`); errors name the field."""
+    """Check a config mapping with the one config builder (:func:`evenhand.options.build`); errors name the field.
+    Its ``kind``, when given, must be ``dose_response``."""
     from evenhand.options import ConfigError, Rules, build
 
-    from .base import REGISTRY, InterventionError
-    from .registry import load_builtin
+    from interventions.base import REGISTRY, InterventionError
+    from interventions.registry import load_builtin
     load_builtin()
     rules = Rules(tuple_choices={"conditions": ("GT", "AMB"), "replication_conditions": ("GT", "AMB"),
                                  "train_degrees": (1, 2, 3)},
                   choices={"replicate": REPLICATE, "interval": INTERVALS},
                   positive=frozenset({"eval_scenarios", "eval_contrasts", "train_scenarios", "train_max_items",
                                       "replications", "resamples", "batch_size", "replication_scenarios"}))
+    if raw.get("kind", DoseResponseStudy.kind) != DoseResponseStudy.kind:
+        raise ConfigError(f"{where}: config field 'kind': {raw['kind']!r} is not a dose_response config")
+    raw = {k: v for k, v in raw.items() if k != "kind"}
     try:
         cfg = build(DoseConfig, raw, rules=rules)
     except ConfigError as exc:
@@ -184,7 +189,7 @@ def load_config(path: str | Path) -> DoseConfig:
 def arm_names(cfg: DoseConfig) -> list[str]:
     """The baseline, the methods, the random controls of the direction methods, the oracles (the scrambled
     controls are added at scoring time)."""
-    from .registry import get
+    from interventions.registry import get
     methods = [m.name for m in cfg.methods]
     controls = [m + CONTROL_SUFFIX for m in methods if cfg.controls and get(m).has_random_control]
     return [BASELINE, *methods, *controls, *ORACLE_ARMS]
@@ -214,7 +219,6 @@ def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], l
     """(betas, their target FragGaps or None, the dial's gain at each beta) from the config and, for targets,
     the committed calibration curve."""
     from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for, gain_at
-    curve_path = Path(cfg.model) / CALIBRATION_FILE
     curve_path = Path(cfg.model) / CALIBRATION_FILE
     curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
     if cfg.betas:
@@ -261,8 +265,7 @@ def decide_cell(lm, dial, items: pd.DataFrame, beta: float, multipliers: dict[st
     """Decide ``items`` scenario by scenario, scenario ``s`` with the dial at ``beta * multipliers[s]`` in the
     weights, under ``method`` (a fitted intervention; None: as is) or ``oracle``; items' order kept."""
     from evenhand.decisions import decide
-
-    from .base import decide_with
+    from interventions.base import decide_with
     parts = []
     for s, g in items.groupby("scenario_id", sort=False):
         with edited(lm, dial, beta * multipliers[s], oracle):
@@ -272,14 +275,15 @@ def decide_cell(lm, dial, items: pd.DataFrame, beta: float, multipliers: dict[st
 
 
 class CellDecoder:
-    """Decodes the benchmark's cells into one output directory: the model with the dial, the decide options,
-    and every method's fit at each beta index (loaded from ``fitted/<method>@<k>/`` or fitted on the
-    train items of the dialled model and saved there)."""
+    """Decodes the benchmark's cells into one run directory: the model with the dial, the decide options,
+    and every method's fit at each beta index (loaded from the run's ``fitted_dir("<method>@<k>")`` or
+    fitted on the train items of the dialled model and saved there)."""
 
-    def __init__(self, cfg: DoseConfig, lm, dial, train: pd.DataFrame, betas: list[float], progress: bool = True):
+    def __init__(self, cfg: DoseConfig, lm, dial, train: pd.DataFrame, betas: list[float], progress: bool = True,
+                 run: RunDir | None = None):
         from evenhand.decisions import DecideOptions
         self.cfg, self.lm, self.dial, self.train, self.betas, self.progress = cfg, lm, dial, train, betas, progress
-        self.out = Path(cfg.output_dir)
+        self.run = run if run is not None else RunDir(cfg.output_dir)
         self.opts = DecideOptions(mode="answer", batch_size=cfg.batch_size, progress=False)
         self.options = {m.name: m.options for m in cfg.methods}
         self.fits: dict[tuple[str, int], object] = {}
@@ -287,11 +291,10 @@ class CellDecoder:
     def fitted(self, name: str, k: int):
         """Method ``name``'s fit on the model dialled at beta index ``k`` (fitted once, then read back)."""
         from evenhand.runs import write_json_atomic
-
-        from .fitted import Fitted, InterventionError, fit_key
-        from .registry import get
+        from interventions.fitted import Fitted, InterventionError, fit_key
+        from interventions.registry import get
         if (name, k) not in self.fits:
-            fdir = self.out / "fitted" / f"{name}@{k}"
+            fdir = self.run.fitted_dir(f"{name}@{k}")
             method = get(name)
             fit_opts = method.split_options(self.options[name])[0]
             ids = self.train["item_id"].astype(str).tolist()
@@ -309,20 +312,19 @@ class CellDecoder:
                 with edited(self.lm, self.dial, self.betas[k]):
                     fit = method.fit(self.lm, self.train, fit_opts, seed=self.cfg.seed)
                 fit.save(fdir)
-                write_json_atomic(fdir / "seconds.json", {"seconds": round(time.time() - t0, 1)})
+                write_json_atomic(RunDir(fdir).seconds_path, {"seconds": round(time.time() - t0, 1)})
                 self.fits[(name, k)] = fit
         return self.fits[(name, k)]
 
-    def decode(self, path: Path, arm: str, k: int, items: pd.DataFrame, multipliers: dict[str, float],
+    def decode(self, cell: RunDir, arm: str, k: int, items: pd.DataFrame, multipliers: dict[str, float],
                control_seed: int, log: bool = True) -> pd.DataFrame:
         """The responses of ``arm`` at beta index ``k`` on ``items`` (scenario effects ``multipliers``), read
-        from ``path`` when decoded before, else decoded and written there atomically (a random control's
-        direction drawn with ``control_seed``)."""
-        from evenhand.runs import write_json_atomic, write_table_atomic
-
-        from .registry import get
-        if path.exists():
-            return pd.read_parquet(path)
+        from the ``cell`` directory when decoded before, else decoded and written there atomically (a random
+        control's direction drawn with ``control_seed``)."""
+        from evenhand.runs import write_json_atomic
+        from interventions.registry import get
+        if cell.responses_path.exists():
+            return cell.read_responses()
         t0, beta = time.time(), self.betas[k]
         if arm == BASELINE or arm in ORACLE_ARMS:
             resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts,
@@ -335,9 +337,8 @@ class CellDecoder:
                 fit = method.random_control(fit, control_seed)
             resp = decide_cell(self.lm, self.dial, items, beta, multipliers, self.opts, method, fit,
                                method.split_options(self.options[name])[1])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_table_atomic(path, resp)
-        write_json_atomic(path.parent / "seconds.json", {"seconds": round(time.time() - t0, 1)})
+        cell.write_responses(resp)
+        write_json_atomic(cell.seconds_path, {"seconds": round(time.time() - t0, 1)})
         if self.progress and log:
             print(f"[beta {beta:g}] {arm}: {len(resp)} items, {time.time() - t0:.1f} s, "
                   f"answered {resp['choice'].notna().mean():.3f}", flush=True)
@@ -348,20 +349,21 @@ ERASERS = ("ace", "leace")
 """The methods whose edit is an eraser: their operator norms (and their controls') go to ``operator_norms.csv``."""
 
 
-def eraser_norm_rows(out: Path, arms: list[str], betas: list[float], control_seed: int) -> pd.DataFrame:
+def eraser_norm_rows(run: RunDir | Path, arms: list[str], betas: list[float], control_seed: int) -> pd.DataFrame:
     """One row per (arm, beta, site) of every eraser arm and its random control: the operator norm of the map's
-    linear part (:func:`interventions.steered.eraser_norms`), from the saved fits in ``fitted/<method>@<k>/`` (a
-    control's from the same relabelled refit :meth:`random_control` decodes with). Fits not written are left out."""
-    from .fitted import Fitted
-    from .registry import get
-    from .steered import eraser_norms
+    linear part (:func:`interventions.steered.eraser_norms`), from the run's saved fits (a control's from the
+    same relabelled refit :meth:`random_control` decodes with). Fits not written are left out."""
+    from interventions.fitted import Fitted
+    from interventions.registry import get
+    from interventions.steered import eraser_norms
+    run = run if isinstance(run, RunDir) else RunDir(run)
     rows = []
     for arm in arms:
         name = arm.removesuffix(CONTROL_SUFFIX)
         if name not in ERASERS:
             continue
         for k, beta in enumerate(betas):
-            fdir = out / "fitted" / f"{name}@{k}"
+            fdir = run.fitted_dir(f"{name}@{k}")
             if not (fdir / "fitted.json").exists():
                 continue
             fit = Fitted.load(fdir)
@@ -372,79 +374,154 @@ def eraser_norm_rows(out: Path, arms: list[str], betas: list[float], control_see
     return pd.DataFrame(rows, columns=["arm", "beta", "site", "operator_norm"])
 
 
-def same_decoding(stored: dict, config: dict) -> bool:
-    """Whether a stored config decodes the same cells as ``config``: every field outside :data:`SCORING_FIELDS`
-    equal (a field the stored config lacks, written before it existed, counts as its default)."""
-    defaults = json.loads(json.dumps(asdict(DoseConfig(output_dir="")), default=str))
-    keys = set(config) - SCORING_FIELDS
-    return all(stored.get(k, defaults.get(k)) == config.get(k) for k in keys)
+def config_record(cfg: DoseConfig) -> dict:
+    """The config as the manifest records it (plain JSON values)."""
+    return json.loads(json.dumps(asdict(cfg), default=str))
+
+
+def recorded_defaults() -> dict:
+    """Every field's default: a field a recorded config lacks (written before it existed) counts as this."""
+    return config_record(DoseConfig(output_dir=""))
+
+
+class DoseRun:
+    """The stages of one call on a run directory and what they share: the model, the dial, the items, the
+    grid and the decoded cells. ``only``, ``reverse`` and ``replication_shard``: :func:`run_dose_response`."""
+
+    def __init__(self, cfg: DoseConfig, progress: bool = True, only: list[int] | None = None, reverse: bool = False,
+                 replication_shard: tuple[int, int] | None = None):
+        from evenhand.models.loading import load_model
+        self.cfg, self.progress, self.only, self.reverse, self.shard = cfg, progress, only, reverse, replication_shard
+        self.run = RunDir(cfg.output_dir)
+        self.arms = arm_names(cfg)
+        self.n_betas = len(cfg.betas or cfg.fraggaps)
+        self.model = LoadModel(lambda: load_model(cfg.model))
+        self.responses: dict[tuple[str, int], pd.DataFrame] = {}
+        self.summary: pd.DataFrame | None = None
+
+    @property
+    def worker(self) -> str | None:
+        """The name of this call's worker run (a share of the cells, no scoring); None for the run itself."""
+        if self.only is None and self.shard is None:
+            return None
+        if self.shard is not None:
+            return f"replications-{self.shard[0]}of{self.shard[1]}"
+        return "only-" + "-".join(map(str, sorted(set(self.only)))) + ("-reverse" if self.reverse else "")
+
+    def prepare(self, run: RunDir) -> None:
+        """The grid stage: the items, the betas and the dial's gains, recorded in ``run``'s manifest."""
+        from evenhand.models.organism.calibration import scenario_multipliers
+        from evenhand.models.organism.dial import DIAL_FILE, Dial
+
+        from .replications import check_replication_fields
+        cfg = self.cfg
+        self.record = json.loads((Path(cfg.model) / "organism.json").read_text())
+        self.dial = Dial.load(Path(cfg.model) / DIAL_FILE)
+        lm = self.model()
+        self.train, self.ev = item_sets(cfg, self.record)
+        self.betas, self.targets, self.gains = grid(cfg, lm, self.dial, self.train)
+        scen = sorted(self.ev["scenario_id"].unique())
+        self.mults = [scenario_multipliers(scen, cfg.icc, b, self.gains[k] or 1.0, cfg.seed)
+                      for k, b in enumerate(self.betas)]
+        self.dec = CellDecoder(cfg, lm, self.dial, self.train, self.betas, self.progress, self.run)
+        if cfg.replicate == "independent" and self.only is None:
+            check_replication_fields(cfg, self.run, write=True)
+        run.update_manifest(betas=self.betas, targets=self.targets, gains=self.gains, arms=self.arms,
+                            n_eval_items=len(self.ev), n_eval_scenarios=len(scen), n_train_items=len(self.train),
+                            eval_scenarios=scen)
+
+    def cell_stage(self, arm: str, k: int) -> Step:
+        """Decode ``arm`` at beta index ``k``; done once its responses are written (by any process)."""
+        cell = self.run.dose_cell(arm, k)
+
+        def go(run: RunDir) -> None:
+            self.responses[(arm, k)] = self.dec.decode(cell, arm, k, self.ev, self.mults[k], self.cfg.control_seed)
+        return Step(f"cell {arm}@{k}", go, exists(lambda run: cell.responses_path), about=f"beta index {k}")
+
+    def replication_stage(self, r: int) -> Step:
+        """Decode independent replication ``r``; done once each of its cells is written."""
+        from .replications import decode_replication, replication_cells
+        paths = [self.run.replication_cell(r, a, k).responses_path for a, k in replication_cells(self.arms,
+                                                                                                  self.n_betas)]
+        return Step(f"replication r{r:02d}",
+                    lambda run: decode_replication(self.dec, self.record, r, self.arms, self.gains),
+                    exists(*(lambda run, p=p: p for p in paths)))
+
+    def score(self, run: RunDir) -> pd.DataFrame:
+        """Record the cells' times in the manifest, then score every cell (:func:`score_run`)."""
+        seconds = {str(p.parent.relative_to(self.run.path)): json.loads(p.read_text())["seconds"]
+                   for p in self.run.seconds_files()}
+        run.update_manifest(seconds={k: v for k, v in seconds.items() if not k.startswith("replications")},
+                            replication_seconds=round(sum(v for k, v in seconds.items()
+                                                          if k.startswith("replications")), 1))
+        responses = {(a, k): self.responses[(a, k)] if (a, k) in self.responses
+                     else self.run.dose_cell(a, k).read_responses()
+                     for k in range(self.n_betas) for a in self.arms}
+        self.summary = score_run(self.cfg, responses, self.arms, self.betas, self.targets, self.run)
+        return self.summary
+
+    def stages(self) -> list[Stage]:
+        """The model, the grid, then this call's share: every cell, the replications and the scoring; with
+        ``only``, the cells of those beta indices; with ``replication_shard``, that shard's replications."""
+        arms = self.arms[::-1] if self.reverse else self.arms
+        head: list[Stage] = [self.model, Step("grid", self.prepare)]
+        if self.shard is not None:
+            i, n = self.shard
+            return [*head, *(self.replication_stage(r) for r in range(self.cfg.replications) if r % n == i)]
+        cells = [self.cell_stage(a, k) for k in range(self.n_betas) if self.only is None or k in self.only
+                 for a in arms]
+        if self.only is not None:
+            return [*head, *cells]
+        reps = [self.replication_stage(r) for r in range(self.cfg.replications)] \
+            if self.cfg.replicate == "independent" else []
+        return [*head, *cells, *reps, Step("score", self.score)]
+
+    def open(self) -> RunDir:
+        """Open (or create) this call's run directory through the driver: the run's own, or, for a share of
+        the cells, its worker run ``workers/<name>/`` (its own lock, so processes writing different shares run
+        side by side). Refused when the run or any worker was made from a config that decodes other cells."""
+        config, defaults = config_record(self.cfg), recorded_defaults()
+        if self.worker is None:
+            for w in self.run.workers():
+                w.check_same_config(config, None, SCORING_FIELDS, defaults)
+            return open_run(self.run.path, config, SCORING_FIELDS, defaults=defaults, kind="dose_response",
+                            half_oracle={"fraction": ORACLE_FRACTION, "edit": f"inverse of {ORACLE_FRACTION} beta_s"})
+        if self.run.exists():
+            self.run.check_same_config(config, None, SCORING_FIELDS, defaults)
+        return open_run(self.run.worker(self.worker).path, config, SCORING_FIELDS, defaults=defaults,
+                        kind="dose_response worker", run=str(self.run.path))
 
 
 def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | None = None,
                       reverse: bool = False, replication_shard: tuple[int, int] | None = None) -> pd.DataFrame | None:
-    """Run (or resume) the benchmark; returns the per-arm summary and writes every output (module docstring).
+    """Run (or resume) the benchmark through the stage driver; returns the per-arm summary and writes every
+    output (module docstring).
 
-    ``only``: decode the cells of these beta indices and stop (None returned): separate processes can share
-    one output directory (each cell and each fit is its own file), and a last call scores them all;
-    ``reverse``: take the arms of a beta in reverse order (a second process on the same betas meets the
-    first in the middle instead of repeating its cells); ``replication_shard`` ``(i, n)``: decode only the
-    independent replications ``r`` with ``r % n == i`` and stop (``replicate: independent``)."""
-    from evenhand.models.loading import load_model
-    from evenhand.models.organism.calibration import scenario_multipliers
-    from evenhand.models.organism.dial import DIAL_FILE, Dial
-    from evenhand.runs import write_json_atomic
-
-    from .dose_replications import decode_replications
-    out = Path(cfg.output_dir)
-    (out / "cells").mkdir(parents=True, exist_ok=True)
-    if replication_shard is not None and cfg.replicate != "independent":
-        raise ValueError("replication_shard needs independent replications (config field 'replicate: independent')")
-    record = json.loads((Path(cfg.model) / "organism.json").read_text())
-    dial = Dial.load(Path(cfg.model) / DIAL_FILE)
-    lm = load_model(cfg.model)
-    train, ev = item_sets(cfg, record)
-    betas, targets, gains = grid(cfg, lm, dial, train)
-    arms = arm_names(cfg)
-    manifest_path = out / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    config = json.loads(json.dumps(asdict(cfg), default=str))
-    if manifest and not same_decoding(manifest["config"], config):
-        raise ValueError(f"{out} holds a run of another config; use another output_dir")
-    scen = sorted(ev["scenario_id"].unique())
-    manifest.update({"kind": "dose_response", "config": config, "betas": betas, "targets": targets, "gains": gains,
-                     "arms": arms, "n_eval_items": len(ev), "n_eval_scenarios": len(scen), "n_train_items": len(train),
-                     "eval_scenarios": scen,
-                     "half_oracle": {"fraction": ORACLE_FRACTION, "edit": f"inverse of {ORACLE_FRACTION} beta_s"}})
-    if only is None and replication_shard is None:
-        write_json_atomic(manifest_path, manifest)
-    dec = CellDecoder(cfg, lm, dial, train, betas, progress)
-    responses = {}
-    for k, beta in enumerate(betas):
-        if replication_shard is not None or (only is not None and k not in only):
-            continue
-        mult = scenario_multipliers(scen, cfg.icc, beta, gains[k] or 1.0, cfg.seed)
-        for arm in (arms[::-1] if reverse else arms):
-            responses[(arm, k)] = dec.decode(out / "cells" / f"{arm}@{k}" / "responses.parquet", arm, k, ev, mult,
-                                             cfg.control_seed)
-    if cfg.replicate == "independent" and only is None:
-        decode_replications(dec, record, arms, gains, replication_shard)
-    if only is not None or replication_shard is not None:
-        return None
-    seconds = {str(p.parent.relative_to(out)): json.loads(p.read_text())["seconds"]
-               for p in sorted(out.glob("**/seconds.json"))}
-    manifest["seconds"] = {k: v for k, v in seconds.items() if not k.startswith("replications")}
-    manifest["replication_seconds"] = round(sum(v for k, v in seconds.items() if k.startswith("replications")), 1)
-    write_json_atomic(manifest_path, manifest)
-    return score_run(cfg, responses, arms, betas, targets)
+    ``only``: decode the cells of these beta indices and stop (None returned); ``reverse``: take the arms of a
+    beta in reverse order (a second process on the same betas meets the first in the middle instead of
+    repeating its cells); ``replication_shard`` ``(i, n)``: decode only the independent replications ``r``
+    with ``r % n == i`` and stop. Such a call runs as a worker run of its own (:meth:`RunDir.worker`), so
+    separate processes can share one output directory (each cell and each fit is its own file); a last call
+    without them decodes what is missing and scores."""
+    if replication_shard is not None:
+        if cfg.replicate != "independent":
+            raise ValueError("replication_shard needs independent replications (config field 'replicate: independent')")
+        if not 0 <= replication_shard[0] < replication_shard[1]:
+            raise ValueError(f"replication shard {replication_shard[0]} of {replication_shard[1]}: need 0 <= i < n")
+        if only is not None:
+            raise ValueError("only and replication_shard together decode nothing: give one of them")
+    study = DoseRun(cfg, progress, only, reverse, replication_shard)
+    run_stages(study.open(), study.stages(), StageReport(f"dose_response {cfg.output_dir}") if progress else None)
+    return None if study.worker else study.summary
 
 
 def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[float],
-              targets: list[float | None]) -> pd.DataFrame:
+              targets: list[float | None], run: RunDir | None = None) -> pd.DataFrame:
     """Score the decoded cells and write the table, the replications, the summary and the figure."""
     from evenhand.runs import write_table_atomic
 
-    from .dose_replications import check_replication_fields, replication_data
-    from .dose_scoring import (
+    from .replications import check_replication_fields, replication_data
+    from .scoring import (
         dose_data,
         dose_figure,
         replicate,
@@ -453,24 +530,47 @@ def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[flo
         scrambled_controls,
         summary,
     )
-    out = Path(cfg.output_dir)
+    run = run if run is not None else RunDir(cfg.output_dir)
     scram, shares = scrambled_controls(responses, arms, len(betas), cfg.accuracy_margin, cfg.seed)
     d = dose_data({**responses, **scram}, [*arms, *dict.fromkeys(a for a, _ in scram)], betas)
     table = score_dose(d, cfg.resamples, cfg.seed, targets=targets, interval=cfg.interval,
                        accuracy_margin=cfg.accuracy_margin, refusal_margin=cfg.refusal_margin)
     if cfg.replicate == "independent":
-        check_replication_fields(cfg, out, write=False)
-        reps = replicate_independent(replication_data(out, arms, betas, cfg.replications), cfg.resamples, cfg.seed,
+        check_replication_fields(cfg, run, write=False)
+        reps = replicate_independent(replication_data(run, arms, betas, cfg.replications), cfg.resamples, cfg.seed,
                                      interval=cfg.interval)
     else:
         reps = replicate(d, cfg.replications, cfg.replication_fraction, cfg.resamples, cfg.seed,
                          interval=cfg.interval)
     summ = summary(table, reps)
-    write_table_atomic(out / "dose_response.parquet", table)
-    write_table_atomic(out / "dose_response.csv", table)
-    write_table_atomic(out / "replications.parquet", reps)
-    write_table_atomic(out / "summary.csv", summ)
-    write_table_atomic(out / "scrambled.csv", shares)
-    write_table_atomic(out / "operator_norms.csv", eraser_norm_rows(out, arms, betas, cfg.control_seed))
-    dose_figure(table, out / "dose_response")
+    write_table_atomic(run.dose_table, table)
+    write_table_atomic(run.dose_csv, table)
+    write_table_atomic(run.dose_replications_table, reps)
+    write_table_atomic(run.dose_summary_csv, summ)
+    write_table_atomic(run.scrambled_csv, shares)
+    write_table_atomic(run.operator_norms_csv, eraser_norm_rows(run, arms, betas, cfg.control_seed))
+    dose_figure(table, run.dose_figure_stem)
     return summ
+
+
+@register
+class DoseResponseStudy(Study):
+    """``kind: dose_response``: every intervention on the fair organism across the bias dial's strength."""
+
+    kind = "dose_response"
+    tables = (RunDir(".").dose_table.name,)
+
+    def parse(self, data, where: str = "config") -> DoseConfig:
+        return parse_config(dict(data), where)
+
+    def stages(self, cfg: DoseConfig, progress: bool = True) -> list[Stage]:
+        return DoseRun(cfg, progress).stages()
+
+    def run(self, cfg: DoseConfig, progress: bool = True, backend: str = "local") -> pd.DataFrame:
+        if backend != "local":
+            from evenhand.options import ConfigError
+            raise ConfigError(f"a dose_response config runs on the local backend only, not {backend!r}")
+        return run_dose_response(cfg, progress)
+
+    def text(self, cfg: DoseConfig, result: pd.DataFrame) -> str:
+        return result.round(3).to_string(index=False)

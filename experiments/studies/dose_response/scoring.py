@@ -1,4 +1,4 @@
-"""Scoring the dose-response benchmark (:mod:`interventions.dose_response`): pure functions of response tables.
+"""Scoring the dose-response benchmark (:mod:`.study`): pure functions of response tables.
 
 Every arm (the baseline, each method, each random control, each oracle) answered the same held-out items
 at every ``beta`` of the dial. Rows are counted as :mod:`evenhand.paired` counts them
@@ -60,7 +60,7 @@ BASELINE = "baseline"
 FULL_ORACLES = ("oracle_inverse", "oracle_project")
 """The two full oracles (known removal: the whole implanted gap)."""
 PARTIAL_ORACLE = "oracle_half"
-"""The half oracle (:data:`interventions.dose_response.HALF_ORACLE`): known removal :data:`ORACLE_FRACTION`
+"""The half oracle (:data:`.study.HALF_ORACLE`): known removal :data:`ORACLE_FRACTION`
 of the implanted FragGap."""
 ORACLE_FRACTION = 0.5
 """The share of the implanted FragGap the half oracle removes (its known slope)."""
