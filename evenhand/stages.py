@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .runs import RunDir, RunError
 
@@ -107,13 +107,14 @@ class LoadModel:
 
 
 def open_run(path: str | Path, config: dict, may_change: Sequence[str] = (), keep_stages: Sequence[str] = (),
-             **info) -> RunDir:
+             renamed: Mapping[str, str] | None = None, **info) -> RunDir:
     """Open the run directory ``path`` made from ``config`` (or create it), take its writer's lock and
     record ``info`` in its manifest. A directory holding a run of another config is refused (RunError
     naming the fields); one another live process is writing is refused (naming its pid and host). The
     top-level fields ``may_change`` may differ on resume; then every finished stage but ``keep_stages``
-    runs again (:meth:`RunDir.open_or_create`)."""
-    run = RunDir.open_or_create(path, config, may_change, keep_stages)
+    runs again; ``renamed`` (old dotted field -> new) reads a recorded config under the new names
+    (:meth:`RunDir.open_or_create`)."""
+    run = RunDir.open_or_create(path, config, may_change, keep_stages, renamed)
     try:
         recorded, now = run.manifest().get("suite_version"), info.get("suite_version")
         if recorded and now and recorded != now:

@@ -70,6 +70,7 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.checks import warn_unparseable
+from evenhand.engine.registry import DEFAULT, get as get_engine, load as load_engine
 from evenhand.runs import RunDir
 
 from .base import Fitted, InterventionError, decide_with
@@ -82,10 +83,6 @@ from .registry import get
 __all__ = ["Arm", "Cell", "CompareConfig", "ItemSets", "cell_engine", "cells", "comparison_rows",
            "controls_of", "item_sets", "load_config", "model_suite", "parse_config", "run_compare", "settings",
            "swept_arms", "validation_signs"]
-
-VLLM_GPU_SHARE = 0.5
-"""The share of the GPU vLLM takes in a comparison with ``engine: vllm`` (the Hugging Face model shares it)."""
-
 
 @dataclass(frozen=True)
 class ItemSets:
@@ -271,16 +268,15 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
-    vllm_model: list = []  # loaded on first use, beside the Hugging Face model (which fits and runs the edits)
+    engine_model: list = []  # loaded on first use, beside the Hugging Face model (which fits and runs the edits)
 
     def decider(cell: Cell | None) -> tuple:
         """The model and options a cell decides with (:func:`cell_engine`)."""
-        if cell_engine(cfg, cell) == "hf":
+        if cell_engine(cfg, cell) == DEFAULT:
             return model(), opts
-        if not vllm_model:
-            from evenhand.engine.vllm_engine import load_vllm
-            vllm_model.append(load_vllm(spec, gpu_memory_utilization=VLLM_GPU_SHARE))
-        return vllm_model[0], replace(opts, engine="vllm")
+        if not engine_model:
+            engine_model.append(load_engine(spec, cfg.engine, shares_gpu=True))
+        return engine_model[0], replace(opts, engine=cfg.engine)
     baseline = run.cell("baseline")
     fitted_cache: dict[str, Fitted] = {}
     train_ids = train["item_id"].astype(str).tolist()
@@ -388,9 +384,10 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
 
 def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:
     """The engine that decides a cell (None: the baseline): the comparison's ``engine`` for the baseline and the
-    prompt methods, ``hf`` for the activation and learned methods (their edits run as Hugging Face hooks)."""
-    if cfg.engine == "hf" or (cell is not None and get(cell.arm.name).kind != "prompt"):
-        return "hf"
+    prompt methods; for the activation and learned methods (their edits run as Hugging Face hooks) the default
+    engine unless the comparison's engine has a Hugging Face model (:attr:`evenhand.engine.registry.Engine.hf_model`)."""
+    if cell is not None and get(cell.arm.name).kind != "prompt" and not get_engine(cfg.engine).hf_model:
+        return DEFAULT
     return cfg.engine
 
 
