@@ -114,3 +114,33 @@ def test_compare_config_refuses_logprob_on_vllm():
         _compare(engine="vllm", mode="logprob")
     with pytest.raises(ConfigError, match="must be one of hf, vllm"):
         _compare(engine="tgi")
+
+
+def test_registry_imports_no_vllm_and_checks_declarations():
+    """Importing the registry, deciding the options of a vllm run and listing the engines imports neither vLLM nor
+    torch (the engines are imported on first use, and vllm_engine imports vLLM only to load or generate)."""
+    import subprocess
+    import sys
+    code = ("import sys; from evenhand.engine import registry; from evenhand.decisions import DecideOptions; "
+            "DecideOptions(engine='vllm'); registry.refusal('vllm', mode='logprob'); "
+            "print(sorted(m for m in ('vllm', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+    from evenhand.engine.registry import register
+
+    class Bad:
+        name, modes, prefix_reuse, hf_model = "bad", ("answer", "beam"), "none", False
+
+        def load(self, spec, *, shares_gpu=False): ...
+
+        def generate(self, lm, batch, max_new, min_prefix): ...
+
+        def score_labels(self, lm, batch, min_prefix): ...
+    with pytest.raises(ValueError, match="modes must be some of answer, reasoning, logprob"):
+        register(Bad())
+    with pytest.raises(ValueError, match="registered already"):
+        register(get("hf"))
+    with pytest.raises(TypeError, match="is not an Engine"):
+        register(object())
+    assert names() == ("hf", "vllm")
