@@ -37,6 +37,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -88,7 +89,7 @@ class DecideOptions:
             raise ValueError(problem)
 
 
-def decide(items: pd.DataFrame | list[dict], lm, opts: DecideOptions = DecideOptions(),
+def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = DecideOptions(),
            out_dir: str | Path | None = None) -> pd.DataFrame:
     """Decide every item; with ``out_dir``, resumably (shards under ``out_dir/decisions``).
 

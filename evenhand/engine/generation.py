@@ -9,6 +9,8 @@ token), ``n_new_tokens``, ``gen_logprob`` (the summed log-probability of the gre
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..models.loading import LoadedModel
 from . import prefix, registry
 from .batching import token_ids
@@ -28,7 +30,7 @@ class GreedyLogprob:
         return scores
 
 
-def generate(lm, texts: list[str], special: bool, max_new: int) -> list[dict]:
+def generate(lm: Any, texts: list[str], special: bool, max_new: int) -> list[dict]:
     """One greedy continuation of at most ``max_new`` tokens per text (``special``: add the
     tokenizer's special tokens); rows as in the module docstring, in input order. A model loaded for
     another engine generates there (:meth:`.registry.Engine.generate`, the same rows)."""
