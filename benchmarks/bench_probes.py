@@ -78,13 +78,13 @@ def main() -> None:
         a.sites, a.dim, a.rows = len(Xs), Xs[0].shape[1], len(y)
     else:
         Xs, y, groups = data(a.sites, a.dim, a.rows, a.per_group, a.seed)
-    base = ProbeOptions(device=a.device, engine="torch", dtype=a.dtype)
+    base = ProbeOptions(device=a.device, solver="torch", dtype=a.dtype)
     if a.memory_budget_gib is not None:
         base = replace(base, memory_budget=int(a.memory_budget_gib * (1 << 30)))
     # warm-up: imports, first kernels
     wx, wy, wg = data(1, 8, 80, 4, 1)
     fit_sites(wx, wy, wg, base)
-    fit_sites(wx, wy, wg, ProbeOptions(engine="sklearn"))
+    fit_sites(wx, wy, wg, ProbeOptions(solver="sklearn"))
 
     def timed(opts, sites):
         times, cpu = [], []
@@ -96,7 +96,7 @@ def main() -> None:
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
-        out[f"{opts.engine}_cpu_s"] = round(float(np.median(cpu)) * a.sites / len(sites), 3)
+        out[f"{opts.solver}_cpu_s"] = round(float(np.median(cpu)) * a.sites / len(sites), 3)
         return res, float(np.median(times)), times, peak_rss() - rss0
 
     if a.device.startswith("cuda"):
@@ -115,7 +115,7 @@ def main() -> None:
     out["torch_accuracy"] = [round(v, 4) for v in acc_t]
     if not a.skip_sklearn:
         n_sk = min(a.sites, a.sklearn_sites or a.sites)
-        rs, t_sk, all_s, _ = timed(ProbeOptions(engine="sklearn"), Xs[:n_sk])
+        rs, t_sk, all_s, _ = timed(ProbeOptions(solver="sklearn"), Xs[:n_sk])
         t_sk *= a.sites / n_sk
         acc_s = [float(((r.prob >= 0.5) == y).mean()) for r in rs]
         out.update(sklearn_s=round(t_sk, 3), sklearn_all_s=[round(v, 3) for v in all_s],

@@ -232,11 +232,11 @@ def bench_probes(layers: int, dim: int, rows: int, device: str, sk_layers: int) 
     Xs = [(rng.normal(size=(rows, dim)) + np.outer(2 * y - 1, rng.normal(size=dim) / np.sqrt(dim)) * l / layers)
           .astype(np.float32) for l in range(layers)]
     t = time.perf_counter()
-    rt = fit_sites(Xs, y, groups, ProbeOptions(engine="torch", device=device))
+    rt = fit_sites(Xs, y, groups, ProbeOptions(solver="torch", device=device))
     t_torch = time.perf_counter() - t
     k = min(sk_layers, layers)
     t = time.perf_counter()
-    rs = fit_sites(Xs[:k], y, groups, ProbeOptions(engine="sklearn"))
+    rs = fit_sites(Xs[:k], y, groups, ProbeOptions(solver="sklearn"))
     t_sk = (time.perf_counter() - t) * layers / k
     diff = max(abs(((a.prob >= .5) == y).mean() - ((b.prob >= .5) == y).mean()) for a, b in zip(rt[:k], rs))
     return {"probe_layers": layers, "probe_dim": dim, "probe_rows": rows, "torch_s": round(t_torch, 2),

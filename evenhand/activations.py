@@ -1,4 +1,4 @@
-"""Residual-stream cache at the decision point, with nnsight as the engine.
+"""Residual-stream cache at the decision point, read by nnsight (the default backend) or TransformerLens.
 
 For each item the model reads the prompt (the answer variant, chat template
 applied) and the cache keeps, at the last prompt token (the token after which
@@ -31,6 +31,8 @@ from .prompts import model_text, user_message, uses_chat_template
 from .runs import RunDir
 from .shards import ShardDir, read_json, write_json
 
+BACKENDS = ("nnsight", "transformer_lens")
+"""What reads the activations (``backend``): nnsight (one trace of the Hugging Face model) or TransformerLens."""
 _ORDER = {"resid_pre": 0, "attn_out": 1, "mlp_out": 2, "resid_post": 3}
 
 
@@ -50,7 +52,7 @@ class CacheOptions:
     progress: bool = True
     """Show a progress bar."""
     progress_label: str = ""
-    """What the progress bar says the cache is for (``ablation label``), before ``cache[engine]``."""
+    """What the progress bar says the cache is for (``ablation label``), before ``cache[backend]``."""
 
 
 def execution_order(site: str) -> tuple:
@@ -154,38 +156,38 @@ def tl_hook_name(site: str) -> str:
 
 def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: CacheOptions = CacheOptions(),
                       out_dir: str | Path = "activations", suite_version: str | None = None,
-                      engine: str = "nnsight") -> ActivationCache:
+                      backend: str = "nnsight") -> ActivationCache:
     """Cache the requested sites at the decision token for every item (resumable).
 
-    ``engine="nnsight"`` (default) reads every site in one trace of the Hugging Face model.
-    ``engine="transformer_lens"`` boots a TransformerLens ``TransformerBridge`` on its own copy of
+    ``backend="nnsight"`` (default) reads every site in one trace of the Hugging Face model.
+    ``backend="transformer_lens"`` boots a TransformerLens ``TransformerBridge`` on its own copy of
     the model and stores the same values under TransformerLens hook names
     (``hook_embed``, ``blocks.{L}.hook_resid_post``, ...); it batches only prompts of equal
     token length, since the bridge does not reproduce Hugging Face's padded forward."""
     import torch
     from tqdm.auto import tqdm
 
-    if engine not in ("nnsight", "transformer_lens"):
-        raise ValueError(f"engine must be nnsight or transformer_lens, got {engine!r}")
-    if engine == "transformer_lens" and opts.name_mean:
-        raise ValueError("name_mean is available with the nnsight engine only")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be nnsight or transformer_lens, got {backend!r}")
+    if backend == "transformer_lens" and opts.name_mean:
+        raise ValueError("name_mean is available with the nnsight backend only")
     records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
     out = Path(out_dir)
     sites = sorted(expand(lm.model, list(opts.sites)), key=execution_order)
     resolved = [resolve(lm.model, s) for s in sites]
-    keys = sites if engine == "nnsight" else [tl_hook_name(s) for s in sites]
+    keys = sites if backend == "nnsight" else [tl_hook_name(s) for s in sites]
     stored = list(keys) + ([f"{s}@name_{slot}" for s in sites for slot in "AB"] if opts.name_mean else [])
     np_dtype = {"float16": np.float16, "float32": np.float32}[opts.dtype]
     manifest = {"model": lm.describe(), "sites": sites, "stored_sites": stored, "dtype": opts.dtype,
                 "position": "last prompt token", "suite_version": suite_version, "options": asdict(opts),
-                "d_model": int(lm.model.config.get_text_config().hidden_size), "engine": engine}
+                "d_model": int(lm.model.config.get_text_config().hidden_size), "backend": backend}
     shards = ShardDir(out, "acts", "safetensors")
     shards.prepare()
     mpath = RunDir(out).manifest_path
     if mpath.exists():
         old = read_json(mpath)
         if old["stored_sites"] != stored or old["dtype"] != opts.dtype or old["model"]["name"] != lm.name:
-            raise ValueError(f"{out} already holds a cache of other sites, dtype, engine or model; "
+            raise ValueError(f"{out} already holds a cache of other sites, dtype, backend or model; "
                              f"use another directory")
     write_json(mpath, manifest)
     done = set(ActivationCache(out).item_ids())
@@ -193,7 +195,7 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     special = not uses_chat_template(lm.tokenizer, opts.chat_template)
     texts = [model_text(lm.tokenizer, user_message(r, "answer"), opts.chat_template) for r in todo]
     lengths = token_lengths(lm.tokenizer, texts, special)
-    if engine == "nnsight":
+    if backend == "nnsight":
         run = nnsight_runner(lm, texts, todo, special, resolved, opts)
         batches = plan_batches(lengths, opts.batch_size)
     else:
@@ -202,7 +204,7 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
                    (group[i:i + opts.batch_size] for i in range(0, len(group), opts.batch_size))]
     halving = Halving(opts.batch_size)
     bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
-               desc=" ".join(filter(None, (opts.progress_label, f"cache[{engine}]"))), dynamic_ncols=True)
+               desc=" ".join(filter(None, (opts.progress_label, f"cache[{backend}]"))), dynamic_ncols=True)
     from safetensors.numpy import save_file
     with torch.inference_mode():
         for idx in batches:

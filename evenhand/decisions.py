@@ -23,33 +23,30 @@ plain path up to float rounding. The response column ``n_shared_prefix_tokens``
 says how many prompt tokens a row took from a shared prefix (0 when none); it is
 present only when reuse is on.
 
-Engines (``engine``): ``hf`` (Hugging Face, the default and the reference) or ``vllm``
-(:mod:`evenhand.engine.vllm_engine`; answer and reasoning modes, the same rows; load the model with
-:func:`~evenhand.engine.vllm_engine.load_vllm`). With vLLM, a batch is the shard handed to vLLM at
-once (it schedules the sequences itself; use a few hundred items), batches follow token order so
-items sharing a prefix land in one shard, and vLLM's automatic prefix caching replaces
-``prefix_reuse``.
+Engines (``engine``): a registered :class:`~evenhand.engine.registry.Engine` decides each batch;
+``hf`` (Hugging Face, the default and the reference) or ``vllm`` (:mod:`evenhand.engine.vllm_engine`;
+answer and reasoning modes, the same rows), loaded with :func:`evenhand.engine.registry.load`. An
+engine that reuses prefixes itself (vLLM) gets batches in token order, so items sharing a prefix land
+in one batch (with vLLM use a few hundred items: it schedules the sequences itself).
 
-The engine lives in :mod:`evenhand.engine` (batching, prefix reuse, generation,
-label scoring, the response row); this module keeps the options and the loop.
+The engine lives in :mod:`evenhand.engine` (batching, prefix reuse, the engines, the response row);
+this module keeps the options and the loop.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from .engine import generation, scoring, vllm_engine
+from .engine import registry
 from .engine.batching import Halving, plan_batches, plan_batches_in_order, plan_prefix_batches, token_ids
+from .engine.registry import MODES, Batch, engine_of
 from .engine.rows import response_row
-from .engine.vllm_engine import ENGINES, VLLM_MODES, VllmModel, engine_of
-from .models.loading import LoadedModel
 from .prompts import model_text, user_message, uses_chat_template
 from .shards import ParquetShards
-
-MODES = ("answer", "reasoning", "logprob")
 
 
 @dataclass(frozen=True)
@@ -76,9 +73,9 @@ class DecideOptions:
     batches then follow token order, not length."""
     prefix_min_tokens: int = 16
     """The fewest tokens a prefix must share to be run once for several rows."""
-    engine: str = "hf"
-    """hf (Hugging Face, the reference) | vllm (answer and reasoning modes; the model loaded with
-    evenhand.engine.vllm_engine.load_vllm; batch_size is the items handed to vLLM at once)."""
+    engine: str = registry.DEFAULT
+    """A registered engine (evenhand.engine.registry): hf (Hugging Face, the reference) | vllm (answer and
+    reasoning modes; batch_size is the items handed to vLLM at once)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -87,16 +84,12 @@ class DecideOptions:
             raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
         if self.prefix_min_tokens < 1:
             raise ValueError(f"prefix_min_tokens must be at least 1, got {self.prefix_min_tokens}")
-        if self.engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
-        if self.engine == "vllm" and self.mode not in VLLM_MODES:
-            raise ValueError(f"the vllm engine runs {' and '.join(VLLM_MODES)} modes; {self.mode} mode runs on "
-                             f"engine hf")
-        if self.engine == "vllm" and self.prefix_reuse:
-            raise ValueError("prefix_reuse is the hf engine's; the vllm engine caches prefixes automatically")
+        problem = registry.refusal(self.engine, mode=self.mode, prefix_reuse=self.prefix_reuse)
+        if problem:
+            raise ValueError(problem)
 
 
-def decide(items: pd.DataFrame | list[dict], lm: LoadedModel | VllmModel, opts: DecideOptions = DecideOptions(),
+def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = DecideOptions(),
            out_dir: str | Path | None = None) -> pd.DataFrame:
     """Decide every item; with ``out_dir``, resumably (shards under ``out_dir/decisions``).
 
@@ -105,11 +98,12 @@ def decide(items: pd.DataFrame | list[dict], lm: LoadedModel | VllmModel, opts: 
     ``gen_logprob`` (generation modes), ``n_prompt_tokens``, ``n_new_tokens``, ``seconds`` (batch
     wall time per item), ``batch_size`` and, with ``prefix_reuse``, ``n_shared_prefix_tokens``
     (prompt tokens taken from a prefix run once for several rows, else 0). ``lm`` must be loaded for
-    ``opts.engine`` (:func:`evenhand.engine.vllm_engine.load_for_engine`)."""
+    ``opts.engine`` (:func:`evenhand.engine.registry.load`)."""
     from tqdm.auto import tqdm
     if engine_of(lm) != opts.engine:
         raise ValueError(f"DecideOptions.engine is {opts.engine!r} but the model was loaded for the "
-                         f"{engine_of(lm)!r} engine (evenhand.engine.vllm_engine.load_for_engine)")
+                         f"{engine_of(lm)!r} engine (evenhand.engine.registry.load)")
+    engine = registry.get(opts.engine)
 
     records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
     order = {r["item_id"]: i for i, r in enumerate(records)}
@@ -126,7 +120,7 @@ def decide(items: pd.DataFrame | list[dict], lm: LoadedModel | VllmModel, opts: 
     special = not uses_chat_template(lm.tokenizer, opts.chat_template)
     texts = [model_text(lm.tokenizer, user_message(r, variant), opts.chat_template) for r in todo]
     ids = token_ids(lm.tokenizer, texts, special)
-    if opts.prefix_reuse or opts.engine == "vllm":
+    if opts.prefix_reuse or engine.prefix_reuse == "automatic":
         batches = plan_prefix_batches(ids, opts.batch_size)
     elif opts.bucket:
         batches = plan_batches([len(x) for x in ids], opts.batch_size)
@@ -140,17 +134,12 @@ def decide(items: pd.DataFrame | list[dict], lm: LoadedModel | VllmModel, opts: 
 
     def run(idx: list[int]) -> list[dict]:
         t0 = time.perf_counter()
-        sub_items = [todo[i] for i in idx]
-        sub_texts = [texts[i] for i in idx]
+        batch = Batch(texts=[texts[i] for i in idx], ids=[ids[i] for i in idx], special=special,
+                      items=[todo[i] for i in idx])
         if opts.mode == "logprob":
-            out = scoring.score_labels(lm, sub_texts, sub_items, special, min_prefix)
-        elif opts.engine == "vllm":
-            out = vllm_engine.generate_ids(lm, [ids[i] for i in idx], max_new)
-        elif min_prefix:
-            out = generation.generate_with_prefix(lm, sub_texts, [ids[i] for i in idx], special, max_new,
-                                                  min_prefix)
+            out = engine.score_labels(lm, batch, min_prefix)
         else:
-            out = generation.generate(lm, sub_texts, special, max_new)
+            out = engine.generate(lm, batch, max_new, min_prefix)
         dt = (time.perf_counter() - t0) / len(idx)
         for o in out:
             o.update(seconds=dt, batch_size=len(idx))

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .runlock import LockHeld, RunLock, file_mode
 
@@ -141,6 +141,25 @@ def _without(config, keys: Iterable[str]):
     """``config`` without its top-level ``keys`` (a non-mapping config as it is)."""
     keys = set(keys)
     return {k: v for k, v in config.items() if k not in keys} if isinstance(config, dict) else config
+
+
+def _renamed(config, renamed: Mapping[str, str] | None):
+    """A plain config mapping with the dotted fields ``renamed`` (old -> new) moved to their new names."""
+    if not renamed or not isinstance(config, dict):
+        return config
+    config = json.loads(json.dumps(config))
+    for old, new in renamed.items():
+        *head, key = old.split(".")
+        *new_head, new_key = new.split(".")
+        src = config
+        for h in head:
+            src = src.get(h) if isinstance(src, dict) else None
+        if isinstance(src, dict) and key in src:
+            dst = config
+            for h in new_head:
+                dst = dst.setdefault(h, {})
+            dst[new_key] = src.pop(key)
+    return config
 
 
 def _differences(old, new, prefix: str = "") -> list[str]:
@@ -333,7 +352,8 @@ class RunDir:
 
     @classmethod
     def open_or_create(cls, path: str | Path, config: dict, may_change: Iterable[str] = (),
-                       keep_stages: Iterable[str] = (), defaults: dict | None = None) -> "RunDir":
+                       keep_stages: Iterable[str] = (), defaults: dict | None = None,
+                       renamed: Mapping[str, str] | None = None) -> "RunDir":
         """Resume the run in ``path`` if it was made from the same config (else refuse, naming the
         fields that differ); start one there when it holds none. Either way this process takes the
         directory's writer's lock (:meth:`lock`; :meth:`unlock` gives it back).
@@ -342,14 +362,17 @@ class RunDir:
         resamples, say): when only they differ the run resumes, the manifest records the new config and
         the change (``config_changes``), and every finished stage but ``keep_stages`` (those that produce
         or cache answers) is forgotten so that it runs again with the new values. ``defaults``: the values of
-        fields a recorded config lacks (written before the field existed)."""
+        fields a recorded config lacks (written before the field existed). ``renamed`` (old dotted
+        field -> new) reads the recorded config under the new names (a field renamed since the run was made),
+        and the manifest then records the config under the new names."""
         run = cls(path)
         if not run.exists():
             return cls.create(path, config, suite_version=None, seeds={})
         run.lock()
         try:
             old = run.manifest()
-            changed = run.check_same_config(config, old, may_change, defaults)
+            changed = run.check_same_config(config, old, may_change, defaults, renamed)
+            old["config"] = _renamed(_plain(old.get("config")), renamed)  # under the fields' current names
             if changed:
                 before, after = _plain(old.get("config")), _plain(config)
                 old["config"] = after
@@ -368,11 +391,13 @@ class RunDir:
         return run
 
     def check_same_config(self, config: dict, manifest: dict | None = None,
-                          may_change: Iterable[str] = (), defaults: dict | None = None) -> list[str]:
-        """Raise RunError naming the config fields that differ from the recorded ones, the top-level
-        fields in ``may_change`` aside (a top-level field the recorded config lacks counts as its value in
-        ``defaults``, when given); return those of ``may_change`` that differ."""
-        old = _plain((manifest or self.manifest()).get("config"))
+                          may_change: Iterable[str] = (), defaults: dict | None = None,
+                          renamed: Mapping[str, str] | None = None) -> list[str]:
+        """Raise RunError naming the config fields that differ from the recorded ones (read under the new
+        names of ``renamed``), the top-level fields in ``may_change`` aside (a top-level field the recorded
+        config lacks counts as its value in ``defaults``, when given); return those of ``may_change`` that
+        differ."""
+        old = _renamed(_plain((manifest or self.manifest()).get("config")), renamed)
         if defaults and isinstance(old, dict):
             old = {**_plain(defaults), **old}
         new = _plain(config)

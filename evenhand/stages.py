@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from .runs import RunDir, RunError
 
@@ -107,14 +107,14 @@ class LoadModel:
 
 
 def open_run(path: str | Path, config: dict, may_change: Sequence[str] = (), keep_stages: Sequence[str] = (),
-             defaults: dict | None = None, **info) -> RunDir:
+             defaults: dict | None = None, renamed: Mapping[str, str] | None = None, **info) -> RunDir:
     """Open the run directory ``path`` made from ``config`` (or create it), take its writer's lock and
     record ``info`` in its manifest. A directory holding a run of another config is refused (RunError
     naming the fields); one another live process is writing is refused (naming its pid and host). The
     top-level fields ``may_change`` may differ on resume; then every finished stage but ``keep_stages``
-    runs again; a field the recorded config lacks counts as its value in ``defaults``
-    (:meth:`RunDir.open_or_create`)."""
-    run = RunDir.open_or_create(path, config, may_change, keep_stages, defaults)
+    runs again; a field the recorded config lacks counts as its value in ``defaults``; ``renamed``
+    (old dotted field -> new) reads a recorded config under the new names (:meth:`RunDir.open_or_create`)."""
+    run = RunDir.open_or_create(path, config, may_change, keep_stages, defaults, renamed)
     try:
         recorded, now = run.manifest().get("suite_version"), info.get("suite_version")
         if recorded and now and recorded != now:
@@ -223,6 +223,6 @@ def run_stages(run: RunDir, stages: Sequence[Stage], announce: Announce | None =
 
 def run_study(path: str | Path, config: dict, stages: Sequence[Stage], announce: Announce | None = None,
               may_change: Sequence[str] = (), keep_stages: Sequence[str] = (), defaults: dict | None = None,
-              **info) -> RunDir:
+              renamed: Mapping[str, str] | None = None, **info) -> RunDir:
     """:func:`open_run` then :func:`run_stages`: the skeleton every study runner shares."""
-    return run_stages(open_run(path, config, may_change, keep_stages, defaults, **info), stages, announce)
+    return run_stages(open_run(path, config, may_change, keep_stages, defaults, renamed, **info), stages, announce)

@@ -11,19 +11,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evenhand.activations import CacheOptions
+from evenhand.activations import BACKENDS, CacheOptions
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
-from evenhand.engine.vllm_engine import ENGINES as DECISION_ENGINES
-from evenhand.engine.vllm_engine import VLLM_MODES
+from evenhand.engine.registry import ENGINES as DECISION_ENGINES
+from evenhand.engine.registry import refusal
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from probes.logistic import ProbeOptions
+from probes.options import SOLVERS
 
 MODES = ("answer", "reasoning", "logprob")
 LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed", "flipped",
           "side_residual")
-ENGINES = ("auto", "torch", "sklearn")
+RENAMED = {"cache.engine": "cache.backend", "probe.engine": "probe.solver", "ablation.engine": "ablation.solver"}
+"""Config fields renamed since runs were made (old -> new): an old key in a config is refused naming the new one;
+a run made before the rename resumes (its recorded config is read with the new names: the values are the same
+choices, so its answers are)."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,8 @@ class CacheConfig:
     """float16 | float32."""
     name_mean: bool = CacheOptions.name_mean
     """Also cache the mean over each candidate's name tokens."""
-    engine: str = "nnsight"
-    """nnsight | transformer_lens."""
+    backend: str = "nnsight"
+    """What reads the activations: nnsight | transformer_lens (was ``engine``)."""
     batch_size: int | None = None
     """Defaults to the run's batch_size."""
 
@@ -76,10 +80,10 @@ class ProbeConfig:
     """Keep only these conditions (GT, AMB)."""
     pressured: bool | None = None
     """true: pressured items only; false: baselines only; absent: both."""
-    engine: str = ProbeOptions.engine
-    """auto | torch | sklearn."""
+    solver: str = ProbeOptions.solver
+    """auto | torch | sklearn (was ``engine``)."""
     device: str = ProbeOptions.device
-    """Device of the torch engine."""
+    """Device of the torch solver."""
     folds: int = ProbeOptions.folds
     """Outer folds, grouped by scenario."""
     inner_folds: int = ProbeOptions.inner_folds
@@ -106,10 +110,10 @@ class AblationConfig:
     """Keep one identity arrangement (A or B) so the ablated prompts still differ (probes.ablation)."""
     sites: tuple[str, ...] | None = None
     """Sites (default: every cached site)."""
-    engine: str = ProbeOptions.engine
-    """auto | torch | sklearn."""
+    solver: str = ProbeOptions.solver
+    """auto | torch | sklearn (was ``engine``)."""
     device: str = ProbeOptions.device
-    """Device of the torch engine."""
+    """Device of the torch solver."""
     folds: int = ProbeOptions.folds
     """Outer folds, grouped by scenario."""
     inner_folds: int = ProbeOptions.inner_folds
@@ -149,8 +153,9 @@ class RunConfig:
     cache for the cell's items (same decisions; 2.1x faster in logprob mode and 1.7x in answer mode on
     CPU, benchmarks/bench_throughput.py). Off by default: not yet checked in bfloat16."""
     engine: str = DecideOptions.engine
-    """hf (Hugging Face, the default and the reference) | vllm (answer and reasoning modes, decisions only:
-    no activation cache or stage after it; the `vllm` extra, README "Engines")."""
+    """A registered decision engine (evenhand.engine.registry): hf (Hugging Face, the default and the reference)
+    | vllm (answer and reasoning modes, decisions only: no activation cache or stage after it; the `vllm` extra,
+    README "Engines")."""
     cache: CacheConfig = field(default_factory=CacheConfig)
     """Activation cache settings."""
     resamples: int = 1000
@@ -173,10 +178,10 @@ class RunConfig:
 
 
 CHOICES = {"mode": MODES, "engine": DECISION_ENGINES, "cache.dtype": ("float16", "float32"),
-           "cache.engine": ("nnsight", "transformer_lens"),
+           "cache.backend": BACKENDS,
            "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS,
            "model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none"),
-           "probe.label": LABELS, "ablation.label": LABELS, "probe.engine": ENGINES, "ablation.engine": ENGINES}
+           "probe.label": LABELS, "ablation.label": LABELS, "probe.solver": SOLVERS, "ablation.solver": SOLVERS}
 TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label", "degree0", "degree2"),
                  "probe.degrees": (0, 1, 2, 3), "attribution.degrees": (0, 1, 2, 3), "suite.degrees": (0, 1, 2, 3),
                  "suite.contrast_types": ("type1", "type23")}
@@ -191,8 +196,17 @@ __all__ = ["ConfigError", "RunConfig", "SuiteConfig", "CacheConfig", "ProbeConfi
            "AttributionConfig", "RULES", "config_from_dict", "load_config", "options_for", "read_yaml"]
 
 
+def check_renamed(data: dict) -> None:
+    """Refuse a config that uses a field's old name (:data:`RENAMED`), naming the new one."""
+    for old, new in RENAMED.items():
+        section, key = old.split(".")
+        if isinstance(data.get(section), dict) and key in data[section]:
+            raise ConfigError(f"config field '{old}' is now '{new}': rename it")
+
+
 def config_from_dict(data: dict) -> RunConfig:
     """A validated RunConfig from a mapping (the body of a config file, or one cell of a sweep)."""
+    check_renamed(data)
     cfg = build(RunConfig, data, rules=RULES)
     if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
         raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout or an existing items file, "
@@ -206,15 +220,9 @@ def config_from_dict(data: dict) -> RunConfig:
         if cfg.suite.subset == "organism_heldout" and major != "1":
             raise ConfigError(f"config field 'suite.version' is {cfg.suite.version!r}, but suite.subset "
                               f"organism_heldout is the committed organism's suite version 1")
-    if cfg.engine == "vllm":
-        if cfg.mode not in VLLM_MODES:
-            raise ConfigError(f"config field 'engine' is vllm, which runs {' and '.join(VLLM_MODES)} modes; "
-                              f"mode {cfg.mode} runs on engine hf")
-        if cfg.prefix_reuse:
-            raise ConfigError("config field 'prefix_reuse' is the hf engine's; engine vllm caches prefixes itself")
-        if cfg.cache.enabled:
-            raise ConfigError("config field 'engine' is vllm, which decides only: the activation cache (and the "
-                              "probe and ablation after it) needs engine hf")
+    problem = refusal(cfg.engine, mode=cfg.mode, prefix_reuse=cfg.prefix_reuse, cache=cfg.cache.enabled)
+    if problem:
+        raise ConfigError(f"config field 'engine': {problem}")
     for stage in ("probe", "ablation"):
         if getattr(cfg, stage) is not None and not cfg.cache.enabled:
             raise ConfigError(f"config field '{stage}' needs the activation cache: set cache.enabled: true")

@@ -61,11 +61,11 @@ def _worker_class(ray, max_restarts: int, max_task_retries: int):
             return len(table)
 
         def cache_shard(self, records: list[dict], opts: dict, out_dir: str, suite_version: str | None,
-                        engine: str) -> int:
+                        backend: str) -> int:
             from evenhand.activations import CacheOptions, cache_activations
             opts = dict(opts, sites=tuple(opts["sites"]), progress=False)
             return len(cache_activations(records, self.lm, CacheOptions(**opts), out_dir, suite_version,
-                                         engine=engine).item_ids())
+                                         backend=backend).item_ids())
 
     return DecideWorker
 
@@ -132,7 +132,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.shards import ParquetShards
     from evenhand.stages import LoadModel, StageReport, Step, finished_with, open_run, run_stages
 
-    from .config import options_for
+    from .config import RENAMED, options_for
     from .runner import KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info, suite_items
 
     if workers < 1 or shards_per_worker < 1:
@@ -145,6 +145,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     n_shards = workers * shards_per_worker
     shard_ids = shard_of(items, n_shards, shard_by)
     run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items),
+                   renamed=RENAMED,
                    backend={"name": "ray", "workers": workers, "gpus_per_worker": gpus_per_worker,
                             "shards": n_shards, "shard_by": shard_by, "address": address})
     # the workers load the model; the driver fingerprints its files, as a local run does
@@ -185,13 +186,13 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         warn_unparseable(table, run)
         return table
 
-    def cache_on_ray(copts, out_dir, suite_version, engine):
+    def cache_on_ray(copts, out_dir, suite_version, backend):
         from pathlib import Path
 
         from evenhand.activations import merge_caches
         part = {k: Path(out_dir) / f"ray-{k:04d}" for k in by_shard}
         pool.run_shards(by_shard, lambda actor, k, recs: actor.cache_shard.remote(
-            recs, asdict(copts), str(part[k]), suite_version, engine), report("cached"))
+            recs, asdict(copts), str(part[k]), suite_version, backend), report("cached"))
         pool.close()
         return merge_caches([part[k] for k in sorted(part)], out_dir, list(items["item_id"]))
 

@@ -16,7 +16,7 @@ from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, open_run, run_stages
 
-from .config import RunConfig, SuiteConfig, options_for
+from .config import RENAMED, RunConfig, SuiteConfig, options_for
 
 MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
@@ -64,7 +64,7 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
     """The stages after the decisions, shared by the local and the Ray backend: score the responses
     (``decided.result`` when the decisions ran now, else the saved table) into ``metrics.json``, and
     (when enabled) cache activations with the model ``get_model()`` returns, or with
-    ``cache_with(options, out_dir, suite_version, engine)`` when given (the Ray backend's workers)."""
+    ``cache_with(options, out_dir, suite_version, backend)`` when given (the Ray backend's workers)."""
     stages = [Step("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path),
                    about=f"{len(items):,} responses, {cfg.resamples:,} bootstrap resamples")]
     if cfg.cache.enabled:
@@ -76,8 +76,9 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
 
         def cache(run: RunDir):
             if cache_with is not None:
-                return cache_with(copts, run.activations, items_version(items), c.engine)
-            return cache_activations(items, get_model(), copts, run.activations, items_version(items), engine=c.engine)
+                return cache_with(copts, run.activations, items_version(items), c.backend)
+            return cache_activations(items, get_model(), copts, run.activations, items_version(items),
+                                     backend=c.backend)
         stages.append(Step("cache", cache,
                            finished_with(lambda r: RunDir(r.activations).cache_index_path),
                            about=f"{len(items):,} items, sites {', '.join(c.sites)}", work=len(items)))
@@ -158,11 +159,12 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     out = check_output_dir(cfg.output_dir)
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     from evenhand.decisions import decide
-    from evenhand.engine.vllm_engine import load_for_engine
+    from evenhand.engine.registry import load
 
     items = suite_items(cfg.suite)
-    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items))
-    model = LoadModel(lambda: load_for_engine(spec, cfg.engine), about=spec.model)
+    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, renamed=RENAMED,
+                   **run_info(cfg, items))
+    model = LoadModel(lambda: load(spec, cfg.engine), about=spec.model)
 
     def decide_all(run: RunDir):
         responses = decide(items, model(), opts, out_dir=run.path)

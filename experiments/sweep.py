@@ -178,11 +178,13 @@ def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_opt
     from evenhand.runs import write_table_atomic
     from evenhand.stages import Step, open_run, run_stages
 
+    from .config import RENAMED
     from .runner import check_output_dir
     cells = expand(data)
     out = check_output_dir(data["output_dir"])
     run = open_run(out, {"kind": "sweep", "base": {k: v for k, v in data.items() if k != "sweep"},
                          "sweep": data.get("sweep") or {}},
+                   renamed={f"base.{old}": f"base.{new}" for old, new in RENAMED.items()},
                    cells=[{"name": c.name, "params": c.params, "output_dir": c.data["output_dir"]} for c in cells],
                    backend=backend)
     resamples = int(data.get("resamples", 1000))

@@ -132,7 +132,7 @@ def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[n
     ``drop_transfer`` / ``drop_retrained`` (:func:`probes.scores.paired_drop_ci`); with ``design_o`` /
     ``design_a`` the evidence baseline on each run's labels; ``ceilings`` as fixed rows. Every row has the
     ``interval`` it was given and the ``transfer`` protocol (``out-of-fold``)."""
-    from .logistic import ProbeOptions, fit_sites, resolved_engine
+    from .logistic import ProbeOptions, fit_sites, resolved_solver
     from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, paired_drop_ci
     from .sweep import site_layer
 
@@ -146,7 +146,7 @@ def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[n
         hit = (np.full(len(yy), np.nan) if len(np.unique(yy)) < 2
                else (fit_sites([design], yy, groups, opts)[0].prob >= 0.5) == (yy == 1))
         fixed[name] = accuracy_ci(hit, groups, resamples, opts.seed)
-    base = {**(extra or {}), "engine": resolved_engine(opts, max(x.shape[1] for x in original)),
+    base = {**(extra or {}), "engine": resolved_solver(opts, max(x.shape[1] for x in original)),
             "transfer": "out-of-fold"}
     k = len(np.unique(groups))
     rows = []

@@ -53,7 +53,7 @@ def null_probes(k: int, m: int, rng: np.random.Generator, d: int = 6, strength: 
     """(out-of-fold hits of probe a, of probe b, scenario of every row): two probes fitted with the sweep's
     nested grouped CV to two exchangeable feature blocks of ``d`` dimensions (module docstring)."""
     from .logistic import ProbeOptions, fit_sites
-    opts = opts or ProbeOptions(folds=5, inner_folds=3, Cs=(0.01, 0.1, 1.0), engine="torch")
+    opts = opts or ProbeOptions(folds=5, inner_folds=3, Cs=(0.01, 0.1, 1.0), solver="torch")
     groups = np.repeat(np.arange(k), m)
     y = rng.integers(0, 2, k * m)
     Xs = []

@@ -1,6 +1,6 @@
 """L2-regularised logistic-regression probes with grouped, nested cross-validation.
 
-One protocol, two engines (the solvers are in :mod:`probes.solver`):
+One protocol, two solvers (the solvers are in :mod:`probes.solver`):
 
 - ``sklearn`` (the reference): for every site and outer fold, each ``C`` is
   scored by inner cross-validation on the outer-training rows, the best is
@@ -10,19 +10,19 @@ One protocol, two engines (the solvers are in :mod:`probes.solver`):
   refit, C) is one problem of :func:`probes.solver.torch_solve` (batched damped
   Newton, or truncated Newton for many features, along a regularisation path).
   The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 / 2`` on
-  standardised features with an unpenalised intercept, so the two engines agree
+  standardised features with an unpenalised intercept, so the two solvers agree
   up to convergence (tests: probabilities within 1e-3, the same chosen C). It
   computes in float64 on a CPU and float32 on a GPU (``ProbeOptions.dtype``),
   holds the features once in their stored dtype and streams sites through the
   device within ``ProbeOptions.memory_budget``.
 
-``engine="auto"`` picks by measurement (``benchmarks/bench_probes.py``): torch on
+``solver="auto"`` picks by measurement (``benchmarks/bench_probes.py``): torch on
 CUDA devices; on a CPU, torch with Newton for small feature dimensions
 (``d + 1 <= newton_max_dim``) and scikit-learn above it (its L-BFGS needs fewer
 flops than the batched truncated Newton there). Measured ratios are in the README
 ("Probes").
 
-Folds are assigned here, not by either library, so both engines see exactly the
+Folds are assigned here, not by either library, so both solvers see exactly the
 same splits: scenarios (groups) are dealt to folds in an order fixed by a seeded
 hash, largest first, each to the fold with the fewest rows so far. No group is
 ever in both the training and the test rows of a fit.
@@ -38,7 +38,7 @@ from .options import ProbeOptions
 from .solver import sklearn_fit, torch_solve
 
 __all__ = ["ProbeOptions", "FoldResult", "grouped_folds", "plan_fits", "check_inputs", "select_C", "fit_sklearn",
-           "fit_torch", "resolved_engine", "fit_sites"]
+           "fit_torch", "resolved_solver", "fit_sites"]
 
 
 @dataclass
@@ -55,7 +55,7 @@ class FoldResult:
     full_fit: tuple[np.ndarray, float, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     """(w, b, mean, scale) of a probe fitted on all rows with the most often chosen C (for transfer)."""
     solver: dict | None = field(default=None, repr=False)
-    """The torch engine's report (:meth:`probes.solver.SolveResult.report`); None for scikit-learn."""
+    """The torch solver's report (:meth:`probes.solver.SolveResult.report`); None for scikit-learn."""
     fold_fits: list[tuple[np.ndarray, float, np.ndarray, np.ndarray]] | None = field(default=None, repr=False)
     """(w, b, mean, scale) of each outer fold's probe (fitted on the other folds' rows with its chosen C)."""
 
@@ -153,7 +153,7 @@ def select_C(inner_acc: np.ndarray, Cs: tuple[float, ...]) -> int:
 
 def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
                 keep_full: bool = False) -> FoldResult:
-    """The reference engine: nested grouped CV with scikit-learn, one site."""
+    """The reference solver: nested grouped CV with scikit-learn, one site."""
     X = np.asarray(X, np.float64)
     y = np.asarray(y).astype(int)
     groups = np.asarray(groups)
@@ -191,7 +191,7 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
     """Nested grouped CV for every site at once (same splits and objective as :func:`fit_sklearn`).
 
     The features are read in their own dtype and never copied whole (:func:`probes.solver.torch_solve`
-    streams them by site group); each result's ``solver`` is the engine's report (plan, expected peak
+    streams them by site group); each result's ``solver`` is the solver's report (plan, expected peak
     memory, Newton steps, contractions, convergence)."""
     y = np.asarray(y).astype(int)
     groups = np.asarray(groups)
@@ -233,11 +233,11 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
     return out
 
 
-def resolved_engine(opts: ProbeOptions, dim: int | None = None) -> str:
-    """The engine ``opts`` runs for features of dimension ``dim``: ``auto`` is torch on CUDA devices,
+def resolved_solver(opts: ProbeOptions, dim: int | None = None) -> str:
+    """The solver ``opts`` runs for features of dimension ``dim``: ``auto`` is torch on CUDA devices,
     and on a CPU torch up to ``newton_max_dim`` features and scikit-learn above (see the module docstring)."""
-    if opts.engine != "auto":
-        return opts.engine
+    if opts.solver != "auto":
+        return opts.solver
     if str(opts.device).startswith("cuda"):
         return "torch"
     return "torch" if dim is not None and dim + 1 <= opts.newton_max_dim else "sklearn"
@@ -245,7 +245,7 @@ def resolved_engine(opts: ProbeOptions, dim: int | None = None) -> str:
 
 def fit_sites(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
               keep_full: bool = False) -> list[FoldResult]:
-    """Out-of-fold predictions for each site's features with the chosen engine."""
-    if resolved_engine(opts, max((np.shape(X)[1] for X in Xs), default=None)) == "sklearn":
+    """Out-of-fold predictions for each site's features with the chosen solver."""
+    if resolved_solver(opts, max((np.shape(X)[1] for X in Xs), default=None)) == "sklearn":
         return [fit_sklearn(X, y, groups, opts, keep_full) for X in Xs]
     return fit_torch(Xs, y, groups, opts, keep_full)

@@ -1,4 +1,4 @@
-"""The batched Newton kernels of the torch probe engine (:func:`probes.solver.torch_solve`).
+"""The batched Newton kernels of the torch probe solver (:func:`probes.solver.torch_solve`).
 
 Every (site, mask, C) problem minimises ``C * sum(log-loss) + ||w||^2 / 2`` on standardised features.
 :func:`newton` takes damped Newton steps (all Hessians from one GEMM per site over the rows' cached outer

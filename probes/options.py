@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SOLVERS = ("auto", "torch", "sklearn")
+"""The probe solvers (``solver``): auto, the batched torch solver, or the scikit-learn reference fit."""
+
 
 @dataclass(frozen=True)
 class ProbeOptions:
@@ -14,33 +17,33 @@ class ProbeOptions:
     """Inner folds for choosing C (grouped)."""
     Cs: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0)
     """Inverse regularisation strengths tried (scikit-learn's C)."""
-    engine: str = "auto"
-    """auto | torch | sklearn. auto: torch on a CUDA device; on a CPU torch up to ``newton_max_dim``
-    features and scikit-learn above (measured: see the module docstring and benchmarks/bench_probes.py)."""
+    solver: str = "auto"
+    """auto | torch | sklearn (was ``engine``). auto: torch on a CUDA device; on a CPU torch up to
+    ``newton_max_dim`` features and scikit-learn above (measured: see the module docstring and benchmarks/bench_probes.py)."""
     device: str = "cpu"
-    """Device of the torch engine (cpu, cuda, ...)."""
+    """Device of the torch solver (cpu, cuda, ...)."""
     max_iter: int = 500
     """Newton steps per C (torch) / max_iter (sklearn)."""
     tol: float = 1e-6
-    """scikit-learn's ``tol``; the torch engine stops at a relative gradient of ``tol / 100``, floored at what
+    """scikit-learn's ``tol``; the torch solver stops at a relative gradient of ``tol / 100``, floored at what
     its compute dtype can reach (:func:`probes.solver.gradient_tolerance`)."""
     seed: int = 0
     newton_max_dim: int = 128
-    """torch engine: batched Newton with exact Hessians up to this many features (+1); above it, batched
+    """torch solver: batched Newton with exact Hessians up to this many features (+1); above it, batched
     truncated Newton (conjugate gradients on Hessian-vector products: memory ~ d per problem, and
     faster once d^2 per problem outgrows the CG iterations)."""
     cg_max_iter: int = 100
-    """torch engine: conjugate-gradient iterations per truncated-Newton step (at most)."""
+    """torch solver: conjugate-gradient iterations per truncated-Newton step (at most)."""
     dtype: str = "auto"
-    """torch engine: compute dtype, auto | float32 | float64. auto: float64 on a CPU, float32 on other devices."""
+    """torch solver: compute dtype, auto | float32 | float64. auto: float64 on a CPU, float32 on other devices."""
     memory_budget: int = 4 << 30
-    """torch engine: bytes its working set may hold (default 4 GiB). The features are held once, in the
+    """torch solver: bytes its working set may hold (default 4 GiB). The features are held once, in the
     caller's dtype; sites are streamed through the device in groups that fit this budget
     (:func:`probes.solver.memory_plan`; one site at a time when a single site exceeds it)."""
 
     def __post_init__(self):
-        if self.engine not in ("auto", "torch", "sklearn"):
-            raise ValueError(f"engine must be 'auto', 'torch' or 'sklearn', got {self.engine!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be 'auto', 'torch' or 'sklearn', got {self.solver!r}")
         if self.folds < 2 or self.inner_folds < 2:
             raise ValueError("folds and inner_folds must be at least 2")
         if self.dtype not in ("auto", "float32", "float64"):

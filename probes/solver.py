@@ -1,4 +1,4 @@
-"""The solver behind the logistic probes: a batched torch engine and the scikit-learn reference fit.
+"""The solver behind the logistic probes: a batched torch solver and the scikit-learn reference fit.
 
 :func:`torch_solve` minimises many L2-regularised logistic problems at once. Every (site, training
 mask, C) is one problem; problems share the feature matrix of their site and differ by a mask of
@@ -12,7 +12,7 @@ out of the work. The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 
 features with an unpenalised intercept, so :func:`torch_solve` and :func:`sklearn_fit` agree up to
 convergence.
 
-Precision: the engine computes in ``opts.dtype`` (``auto``: float64 on a CPU, float32 on other
+Precision: the solver computes in ``opts.dtype`` (``auto``: float64 on a CPU, float32 on other
 devices). A problem has converged when its gradient, relative to ``C * rows``, is below
 :func:`gradient_tolerance`: ``tol / 100`` in float64, but never below ``GRADIENT_FLOOR`` for the dtype,
 the level its rounding lets the gradient reach (float32 cannot reach ``1e-8``, so a float32 run with
@@ -72,7 +72,7 @@ class SolvePlan:
 
 @dataclass
 class SolveResult:
-    """Every problem's solution, its predictions on all rows, and the engine's report."""
+    """Every problem's solution, its predictions on all rows, and the solver's report."""
     W: np.ndarray
     """Weights on standardised features, [S, P, K, d]."""
     b: np.ndarray
@@ -114,7 +114,7 @@ def sklearn_fit(X: np.ndarray, y: np.ndarray, mask: np.ndarray, C: float, opts: 
 
 
 def compute_dtype(opts: ProbeOptions) -> str:
-    """The torch engine's compute dtype for ``opts``: ``opts.dtype``, or for ``auto`` float64 on a CPU
+    """The torch solver's compute dtype for ``opts``: ``opts.dtype``, or for ``auto`` float64 on a CPU
     and float32 on other devices."""
     if opts.dtype != "auto":
         return opts.dtype
@@ -229,7 +229,7 @@ def torch_solve(Xs: Sequence[np.ndarray], y: np.ndarray, masks: list[np.ndarray]
             work.contractions += 1
         del X, extra
     if work.unconverged:
-        warnings.warn(f"torch probe engine: {work.unconverged} problem(s) stopped at max_iter={opts.max_iter} "
+        warnings.warn(f"torch probe solver: {work.unconverged} problem(s) stopped at max_iter={opts.max_iter} "
                       f"before the relative gradient reached {gtol:g} ({dname})", RuntimeWarning, stacklevel=2)
     return SolveResult(W_out, b_out, mu_out, sd_out, logits, plan, work.steps, work.contractions,
                        work.unconverged == 0, work.unconverged)

@@ -35,7 +35,7 @@ reasoning with the same folds, site ``text``, rows ``accuracy`` and ``auroc``). 
 combined rows need the dataset's design features (always set by :func:`probes.dataset.build_dataset`);
 the control task needs its input types. :func:`write_sweep` saves the table as Parquet and CSV with a
 manifest (options, label, filters, sites, timings, ``intervals`` (which interval each kind of row
-has), ``control_types_seen``, and ``solver``: the torch engine's report on the activation probes —
+has), ``control_types_seen``, and ``solver``: the torch solver's report on the activation probes —
 compute dtype, sites per group, expected peak bytes, Newton steps, contractions, converged — or null
 for scikit-learn).
 """
@@ -173,7 +173,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     Returns (tidy table, fold results by site). ``progress``: a bar over the fits and the sites scored."""
     from tqdm.auto import tqdm
 
-    from .logistic import resolved_engine
+    from .logistic import resolved_solver
     t0 = time.perf_counter()
     Xs = [ds.features[s] for s in ds.sites]
     has_design = ds.design is not None and ds.design.shape[1] > 0
@@ -202,7 +202,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
                 c.labels = y_c
         bar.update()
     bar.set_postfix_str("scoring sites")
-    extra = {"label": ds.label, "engine": resolved_engine(opts, max(x.shape[1] for x in Xs)),
+    extra = {"label": ds.label, "engine": resolved_solver(opts, max(x.shape[1] for x in Xs)),
              "filters": json.dumps(ds.filters, sort_keys=True, default=str),
              "variant": "activations", "condition": condition_text(ds.filters)}
     rows = []

@@ -113,7 +113,7 @@ def test_transformer_lens_bridge_gives_the_same_cache(tiny, arch, smoke_items, t
     items = smoke_items.head(10)
     opts = CacheOptions(batch_size=4, dtype="float32", progress=False)
     a = cache_activations(items, lm, opts, tmp_path / "nn")
-    b = cache_activations(items, lm, opts, tmp_path / "tl", engine="transformer_lens")
+    b = cache_activations(items, lm, opts, tmp_path / "tl", backend="transformer_lens")
     assert b.sites == ["hook_embed", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post",
                        "blocks.2.hook_resid_post"]
     ids = items["item_id"].tolist()

@@ -76,8 +76,8 @@ def test_cli_defaults_are_the_option_dataclasses_defaults():
     assert (tuple(c.sites), c.cache_dtype, c.name_mean, c.dtype) == (
         CacheOptions.sites, CacheOptions.dtype, CacheOptions.name_mean, "auto")
     s = p.parse_args(["probe", "sweep", "run"])
-    assert (s.engine, s.device, s.folds, s.inner_folds, s.seed) == (
-        ProbeOptions.engine, ProbeOptions.device, ProbeOptions.folds, ProbeOptions.inner_folds, ProbeOptions.seed)
+    assert (s.solver, s.device, s.folds, s.inner_folds, s.seed) == (
+        ProbeOptions.solver, ProbeOptions.device, ProbeOptions.folds, ProbeOptions.inner_folds, ProbeOptions.seed)
 
 
 def test_ablation_stage_gets_the_probe_device():

@@ -41,7 +41,7 @@ def solve_both(Xs, y, groups, opts: ProbeOptions):
 @pytest.mark.parametrize("newton_max_dim,dim", [(128, 24), (2, 100)], ids=["newton", "truncated-newton"])
 def test_float32_converges_in_about_float64s_steps_with_the_same_answers(newton_max_dim, dim):
     Xs, y, groups = sites_data(3, dim, 600)
-    opts = ProbeOptions(engine="torch", folds=3, inner_folds=2, newton_max_dim=newton_max_dim)
+    opts = ProbeOptions(solver="torch", folds=3, inner_folds=2, newton_max_dim=newton_max_dim)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)   # an unconverged problem warns: fail on it
         r64, r32 = solve_both(Xs, y, groups, opts)
@@ -54,7 +54,7 @@ def test_float32_converges_in_about_float64s_steps_with_the_same_answers(newton_
     p64, p32 = (1 / (1 + np.exp(-r.logits)) for r in (r64, r32))
     assert np.abs(p64 - p32).max() < 5e-3
     # through the cross-validation protocol, against scikit-learn on the same folds
-    ref = fit_sites(Xs, y, groups, replace(opts, engine="sklearn"))
+    ref = fit_sites(Xs, y, groups, replace(opts, solver="sklearn"))
     got = fit_sites(Xs, y, groups, replace(opts, dtype="float32"))
     for a, b in zip(ref, got):
         assert b.solver["converged"] and b.solver["dtype"] == "float32"
@@ -69,7 +69,7 @@ def test_float32_held_to_float64s_tolerance_runs_to_max_iter_and_says_so(monkeyp
     monkeypatch.setitem(kernels.STEP_FLOOR, "float32", kernels.STEP_FLOOR["float64"])
     monkeypatch.setitem(kernels.OBJECTIVE_SLACK, "float32", kernels.OBJECTIVE_SLACK["float64"])
     Xs, y, groups = sites_data(2, 100, 600)
-    opts = ProbeOptions(engine="torch", folds=3, inner_folds=2, newton_max_dim=2, max_iter=15, Cs=(1.0, 10.0))
+    opts = ProbeOptions(solver="torch", folds=3, inner_folds=2, newton_max_dim=2, max_iter=15, Cs=(1.0, 10.0))
     with pytest.warns(RuntimeWarning, match="max_iter=15"):
         r64, r32 = solve_both(Xs, y, groups, opts)
     assert r64.converged
@@ -167,7 +167,7 @@ def test_features_are_held_once_and_streamed_within_the_stated_budget(dtype):
     S, d, n = 12, 400, 480
     Xs, y, groups = sites_data(S, d, n)
     nbytes = sum(X.nbytes for X in Xs)
-    opts = ProbeOptions(engine="torch", folds=3, inner_folds=2, Cs=(0.1, 1.0), newton_max_dim=2, dtype=dtype)
+    opts = ProbeOptions(solver="torch", folds=3, inner_folds=2, Cs=(0.1, 1.0), newton_max_dim=2, dtype=dtype)
     P = len(plan_fits(groups, opts)[1])
     one = memory_plan(S, n, d, P, 2, dtype, False, 1)
     every = memory_plan(S, n, d, P, 2, dtype, False, 1 << 40)
@@ -217,10 +217,10 @@ def test_sweep_manifest_records_the_engine_report(tmp_path):
     Xs, y, groups = sites_data(2, 6, 240)
     ds = ProbeDataset({f"blocks.{i}.resid_post": X for i, X in enumerate(Xs)}, y, groups,
                       pd.DataFrame({"item_id": range(len(y))}), "x")
-    opts = ProbeOptions(engine="torch", folds=3, inner_folds=2, Cs=(1.0,))
+    opts = ProbeOptions(solver="torch", folds=3, inner_folds=2, Cs=(1.0,))
     table, _ = probe_sweep(ds, opts, control=False, resamples=10)
     manifest = json.loads((write_sweep(table, tmp_path / "p", ds, opts) / "manifest.json").read_text())
     assert manifest["solver"]["converged"] and manifest["solver"]["dtype"] == "float64"
     assert manifest["solver"]["sites_per_group"] == 2 and manifest["solver"]["expected_peak_bytes"] > 0
-    table, _ = probe_sweep(ds, replace(opts, engine="sklearn"), control=False, resamples=10)
+    table, _ = probe_sweep(ds, replace(opts, solver="sklearn"), control=False, resamples=10)
     assert table.attrs["solver"] is None

@@ -211,8 +211,8 @@ def test_torch_engine_matches_sklearn_on_every_site(newton_max_dim, products_bud
     for m in (0.0, 0.4, 1.0, 2.0):
         u = rng.normal(size=24)
         Xs.append(X0 + np.outer(2 * y - 1, u / np.linalg.norm(u)) * m)
-    opts = ProbeOptions(folds=4, inner_folds=3, engine="torch", newton_max_dim=newton_max_dim)
-    a = fit_sites(Xs, y, groups, ProbeOptions(**{**opts.__dict__, "engine": "sklearn"}))
+    opts = ProbeOptions(folds=4, inner_folds=3, solver="torch", newton_max_dim=newton_max_dim)
+    a = fit_sites(Xs, y, groups, ProbeOptions(**{**opts.__dict__, "solver": "sklearn"}))
     b = fit_sites(Xs, y, groups, opts)
     for ra, rb in zip(a, b):
         acc_a = ((ra.prob >= 0.5) == y).mean()
@@ -223,11 +223,11 @@ def test_torch_engine_matches_sklearn_on_every_site(newton_max_dim, products_bud
 
 
 def test_auto_engine_follows_the_measured_rule():
-    from probes.logistic import resolved_engine
-    assert resolved_engine(ProbeOptions(device="cuda")) == "torch"
-    assert resolved_engine(ProbeOptions(), dim=64) == "torch"
-    assert resolved_engine(ProbeOptions(), dim=256) == "sklearn"
-    assert resolved_engine(ProbeOptions(engine="sklearn"), dim=8) == "sklearn"
+    from probes.logistic import resolved_solver
+    assert resolved_solver(ProbeOptions(device="cuda")) == "torch"
+    assert resolved_solver(ProbeOptions(), dim=64) == "torch"
+    assert resolved_solver(ProbeOptions(), dim=256) == "sklearn"
+    assert resolved_solver(ProbeOptions(solver="sklearn"), dim=8) == "sklearn"
 
 
 def test_full_fit_transfers_and_matches_between_engines():
@@ -250,8 +250,8 @@ def test_bad_inputs_name_the_problem():
     X2[0, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         fit_sklearn(X2, y, groups)
-    with pytest.raises(ValueError, match="engine"):
-        ProbeOptions(engine="jax")
+    with pytest.raises(ValueError, match="solver"):
+        ProbeOptions(solver="jax")
 
 
 @given(st.lists(st.tuples(st.floats(0, 1), st.integers(0, 1), st.integers(0, 4)), min_size=4, max_size=60))
@@ -425,10 +425,10 @@ def test_jackknife_paired_interval_is_the_t_interval_of_scenario_means_with_equa
         paired_drop_ci(a, b, g, interval="bca")
 
 
-@pytest.mark.parametrize("engine", ["sklearn", "torch"])
-def test_out_of_fold_prediction_reproduces_the_out_of_fold_probabilities(engine):
+@pytest.mark.parametrize("solver", ["sklearn", "torch"])
+def test_out_of_fold_prediction_reproduces_the_out_of_fold_probabilities(solver):
     X, y, groups = planted(400, 6, 1.0, seed=9)
-    r = fit_sites([X], y, groups, ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0), engine=engine))[0]
+    r = fit_sites([X], y, groups, ProbeOptions(folds=4, inner_folds=2, Cs=(0.1, 1.0), solver=solver))[0]
     assert np.abs(r.predict_out_of_fold(X) - r.prob).max() < 1e-9
     with pytest.raises(ValueError, match="same 400 rows"):
         r.predict_out_of_fold(X[:10])
@@ -454,7 +454,7 @@ def test_name_ablation_transfer_is_out_of_fold_and_recovers_a_planted_drop():
     (each fold's probe on its own held-out rows) finds the drop."""
     from probes.ablation import ablation_table
     Xo, Xa, y, g = planted_names()
-    opts = ProbeOptions(folds=5, inner_folds=3, Cs=(0.001, 0.01, 0.1, 1.0), engine="sklearn")
+    opts = ProbeOptions(folds=5, inner_folds=3, Cs=(0.001, 0.01, 0.1, 1.0), solver="sklearn")
     t = ablation_table(["blocks.0.resid_post"], [Xo], [Xa], y, y, g, opts, resamples=300).set_index("metric")
     orig = t.loc["original_accuracy", "value"]
     assert orig > 0.8

@@ -15,7 +15,8 @@ pytest.importorskip("vllm")
 
 from evenhand.decisions import DecideOptions, decide  # noqa: E402
 from evenhand.engine import vllm_engine  # noqa: E402
-from evenhand.engine.vllm_engine import VllmModel, engine_of, load_vllm  # noqa: E402
+from evenhand.engine.registry import engine_of  # noqa: E402
+from evenhand.engine.vllm_engine import VllmModel, load_vllm  # noqa: E402
 from evenhand.models.loading import load_model  # noqa: E402
 
 LOGPROB_TOL = 1e-3
@@ -147,6 +148,6 @@ def test_prompt_methods_run_on_vllm(engines, smoke_items):
 def test_logprob_mode_stays_on_hf(engines, smoke_items):
     _, vm = engines
     from evenhand.engine.scoring import score_labels
-    with pytest.raises(ValueError, match="runs on the hf engine"):
+    with pytest.raises(ValueError, match="logprob mode .label scoring. runs on engine hf"):
         score_labels(vm, ["x"], [smoke_items.iloc[0].to_dict()], True)
     assert isinstance(vm, VllmModel)

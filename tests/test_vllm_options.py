@@ -5,22 +5,23 @@ from __future__ import annotations
 import pytest
 
 from evenhand.decisions import DecideOptions, decide
-from evenhand.engine.vllm_engine import ENGINES, VLLM_MODES, engine_of, load_for_engine, load_vllm
+from evenhand.engine.registry import engine_of, get, load, names
+from evenhand.engine.vllm_engine import load_vllm
 from evenhand.models.loading import ModelLoadError
 from evenhand.options import ConfigError
 
 
 def test_engines_and_modes():
-    assert ENGINES == ("hf", "vllm") and DecideOptions().engine == "hf"
-    assert VLLM_MODES == ("answer", "reasoning")
-    for mode in VLLM_MODES:
+    assert names() == ("hf", "vllm") and DecideOptions().engine == "hf"
+    assert get("vllm").modes == ("answer", "reasoning") and get("hf").modes == ("answer", "reasoning", "logprob")
+    for mode in get("vllm").modes:
         assert DecideOptions(mode=mode, engine="vllm").engine == "vllm"
 
 
 @pytest.mark.parametrize("kw, msg", [
     ({"engine": "sglang"}, "engine must be one of hf, vllm"),
-    ({"engine": "vllm", "mode": "logprob"}, "logprob mode runs on engine hf"),
-    ({"engine": "vllm", "prefix_reuse": True}, "caches prefixes automatically"),
+    ({"engine": "vllm", "mode": "logprob"}, "mode logprob runs on engine hf"),
+    ({"engine": "vllm", "prefix_reuse": True}, "caches prefixes itself"),
 ])
 def test_decide_options_refuse(kw, msg):
     with pytest.raises(ValueError, match=msg):
@@ -36,10 +37,10 @@ def test_decide_refuses_a_model_loaded_for_another_engine(tiny, smoke_items):
     assert score_labels(lm, ["x"], [smoke_items.iloc[0].to_dict()], True)  # hf scores labels
 
 
-def test_load_for_engine_hf_and_unknown(tiny_dirs):
-    assert engine_of(load_for_engine(str(tiny_dirs["llama"]), "hf")) == "hf"
+def test_load_hf_and_unknown(tiny_dirs):
+    assert engine_of(load(str(tiny_dirs["llama"]), "hf")) == "hf"
     with pytest.raises(ValueError, match="engine must be one of"):
-        load_for_engine(str(tiny_dirs["llama"]), "tgi")
+        load(str(tiny_dirs["llama"]), "tgi")
 
 
 def test_load_vllm_refuses_remote_code_and_gguf(tiny_dirs, tmp_path):
@@ -74,19 +75,21 @@ def test_run_config_takes_vllm(tmp_path):
     assert config_from_dict(_run_cfg(tmp_path)).engine == "hf"
 
 
-def test_cli_decide_engine_flag():
-    from experiments.cli.main import build_parser
+def test_cli_decide_engine_flag(tmp_path, capsys):
+    from experiments.cli.main import build_parser, main
     a = build_parser().parse_args(["decide", "--model", "m", "--out", "o", "--engine", "vllm"])
     assert a.engine == "vllm"
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["decide", "--model", "m", "--out", "o", "--engine", "x"])
+    # any registered engine is taken (a --plugin may register one); an unknown one fails before loading
+    assert main(["decide", "--model", "no/such-model", "--out", str(tmp_path / "o"), "--engine", "x"]) == 2
+    assert "engine must be one of hf, vllm, got 'x'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_cli_decide_refuses_logprob_on_vllm_before_loading(tmp_path, capsys):
     from experiments.cli.main import main
     assert main(["decide", "--model", "no/such-model", "--out", str(tmp_path / "o"), "--engine", "vllm",
                  "--mode", "logprob"]) == 2
-    assert "logprob mode runs on engine hf" in capsys.readouterr().err
+    assert "mode logprob runs on engine hf" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
@@ -111,3 +114,33 @@ def test_compare_config_refuses_logprob_on_vllm():
         _compare(engine="vllm", mode="logprob")
     with pytest.raises(ConfigError, match="must be one of hf, vllm"):
         _compare(engine="tgi")
+
+
+def test_registry_imports_no_vllm_and_checks_declarations():
+    """Importing the registry, deciding the options of a vllm run and listing the engines imports neither vLLM nor
+    torch (the engines are imported on first use, and vllm_engine imports vLLM only to load or generate)."""
+    import subprocess
+    import sys
+    code = ("import sys; from evenhand.engine import registry; from evenhand.decisions import DecideOptions; "
+            "DecideOptions(engine='vllm'); registry.refusal('vllm', mode='logprob'); "
+            "print(sorted(m for m in ('vllm', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+    from evenhand.engine.registry import register
+
+    class Bad:
+        name, modes, prefix_reuse, hf_model = "bad", ("answer", "beam"), "none", False
+
+        def load(self, spec, *, shares_gpu=False): ...
+
+        def generate(self, lm, batch, max_new, min_prefix): ...
+
+        def score_labels(self, lm, batch, min_prefix): ...
+    with pytest.raises(ValueError, match="modes must be some of answer, reasoning, logprob"):
+        register(Bad())
+    with pytest.raises(ValueError, match="registered already"):
+        register(get("hf"))
+    with pytest.raises(TypeError, match="is not an Engine"):
+        register(object())
+    assert names() == ("hf", "vllm")

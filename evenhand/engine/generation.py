@@ -4,14 +4,16 @@
 cache on); :func:`generate_with_prefix` runs prefixes shared by several texts once first
 (:mod:`.prefix`). Each row is ``text`` (decoded up to and including the first end-of-sequence
 token), ``n_new_tokens``, ``gen_logprob`` (the summed log-probability of the greedy tokens) and
-``n_prompt_tokens``; with prefix reuse also ``n_shared_prefix_tokens``. :func:`generate` runs a
-model loaded for the vLLM engine on vLLM (:mod:`.vllm_engine`), with the same rows.
+``n_prompt_tokens``; with prefix reuse also ``n_shared_prefix_tokens``. This is the hf engine's generation
+(:mod:`.hf_engine`); :func:`generate` hands a model loaded for another engine to that engine (:mod:`.registry`).
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..models.loading import LoadedModel
-from . import prefix, vllm_engine
-from .vllm_engine import VllmModel, engine_of
+from . import prefix, registry
+from .batching import token_ids
 
 
 class GreedyLogprob:
@@ -28,12 +30,13 @@ class GreedyLogprob:
         return scores
 
 
-def generate(lm: LoadedModel | VllmModel, texts: list[str], special: bool, max_new: int) -> list[dict]:
+def generate(lm: Any, texts: list[str], special: bool, max_new: int) -> list[dict]:
     """One greedy continuation of at most ``max_new`` tokens per text (``special``: add the
     tokenizer's special tokens); rows as in the module docstring, in input order. A model loaded for
-    the vLLM engine generates there (:func:`.vllm_engine.generate`, the same rows)."""
-    if engine_of(lm) == "vllm":
-        return vllm_engine.generate(lm, texts, special, max_new)
+    another engine generates there (:meth:`.registry.Engine.generate`, the same rows)."""
+    if registry.engine_of(lm) != "hf":
+        batch = registry.Batch(texts=texts, ids=token_ids(lm.tokenizer, texts, special), special=special)
+        return registry.get(registry.engine_of(lm)).generate(lm, batch, max_new, 0)
     tok, model = lm.tokenizer, lm.model
     enc = tok(texts, add_special_tokens=special, padding=True, return_tensors="pt").to(model.device)
     return greedy_generate(lm, enc["input_ids"], enc["attention_mask"], max_new)

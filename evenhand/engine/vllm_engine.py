@@ -1,4 +1,4 @@
-"""The vLLM decision engine (``engine: vllm``): answer and reasoning modes on vLLM.
+"""The vLLM decision engine (``engine: vllm``, :data:`ENGINE`): answer and reasoning modes on vLLM.
 
 Hugging Face stays the default engine and the reference; this one gives the same response rows
 faster on long generations (continuous batching, a paged KV cache, automatic prefix caching).
@@ -13,6 +13,8 @@ faster on long generations (continuous batching, a paged KV cache, automatic pre
   continuation per prompt, cut after the first end-of-sequence token, with the summed log-probability
   of the generated tokens (``gen_logprob``) — the rows the Hugging Face engine writes.
 
+:class:`VllmEngine` declares this to the registry (:mod:`.registry`): modes answer and reasoning, prefixes
+reused automatically (vLLM's prefix caching), no Hugging Face model (decisions only).
 Logprob mode stays on Hugging Face: it is one forward pass with ``logits_to_keep`` there.
 vLLM's batches are not batch-invariant: a near-tie between two tokens can break the other way than
 under Hugging Face (tests/test_vllm_engine.py states the tolerance measured). The GGUF loader is not
@@ -24,17 +26,16 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import ClassVar
 
-from ..models.loading import (LoadedModel, ModelLoadError, ModelSpec, display_name, load_model, load_tokenizer,
-                              locate, resolve_spec, weights_fingerprint)
-from .batching import token_ids
+from ..models.loading import (ModelLoadError, ModelSpec, display_name, load_model, load_tokenizer, locate,
+                              resolve_spec, weights_fingerprint)
+from .registry import Batch
 
-ENGINES = ("hf", "vllm")
-"""The decision engines: ``hf`` (Hugging Face ``generate``, the default and the reference) and ``vllm``."""
-VLLM_MODES = ("answer", "reasoning")
-"""The decision modes the vLLM engine runs (logprob mode stays on Hugging Face)."""
 CPU_KV_CACHE_GIB = 2
 """The KV cache vLLM's CPU backend reserves when ``VLLM_CPU_KVCACHE_SPACE`` is not set (GiB)."""
+SHARED_GPU_UTILIZATION = 0.5
+"""The share of the GPU vLLM takes when a Hugging Face model shares it (a comparison with ``engine: vllm``)."""
 
 
 @dataclass
@@ -52,6 +53,8 @@ class VllmModel:
     eos_ids: tuple[int, ...]
     architecture: str
     meta: dict = field(default_factory=dict)
+    engine: ClassVar[str] = "vllm"
+    """The engine this model decides with (:func:`evenhand.engine.registry.engine_of`)."""
 
     def describe(self) -> dict:
         """What a run's manifest records about the model (the fields :meth:`LoadedModel.describe` has, and
@@ -67,11 +70,6 @@ class VllmModel:
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
         self.llm = None
-
-
-def engine_of(lm: LoadedModel | VllmModel) -> str:
-    """The engine a loaded model decides with: ``vllm`` for a :class:`VllmModel`, else ``hf``."""
-    return "vllm" if isinstance(lm, VllmModel) else "hf"
 
 
 def _device() -> str:
@@ -139,13 +137,6 @@ def load_vllm(spec: ModelSpec | str, *, gpu_memory_utilization: float = 0.85, ma
                      meta={"weights": weights_fingerprint(where, None, spec.revision)})
 
 
-def load_for_engine(spec: ModelSpec | str, engine: str) -> LoadedModel | VllmModel:
-    """The model loaded for ``engine`` (:data:`ENGINES`): :func:`load_model` for hf, :func:`load_vllm` for vllm."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    return load_vllm(spec) if engine == "vllm" else load_model(spec)
-
-
 def generate_ids(vm: VllmModel, seqs: list[list[int]], max_new: int) -> list[dict]:
     """One greedy continuation of at most ``max_new`` tokens per prompt (token ids), in input order: rows of
     ``text`` (the tokens up to and including the first end-of-sequence token, decoded with our tokenizer
@@ -172,9 +163,24 @@ def generate_ids(vm: VllmModel, seqs: list[list[int]], max_new: int) -> list[dic
     return rows
 
 
-def generate(vm: VllmModel, texts: list[str], special: bool, max_new: int) -> list[dict]:
-    """:func:`generate_ids` on ``texts`` tokenised with our tokenizer (``special``: add its special tokens)."""
-    return generate_ids(vm, token_ids(vm.tokenizer, texts, special), max_new)
+class VllmEngine:
+    """The :class:`~.registry.Engine` on vLLM (module docstring)."""
+    name = "vllm"
+    modes = ("answer", "reasoning")
+    prefix_reuse = "automatic"
+    hf_model = False
+
+    def load(self, spec, *, shares_gpu: bool = False) -> VllmModel:
+        return load_vllm(spec, **({"gpu_memory_utilization": SHARED_GPU_UTILIZATION} if shares_gpu else {}))
+
+    def generate(self, lm: VllmModel, batch: Batch, max_new: int, min_prefix: int) -> list[dict]:
+        return generate_ids(lm, batch.ids, max_new)
+
+    def score_labels(self, lm: VllmModel, batch: Batch, min_prefix: int) -> list[dict]:
+        raise ValueError("the vllm engine runs answer and reasoning modes; logprob mode runs on engine hf")
+
+
+ENGINE = VllmEngine()
 
 
 def save_dequantized(spec: ModelSpec | str, out: str | Path) -> Path:

@@ -6,6 +6,7 @@ import argparse
 
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
+from evenhand.engine.registry import DEFAULT
 from evenhand.models.loading import ModelSpec
 from evenhand.options import add_flags, options_from_args
 from experiments.config import SuiteConfig
@@ -48,14 +49,22 @@ def items(a: argparse.Namespace):
     return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
 
 
-def prepare(a: argparse.Namespace, engine: str = "hf"):
+def renamed_flag(x: argparse.ArgumentParser, old: str, new: str) -> None:
+    """Make ``old`` (a flag renamed ``new``) an error that names ``new``, not an unknown flag; hidden from help."""
+    class Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            parser.error(f"{old} is now {new}")
+    x.add_argument(old, action=Renamed, help=argparse.SUPPRESS)
+
+
+def prepare(a: argparse.Namespace, engine: str = DEFAULT):
     """The shared start of `decide`, `cache` and `modes`: cheap checks first, then items and the model
-    (loaded for ``engine``, :func:`evenhand.engine.vllm_engine.load_for_engine`).
+    (loaded for ``engine``, :func:`evenhand.engine.registry.load`).
     Returns (output directory, resolved spec, items, loaded model)."""
-    from evenhand.engine.vllm_engine import load_for_engine
+    from evenhand.engine.registry import load
     from evenhand.models.loading import locate, resolve_spec
     from experiments.runner import check_output_dir
     spec = resolve_spec(model_spec(a))
     locate(spec)  # a missing or damaged model fails before the output directory is made
     out = check_output_dir(a.out)
-    return out, spec, items(a), load_for_engine(spec, engine)
+    return out, spec, items(a), load(spec, engine)

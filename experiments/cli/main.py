@@ -16,8 +16,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="evenhand", description="Measure asymmetric demographic bias in LLM decisions.")
     p.add_argument("--version", action="version", version=f"evenhand {__version__}")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
-                   help="import a module or .py file that registers interventions or metrics of your own before the "
-                        "command runs (repeatable; see docs/INTERVENTIONS.md, docs/METRICS.md)")
+                   help="import a module or .py file that registers interventions, metrics or decision engines of "
+                        "your own before the command runs (repeatable; see docs/INTERVENTIONS.md, docs/METRICS.md, "
+                        "docs/ARCHITECTURE.md)")
     sub = p.add_subparsers(dest="command", required=True)
     suite.register(sub)
     score.register_score(sub)

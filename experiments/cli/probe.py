@@ -9,11 +9,12 @@ from evenhand.options import add_flags, options_from_args
 from evenhand.runs import RunDir
 from probes.dataset import LABELS
 from probes.logistic import ProbeOptions
+from probes.options import SOLVERS
 
+from .common import renamed_flag
 from .formatting import ablation_text, attribution_text, probe_text
 
-ENGINES = ("auto", "torch", "sklearn")
-PROBE_FLAGS = ("engine", "device", "folds", "inner_folds", "seed")
+PROBE_FLAGS = ("solver", "device", "folds", "inner_folds", "seed")
 """The ProbeOptions fields that the probe commands take as flags."""
 
 
@@ -75,7 +76,8 @@ def _probe_args(x: argparse.ArgumentParser) -> None:
     x.add_argument("--label", default="favours_minority",
                    choices=list(LABELS))
     x.add_argument("--sites", nargs="+", default=None, help="default: every cached site")
-    add_flags(x, ProbeOptions, ["engine", "device", "folds", "inner_folds"], choices={"engine": ENGINES})
+    add_flags(x, ProbeOptions, ["solver", "device", "folds", "inner_folds"], choices={"solver": SOLVERS})
+    renamed_flag(x, "--engine", "--solver")
     x.add_argument("--resamples", type=int, default=1000)
     add_flags(x, ProbeOptions, ["seed"])
     x.add_argument("--out", default=None)

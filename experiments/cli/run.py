@@ -48,7 +48,8 @@ def _run(a) -> int:
     from experiments.config import config_from_dict
     from experiments.runner import run_config
     cfg = config_from_dict(data)
-    if a.backend == "ray" and cfg.engine != "hf":
+    from evenhand.engine.registry import DEFAULT
+    if a.backend == "ray" and cfg.engine != DEFAULT:
         raise ValueError(f"engine {cfg.engine} runs on the local backend (the Ray workers load Hugging Face models)")
     if a.backend == "ray":
         from experiments.ray_backend import run_config_ray

@@ -71,6 +71,7 @@ import pandas as pd
 
 from evenhand.checks import warn_unparseable
 from evenhand.options import ConfigError
+from evenhand.engine.registry import DEFAULT, get as get_engine, load as load_engine
 from evenhand.runs import RunDir
 
 from interventions.base import Fitted, InterventionError, decide_with
@@ -85,10 +86,6 @@ from .compare_split import assign_contrasts, scenario_plan, select_settings
 __all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "compare_stages",
            "comparison_rows", "controls_of", "item_sets", "load_config", "model_suite", "open_compare", "parse_config",
            "run_compare", "settings", "swept_arms", "validation_signs"]
-
-VLLM_GPU_SHARE = 0.5
-"""The share of the GPU vLLM takes in a comparison with ``engine: vllm`` (the Hugging Face model shares it)."""
-
 
 @dataclass(frozen=True)
 class ItemSets:
@@ -294,16 +291,15 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     model = LoadModel(lambda: load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
-    vllm_model: list = []  # loaded on first use, beside the Hugging Face model (which fits and runs the edits)
+    engine_model: list = []  # loaded on first use, beside the Hugging Face model (which fits and runs the edits)
 
     def decider(cell: Cell | None) -> tuple:
         """The model and options a cell decides with (:func:`cell_engine`)."""
-        if cell_engine(cfg, cell) == "hf":
+        if cell_engine(cfg, cell) == DEFAULT:
             return model(), opts
-        if not vllm_model:
-            from evenhand.engine.vllm_engine import load_vllm
-            vllm_model.append(load_vllm(spec, gpu_memory_utilization=VLLM_GPU_SHARE))
-        return vllm_model[0], replace(opts, engine="vllm")
+        if not engine_model:
+            engine_model.append(load_engine(spec, cfg.engine, shares_gpu=True))
+        return engine_model[0], replace(opts, engine=cfg.engine)
     fitted_cache: dict[str, Fitted] = {}
     train_ids = train["item_id"].astype(str).tolist()
     swept = swept_arms(cfg)
@@ -405,9 +401,10 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
 
 def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:
     """The engine that decides a cell (None: the baseline): the comparison's ``engine`` for the baseline and the
-    prompt methods, ``hf`` for the activation and learned methods (their edits run as Hugging Face hooks)."""
-    if cfg.engine == "hf" or (cell is not None and get(cell.arm.name).kind != "prompt"):
-        return "hf"
+    prompt methods; for the activation and learned methods (their edits run as Hugging Face hooks) the default
+    engine unless the comparison's engine has a Hugging Face model (:attr:`evenhand.engine.registry.Engine.hf_model`)."""
+    if cell is not None and get(cell.arm.name).kind != "prompt" and not get_engine(cfg.engine).hf_model:
+        return DEFAULT
     return cfg.engine
 
 

@@ -51,7 +51,8 @@ class CompareConfig:
     controls: bool = True
     control_draws: int = 20  # random controls drawn per fit, each with its own seed (Cell.control_seed)
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
-    engine: str = "hf"  # vllm: the baseline and the prompt methods decide on vLLM; activation/learned ones on hf
+    engine: str = "hf"  # a registered engine; one without a HF model (vllm) decides the baseline and prompt methods,
+    # the activation/learned ones decide on hf (cell_engine)
     signs: dict | None = None
     """Declared alignment signs (asymmetry metric -> +1 or -1); None: decided on the validation baseline."""
 
@@ -149,7 +150,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         raise ConfigError(f"{where}: kind: {raw['kind']!r} is not a comparison config (kind: compare)")
     raw = {k: v for k, v in raw.items() if k != "kind"}
     from evenhand.metrics import ASYMMETRY
-    from evenhand.engine.vllm_engine import ENGINES, VLLM_MODES
+    from evenhand.engine.registry import ENGINES, refusal
     rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY, "engine": ENGINES},
                   positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
                                       "eval.scenarios", "eval.contrasts", "validation.scenarios",
@@ -187,9 +188,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     val, select = f.validation or _Validation(), f.select or SelectRule()
     if not 0 < split.heldout_fraction < 1:
         raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
-    if f.engine == "vllm" and f.mode not in VLLM_MODES:
-        raise ConfigError(f"{where}: engine vllm runs {' and '.join(VLLM_MODES)} modes; mode {f.mode} runs on "
-                          f"engine hf")
+    if refusal(f.engine, mode=f.mode):
+        raise ConfigError(f"{where}: {refusal(f.engine, mode=f.mode)}")
     if not 0 <= f.refusal_margin <= 1:
         raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
     for name in ("max_accuracy_loss", "max_refusal_rise"):

@@ -1,0 +1,166 @@
+"""The decision engines: the :class:`Engine` protocol and the registry :func:`evenhand.decisions.decide` dispatches
+through.
+
+An engine loads a model (:meth:`Engine.load`) and decides batches of prompts with it: greedy generation
+(answer and reasoning modes) and, if it runs logprob mode, label scoring. What it declares (its modes, how it
+reuses prefixes, whether its model is a Hugging Face torch model) is all the option, config and CLI rules read:
+nothing else names an engine. ``hf`` (:mod:`.hf_engine`) and ``vllm`` (:mod:`.vllm_engine`) are built in and
+imported on first use (importing this module imports neither vLLM nor torch); :func:`register` adds one
+(docs/ARCHITECTURE.md, "Adding an engine").
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+DEFAULT = "hf"
+"""The default engine and the reference the others are checked against."""
+MODES = ("answer", "reasoning", "logprob")
+"""Every decision mode (:class:`evenhand.decisions.DecideOptions`)."""
+_BUILTIN = {"hf": "evenhand.engine.hf_engine", "vllm": "evenhand.engine.vllm_engine"}
+"""The built-in engines: name -> the module whose ``ENGINE`` it is (imported on first use)."""
+_engines: dict[str, Engine] = {}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """The prompts an engine decides at once, in order: the items (None where the caller has only texts:
+    multi-turn chats, BBQ), the full texts the model sees, their token ids (the tokenizer of the loaded model)
+    and ``special`` (whether the tokenizer's special tokens were added: no chat template)."""
+    texts: list[str]
+    ids: list[list[int]]
+    special: bool
+    items: list[dict] | None = None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A decision engine. A model it loads has ``tokenizer`` (EvenHand tokenises and templates every prompt with
+    it), ``name``, ``describe()`` (what a run's manifest records) and ``engine`` (this engine's name; a model
+    without that attribute is the hf engine's)."""
+
+    name: str
+    """The engine's name (``engine:`` in a config, ``--engine`` on `evenhand decide`)."""
+    modes: tuple[str, ...]
+    """The decision modes it runs (of :data:`MODES`); logprob mode needs :meth:`score_labels`."""
+    prefix_reuse: Literal["option", "automatic", "none"]
+    """option: ``prefix_reuse`` turns reuse of shared prompt prefixes on (hf); automatic: the engine always reuses
+    them itself, the option is refused and batches follow token order so that items sharing a prefix land in one
+    batch (vllm); none: no reuse, the option is refused."""
+    hf_model: bool
+    """Its model is a Hugging Face torch model (:class:`evenhand.models.loading.LoadedModel`): the activation
+    cache and the stages after it read it, and interventions that edit activations or weights run on it. An
+    engine without one decides only; a comparison runs those interventions on :data:`DEFAULT`."""
+
+    def load(self, spec: Any, *, shares_gpu: bool = False) -> Any:
+        """The model for ``spec`` (a ModelSpec or a model name); ``shares_gpu``: a Hugging Face model is loaded
+        beside it (a comparison), so take only part of the GPU."""
+
+    def generate(self, lm: Any, batch: Batch, max_new: int, min_prefix: int) -> list[dict]:
+        """One greedy continuation of at most ``max_new`` tokens per prompt, in order: rows of ``text`` (up to
+        and including the first end-of-sequence token), ``n_new_tokens``, ``gen_logprob`` and
+        ``n_prompt_tokens``. ``min_prefix`` > 0 (prefix_reuse ``option`` only): reuse prefixes shared by that
+        many tokens, and give each row ``n_shared_prefix_tokens``."""
+
+    def score_labels(self, lm: Any, batch: Batch, min_prefix: int) -> list[dict]:
+        """Logprob mode: rows of ``logprob_A``, ``logprob_B`` (each label's summed log-probability as a
+        continuation of the prompt), ``n_prompt_tokens`` and ``n_new_tokens`` (0); ``min_prefix`` as in
+        :meth:`generate`."""
+
+
+def _builtin(name: str) -> None:
+    if name in _BUILTIN and name not in _engines:
+        _engines[name] = importlib.import_module(_BUILTIN[name]).ENGINE
+
+
+def register(engine: Engine) -> Engine:
+    """Add ``engine`` under ``engine.name`` (refused when the name is taken or a declaration is malformed)."""
+    for name in _BUILTIN:
+        _builtin(name)
+    if not isinstance(engine, Engine):
+        raise TypeError(f"{engine!r} is not an Engine (name, modes, prefix_reuse, hf_model, load, generate, "
+                        f"score_labels: evenhand.engine.registry.Engine)")
+    if engine.name in _engines:
+        raise ValueError(f"an engine named {engine.name!r} is registered already")
+    bad = [m for m in engine.modes if m not in MODES]
+    if bad or not engine.modes:
+        raise ValueError(f"engine {engine.name}: modes must be some of {', '.join(MODES)}, got {engine.modes!r}")
+    if engine.prefix_reuse not in ("option", "automatic", "none"):
+        raise ValueError(f"engine {engine.name}: prefix_reuse must be option, automatic or none, "
+                         f"got {engine.prefix_reuse!r}")
+    _engines[engine.name] = engine
+    return engine
+
+
+def unregister(name: str) -> None:
+    """Remove a registered engine (not a built-in one)."""
+    if name in _BUILTIN:
+        raise ValueError(f"engine {name} is built in")
+    _engines.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    """The registered engines' names: the built-in ones first."""
+    return tuple(_BUILTIN) + tuple(n for n in _engines if n not in _BUILTIN)
+
+
+def get(name: str) -> Engine:
+    """The engine called ``name``; ValueError naming the registered ones otherwise."""
+    _builtin(name)
+    if name not in _engines:
+        raise ValueError(f"engine must be one of {', '.join(names())}, got {name!r}")
+    return _engines[name]
+
+
+def engine_of(lm: Any) -> str:
+    """The engine a loaded model decides with: its ``engine`` attribute, else :data:`DEFAULT`."""
+    return getattr(lm, "engine", None) or DEFAULT
+
+
+def load(spec: Any, name: str = DEFAULT, **kw) -> Any:
+    """``spec`` loaded for engine ``name`` (:meth:`Engine.load`)."""
+    return get(name).load(spec, **kw)
+
+
+def running(mode: str) -> tuple[str, ...]:
+    """The engines that run decision mode ``mode``."""
+    return tuple(n for n in names() if mode in get(n).modes)
+
+
+def refusal(name: str, *, mode: str, prefix_reuse: bool = False, cache: bool = False) -> str | None:
+    """Why engine ``name`` cannot decide in ``mode`` (with ``prefix_reuse``; with the activation cache after it,
+    ``cache``), read from its declarations; None when it can. The one source of the option, config and CLI
+    rules about engines."""
+    if name not in names():
+        return f"engine must be one of {', '.join(names())}, got {name!r}"
+    e = get(name)
+    if mode not in e.modes:
+        return (f"engine {name} runs {' and '.join(e.modes)} modes; mode {mode} runs on engine "
+                f"{' or '.join(running(mode))}")
+    if prefix_reuse and e.prefix_reuse != "option":
+        how = "caches prefixes itself" if e.prefix_reuse == "automatic" else "does not reuse prefixes"
+        return (f"prefix_reuse is for engine {' or '.join(n for n in names() if get(n).prefix_reuse == 'option')}; "
+                f"engine {name} {how}")
+    if cache and not e.hf_model:
+        return (f"engine {name} decides only: the activation cache (and the probe and ablation after it) needs "
+                f"engine {' or '.join(n for n in names() if get(n).hf_model)}")
+    return None
+
+
+class EngineNames(Sequence):
+    """The registered engines' names, read when used (a config's allowed values, after a plugin registered one)."""
+
+    def __getitem__(self, i):
+        return names()[i]
+
+    def __len__(self) -> int:
+        return len(names())
+
+    def __repr__(self) -> str:
+        return repr(names())
+
+
+ENGINES = EngineNames()
+"""The registered engines' names, live."""
