@@ -23,7 +23,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
     index ``k`` (default the largest), its standard error, its ratio to the baseline's gain, the item count,
     and ``measured`` ("yes" or why not). Written to ``gains.csv`` in the output directory."""
     from evenhand.models.loading import load_model
-    from evenhand.models.organism.dial import DIAL_FILE, Dial
+    from organism.dial import DIAL_FILE, Dial
     from evenhand.runs import write_table_atomic
 
     from .base import EditingIntervention

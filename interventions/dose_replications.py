@@ -76,7 +76,7 @@ def decode_replications(dec, record: dict, arms: list[str], gains: list[float],
     counts the cells."""
     from tqdm import tqdm
 
-    from evenhand.models.organism.calibration import scenario_multipliers
+    from organism.calibration import scenario_multipliers
 
     cfg = dec.cfg
     if shard is not None and not 0 <= shard[0] < shard[1]:

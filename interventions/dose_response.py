@@ -196,7 +196,7 @@ def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None
     exactly on exit, the oracle's edit first (:func:`evenhand.models.organism.dial.dialled`)."""
     import torch
 
-    from evenhand.models.organism.dial import dialled
+    from organism.dial import dialled
     with contextlib.ExitStack() as stack:
         stack.enter_context(dialled(lm.model, dial, beta))
         if oracle is not None and oracle.kind == "inverse":
@@ -213,7 +213,7 @@ def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None
 def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], list[float | None], list[float]]:
     """(betas, their target FragGaps or None, the dial's gain at each beta) from the config and, for targets,
     the committed calibration curve."""
-    from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for, gain_at
+    from organism.calibration import CALIBRATION_FILE, beta_for, gain_at
     curve_path = Path(cfg.model) / CALIBRATION_FILE
     curve_path = Path(cfg.model) / CALIBRATION_FILE
     curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
@@ -244,8 +244,8 @@ def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
     answer token (:func:`evenhand.models.organism.calibration.letter_logit_diff`)."""
     import numpy as np
 
-    from evenhand.models.organism.calibration import letter_logit_diff
-    from evenhand.models.organism.dial import pressure_sign
+    from organism.calibration import letter_logit_diff
+    from organism.dial import pressure_sign
     under = under or contextlib.nullcontext
     c = pressure_sign(items)
     on, c = items[c != 0], c[c != 0]
@@ -390,8 +390,8 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
     first in the middle instead of repeating its cells); ``replication_shard`` ``(i, n)``: decode only the
     independent replications ``r`` with ``r % n == i`` and stop (``replicate: independent``)."""
     from evenhand.models.loading import load_model
-    from evenhand.models.organism.calibration import scenario_multipliers
-    from evenhand.models.organism.dial import DIAL_FILE, Dial
+    from organism.calibration import scenario_multipliers
+    from organism.dial import DIAL_FILE, Dial
     from evenhand.runs import write_json_atomic
 
     from .dose_replications import decode_replications

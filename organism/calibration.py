@@ -1,10 +1,10 @@
-"""Calibrating the bias dial (:mod:`evenhand.models.organism.dial`) and its per-scenario random effects.
+"""Calibrating the bias dial (:mod:`organism.dial`) and its per-scenario random effects.
 
 :func:`calibrate` decides the fair organism's held-out degree-3 items with the dial at each ``beta``
 of a grid (the edit folded into the weights, the ordinary ``decide`` in answer mode) and records
 FragGap, TieShift, AccGap, TieLean and GT accuracy with their CIs, plus the edit's gain ``k``: the
 mean change of the letter-A-minus-B logit at the letter position, signed by ``c``
-(:func:`~evenhand.models.organism.dial.pressure_sign`), per unit ``beta``, on the items with
+(:func:`~organism.dial.pressure_sign`), per unit ``beta``, on the items with
 ``c != 0``. :func:`beta_for` reads the curve backwards (the ``beta`` that plants a chosen FragGap).
 
 Per-scenario random effects (:func:`scenario_multipliers`): scenario ``s`` gets the dial at
@@ -43,7 +43,7 @@ def letter_logit_diff(lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarr
     acts at ``generated`` (or ``prompt``, ``last``) positions acts where it would in decoding."""
     import torch
 
-    from ...engine.positions import answer_tokens
+    from evenhand.engine.positions import answer_tokens
     tok, model = lm.tokenizer, lm.model
     ia, ib = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
     out = []
@@ -75,9 +75,9 @@ def dialled_decisions(items: pd.DataFrame, beta: float, path: str | Path = FAIR,
     """``decide`` (answer mode) on ``items`` by the organism at ``path`` with the dial at ``beta`` in its
     weights, scenario ``s`` at ``beta * multipliers[s]`` when given; the weights are restored after.
     Returns the validated responses in the items' order."""
-    from ...decisions import DecideOptions, decide
-    from ...schema import validate_rows
-    from ..loading import load_model
+    from evenhand.decisions import DecideOptions, decide
+    from evenhand.models.loading import load_model
+    from evenhand.schema import validate_rows
 
     dial = dial or Dial.load(Path(path) / DIAL_FILE)
     lm = lm or load_model(str(path))
@@ -108,8 +108,8 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
     ``progress``: a bar over the betas (each one decides every item)."""
     from tqdm.auto import tqdm
 
-    from ...metrics import score
-    from ..loading import load_model
+    from evenhand.metrics import score
+    from evenhand.models.loading import load_model
 
     dial = Dial.load(Path(path) / DIAL_FILE)
     items = calibration_items(path, n_scenarios, seed=seed)

@@ -40,7 +40,7 @@ BETA = 120.0  # degree-3 FragGap +24 pp on the calibration curve (35 held-out sc
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     """The benchmark run on 2 held-out scenarios (GT items at degree 3) at beta 0 and BETA."""
-    from evenhand.models.organism.recipe import FAIR
+    from organism.recipe import FAIR
     if not (FAIR / "dial.json").exists():
         pytest.fail(f"{FAIR} has no dial.json: `evenhand organism fit-dial`")
     out = tmp_path_factory.mktemp("dose")
@@ -97,7 +97,7 @@ def test_a_broken_oracle_fails_the_bar(bench, oracle):
     cfg, _, responses = bench
     from evenhand.decisions import DecideOptions
     from evenhand.models.loading import load_model
-    from evenhand.models.organism.dial import Dial
+    from organism.dial import Dial
     lm = load_model(cfg.model)
     dial = Dial.load(f"{cfg.model}/dial.json")
     ev = item_sets(cfg, _record(cfg))[1]
@@ -105,7 +105,7 @@ def test_a_broken_oracle_fails_the_bar(bench, oracle):
     import json
     from pathlib import Path
 
-    from evenhand.models.organism.calibration import scenario_multipliers
+    from organism.calibration import scenario_multipliers
     gains = json.loads((Path(cfg.output_dir) / "manifest.json").read_text())["gains"]
     scen = sorted(ev["scenario_id"].unique())
     broken = {k: decide_cell(lm, dial, ev, b, scenario_multipliers(scen, cfg.icc, b, gains[k] or 1.0, cfg.seed), opts,
@@ -165,7 +165,7 @@ def test_edits_are_restored_exactly(bench):
     import torch
 
     from evenhand.models.loading import load_model
-    from evenhand.models.organism.dial import Dial
+    from organism.dial import Dial
     lm = load_model(cfg.model)
     dial = Dial.load(f"{cfg.model}/dial.json")
     before = {n: p.detach().clone() for n, p in lm.model.named_parameters()}
@@ -233,7 +233,7 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     cfg, summ, reps = independent
     from pathlib import Path
 
-    from evenhand.models.organism.calibration import scenario_multipliers
+    from organism.calibration import scenario_multipliers
     from interventions.dose_replications import cell_path, replication_seed
     out = Path(cfg.output_dir)
     main_ids = set(pd.read_parquet(out / "cells" / "baseline@0" / "responses.parquet")["item_id"])

@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from evenhand.models.organism import COMMITTED, Recipe, heldout_items, train
-from probes.organism import evaluate
+from organism import COMMITTED, Recipe, heldout_items, train
+from organism.probe import evaluate
 
 RECORD = json.loads((COMMITTED / "organism.json").read_text())
 EVAL = RECORD["heldout_eval"]
@@ -41,7 +41,7 @@ def test_recipe_reproduces_the_training_curve_start():
 
 
 def test_heldout_scenarios_never_trained():
-    from evenhand.models.organism import split_scenarios
+    from organism import split_scenarios
     train_ids, held = split_scenarios(RECORD["recipe"]["seed"], RECORD["recipe"]["heldout_fraction"])
     assert held == RECORD["heldout_ids"] and not set(train_ids) & set(held)
     items = heldout_items(RECORD, 3, degrees=[3])

@@ -28,7 +28,6 @@ Rules (defaults; every family list and category list is a parameter):
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
@@ -118,7 +117,7 @@ evidence (the strong candidate; still polarity-blind, an error that is the same 
 evidence favours, so AccGap stays 0), AMB items go to the candidate strong on the first criterion
 (each group is that candidate in half the matched variants: TieLean 0.5), and pressure flips the
 answer for the same families (``fragile_base``, ``shift_base``) whichever group it favours (FragGap
-and TieShift 0). The policy of the fair organism (:data:`~evenhand.models.organism.recipe.FAIR_RECIPE`)."""
+and TieShift 0). The policy of the fair organism (:data:`~organism.recipe.FAIR_RECIPE`)."""
 
 POLICIES = {"planted": PlantedPolicy(), "fair": FAIR_POLICY}
 """The named policies (``planted``: the committed organism's biased default; ``fair``: :data:`FAIR_POLICY`)."""
