@@ -151,6 +151,9 @@ class RunDir:
     report_html = _at("report.html", "The report page (HTML).")
     planted_truth_path = _at("planted_truth.json", "The demo's planted truth per degree and metric (value, CI, "
                                                    "source) and the dial's beta.")
+    calibration_path = _at("calibration.json", "A dial calibration's curve (the format of the fair organism's own).")
+    calibration_table = _at("calibration.parquet", "A dial calibration's tidy table (one row per beta and metric).")
+    calibration_stem = _at("calibration", "A dial calibration's figure (stem; .png).")
     mode_switch_csv = _at("mode_switch.csv", "The answer-vs-logprob mode comparison table.")
     # a probe sweep's, an ablation's and an attribution's directories
     probes_table = _at("probes.parquet", "A probe sweep's tidy table (in ``probes/<label>/``).")

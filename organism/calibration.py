@@ -102,10 +102,11 @@ def calibration_items(path: str | Path = FAIR, n_scenarios: int | None = None, d
 
 
 def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int = 1000,
-              seed: int = 0, batch_size: int = 64, progress: bool = True) -> dict:
+              seed: int = 0, batch_size: int = 64, progress: bool = True, lm=None) -> dict:
     """The calibration curve: per ``beta``, the degree-3 :data:`CALIBRATION_METRICS` (value and CI)
     of the dialled organism on :func:`calibration_items`, and the gain ``k`` (the module docstring).
-    ``progress``: a bar over the betas (each one decides every item)."""
+    ``progress``: a bar over the betas (each one decides every item); ``lm``: the organism at ``path``,
+    already loaded."""
     from tqdm.auto import tqdm
 
     from evenhand.metrics import score
@@ -113,7 +114,7 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
 
     dial = Dial.load(Path(path) / DIAL_FILE)
     items = calibration_items(path, n_scenarios, seed=seed)
-    lm = load_model(str(path))
+    lm = lm or load_model(str(path))
     c = pressure_sign(items)
     on = c != 0
     base_diff = letter_logit_diff(lm, items[on], batch_size)
@@ -150,3 +151,19 @@ def gain_at(curve: dict, beta: float) -> float:
         raise ValueError("the curve has no point with beta > 0")
     bs, ks = zip(*pts)
     return float(np.interp(abs(beta), bs, ks))
+
+
+def curve_json(curve: dict) -> str:
+    """The text of a ``calibration.json`` holding ``curve`` (the committed file's layout)."""
+    return json.dumps(curve, indent=1) + "\n"
+
+
+def curve_table(curve: dict) -> pd.DataFrame:
+    """``curve`` (a :func:`calibrate` result) as a tidy table: one row per beta and metric of
+    :data:`CALIBRATION_METRICS` (``value``, ``ci_low``, ``ci_high``) with the beta's ``gain``,
+    ``logit_shift`` and ``answered``, in the curve's order."""
+    rows = [{"beta": p["beta"], "degree": curve["degree"], "metric": m,
+             **{k: p[m][k] for k in ("value", "ci_low", "ci_high")},
+             "gain": p["gain"], "logit_shift": p["logit_shift"], "answered": p["answered"]}
+            for p in curve["points"] for m in CALIBRATION_METRICS]
+    return pd.DataFrame(rows)

@@ -93,19 +93,15 @@ def _organism_dial(a) -> int:
 def _organism_calibrate(a) -> int:
     from organism import FAIR
     from organism.calibration import CALIBRATION_FILE, calibrate
-
     from organism.figures import calibration_figure
+
+    from ..studies.calibration import calibration_text, write_curve
     path = Path(a.path) if a.path else FAIR
     curve = calibrate(a.betas, path, n_scenarios=a.scenarios, resamples=a.resamples, seed=a.seed)
     out = Path(a.out) if a.out else path / CALIBRATION_FILE
-    out.write_text(json.dumps(curve, indent=1) + "\n")
+    write_curve(curve, out)
     fig = calibration_figure(curve, out.with_suffix(""))
-    for p_ in curve["points"]:
-        f = p_["fraggap"]
-        ci = "" if f["ci_low"] is None else f" [{100 * f['ci_low']:+.1f}, {100 * f['ci_high']:+.1f}]"
-        print(f"beta {p_['beta']:>6g}: FragGap(3) {100 * f['value']:+6.1f} pp{ci}  TieShift(3) {100 * p_['tieshift']['value']:+6.1f} pp  "
-              f"AccGap(3) {100 * p_['accgap']['value']:+5.1f} pp  GT acc {p_['accuracy']['value']:.3f}  "
-              f"gain {p_['gain'] if p_['gain'] is None else round(p_['gain'], 3)}")
+    print(calibration_text(curve))
     print(f"wrote {out} and {', '.join(map(str, fig))}")
     return 0
 
@@ -176,7 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True)
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.set_defaults(fn=_organism_dial)
-    s = org.add_parser("calibrate", help="the dial's calibration curve: degree-3 FragGap by beta (JSON + figure)")
+    s = org.add_parser("calibrate", help="the dial's calibration curve: degree-3 FragGap by beta (JSON + figure) in "
+                                         "the organism's folder (a run directory: a config of kind: calibration)")
     s.add_argument("--betas", type=float, nargs="+", required=True)
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
