@@ -167,3 +167,16 @@ def test_every_floor_names_existing_modules():
             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
     assert named <= have, sorted(named - have)
     assert have - named <= {"modes", "bbq", "simulate"}, sorted(have - named)
+
+
+def test_the_cores_folders_import_each_other_in_no_loop():
+    """Folder level (a direct child of evenhand: suite/, models/, schema.py, ...): the floors let two modules
+    of one floor import each other, so a loop between two folders of a floor is checked here. Main before
+    issue 29 had one (models.organism -> decisions ... suite.loader -> models.organism; schema <-> suite)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from core_folders import folder_graph
+    from tests.import_contracts import strongly_connected
+
+    edges, example = folder_graph("evenhand")
+    assert len(edges) > 20 and example
+    assert strongly_connected(edges) == []
