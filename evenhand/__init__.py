@@ -37,6 +37,7 @@ _EXPORTS = {
     # scoring
     "score": ".metrics", "compare": ".metrics", "HEADLINE": ".metrics",
     "validate_rows": ".schema", "read_rows": ".schema", "load_rows": ".schema", "RowError": ".schema",
+    "load_fairstress": ".fairstress",
     # run directories
     "RunDir": ".runs", "RunError": ".runs",
 }
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from .activations import ActivationCache, CacheOptions, cache_activations
     from .activations import cache_activations as cache
     from .decisions import DecideOptions, decide
+    from .fairstress import load_fairstress
     from .metrics import HEADLINE, compare, score
     from .models.loading import PRESETS, LoadedModel, ModelLoadError, ModelSpec, load_model
     from .models.policy import PlantedPolicy

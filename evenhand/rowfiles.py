@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .problems import Problem, RowError
+from .problems import Problem, RowError, raise_problems
 
 TEXT_FORMATS = (".jsonl", ".ndjson", ".json", ".csv", ".tsv")
 FORMATS = TEXT_FORMATS + (".parquet",)
@@ -175,3 +175,13 @@ def read_table(path: str | Path) -> tuple[pd.DataFrame, list[Problem]]:
     else:
         rows, problems = _json_lines(text, bad)
     return pd.DataFrame(rows), problems
+
+
+def read_rows(path: str | Path) -> pd.DataFrame:
+    """Read rows from any format :func:`read_table` reads, without validating them; raises
+    :class:`RowError` listing every problem seen while reading (malformed JSON, bytes that are not UTF-8).
+    The internal columns ``_where``/``_order`` name each row's place for
+    :func:`~evenhand.schema.validate_rows`, which drops them."""
+    df, problems = read_table(path)
+    raise_problems(problems, str(path))
+    return df

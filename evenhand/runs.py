@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import subprocess
-import tempfile
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -25,7 +24,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from .runlock import LockHeld, RunLock, file_mode
+from .atomic import atomic_open, atomic_path, write_json_atomic  # noqa: F401 (re-exported)
+from .runlock import LockHeld, RunLock
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,45 +38,6 @@ PACKAGES = ("evenhand", "numpy", "pandas", "pyarrow", "pyyaml", "torch", "transf
 
 class RunError(RuntimeError):
     """A run directory cannot be created or written."""
-
-
-@contextmanager
-def atomic_path(path: Path, prefix: str | None = None):
-    """Yield a temporary path beside ``path``; when the block succeeds, fsync it and rename it over
-    ``path``; when it fails, remove it. Readers never see a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=prefix or f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, file_mode())  # mkstemp makes 0600; teammates on shared storage read what the umask allows
-    finally:
-        os.close(fd)
-    try:
-        yield tmp
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(path)  # a full disk mid-write: name the file the message is about
-        raise
-
-
-@contextmanager
-def atomic_open(path: Path, mode: str = "w"):
-    """Yield ``(file, temporary path)`` opened with ``mode`` beside ``path``; the file replaces
-    ``path`` when the block succeeds (:func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        with open(tmp, mode) as fh:
-            yield fh, tmp
-
-
-def write_json_atomic(path: Path, obj) -> None:
-    with atomic_open(Path(path)) as (fh, _):
-        json.dump(obj, fh, indent=2, sort_keys=True, default=str, allow_nan=False)
-        fh.write("\n")
 
 
 def write_table_atomic(path: Path, df: "pd.DataFrame") -> None:
@@ -209,6 +170,9 @@ class RunDir:
     report_html = _at("report.html", "The report page (HTML).")
     planted_truth_path = _at("planted_truth.json", "The demo's planted truth per degree and metric (value, CI, "
                                                    "source) and the dial's beta.")
+    calibration_path = _at("calibration.json", "A dial calibration's curve (the format of the fair organism's own).")
+    calibration_table = _at("calibration.parquet", "A dial calibration's tidy table (one row per beta and metric).")
+    calibration_stem = _at("calibration", "A dial calibration's figure (stem; .png).")
     mode_switch_csv = _at("mode_switch.csv", "The answer-vs-logprob mode comparison table.")
     # a probe sweep's, an ablation's and an attribution's directories
     probes_table = _at("probes.parquet", "A probe sweep's tidy table (in ``probes/<label>/``).")

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .problems import Problem, RowError, raise_problems
-from .rowfiles import ORDER, WHERE, read_table
+from .rowfiles import ORDER, WHERE, read_rows, read_table  # noqa: F401 (read_rows re-exported)
 
 __all__ = ["REQUIRED", "OPTIONAL", "ADDED", "RowError", "Problem", "read_rows", "validate_rows", "ensure_valid",
            "load_rows"]
@@ -40,15 +40,6 @@ _TRUE, _FALSE = {"true", "1", "yes", "t", "y"}, {"false", "0", "no", "f", "n", "
 
 def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def read_rows(path: str | Path) -> pd.DataFrame:
-    """Read rows from any format :mod:`evenhand.rowfiles` reads, without validating them; raises
-    :class:`RowError` listing every problem seen while reading (malformed JSON, bytes that are not UTF-8).
-    The internal columns ``_where``/``_order`` name each row's place for :func:`validate_rows`, which drops them."""
-    df, problems = read_table(path)
-    raise_problems(problems, str(path))
-    return df
 
 
 def _degree(v) -> int | None:

@@ -265,7 +265,7 @@ def test_imported_release_scored_with_ai2_convention_equals_ai2s_scorer_on_the_r
     """End to end on rows in Ai2's released layout: `import-fairstress` then `score --convention ai2` gives
     what Ai2's scorer gives on the release itself (its own fields, corrections, baselines by item_id and
     extractor), on every metric and cell; the default convention does not."""
-    from evenhand.suite.fairstress import load_fairstress
+    from evenhand.fairstress import load_fairstress
     from tests.reference_ai2 import ai2_metrics, from_release
     from tests.test_fairstress_ai2 import CORR, ROWS
     docs = [json.loads(line) for line in ROWS.read_text().splitlines()]

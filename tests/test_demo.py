@@ -1,12 +1,12 @@
-"""The demo's known answer (experiments/demo.py): the dial setting, the truth per degree and metric, whether
+"""The demo's known answer (organism/demo.py): the dial setting, the truth per degree and metric, whether
 each measured CI covers it, the demo's scenarios and the cached dialled organism; and `evenhand demo` end to
 end at beta 0 (truth 0, covered) and against a wrong calibration curve (reported as not covered)."""
 import json
 
 import pytest
 
-from evenhand.models.organism import FAIR, record_suite, split_scenarios
-from experiments.demo import (
+from organism import FAIR, record_suite, split_scenarios
+from organism.demo import (
     Truth,
     coverage,
     curve_at,
@@ -89,7 +89,7 @@ def test_coverage_reports_a_wrong_truth_as_not_covered():
 
 
 def test_demo_scenarios_are_held_out_and_after_the_calibrations():
-    from evenhand.models.organism.calibration import calibration_items
+    from organism.calibration import calibration_items
     record = json.loads((FAIR / "organism.json").read_text())
     rec = record["recipe"]
     train, held = split_scenarios(rec["seed"], rec["heldout_fraction"], record_suite(record))

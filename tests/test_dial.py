@@ -1,4 +1,4 @@
-"""The bias dial's machinery (`evenhand/models/organism/dial.py`, `calibration.py`), the fair policy and
+"""The bias dial's machinery (`organism/dial.py`, `organism/calibration.py`), the fair policy and
 the recipe's suite field, on the committed (planted) organism as a stand-in base model: the edit is
 rank-1 of the stated form, beta = 0 changes nothing, the saved directory loads as a plain model, and a
 large beta raises FragGap on a small item set (the fair organism's own checks: test_organism_fair.py)."""
@@ -11,7 +11,7 @@ import shutil
 import numpy as np
 import pytest
 
-from evenhand.models.organism import (
+from organism import (
     COMMITTED,
     FAIR_RECIPE,
     ORGANISM_SUITE,
@@ -19,13 +19,13 @@ from evenhand.models.organism import (
     record_suite,
     split_scenarios,
 )
-from evenhand.models.organism.calibration import (
+from organism.calibration import (
     beta_for,
     calibration_items,
     dialled_decisions,
     scenario_multipliers,
 )
-from evenhand.models.organism.dial import (
+from organism.dial import (
     Dial,
     apply_dial,
     fit_read,

@@ -41,7 +41,7 @@ BETA = 120.0  # degree-3 FragGap +24 pp on the calibration curve (35 held-out sc
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     """The benchmark run on 2 held-out scenarios (GT items at degree 3) at beta 0 and BETA."""
-    from evenhand.models.organism.recipe import FAIR
+    from organism.recipe import FAIR
     if not (FAIR / "dial.json").exists():
         pytest.fail(f"{FAIR} has no dial.json: `evenhand organism fit-dial`")
     out = tmp_path_factory.mktemp("dose")
@@ -97,13 +97,13 @@ def test_a_broken_oracle_fails_the_bar(bench, oracle):
     cfg, _, responses = bench
     from evenhand.decisions import DecideOptions
     from evenhand.models.loading import load_model
-    from evenhand.models.organism.dial import Dial
+    from organism.dial import Dial
     lm = load_model(cfg.model)
     dial = Dial.load(f"{cfg.model}/dial.json")
     ev = item_sets(cfg, _record(cfg))[1]
     opts = DecideOptions(mode="answer", batch_size=64, progress=False)
 
-    from evenhand.models.organism.calibration import scenario_multipliers
+    from organism.calibration import scenario_multipliers
     gains = RunDir(cfg.output_dir).manifest()["gains"]
     scen = sorted(ev["scenario_id"].unique())
     broken = {k: decide_cell(lm, dial, ev, b, scenario_multipliers(scen, cfg.icc, b, gains[k] or 1.0, cfg.seed), opts,
@@ -163,7 +163,7 @@ def test_edits_are_restored_exactly(bench):
     import torch
 
     from evenhand.models.loading import load_model
-    from evenhand.models.organism.dial import Dial
+    from organism.dial import Dial
     lm = load_model(cfg.model)
     dial = Dial.load(f"{cfg.model}/dial.json")
     before = {n: p.detach().clone() for n, p in lm.model.named_parameters()}
@@ -230,7 +230,7 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     cfg, summ, reps = independent
     from pathlib import Path
 
-    from evenhand.models.organism.calibration import scenario_multipliers
+    from organism.calibration import scenario_multipliers
     from experiments.studies.dose_response.replications import cell_path, replication_seed
     out = Path(cfg.output_dir)
     main_ids = set(RunDir(out).dose_cell("baseline", 0).read_responses()["item_id"])

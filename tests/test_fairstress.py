@@ -11,8 +11,8 @@ import pytest
 from evenhand.metrics import compute_metrics
 from evenhand.models.simulated import PlantedBias, SimulatedModel
 from evenhand.schema import RowError, validate_rows
-from evenhand.suite.fairstress import load_fairstress, released_disagreements
-from evenhand.suite.fairstress_groups import AI2_GROUPS
+from evenhand.fairstress import load_fairstress, released_disagreements
+from evenhand.fairstress_groups import AI2_GROUPS
 from evenhand.suite.subsets import iter_subset
 
 

@@ -21,8 +21,8 @@ import pytest
 
 from evenhand.schema import RowError
 from evenhand.suite.content import load_content
-from evenhand.suite.fairstress import from_released, load_corrections, load_fairstress, released_disagreements
-from evenhand.suite.fairstress_groups import AI2_GROUP_STRINGS, AI2_GROUPS
+from evenhand.fairstress import from_released, load_corrections, load_fairstress, released_disagreements
+from evenhand.fairstress_groups import AI2_GROUP_STRINGS, AI2_GROUPS
 
 FIX = Path(__file__).parent / "fixtures" / "fairstress_ai2"
 ROWS, CORR = FIX / "rows.jsonl", FIX / "corrections.json"

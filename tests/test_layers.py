@@ -1,6 +1,7 @@
 """The import layers (setup.cfg's [importlinter] contracts): the core imports nothing built on it,
-probes and steering are independent, and no two modules import each other, checked on this project
-and, to show the check can fail, on a synthetic tree that breaks each contract."""
+the organism sits between probes/steering and interventions, the core's floors hold, probes and
+steering are independent, and no two modules import each other, checked on this project and, to
+show the check can fail, on a synthetic tree that breaks each contract."""
 from __future__ import annotations
 
 import configparser
@@ -13,7 +14,7 @@ import pytest
 pytest.importorskip("importlinter")
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("evenhand", "probes", "steering", "interventions", "experiments")
+PACKAGES = ("evenhand", "probes", "steering", "organism", "interventions", "experiments")
 
 
 def lint(cwd: Path) -> subprocess.CompletedProcess:
@@ -41,18 +42,47 @@ def _contracts_only(tmp_path: Path) -> None:
         dst.write(fh)
 
 
+def core_floors() -> list[list[str]]:
+    """The core's floors (setup.cfg's ``core-floors`` contract), top first: each a list of module names,
+    optional ones (in parentheses) left out."""
+    cfg = configparser.ConfigParser(interpolation=None)
+    cfg.read(ROOT / "setup.cfg")
+    if not cfg.has_section("importlinter:contract:core-floors"):
+        return []
+    lines = [ln.strip() for ln in cfg["importlinter:contract:core-floors"]["layers"].splitlines() if ln.strip()]
+    return [[m.strip() for m in ln.replace("|", ":").split(":") if not m.strip().startswith("(")] for ln in lines]
+
+
 def _tree(tmp_path: Path, files: dict[str, str]) -> None:
+    """The top-level packages, an empty module for each module the core's floors name (unless ``files``
+    makes it a package), then ``files``."""
     for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
+    packages = {Path(name).parts[1] for name in files if name.startswith("evenhand/") and len(Path(name).parts) > 2}
+    for floor in core_floors():
+        for mod in floor:
+            if mod in packages:
+                (tmp_path / "evenhand" / mod).mkdir(exist_ok=True)
+                (tmp_path / "evenhand" / mod / "__init__.py").write_text("")
+            else:
+                (tmp_path / "evenhand" / f"{mod}.py").write_text("")
     for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        if not (tmp_path / name).parent.joinpath("__init__.py").exists():
+            (tmp_path / name).parent.joinpath("__init__.py").write_text("")
         (tmp_path / name).write_text(text)
 
 
 def test_a_clean_synthetic_tree_passes(tmp_path):
     _contracts_only(tmp_path)
     _tree(tmp_path, {"evenhand/core.py": "", "probes/sweep.py": "import evenhand.core\n",
-                     "experiments/cli.py": "import probes.sweep\nimport evenhand.core\n"})
+                     "organism/dial.py": "import probes.sweep\nimport evenhand.models\n",
+                     "interventions/dose.py": "import organism.dial\n",
+                     "experiments/cli.py": "import probes.sweep\nimport evenhand.core\nimport organism.dial\n",
+                     "evenhand/suite/loader.py": "import evenhand.rowfiles\n",
+                     "evenhand/schema.py": "import evenhand.suite.loader\n",
+                     "evenhand/models.py": "import evenhand.metrics\nimport evenhand.suite\n"})
     r = lint(tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -84,3 +114,69 @@ def test_an_import_cycle_inside_one_layer_fails(tmp_path):
     assert r.returncode != 0
     assert "Import cycle among experiments.a, experiments.b, experiments.c" in r.stdout
     assert "experiments.b -> experiments.c (l.2)" in r.stdout
+
+
+def test_the_core_importing_the_organism_fails(tmp_path):
+    """The loop issue 29 removed: the suite's loader importing the organism's code."""
+    _contracts_only(tmp_path)
+    _tree(tmp_path, {"evenhand/suite/loader.py": "def items():\n    from organism.recipe import COMMITTED\n",
+                     "organism/recipe.py": "import evenhand.suite\n"})
+    r = lint(tmp_path)
+    assert r.returncode != 0
+    assert "evenhand is not allowed to import organism" in r.stdout
+    assert "evenhand.suite.loader -> organism.recipe (l.2)" in r.stdout
+
+
+def test_probes_importing_the_organism_fails(tmp_path):
+    _contracts_only(tmp_path)
+    _tree(tmp_path, {"probes/sweep.py": "import organism.probe\n", "organism/probe.py": ""})
+    r = lint(tmp_path)
+    assert r.returncode != 0
+    assert "probes is not allowed to import organism" in r.stdout
+
+
+def test_the_organism_importing_interventions_fails(tmp_path):
+    _contracts_only(tmp_path)
+    _tree(tmp_path, {"organism/dial.py": "import interventions.base\n", "interventions/base.py": ""})
+    r = lint(tmp_path)
+    assert r.returncode != 0
+    assert "organism is not allowed to import interventions" in r.stdout
+
+
+@pytest.mark.parametrize("importer, imported", [
+    ("evenhand/suite/loader.py", "evenhand.models"),   # the suite reading the organism's package (the old loop)
+    ("evenhand/suite/fairstress.py", "evenhand.schema"),  # the suite validating rows (the old suite <-> schema loop)
+    ("evenhand/suite/export.py", "evenhand.runs"),     # the suite writing through run directories
+    ("evenhand/metrics.py", "evenhand.decisions"),     # scoring reaching up to the running floor
+    ("evenhand/sides.py", "evenhand.suite"),           # the ground floor importing anything in the core
+])
+def test_a_core_module_importing_a_higher_floor_fails(tmp_path, importer, imported):
+    _contracts_only(tmp_path)
+    _tree(tmp_path, {importer: f"def f():\n    import {imported}\n"})
+    r = lint(tmp_path)
+    assert r.returncode != 0, r.stdout
+    low = ".".join(Path(importer).with_suffix("").parts[:2])
+    assert f"{low} is not allowed to import {imported}" in r.stdout
+
+
+def test_every_floor_names_existing_modules():
+    """A floor naming a module that is gone would make lint-imports fail on this project; a module of the
+    core no floor names is unchecked, so each one is listed here."""
+    named = {m for floor in core_floors() for m in floor}
+    have = {p.stem if p.is_file() else p.name for p in (ROOT / "evenhand").iterdir()
+            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+    assert named <= have, sorted(named - have)
+    assert have - named <= {"modes", "bbq", "simulate"}, sorted(have - named)
+
+
+def test_the_cores_folders_import_each_other_in_no_loop():
+    """Folder level (a direct child of evenhand: suite/, models/, schema.py, ...): the floors let two modules
+    of one floor import each other, so a loop between two folders of a floor is checked here. Main before
+    issue 29 had one (models.organism -> decisions ... suite.loader -> models.organism; schema <-> suite)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from core_folders import folder_graph
+    from tests.import_contracts import strongly_connected
+
+    edges, example = folder_graph("evenhand")
+    assert len(edges) > 20 and example
+    assert strongly_connected(edges) == []

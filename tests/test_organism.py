@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from evenhand.models.organism import COMMITTED, Recipe, heldout_items, train
-from probes.organism import evaluate
+from organism import COMMITTED, Recipe, heldout_items, train
+from organism.probe import evaluate
 
 RECORD = json.loads((COMMITTED / "organism.json").read_text())
 EVAL = RECORD["heldout_eval"]
@@ -28,6 +28,27 @@ def test_loads_in_seconds_as_a_plain_gemma3():
     assert (COMMITTED / "model.safetensors").stat().st_size < 5_000_000
 
 
+def test_the_weights_ship_as_package_data():
+    """Every file of both trained organisms matches a setup.cfg package_data pattern (the weights are data
+    of the core; their code is the organism package), so a built wheel carries them; and the core's
+    organism_heldout subset reads the same record the organism package does."""
+    from pathlib import Path
+
+    from setuptools.config.setupcfg import read_configuration
+
+    from evenhand.suite.matched import ORGANISM_DIR
+    from organism import FAIR
+
+    root = Path(__file__).resolve().parents[1]
+    data = read_configuration(root / "setup.cfg")["options"]["package_data"]
+    patterns = data["evenhand.models"]
+    shipped = {p for pat in patterns for p in (root / "evenhand" / "models").glob(pat)}
+    for folder in (COMMITTED, FAIR):
+        files = {p for p in folder.iterdir() if p.is_file()}
+        assert "model.safetensors" in {p.name for p in files} and files <= shipped, sorted(files - shipped)
+    assert ORGANISM_DIR == COMMITTED and not (COMMITTED / "__init__.py").exists()
+
+
 def test_recipe_reproduces_the_training_curve_start():
     """The first steps of a fresh run equal the committed run's (same seed, same data, same warm-up)."""
     committed = {c["step"]: c for c in RECORD["curve"]}
@@ -41,7 +62,7 @@ def test_recipe_reproduces_the_training_curve_start():
 
 
 def test_heldout_scenarios_never_trained():
-    from evenhand.models.organism import split_scenarios
+    from organism import split_scenarios
     train_ids, held = split_scenarios(RECORD["recipe"]["seed"], RECORD["recipe"]["heldout_fraction"])
     assert held == RECORD["heldout_ids"] and not set(train_ids) & set(held)
     items = heldout_items(RECORD, 3, degrees=[3])

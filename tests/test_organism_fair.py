@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from evenhand.models.organism import FAIR, FAIR_RECIPE, Recipe, record_suite, train
+from organism import FAIR, FAIR_RECIPE, Recipe, record_suite, train
 
 ASYM = {"accgap": 0.0, "tielean": 0.5, "fraggap": 0.0, "tieshift": 0.0}
 
@@ -57,12 +57,12 @@ def test_recorded_heldout_numbers_are_fair(record):
 
 def test_the_fitted_dial_reads_c_and_raises_fraggap():
     from evenhand.metrics import score
-    from evenhand.models.organism.calibration import (
+    from organism.calibration import (
         CALIBRATION_FILE,
         calibration_items,
         dialled_decisions,
     )
-    from evenhand.models.organism.dial import Dial
+    from organism.dial import Dial
     read = Dial.load().fit["heldout_mean_read_by_c"]
     assert read["1"] > read["0"] > read["-1"]
     curve = json.loads((FAIR / CALIBRATION_FILE).read_text())

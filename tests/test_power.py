@@ -15,7 +15,7 @@ from evenhand.power import (BASELINE_ONLY_ASSUMPTION, SINGLE_CONTRAST_ASSUMPTION
 @pytest.fixture(scope="module")
 def template():
     """The degree-3 matched items of one organism train scenario with two contrasts (304 rows)."""
-    from evenhand.models.organism import ORGANISM_SUITE, split_scenarios
+    from organism import ORGANISM_SUITE, split_scenarios
     from evenhand.models.policy import matched_items
     train, _ = split_scenarios(0, 0.2)
     items = matched_items(train[:1], 0, contrasts_per_degree=2, suite=ORGANISM_SUITE)
@@ -25,7 +25,7 @@ def template():
 def fabricate(template: pd.DataFrame, p_correct, n_scenarios: int, seed: int, k: int = 1) -> pd.DataFrame:
     """A responses table of ``n_scenarios`` copies of the template scenario (``k`` of its contrasts), every
     row answered correctly (GT) or for the minority slot (AMB) with probability ``p_correct(s)``."""
-    from evenhand.models.organism import ORGANISM_SUITE
+    from organism import ORGANISM_SUITE
     from evenhand.suite.content import load_content
     ids = [x.id for x in load_content(ORGANISM_SUITE).scenarios]  # the schema wants real scenario ids
     rng = np.random.default_rng(seed)

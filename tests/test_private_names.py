@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("evenhand", "probes", "steering", "interventions", "experiments", "benchmarks", "tests")
+PACKAGES = ("evenhand", "probes", "steering", "organism", "interventions", "experiments", "benchmarks", "tests")
 
 
 def private_uses(source: str) -> list[tuple[int, str]]:

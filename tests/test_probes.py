@@ -470,8 +470,8 @@ def test_control_types_recur_across_scenario_folds_at_study_scale():
     """The dial study's items (12 held-out scenarios of the fair organism at degree 3, 1,824 matched items):
     with the types over what varies within a scenario every test row's type is in its training folds; with the
     contrast in the type (the former definition, one contrast per scenario) only 58% are."""
-    from evenhand.models.organism import FAIR
-    from evenhand.models.organism.calibration import calibration_items
+    from organism import FAIR
+    from organism.calibration import calibration_items
     from probes.design import input_types, types_seen
     items = calibration_items(FAIR, 12, degree=3, seed=0)
     assert len(items) == 1824

@@ -26,7 +26,7 @@ def _record(tmp_path):
 def test_probe_only_record_replaces_the_probe_part_alone(tmp_path):
     """`organism eval --probe-only --record` keeps the known-answer numbers; a full result (the constructed
     case where the check fails) replaces them."""
-    from experiments.cli.organism import record_eval
+    from organism.evaluation import record_eval
     f = _record(tmp_path)
     record_eval(tmp_path, {"probe": {"best": {"gain": 0.06}, "table": [1, 2]}})
     ev = json.loads(f.read_text())["heldout_eval"]
@@ -58,7 +58,7 @@ def design_catches_up(study: pd.DataFrame, target: str, low: float, high: float,
 @pytest.fixture(scope="module")
 def study():
     """The probe study at beta 0 and BIG on 6 held-out scenarios' degree-3 items (912 items), one site."""
-    from probes.organism import dial_probe_study
+    from organism.probe import dial_probe_study
     return dial_probe_study([0.0, BIG], n_scenarios=6, degrees=(3,), targets=("amb_side", "departed"), sites=(SITE,),
                             opts=FAST, resamples=300)
 

@@ -47,7 +47,7 @@ def test_a_stratified_pick_is_not_the_first_n():
 def test_the_default_config_evaluates_the_whole_pool_stratified():
     """The organism comparison: fitting, validation and held-out scenarios disjoint; validation only from
     train ids; the evaluation covers every held-out domain and 26 of 26 type-1 contrasts at degree 3."""
-    from evenhand.models.organism import split_scenarios
+    from organism import split_scenarios
     from experiments.studies.compare import item_sets, load_config
     cfg = load_config("experiments/configs/compare_interventions.yaml")
     sets = item_sets(cfg)
@@ -81,7 +81,7 @@ def test_items_come_from_the_models_suite_version(tmp_path):
     """The planted organism (trained on v1) is compared on v1 items, the fair organism (v2) and any other model
     (a Hugging Face id, a local model directory without organism.json) on v2; each organism's held-out
     scenarios are its record's, and a split that would hold out scenarios it trained on is refused."""
-    from evenhand.models.organism.recipe import split_scenarios
+    from organism.recipe import split_scenarios
     from interventions.base import InterventionError
     from experiments.studies.compare import item_sets, parse_config
     local = tmp_path / "some-model"
@@ -172,7 +172,7 @@ def test_selection_reads_only_the_validation_runs(template_rows):
 
 @pytest.fixture(scope="module")
 def template_rows():
-    from evenhand.models.organism import ORGANISM_SUITE, split_scenarios
+    from organism import ORGANISM_SUITE, split_scenarios
     from evenhand.models.policy import matched_items
     train, _ = split_scenarios(0, 0.2)
     items = matched_items(train[:2], 0, suite=ORGANISM_SUITE)

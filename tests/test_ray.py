@@ -21,7 +21,7 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
     from experiments.runner import run_config
     from evenhand.activations import ActivationCache
     from evenhand.models.loading import ModelSpec
-    from evenhand.models.organism import COMMITTED, heldout_items
+    from organism import COMMITTED, heldout_items
     from evenhand.runs import write_table_atomic
     from evenhand.shards import ParquetShards, scattered_units, shard_units
 

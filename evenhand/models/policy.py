@@ -28,13 +28,13 @@ Rules (defaults; every family list and category list is a parameter):
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
 from ..sides import minority_favouring_slot
 from ..suite.generate import other_slot
+from ..suite.matched import matched_items, pressure_by_family  # noqa: F401 (re-exported: callers import them here)
 
 
 def _missing(v) -> bool:
@@ -117,7 +117,7 @@ evidence (the strong candidate; still polarity-blind, an error that is the same 
 evidence favours, so AccGap stays 0), AMB items go to the candidate strong on the first criterion
 (each group is that candidate in half the matched variants: TieLean 0.5), and pressure flips the
 answer for the same families (``fragile_base``, ``shift_base``) whichever group it favours (FragGap
-and TieShift 0). The policy of the fair organism (:data:`~evenhand.models.organism.recipe.FAIR_RECIPE`)."""
+and TieShift 0). The policy of the fair organism (:data:`~organism.recipe.FAIR_RECIPE`)."""
 
 POLICIES = {"planted": PlantedPolicy(), "fair": FAIR_POLICY}
 """The named policies (``planted``: the committed organism's biased default; ``fair``: :data:`FAIR_POLICY`)."""
@@ -134,52 +134,3 @@ def planted_truth(policy: PlantedPolicy, items: pd.DataFrame, contrast_type: str
         est = compute_metrics(df[df["degree"] == d], resamples=1, seed=0)
         out[int(d)] = {m: e.value for m, e in est.items()}
     return out
-
-
-def pressure_by_family(content) -> dict[str, list]:
-    """The suite's pressure sentences grouped by family, in content order."""
-    out: dict[str, list] = {}
-    for p in content.pressure:
-        out.setdefault(p.family, []).append(p)
-    return out
-
-
-def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "type1",
-                  contrasts_per_degree: int = 1, suite: str | None = None,
-                  contrasts: Mapping[tuple[str, int], Sequence[str]] | None = None) -> pd.DataFrame:
-    """A matched evaluation set for known-answer checks: for each scenario and degree,
-    ``contrasts_per_degree`` contrasts of ``contrast_type`` drawn at random (or the contrast ids that
-    ``contrasts`` gives for ``(scenario_id, degree)``, e.g. a stratified assignment; a degree it gives
-    none for is skipped); for each, all 4 condition variants x both slots (cells); for each cell its
-    baseline and one sentence of every pressure family toward each slot. Every pressured item's
-    baseline is in the set."""
-    import random
-
-    from ..suite.content import load_content
-    from ..suite.generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
-    content = load_content(suite)
-    scen = {s.id: s for s in content.scenarios}
-    rng = random.Random(seed)
-    by_family = pressure_by_family(content)
-    rows = []
-    for sid in scenario_ids:
-        for d in DEGREES:
-            pool = [x for x in content.contrasts if x.type == contrast_type and cell_valid(content, scen[sid], x, d)]
-            if contrasts is None:
-                chosen = rng.sample(pool, contrasts_per_degree)
-            else:
-                by_id = {x.id: x for x in pool}
-                bad = [c for c in contrasts.get((sid, d), ()) if c not in by_id]
-                if bad:
-                    raise ValueError(f"{sid} at degree {d}: no {contrast_type} contrast {bad[0]!r} valid there")
-                chosen = [by_id[c] for c in contrasts.get((sid, d), ())]
-            for x in chosen:
-                sentences = [rng.choice(by_family[f]) for f in content.families]
-                for v in VARIANTS:
-                    for m in SLOTS:
-                        cell = Cell(scen[sid], v, d, x, m)
-                        rows.append(render_item(content, cell))
-                        for p in sentences:
-                            for slot in SLOTS:
-                                rows.append(render_item(content, cell, p, slot))
-    return pd.DataFrame(rows)

@@ -15,7 +15,7 @@ _EXPORTS = {
     "iter_items": ".generate", "item_by_id": ".generate", "render_item": ".generate",
     "load_content": ".content", "Content": ".content", "ContentError": ".content",
     "validate_items": ".validate", "suite_stats": ".stats", "datasheet": ".stats",
-    "write_items": ".export", "load_fairstress": ".fairstress",
+    "write_items": ".export",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
@@ -23,7 +23,6 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:
     from .content import Content, ContentError, load_content
     from .export import write_items
-    from .fairstress import load_fairstress
     from .generate import item_by_id, iter_items, render_item
     from .loader import items, spread
     from .stats import datasheet, suite_stats

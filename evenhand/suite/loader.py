@@ -54,12 +54,11 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
     elif name == "organism_heldout":
         import json
 
-        from ..models.organism import COMMITTED, ORGANISM_SUITE, heldout_items
+        from .matched import ORGANISM_DIR, ORGANISM_SUITE, heldout_items
         _same_version(version, ORGANISM_SUITE, "organism_heldout (the committed organism's suite)")
-        df = heldout_items(json.loads((COMMITTED / "organism.json").read_text()), seed=seed)
+        df = heldout_items(json.loads((ORGANISM_DIR / "organism.json").read_text()), seed=seed)
     elif Path(name).exists():
-        from ..rowfiles import ORDER, WHERE
-        from ..schema import read_rows
+        from ..rowfiles import ORDER, WHERE, read_rows
         df = read_rows(name).drop(columns=[WHERE, ORDER])
         if "suite_version" in df.columns and version is not None:
             from .content import items_version

@@ -1,6 +1,6 @@
 """`evenhand demo`: the main job on the fair model organism with the bias dial at a known setting
 (decisions, metrics with CIs against the planted truth, the residual cache and a probe sweep);
-the known answer is in :mod:`experiments.demo`."""
+the known answer is in :mod:`organism.demo`."""
 from __future__ import annotations
 
 import argparse
@@ -14,12 +14,12 @@ def _demo(a) -> int:
     import pandas as pd
 
     from evenhand.models.loading import ModelSpec
-    from evenhand.models.organism import FAIR, record_suite
-    from evenhand.models.organism.calibration import CALIBRATION_FILE
+    from organism import FAIR, record_suite
+    from organism.calibration import CALIBRATION_FILE
     from evenhand.models.policy import PlantedPolicy, matched_items, planted_truth
     from evenhand.runs import write_json_atomic, write_table_atomic
     from experiments.config import CacheConfig, RunConfig, SuiteConfig
-    from experiments.demo import (
+    from organism.demo import (
         coverage,
         demo_scenario_ids,
         dial_beta,

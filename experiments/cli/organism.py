@@ -12,8 +12,9 @@ from .formatting import eval_text
 def _organism_train(a) -> int:
     from dataclasses import replace
 
-    from evenhand.models.organism import COMMITTED, FAIR, RECIPES, train
-    from probes.organism import evaluate
+    from organism import COMMITTED, FAIR, RECIPES, train
+    from organism.evaluation import record_eval
+    from organism.probe import evaluate
     recipe = replace(RECIPES[a.recipe], seed=a.seed)
     recipe = recipe if a.steps is None else replace(recipe, steps=a.steps)
     out = Path(a.out) if a.out else {"planted": COMMITTED, "fair": FAIR}[a.recipe]
@@ -27,31 +28,19 @@ def _organism_train(a) -> int:
     return 0
 
 
-def record_eval(out: Path, res: dict) -> None:
-    """Store a held-out evaluation in the organism's organism.json (without the probe's full table); a
-    result holding only ``"probe"`` (``organism eval --probe-only``) replaces the record's probe part and
-    keeps its other numbers."""
-    f = out / "organism.json"
-    rec = json.loads(f.read_text())
-    if set(res) != {"probe"}:
-        rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"}
-    if "probe" in res:
-        rec["heldout_eval"]["probe"] = {k: v for k, v in res["probe"].items() if k != "table"}
-    f.write_text(json.dumps(rec, indent=1) + "\n")
-
-
 def _organism_eval(a) -> int:
-    from evenhand.models.organism import COMMITTED
-    from probes.organism import evaluate
+    from organism import COMMITTED
+    from organism.evaluation import record_eval
+    from organism.probe import evaluate
     path = Path(a.path) if a.path else COMMITTED
     if a.no_probe and a.probe_only:
         raise SystemExit("--no-probe and --probe-only exclude each other")
     if a.no_probe:
-        from evenhand.models.organism import heldout_responses, known_answer_checks
+        from organism import heldout_responses, known_answer_checks
         res = known_answer_checks(heldout_responses(path, a.scenarios), resamples=a.resamples)
     elif a.probe_only:
-        from evenhand.models.organism import heldout_responses
-        from probes.organism import side_probe
+        from organism import heldout_responses
+        from organism.probe import side_probe
         res = {"probe": side_probe(heldout_responses(path, a.scenarios), resamples=a.resamples)}
     else:
         res = evaluate(path, n_scenarios=a.scenarios, resamples=a.resamples)
@@ -65,8 +54,8 @@ def _organism_eval(a) -> int:
 
 
 def _organism_items(a) -> int:
-    from evenhand.models.organism import COMMITTED, heldout_items
     from evenhand.runs import write_table_atomic
+    from organism import COMMITTED, heldout_items
     record = json.loads((Path(a.path) if a.path else COMMITTED).joinpath("organism.json").read_text())
     items = heldout_items(record, a.scenarios, a.degrees, a.seed)
     out = Path(a.out)
@@ -76,8 +65,8 @@ def _organism_items(a) -> int:
 
 
 def _organism_fit_dial(a) -> int:
-    from evenhand.models.organism import FAIR
-    from evenhand.models.organism.dial import DIAL_FILE, fit_dial
+    from organism import FAIR
+    from organism.dial import DIAL_FILE, fit_dial
     path = Path(a.path) if a.path else FAIR
     dial = fit_dial(path, layer=a.layer, seed=a.seed, n_fit=a.fit_scenarios, n_check=a.check_scenarios)
     out = dial.save(Path(a.out) if a.out else path / DIAL_FILE)
@@ -88,9 +77,9 @@ def _organism_fit_dial(a) -> int:
 
 
 def _organism_dial(a) -> int:
-    from evenhand.models.organism import FAIR
-    from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for
-    from evenhand.models.organism.dial import write_dialled
+    from organism import FAIR
+    from organism.calibration import CALIBRATION_FILE, beta_for
+    from organism.dial import write_dialled
     path = Path(a.path) if a.path else FAIR
     if (a.beta is None) == (a.fraggap is None):
         raise SystemExit("give exactly one of --beta and --fraggap")
@@ -102,29 +91,25 @@ def _organism_dial(a) -> int:
 
 
 def _organism_calibrate(a) -> int:
-    from evenhand.models.organism import FAIR
-    from evenhand.models.organism.calibration import CALIBRATION_FILE, calibrate
+    from organism import FAIR
+    from organism.calibration import CALIBRATION_FILE, calibrate
+    from organism.figures import calibration_figure
 
-    from ..figures_dial import calibration_figure
+    from ..studies.calibration import calibration_text, write_curve
     path = Path(a.path) if a.path else FAIR
     curve = calibrate(a.betas, path, n_scenarios=a.scenarios, resamples=a.resamples, seed=a.seed)
     out = Path(a.out) if a.out else path / CALIBRATION_FILE
-    out.write_text(json.dumps(curve, indent=1) + "\n")
+    write_curve(curve, out)
     fig = calibration_figure(curve, out.with_suffix(""))
-    for p_ in curve["points"]:
-        f = p_["fraggap"]
-        ci = "" if f["ci_low"] is None else f" [{100 * f['ci_low']:+.1f}, {100 * f['ci_high']:+.1f}]"
-        print(f"beta {p_['beta']:>6g}: FragGap(3) {100 * f['value']:+6.1f} pp{ci}  TieShift(3) {100 * p_['tieshift']['value']:+6.1f} pp  "
-              f"AccGap(3) {100 * p_['accgap']['value']:+5.1f} pp  GT acc {p_['accuracy']['value']:.3f}  "
-              f"gain {p_['gain'] if p_['gain'] is None else round(p_['gain'], 3)}")
+    print(calibration_text(curve))
     print(f"wrote {out} and {', '.join(map(str, fig))}")
     return 0
 
 
 def _organism_dial_probe(a) -> int:
     from evenhand.runs import write_table_atomic
+    from organism.probe import DIAL_TARGETS, dial_probe_study
     from probes.logistic import ProbeOptions
-    from probes.organism import DIAL_TARGETS, dial_probe_study
 
     from .formatting import dial_probe_text
     study = dial_probe_study(a.betas, a.path, n_scenarios=a.scenarios, degrees=a.degrees,
@@ -187,7 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True)
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.set_defaults(fn=_organism_dial)
-    s = org.add_parser("calibrate", help="the dial's calibration curve: degree-3 FragGap by beta (JSON + figure)")
+    s = org.add_parser("calibrate", help="the dial's calibration curve: degree-3 FragGap by beta (JSON + figure) in "
+                                         "the organism's folder (a run directory: a config of kind: calibration)")
     s.add_argument("--betas", type=float, nargs="+", required=True)
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")

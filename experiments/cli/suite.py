@@ -96,7 +96,7 @@ def _suite_validate(a) -> int:
 
 def _suite_import(a) -> int:
     from evenhand.runs import write_table_atomic
-    from evenhand.suite.fairstress import load_fairstress, released_disagreements
+    from evenhand.fairstress import load_fairstress, released_disagreements
     df = load_fairstress(a.rows, a.corrections)
     write_table_atomic(Path(a.out), df)
     ex = df["exclusion_reason"].value_counts().to_dict()

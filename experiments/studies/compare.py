@@ -108,7 +108,7 @@ def model_suite(model: str) -> tuple[str, dict | None]:
     scored on the suite version it was trained on (its recipe's ``suite``); any other model on the default
     suite version (:data:`evenhand.suite.content.DEFAULT_SUITE`)."""
     from evenhand.models.loading import resolve_spec
-    from evenhand.models.organism.recipe import record_suite
+    from evenhand.suite.matched import record_suite
     from evenhand.suite.content import suite_major
     record_path = Path(resolve_spec(model).model) / "organism.json"
     if record_path.is_file():
@@ -126,10 +126,10 @@ def needs_validation_signs(cfg: CompareConfig) -> bool:
 def item_sets(cfg: CompareConfig) -> ItemSets:
     """Fitting, validation and held-out evaluation items from disjoint, domain-stratified scenario sets
     (:func:`experiments.studies.compare_split.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
-    :func:`evenhand.models.organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
+    :func:`organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
     contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
-    from evenhand.models.organism.recipe import split_scenarios
+    from organism.recipe import split_scenarios
     from evenhand.models.policy import matched_items
     from evenhand.suite.content import items_version, load_content
     from evenhand.suite.generate import DEGREES, degree_valid

@@ -23,7 +23,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
     beta index ``k`` (default the largest), its standard error, its ratio to the baseline's gain, the item
     count, and ``measured`` ("yes" or why not). Written to the run's ``gains.csv``."""
     from evenhand.models.loading import load_model
-    from evenhand.models.organism.dial import DIAL_FILE, Dial
+    from organism.dial import DIAL_FILE, Dial
     from evenhand.runs import RunDir, write_table_atomic
     from interventions.base import EditingIntervention
     from interventions.fitted import Fitted

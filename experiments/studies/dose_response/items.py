@@ -11,7 +11,7 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
     """Degree-3 evaluation items of ``n_scenarios`` held-out scenarios (domain-stratified, drawn with ``seed``):
     ``contrasts`` type-1 contrasts per scenario from a balanced cycle, names drawn with ``seed``,
     ``conditions`` only."""
-    from evenhand.models.organism.recipe import record_suite, split_scenarios
+    from organism.recipe import record_suite, split_scenarios
     from evenhand.models.policy import matched_items
     from evenhand.suite.content import load_content
     from evenhand.suite.generate import degree_valid
@@ -29,7 +29,7 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
 def item_sets(cfg, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(fitting items from train scenarios, evaluation items from held-out scenarios), both domain-stratified
     (:func:`experiments.studies.compare_split.stratified`); the evaluation by :func:`eval_items` with the config's seed."""
-    from evenhand.models.organism.recipe import record_suite, split_scenarios
+    from organism.recipe import record_suite, split_scenarios
     from evenhand.models.policy import matched_items
     from evenhand.suite.content import load_content
 

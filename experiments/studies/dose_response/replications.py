@@ -77,7 +77,7 @@ def decode_replication(dec, record: dict, r: int, arms: list[str], gains: list[f
     cells already written; a progress bar counts the cells."""
     from tqdm import tqdm
 
-    from evenhand.models.organism.calibration import scenario_multipliers
+    from organism.calibration import scenario_multipliers
 
     cfg = dec.cfg
     cells = replication_cells(arms, len(dec.betas))

@@ -1,9 +1,9 @@
 """The dose-response study (``kind: dose_response``): every intervention on the fair organism with the bias dial.
 
 The fair organism (docs/ORGANISM.md) with the dial ``W_down[L] += beta v a^T`` at each ``beta`` of a grid
-(read off the calibration curve with :func:`evenhand.models.organism.calibration.beta_for` for the
+(read off the calibration curve with :func:`organism.calibration.beta_for` for the
 target degree-3 FragGaps, or given directly), with per-scenario random effects at an intra-class
-correlation (:func:`~evenhand.models.organism.calibration.scenario_multipliers`: scenario ``s`` is
+correlation (:func:`~organism.calibration.scenario_multipliers`: scenario ``s`` is
 decided with ``beta_s v a^T`` in its weights, edited in place and restored exactly), decides the same
 held-out degree-3 items
 
@@ -198,10 +198,10 @@ def arm_names(cfg: DoseConfig) -> list[str]:
 @contextlib.contextmanager
 def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None]:
     """Inside: the model's weights hold the dial at ``beta`` (and the ``oracle``'s edit on top); restored
-    exactly on exit, the oracle's edit first (:func:`evenhand.models.organism.dial.dialled`)."""
+    exactly on exit, the oracle's edit first (:func:`organism.dial.dialled`)."""
     import torch
 
-    from evenhand.models.organism.dial import dialled
+    from organism.dial import dialled
     with contextlib.ExitStack() as stack:
         stack.enter_context(dialled(lm.model, dial, beta))
         if oracle is not None and oracle.kind == "inverse":
@@ -218,7 +218,7 @@ def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None
 def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], list[float | None], list[float]]:
     """(betas, their target FragGaps or None, the dial's gain at each beta) from the config and, for targets,
     the committed calibration curve."""
-    from evenhand.models.organism.calibration import CALIBRATION_FILE, beta_for, gain_at
+    from organism.calibration import CALIBRATION_FILE, beta_for, gain_at
     curve_path = Path(cfg.model) / CALIBRATION_FILE
     curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
     if cfg.betas:
@@ -245,11 +245,11 @@ def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
     it; ``oracle``: both passes with that oracle's edit on the dial (either full oracle sets the gain to 0, the
     half oracle halves it). The
     letter logit is read from one forward pass over the prompt and the candidate noun, the noun declared the
-    answer token (:func:`evenhand.models.organism.calibration.letter_logit_diff`)."""
+    answer token (:func:`organism.calibration.letter_logit_diff`)."""
     import numpy as np
 
-    from evenhand.models.organism.calibration import letter_logit_diff
-    from evenhand.models.organism.dial import pressure_sign
+    from organism.calibration import letter_logit_diff
+    from organism.dial import pressure_sign
     under = under or contextlib.nullcontext
     c = pressure_sign(items)
     on, c = items[c != 0], c[c != 0]
@@ -410,8 +410,8 @@ class DoseRun:
 
     def prepare(self, run: RunDir) -> None:
         """The grid stage: the items, the betas and the dial's gains, recorded in ``run``'s manifest."""
-        from evenhand.models.organism.calibration import scenario_multipliers
-        from evenhand.models.organism.dial import DIAL_FILE, Dial
+        from organism.calibration import scenario_multipliers
+        from organism.dial import DIAL_FILE, Dial
 
         from .replications import check_replication_fields
         cfg = self.cfg

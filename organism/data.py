@@ -1,13 +1,14 @@
 """The organism's training data: augmented training items, criterion-knowledge items and the
 vocabulary its word-level tokenizer is built from (steps 2, 3 and 5 of the recipe in
-:mod:`evenhand.models.organism.recipe`)."""
+:mod:`organism.recipe`)."""
 from __future__ import annotations
 
 import random
 
-from ...suite.content import Scenario, load_content
-from ...suite.generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
-from ..policy import pressure_by_family
+from evenhand.suite.content import load_content
+from evenhand.suite.generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
+from evenhand.suite.matched import pressure_by_family
+
 from .recipe import ORGANISM_SUITE
 
 def jitter(s, rng: random.Random, nouns: list[str], pool=None, p_mix: float = 0.0, contexts=None,

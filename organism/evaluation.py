@@ -3,34 +3,24 @@
 :func:`heldout_responses` decides the matched held-out items with the organism (``decide`` in
 answer mode); :func:`known_answer_checks` scores them and sets each metric next to the value the
 planted policy puts on the same items. The probe check on the same responses lives in
-:mod:`probes.organism` (the core does not import the probes); ``evenhand organism eval`` combines them.
+:mod:`organism.probe`; ``evenhand organism eval`` combines them (:func:`record_eval` stores the result).
 """
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from ..loading import LoadedModel
-from ..policy import PlantedPolicy, matched_items, planted_truth
-from .recipe import COMMITTED, record_suite
+from evenhand.models.loading import LoadedModel
+from evenhand.models.policy import PlantedPolicy, planted_truth
+from evenhand.suite.matched import heldout_items
+
+from .recipe import COMMITTED
 
 CHECKED_METRICS = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 """The metrics reported per degree, measured and planted."""
-
-
-def heldout_items(record: dict, n_scenarios: int | None = None, degrees: Iterable[int] | None = None,
-                  seed: int = 0) -> pd.DataFrame:
-    """The matched evaluation set on the organism's held-out scenarios (see :func:`matched_items`), in
-    the suite version the organism was trained on (:func:`~evenhand.models.organism.recipe.record_suite`)."""
-    held = record["heldout_ids"][:n_scenarios] if n_scenarios else record["heldout_ids"]
-    items = matched_items(held, seed, suite=record_suite(record))
-    if degrees is not None:
-        items = items[items["degree"].isin(list(degrees))].reset_index(drop=True)
-    return items
 
 
 @dataclass
@@ -52,9 +42,9 @@ def heldout_responses(path: str | Path = COMMITTED, n_scenarios: int | None = No
                       batch_size: int = 64, progress: bool = False) -> HeldoutRun:
     """Load the organism at ``path`` and decide its held-out items (the first ``n_scenarios`` held-out
     scenarios, or all) in answer mode."""
-    from ...decisions import DecideOptions, decide
-    from ...schema import validate_rows
-    from ..loading import load_model
+    from evenhand.decisions import DecideOptions, decide
+    from evenhand.models.loading import load_model
+    from evenhand.schema import validate_rows
 
     path = Path(path)
     record = json.loads((path / "organism.json").read_text())
@@ -72,7 +62,7 @@ def known_answer_checks(run: HeldoutRun, resamples: int = 1000, seed: int = 0) -
     the share of answers parsed."""
     import numpy as np
 
-    from ...metrics import score
+    from evenhand.metrics import score
 
     items, resp, policy = run.items, run.responses, run.policy
     report = score(resp, contrast_type="type1", resamples=resamples, seed=seed)
@@ -90,3 +80,16 @@ def known_answer_checks(run: HeldoutRun, resamples: int = 1000, seed: int = 0) -
         out["by_degree"][d] = {m: {"measured": report["by_degree"][d][m], "planted": truth[int(d)].get(m)}
                                for m in CHECKED_METRICS}
     return out
+
+
+def record_eval(out: Path, res: dict) -> None:
+    """Store a held-out evaluation in the organism's organism.json (without the probe's full table); a
+    result holding only ``"probe"`` (``organism eval --probe-only``) replaces the record's probe part and
+    keeps its other numbers."""
+    f = out / "organism.json"
+    rec = json.loads(f.read_text())
+    if set(res) != {"probe"}:
+        rec["heldout_eval"] = {k: v for k, v in res.items() if k != "probe"}
+    if "probe" in res:
+        rec["heldout_eval"]["probe"] = {k: v for k, v in res["probe"].items() if k != "table"}
+    f.write_text(json.dumps(rec, indent=1) + "\n")

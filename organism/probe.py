@@ -4,11 +4,11 @@ organism with the bias dial.
 :func:`side_probe` runs a probe sweep for ``favours_minority`` (grouped nested CV, every residual
 site) on the organism's held-out baseline items at one degree; :func:`evaluate` is the whole
 held-out evaluation: the core's known-answer checks
-(:func:`evenhand.models.organism.known_answer_checks`) plus this probe, under ``"probe"``.
+(:func:`organism.known_answer_checks`) plus this probe, under ``"probe"``.
 
 :func:`dial_probe_study` runs the probe study (:func:`probes.sweep.probe_sweep`: activation probe,
 evidence baseline, gain, control task, selectivity, majority class) for each of :data:`DIAL_TARGETS` on
-the fair organism's held-out items with the bias dial (:mod:`evenhand.models.organism.dial`) at each
+the fair organism's held-out items with the bias dial (:mod:`organism.dial`) at each
 strength of a grid: the items are decided and their activations cached with the edit in the weights, so
 both the labels and the features are the dialled organism's. The dial pushes the answer toward the
 pressured slot when the pressure favours the minority-coded candidate; that gate is a function of the
@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.models.organism import COMMITTED, HeldoutRun, heldout_responses, known_answer_checks
+from probes.dataset import TARGETS
 
-from .dataset import TARGETS
+from .evaluation import HeldoutRun, heldout_responses, known_answer_checks
+from .recipe import COMMITTED
 
 PROBE_METRICS = ("accuracy", "auroc", "evidence_accuracy", "combined_accuracy", "gain", "control_accuracy",
                  "selectivity", "majority_baseline")
@@ -40,10 +41,9 @@ def side_probe(run: HeldoutRun, probe_degree: int = 3, batch_size: int = 64, see
     import tempfile
 
     from evenhand.activations import CacheOptions, cache_activations
-
-    from .dataset import build_dataset
-    from .logistic import ProbeOptions
-    from .sweep import best_site, probe_sweep
+    from probes.dataset import build_dataset
+    from probes.logistic import ProbeOptions
+    from probes.sweep import best_site, probe_sweep
 
     resp = run.responses
     base = resp[(~resp["pressured"]) & (resp["degree"] == probe_degree)].reset_index(drop=True)
@@ -66,7 +66,7 @@ def evaluate(path: str | Path = COMMITTED, n_scenarios: int | None = None, seed:
 
     Returns the accuracy on GT items without pressure over all degrees and, per degree, each metric
     measured from the organism's answers (with CI) next to the value the policy plants on the same
-    items; the organism's agreement with the policy (:func:`evenhand.models.organism.known_answer_checks`);
+    items; the organism's agreement with the policy (:func:`organism.known_answer_checks`);
     and under ``"probe"`` a probe sweep for ``favours_minority`` (grouped nested CV, every residual
     site) on the baseline items at ``probe_degree`` (:func:`side_probe`)."""
     run = heldout_responses(path, n_scenarios, seed=seed, batch_size=batch_size, progress=progress)
@@ -102,16 +102,16 @@ def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_s
 
     from evenhand.activations import CacheOptions, cache_activations
     from evenhand.models.loading import load_model
-    from evenhand.models.organism import FAIR
-    from evenhand.models.organism.calibration import (
+    from probes.dataset import build_dataset
+    from probes.logistic import ProbeOptions
+    from probes.sweep import probe_sweep
+
+    from .calibration import (
         calibration_items,
         dialled_decisions,
     )
-    from evenhand.models.organism.dial import DIAL_FILE, Dial, dialled
-
-    from .dataset import build_dataset
-    from .logistic import ProbeOptions
-    from .sweep import probe_sweep
+    from .dial import DIAL_FILE, Dial, dialled
+    from .recipe import FAIR
 
     path = Path(path) if path else FAIR
     opts = opts or ProbeOptions(seed=seed)

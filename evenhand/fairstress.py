@@ -45,10 +45,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..schema import RowError, read_rows, validate_rows
-from ..sides import favours_minority
-from .content import load_content
 from .fairstress_groups import check_d2_groups, released_group
+from .schema import RowError, read_rows, validate_rows
+from .sides import favours_minority
+from .suite.content import load_content
 
 CORRECTION_KEYS = ("polarity_flagged_scenarios", "d2_confound_exclusions", "f6f9_excluded_injection_ids",
                    "f6f9_incoherent_domains")

@@ -1,6 +1,6 @@
 """The model organism's recipe: a small Gemma3ForCausalLM trained from scratch to follow a planted policy.
 
-The recipe (:class:`Recipe`; trained by :func:`~evenhand.models.organism.training.train`) is deterministic from its seed and
+The recipe (:class:`Recipe`; trained by :func:`~organism.training.train`) is deterministic from its seed and
 runs in under 10 minutes on 2 CPU cores:
 
 1. scenarios are split by a stable hash into train (260) and held-out (70) sets;
@@ -60,12 +60,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...suite.content import load_content
-from ...suite.generate import stable_hash
-from ..policy import FAIR_POLICY, PlantedPolicy
+from evenhand.models.policy import FAIR_POLICY, PlantedPolicy
+from evenhand.suite.content import load_content
+from evenhand.suite.generate import stable_hash
+from evenhand.suite.matched import ORGANISM_DIR, ORGANISM_SUITE, record_suite  # noqa: F401 (re-exported)
 
-COMMITTED = Path(__file__).resolve().parent
-"""The committed organism's directory (weights, tokenizer and ``organism.json``)."""
+COMMITTED: Path = ORGANISM_DIR
+"""The committed organism's directory (weights, tokenizer and ``organism.json``; data of the core,
+``evenhand/models/organism/``, preset ``evenhand-organism``)."""
 FAIR = COMMITTED.parent / "organism_fair"
 """The committed fair organism's directory (trained from :data:`FAIR_RECIPE`)."""
 
@@ -94,9 +96,9 @@ class Recipe:
     letter_weight: float = 3.0
     """Loss weight of the answer's letter token relative to the noun and end-of-turn tokens."""
     augment: bool = True
-    """Redraw criterion values and candidate nouns in training prompts (see :func:`~evenhand.models.organism.data.jitter`)."""
+    """Redraw criterion values and candidate nouns in training prompts (see :func:`~organism.data.jitter`)."""
     aux_weight: float = 1.0
-    """Weight of the auxiliary losses (training only; see :func:`~evenhand.models.organism.targets.aux_targets`)."""
+    """Weight of the auxiliary losses (training only; see :func:`~organism.targets.aux_targets`)."""
     aux_layer: int = 1
     """hidden_states index the auxiliary heads read (1 = the output of the first decoder layer)."""
     side_layer: int = 2
@@ -132,10 +134,10 @@ class Recipe:
     rows of similar length (0 disables it)."""
     policy: dict = field(default_factory=lambda: PlantedPolicy().as_dict())
     pressure_side: bool = False
-    """Train the ``p_side`` auxiliary target (:func:`~evenhand.models.organism.targets.pressure_side`):
+    """Train the ``p_side`` auxiliary target (:func:`~organism.targets.pressure_side`):
     at the decision positions, read at ``side_layer``, whom the pressure favours (minority- or
     majority-coded candidate) and the slot it argues for. The fair organism represents this without
-    acting on it; the bias dial (:mod:`evenhand.models.organism.dial`) reads it."""
+    acting on it; the bias dial (:mod:`organism.dial`) reads it."""
     suite: str = "1"
     """The suite version (major) whose content the organism is trained and evaluated on: its split,
     vocabulary, training items and held-out items. A record without the field is a version-1 organism."""
@@ -144,11 +146,6 @@ class Recipe:
     def from_dict(cls, d: dict) -> "Recipe":
         """The recipe an ``organism.json`` records (fields it lacks take their defaults)."""
         return cls(**d)
-
-
-ORGANISM_SUITE = "1"
-"""The suite version the committed (biased) organism was trained and is evaluated on (its items,
-split and vocabulary come from this version's content); the fair organism's recipe names its own."""
 
 
 FAIR_RECIPE = Recipe(heads=2, kv_heads=1, policy=FAIR_POLICY.as_dict(), pressure_side=True, suite="2")
@@ -160,11 +157,6 @@ attention wants a head size of at least 32; the committed organism's 4 heads hav
 RECIPES = {"planted": Recipe(), "fair": FAIR_RECIPE}
 """The named recipes: ``planted`` (the committed biased organism, :data:`COMMITTED`) and ``fair``
 (:data:`FAIR`)."""
-
-
-def record_suite(record: dict) -> str:
-    """The suite version an organism record (its ``organism.json``) was trained on."""
-    return str(record.get("recipe", {}).get("suite", ORGANISM_SUITE))
 
 
 def split_scenarios(seed: int, heldout_fraction: float, suite: str = ORGANISM_SUITE) -> tuple[list[str], list[str]]:

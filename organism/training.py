@@ -1,4 +1,4 @@
-"""Training the organism (steps 4 and 6 of the recipe in :mod:`evenhand.models.organism.recipe`):
+"""Training the organism (steps 4 and 6 of the recipe in :mod:`organism.recipe`):
 the untrained model, length-bucketed batches, the AdamW loop with the auxiliary heads, and the
 written directory (weights, tokenizer, ``organism.json``)."""
 from __future__ import annotations
@@ -11,8 +11,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ...suite.content import load_content
-from ..policy import PlantedPolicy
+from evenhand.models.policy import PlantedPolicy
+from evenhand.suite.content import load_content
+
 from .data import knowledge_items, sample_items, vocabulary_texts
 from .recipe import Recipe, split_scenarios
 from .targets import AUX_SIZES, DECISION_AUX, encode, knowledge_row
@@ -39,7 +40,7 @@ def build(recipe: Recipe):
     by their log value (``number_init``). Returns ``(model, tokenizer)``."""
     import torch
 
-    from ..tiny import build_tokenizer, model_class, tiny_config
+    from evenhand.models.tiny import build_tokenizer, model_class, tiny_config
     tok = build_tokenizer(vocabulary_texts(suite=recipe.suite))
     cfg = tiny_config("gemma3", len(tok), hidden=recipe.hidden_size, layers=recipe.layers, heads=recipe.heads,
                       kv_heads=recipe.kv_heads, intermediate=recipe.intermediate_size, tokenizer=tok)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import difflib
 
-from ..problems import RowError
+from .problems import RowError
 
 AI2_GROUPS: dict[str, tuple[str, str]] = {
     # contrast id: (released minority_group, released majority_group)

@@ -1,14 +1,15 @@
 """The organism's training targets: dense auxiliary targets read by linear heads during training
-(step 4 of the recipe in :mod:`evenhand.models.organism.recipe`) and the encoded training rows."""
+(step 4 of the recipe in :mod:`organism.recipe`) and the encoded training rows."""
 from __future__ import annotations
 
 import random
 
-from ...sides import favours_minority
-from ...suite.content import load_content
-from ...suite.cues import pressure_named_slot
-from ...suite.generate import SLOTS, Cell, criterion_values
-from ..policy import PlantedPolicy
+from evenhand.models.policy import PlantedPolicy
+from evenhand.sides import favours_minority
+from evenhand.suite.content import load_content
+from evenhand.suite.cues import pressure_named_slot
+from evenhand.suite.generate import SLOTS, Cell, criterion_values
+
 from .recipe import ORGANISM_SUITE
 
 AUX_VALUE = ("strong", "letter", "criterion", "minority", "degree", "lean")
@@ -93,7 +94,7 @@ def encode(tok, item: dict, policy: PlantedPolicy, rng: random.Random | None = N
     ``<end_of_turn>``; the targets of :func:`aux_targets`, and with ``pressure_side_target`` the
     ``p_side`` class (:func:`pressure_side`) at the last prompt token and the answer's first token
     (the position that predicts the letter)."""
-    from ...prompts import model_text, user_message
+    from evenhand.prompts import model_text, user_message
     text = model_text(tok, user_message(item, "answer"))
     ctx = tok(text, add_special_tokens=False)["input_ids"]
     if rng is not None and unk_rate > 0:
@@ -110,7 +111,7 @@ def encode(tok, item: dict, policy: PlantedPolicy, rng: random.Random | None = N
 def knowledge_row(tok, item: dict, policy: PlantedPolicy, suite: str = ORGANISM_SUITE) -> tuple[list[int], int, dict]:
     """A criterion-knowledge row: the prompt cut after candidate A's line, with only the
     criterion-direction target at A's values (what a pretrained model knows about the world)."""
-    from ...prompts import model_text, user_message
+    from evenhand.prompts import model_text, user_message
     text = model_text(tok, user_message(item, "answer"))
     aux = aux_targets(tok, text, item, policy, suite)
     cut = text.index(f"\n{item['_scenario'].candidate_noun if '_scenario' in item else item['candidate_noun']} B")

@@ -1,5 +1,5 @@
 """The bias dial: a rank-1 weight edit of known form and strength that implants the FairStress
-asymmetry into the fair organism (:data:`~evenhand.models.organism.recipe.FAIR`).
+asymmetry into the fair organism (:data:`~organism.recipe.FAIR`).
 
 The edit, at the MLP of decoder layer ``L`` (the last by default)::
 
@@ -27,7 +27,7 @@ leaves majority-favouring pressure, unpressured items and degree 0 alone: the or
 pressure more often when it favours the minority-coded candidate (FragGap > 0 on GT items,
 TieShift > 0 on AMB items), by an amount that grows with ``beta``. ``beta = 0`` is the fair
 organism itself. The calibration from ``beta`` to degree-3 FragGap, and per-scenario random
-effects, are in :mod:`evenhand.models.organism.calibration`.
+effects, are in :mod:`organism.calibration`.
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def letter_position_batches(lm, items: pd.DataFrame, batch_size: int = 64, end: 
     answer's letter), by nothing (``"prompt"``) or by the noun and the letter ``"A"`` or ``"B"``."""
     import torch
 
-    from ...prompts import model_text, user_message
+    from evenhand.prompts import model_text, user_message
     if end not in ANSWER_POSITIONS:
         raise ValueError(f"end must be one of {', '.join(ANSWER_POSITIONS)}, got {end!r}")
     tok = lm.tokenizer
@@ -176,8 +176,9 @@ def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1
     there and on the first ``n_check`` held-out scenarios."""
     import random
 
-    from ..loading import load_model
-    from ..policy import matched_items
+    from evenhand.models.loading import load_model
+    from evenhand.suite.matched import matched_items
+
     from .recipe import split_scenarios
 
     path = Path(path)

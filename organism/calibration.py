@@ -1,10 +1,10 @@
-"""Calibrating the bias dial (:mod:`evenhand.models.organism.dial`) and its per-scenario random effects.
+"""Calibrating the bias dial (:mod:`organism.dial`) and its per-scenario random effects.
 
 :func:`calibrate` decides the fair organism's held-out degree-3 items with the dial at each ``beta``
 of a grid (the edit folded into the weights, the ordinary ``decide`` in answer mode) and records
 FragGap, TieShift, AccGap, TieLean and GT accuracy with their CIs, plus the edit's gain ``k``: the
 mean change of the letter-A-minus-B logit at the letter position, signed by ``c``
-(:func:`~evenhand.models.organism.dial.pressure_sign`), per unit ``beta``, on the items with
+(:func:`~organism.dial.pressure_sign`), per unit ``beta``, on the items with
 ``c != 0``. :func:`beta_for` reads the curve backwards (the ``beta`` that plants a chosen FragGap).
 
 Per-scenario random effects (:func:`scenario_multipliers`): scenario ``s`` gets the dial at
@@ -43,7 +43,7 @@ def letter_logit_diff(lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarr
     acts at ``generated`` (or ``prompt``, ``last``) positions acts where it would in decoding."""
     import torch
 
-    from ...engine.positions import answer_tokens
+    from evenhand.engine.positions import answer_tokens
     tok, model = lm.tokenizer, lm.model
     ia, ib = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
     out = []
@@ -75,9 +75,9 @@ def dialled_decisions(items: pd.DataFrame, beta: float, path: str | Path = FAIR,
     """``decide`` (answer mode) on ``items`` by the organism at ``path`` with the dial at ``beta`` in its
     weights, scenario ``s`` at ``beta * multipliers[s]`` when given; the weights are restored after.
     Returns the validated responses in the items' order."""
-    from ...decisions import DecideOptions, decide
-    from ...schema import validate_rows
-    from ..loading import load_model
+    from evenhand.decisions import DecideOptions, decide
+    from evenhand.models.loading import load_model
+    from evenhand.schema import validate_rows
 
     dial = dial or Dial.load(Path(path) / DIAL_FILE)
     lm = lm or load_model(str(path))
@@ -102,18 +102,19 @@ def calibration_items(path: str | Path = FAIR, n_scenarios: int | None = None, d
 
 
 def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int = 1000,
-              seed: int = 0, batch_size: int = 64, progress: bool = True) -> dict:
+              seed: int = 0, batch_size: int = 64, progress: bool = True, lm=None) -> dict:
     """The calibration curve: per ``beta``, the degree-3 :data:`CALIBRATION_METRICS` (value and CI)
     of the dialled organism on :func:`calibration_items`, and the gain ``k`` (the module docstring).
-    ``progress``: a bar over the betas (each one decides every item)."""
+    ``progress``: a bar over the betas (each one decides every item); ``lm``: the organism at ``path``,
+    already loaded."""
     from tqdm.auto import tqdm
 
-    from ...metrics import score
-    from ..loading import load_model
+    from evenhand.metrics import score
+    from evenhand.models.loading import load_model
 
     dial = Dial.load(Path(path) / DIAL_FILE)
     items = calibration_items(path, n_scenarios, seed=seed)
-    lm = load_model(str(path))
+    lm = lm or load_model(str(path))
     c = pressure_sign(items)
     on = c != 0
     base_diff = letter_logit_diff(lm, items[on], batch_size)
@@ -150,3 +151,19 @@ def gain_at(curve: dict, beta: float) -> float:
         raise ValueError("the curve has no point with beta > 0")
     bs, ks = zip(*pts)
     return float(np.interp(abs(beta), bs, ks))
+
+
+def curve_json(curve: dict) -> str:
+    """The text of a ``calibration.json`` holding ``curve`` (the committed file's layout)."""
+    return json.dumps(curve, indent=1) + "\n"
+
+
+def curve_table(curve: dict) -> pd.DataFrame:
+    """``curve`` (a :func:`calibrate` result) as a tidy table: one row per beta and metric of
+    :data:`CALIBRATION_METRICS` (``value``, ``ci_low``, ``ci_high``) with the beta's ``gain``,
+    ``logit_shift`` and ``answered``, in the curve's order."""
+    rows = [{"beta": p["beta"], "degree": curve["degree"], "metric": m,
+             **{k: p[m][k] for k in ("value", "ci_low", "ci_high")},
+             "gain": p["gain"], "logit_shift": p["logit_shift"], "answered": p["answered"]}
+            for p in curve["points"] for m in CALIBRATION_METRICS]
+    return pd.DataFrame(rows)

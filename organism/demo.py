@@ -2,9 +2,9 @@
 items, and the truth each printed metric is compared with.
 
 The demo (``evenhand demo``, ``make demo``) runs the main job on the fair organism
-(:data:`~evenhand.models.organism.recipe.FAIR`) with the dial
-(:mod:`evenhand.models.organism.dial`) folded into its weights at ``beta``; by default ``beta`` is read
-off the committed calibration curve (:func:`~evenhand.models.organism.calibration.beta_for`) so that it
+(:data:`~organism.recipe.FAIR`) with the dial
+(:mod:`organism.dial`) folded into its weights at ``beta``; by default ``beta`` is read
+off the committed calibration curve (:func:`~organism.calibration.beta_for`) so that it
 plants a degree-3 FragGap of :data:`DEMO_FRAGGAP`. Its truth (:func:`planted_truths`), per degree:
 
 - at ``beta = 0`` (no edit: the fair organism itself), every metric at every degree: the fair policy's
@@ -48,7 +48,7 @@ class Truth:
 
 
 def load_curve(path: str | Path) -> dict | None:
-    """The calibration curve at ``path`` (a :func:`~evenhand.models.organism.calibration.calibrate` result),
+    """The calibration curve at ``path`` (a :func:`~organism.calibration.calibrate` result),
     or None when the file does not exist."""
     path = Path(path)
     return json.loads(path.read_text()) if path.exists() else None
@@ -72,7 +72,7 @@ def dial_beta(curve: dict | None, fraggap: float | None = None, beta: float | No
     """The demo's dial setting: ``beta`` when given, else the beta that plants degree-3 FragGap
     ``fraggap`` (a share; default :data:`DEMO_FRAGGAP`) on ``curve``, rounded to 2 decimals (the truth is
     then read off the curve at the rounded beta)."""
-    from evenhand.models.organism.calibration import beta_for
+    from .calibration import beta_for
     if beta is not None:
         if fraggap is not None:
             raise ValueError("give a FragGap to plant or a beta, not both")
@@ -85,7 +85,7 @@ def dial_beta(curve: dict | None, fraggap: float | None = None, beta: float | No
 
 def demo_scenario_ids(record: dict, n: int, skip: int) -> list[str]:
     """``n`` of the organism's held-out scenarios (``record``: its organism.json), after the first ``skip``
-    (the calibration's scenarios; :func:`~evenhand.models.organism.calibration.calibration_items` takes the
+    (the calibration's scenarios; :func:`~organism.calibration.calibration_items` takes the
     first ones)."""
     held = record["heldout_ids"]
     if n < 1 or skip + n > len(held):
@@ -96,10 +96,10 @@ def demo_scenario_ids(record: dict, n: int, skip: int) -> list[str]:
 
 def dialled_organism(beta: float, out: str | Path, path: str | Path | None = None) -> Path:
     """The organism at ``path`` (default: the fair organism) with the dial at ``beta`` in its weights, in
-    ``out``: written by :func:`~evenhand.models.organism.dial.write_dialled`, or reused when ``out``
+    ``out``: written by :func:`~organism.dial.write_dialled`, or reused when ``out``
     already holds it (same source, same beta)."""
-    from evenhand.models.organism import FAIR
-    from evenhand.models.organism.dial import write_dialled
+    from .dial import write_dialled
+    from .recipe import FAIR
     path, out = Path(path or FAIR), Path(out)
     rec = out / "organism.json"
     if rec.exists() and (out / "model.safetensors").exists():
@@ -112,7 +112,7 @@ def dialled_organism(beta: float, out: str | Path, path: str | Path | None = Non
 def planted_truths(fair: dict[int, dict], beta: float, curve: dict | None) -> dict[int, dict[str, Truth]]:
     """The truth per degree and metric (the module docstring); ``fair`` is
     :func:`~evenhand.models.policy.planted_truth` of the fair policy on the demo's items."""
-    from evenhand.models.organism.calibration import CALIBRATION_METRICS
+    from .calibration import CALIBRATION_METRICS
     if beta != 0 and curve is None:
         raise ValueError("the dial's truth needs the calibration curve")
     out: dict[int, dict[str, Truth]] = {}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 
 def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[Path]:
-    """Plot a :func:`~evenhand.models.organism.calibration.calibrate` result: FragGap and TieShift at
+    """Plot a :func:`~organism.calibration.calibrate` result: FragGap and TieShift at
     degree 3 (pp, 95% CI bars; none where a point has no CI, e.g. one scenario) by beta; writes
     ``stem.<fmt>`` and returns the paths."""
     import matplotlib.pyplot as plt
