@@ -78,7 +78,7 @@ def test_a_clean_synthetic_tree_passes(tmp_path):
     _contracts_only(tmp_path)
     _tree(tmp_path, {"evenhand/core.py": "", "probes/sweep.py": "import evenhand.core\n",
                      "organism/dial.py": "import probes.sweep\nimport evenhand.models\n",
-                     "interventions/dose.py": "import organism.dial\n",
+                     "interventions/dose.py": "import probes.sweep\n",
                      "experiments/cli.py": "import probes.sweep\nimport evenhand.core\nimport organism.dial\n",
                      "evenhand/suite/loader.py": "import evenhand.rowfiles\n",
                      "evenhand/schema.py": "import evenhand.suite.loader\n",
