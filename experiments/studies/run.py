@@ -1,4 +1,5 @@
-"""Turn a RunConfig into a run: suite -> decisions -> metrics (-> activation cache -> analyses).
+"""The run study (``kind: run``, the default): a RunConfig's suite -> decisions -> metrics (-> activation
+cache -> analyses), locally or on Ray (:mod:`.run_ray`).
 
 Checks that cost nothing come first (config fields, output directory, where
 the model is), so a bad config fails in well under a second, before any
@@ -11,12 +12,15 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import pandas as pd
+
 from evenhand.checks import warn_unparseable
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, open_run, run_stages
 
-from .config import RunConfig, SuiteConfig, options_for
+from .base import Study, register
+from .run_config import RunConfig, SuiteConfig, config_from_dict, options_for
 
 MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
@@ -135,7 +139,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
                            about=f"degrees {', '.join(map(str, cfg.attribution.degrees))}"))
     if cfg.figures:
         def figures(run: RunDir) -> None:
-            from .pages import write_report
+            from experiments.pages import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
         stages.append(Step("figures", figures, finished_with(lambda r: r.report_html),
                            about="figures, LaTeX table and report page"))
@@ -149,19 +153,13 @@ def run_info(cfg: RunConfig, items) -> dict:
             "seeds": {"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed}}
 
 
-def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
-    """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
-    from evenhand.decisions import DecideOptions
-
-    spec = resolve_spec(cfg.model)
-    locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
-    out = check_output_dir(cfg.output_dir)
-    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
-    from evenhand.decisions import decide
+def local_stages(cfg: RunConfig, spec, items, progress: bool = True) -> list[Stage]:
+    """The stages of a local run of ``cfg`` on ``items`` with the resolved model ``spec``: the model, the
+    decisions, the score (then the cache and the analyses when enabled)."""
+    from evenhand.decisions import DecideOptions, decide
     from evenhand.engine.vllm_engine import load_for_engine
 
-    items = suite_items(cfg.suite)
-    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items))
+    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     model = LoadModel(lambda: load_for_engine(spec, cfg.engine), about=spec.model)
 
     def decide_all(run: RunDir):
@@ -172,6 +170,55 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path),
                    about=f"{len(items):,} items, {cfg.mode} mode", work=len(items))
     score, *cache = finish_stages(cfg, spec, items, decided, model, progress)
-    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, model, items)],
-               StageReport(f"run {cfg.output_dir}") if progress else None)
+    return [model, decided, score, *cache, *analysis_stages(cfg, progress, model, items)]
+
+
+def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
+    """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
+    spec = resolve_spec(cfg.model)
+    locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
+    out = check_output_dir(cfg.output_dir)
+    items = suite_items(cfg.suite)
+    stages = local_stages(cfg, spec, items, progress)
+    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, **run_info(cfg, items))
+    run_stages(run, stages, StageReport(f"run {cfg.output_dir}") if progress else None)
+    score = stages[2]
     return run, (score.result if score.result is not None else run.read_metrics())
+
+
+@register
+class RunStudy(Study):
+    """A run config: one model on a suite subset in one mode, scored (and optionally cached, probed,
+    ablated, attributed, drawn)."""
+
+    kind = "run"
+    backends = ("local", "ray")
+
+    def parse(self, data, where: str = "config") -> RunConfig:
+        return config_from_dict(data)
+
+    def stages(self, cfg: RunConfig, progress: bool = True) -> list[Stage]:
+        return local_stages(cfg, resolve_spec(cfg.model), suite_items(cfg.suite), progress)
+
+    def run(self, cfg: RunConfig, progress: bool = True, backend: str = "local", **backend_options):
+        if backend == "ray":
+            if cfg.engine != "hf":
+                raise ValueError(f"engine {cfg.engine} runs on the local backend (the Ray workers load Hugging Face "
+                                 f"models)")
+            from .run_ray import run_config_ray  # ray is an optional extra
+            return run_config_ray(cfg, progress=progress, **backend_options)
+        return run_config(cfg, progress=progress)
+
+    def text(self, cfg: RunConfig, result) -> str:
+        from experiments.cli.formatting import score_table  # the cli package's __init__ loads every command
+        run, report = result
+        return f"{score_table(report)}\n\nrun directory: {run.path}"
+
+    def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
+        """The metrics (:func:`evenhand.figures.metrics_table`), then every probe sweep's and name ablation's rows."""
+        from evenhand.figures import metrics_table
+        out = RunDir(output_dir)
+        parts = [metrics_table(out.path, resamples).assign(table="metrics")]
+        parts += [pd.read_parquet(p.probes_table).assign(table="probes") for p in out.probe_dirs()]
+        parts += [pd.read_parquet(p.ablation_table).assign(table="ablation") for p in out.ablation_dirs()]
+        return pd.concat(parts, ignore_index=True)
