@@ -207,7 +207,7 @@ class SweepStudy(Study):
 
     def text(self, cfg: SweepConfig, result) -> str:
         out, table = result
-        return (f"sweep: {table['cell'].nunique()} cells, {len(table):,} rows in {out / 'sweep.parquet'} (+ .csv); "
+        return (f"sweep: {table['cell'].nunique()} cells, {len(table):,} rows in {RunDir(out).sweep_table} (+ .csv); "
                 f"figures: `evenhand figures {out}`")
 
     def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
