@@ -14,7 +14,7 @@ from .floor_plan import (ROOT, calls_driver, driver_offences, offenders, path_of
                          studies_off_the_driver)
 
 PENDING = {
-    "interventions/compare.py": "the comparison's validation/ and selection.json (issue 29: moving to experiments/studies/)",
+    "interventions/compare.py": "the comparison's validation/ and selection.json (moving to experiments/studies/)",
     "interventions/dose_gains.py": "the dose-response study's manifest and fitted/ (issue 29: moving)",
     "interventions/dose_replications.py": "the dose-response study's replications/ (issue 29: moving)",
     "interventions/dose_response.py": "the dose-response study's manifest, cells/ and fitted/ (issue 29: moving)",

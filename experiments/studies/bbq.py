@@ -284,8 +284,8 @@ class BBQStudy(Study):
 
     def text(self, cfg: BBQConfig, result: pd.DataFrame) -> str:
         from experiments.cli.formatting import bbq_text  # the cli package's __init__ loads every command
-        return (f"{bbq_text(result, cfg.model)}\n\nwrote {cfg.output_dir}/bbq_scores.parquet (+ .csv), answers.parquet, "
-                f"bias_by_configuration.pdf/svg/png")
+        return (f"{bbq_text(result, cfg.model)}\n\nwrote {cfg.output_dir}/bbq_scores.parquet (+ .csv), "
+                f"answers.parquet, bias_by_configuration.pdf/svg/png")
 
     def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
         return pd.read_parquet(RunDir(output_dir).bbq_scores_path).assign(table="bbq")

@@ -116,7 +116,8 @@ class ModesConfig:
     """Seed of the bootstrap."""
 
 
-RULES = Rules(choices={"model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none")},
+RULES = Rules(choices={"model.dtype": ("auto", "float32", "bfloat16", "float16"),
+                       "model.chat_template": ("auto", "none")},
               tuple_choices={"suite.degrees": (0, 1, 2, 3), "suite.contrast_types": ("type1", "type23")},
               positive=frozenset({"batch_size", "resamples", "suite.limit"}))
 """The modes config's checks beyond the field types."""

@@ -1,4 +1,5 @@
-"""The run study's Ray backend: a run config on Ray, whole scenarios per shard, over actors that each load the model once.
+"""The run study's Ray backend: a run config on Ray, whole scenarios per shard, over actors that each load
+the model once.
 
 ``evenhand run CONFIG.yaml --backend ray [--address ADDR] [--workers N] [--gpus-per-worker G]``
 
