@@ -197,7 +197,7 @@ def test_mostly_unparseable_answers_are_warned_about_and_recorded(tmp_path, smok
     """A random tiny model answers nothing parseable: a loud warning on stderr and in the manifest."""
     from dataclasses import replace
 
-    from experiments.studies.run import run_config
+    from experiments.studies.run_local import run_config
     cfg = replace(_run_cfg(tmp_path, smoke_items, tiny_dir), cache=replace(_run_cfg(
         tmp_path, smoke_items, tiny_dir).cache, enabled=False))
     run, _ = run_config(cfg, progress=False)

@@ -18,7 +18,7 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
     equal a local run's."""
     from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
     from experiments.studies.run_ray import run_config_ray, shard_of
-    from experiments.studies.run import run_config
+    from experiments.studies.run_local import run_config
     from evenhand.activations import ActivationCache
     from evenhand.models.loading import ModelSpec
     from evenhand.models.organism import COMMITTED, heldout_items

@@ -44,7 +44,7 @@ def model_spec(a: argparse.Namespace):
 
 def items(a: argparse.Namespace):
     """The suite items the subset flags select."""
-    from experiments.studies.run import suite_items
+    from experiments.studies.run_local import suite_items
     return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
 
 
@@ -54,7 +54,7 @@ def prepare(a: argparse.Namespace, engine: str = "hf"):
     Returns (output directory, resolved spec, items, loaded model)."""
     from evenhand.engine.vllm_engine import load_for_engine
     from evenhand.models.loading import locate, resolve_spec
-    from experiments.studies.run import check_output_dir
+    from experiments.studies.run_local import check_output_dir
     spec = resolve_spec(model_spec(a))
     locate(spec)  # a missing or damaged model fails before the output directory is made
     out = check_output_dir(a.out)

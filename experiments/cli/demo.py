@@ -28,7 +28,7 @@ def _demo(a) -> int:
         planted_truths,
         truth_json,
     )
-    from experiments.studies.run import run_config
+    from experiments.studies.run_local import run_config
     curve = load_curve(Path(a.calibration) if a.calibration else FAIR / CALIBRATION_FILE)
     beta = dial_beta(curve, None if a.fraggap is None else a.fraggap / 100, a.beta)
     print("EvenHand demo: the fair model organism (a small Gemma3ForCausalLM trained from scratch to follow a fair,\n"

@@ -72,8 +72,8 @@ def register(cls: type[Study]) -> type[Study]:
 
 
 def kinds() -> list[str]:
-    """The registered kinds, sorted."""
-    from . import registry  # noqa: F401  (importing it registers the shipped studies)
+    """The registered kinds, sorted (the package's ``__init__`` imports ``registry.py``, which registers the
+    shipped studies, before anything here is used)."""
     return sorted(_STUDIES)
 
 

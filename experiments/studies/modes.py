@@ -28,7 +28,7 @@ from evenhand.schema import validate_rows
 from evenhand.stages import LoadModel, Stage, Step, finished_with, open_run, run_stages
 
 from .base import Study, register, without_kind
-from .run import check_output_dir, suite_items
+from .run_local import check_output_dir, suite_items
 from .run_config import SuiteConfig
 
 METRICS = ("tielean", "accgap", "accuracy", "fraggap", "tieshift")

@@ -1,5 +1,5 @@
-"""The run study (``kind: run``, the default): a RunConfig's suite -> decisions -> metrics (-> activation
-cache -> analyses), locally or on Ray (:mod:`.run_ray`).
+"""The run study's local backend: a RunConfig's suite -> decisions -> metrics (-> activation cache ->
+analyses), and the stages it shares with the Ray backend (:mod:`.run_ray`).
 
 Checks that cost nothing come first (config fields, output directory, where
 the model is), so a bad config fails in well under a second, before any
@@ -12,15 +12,12 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
-import pandas as pd
-
 from evenhand.checks import warn_unparseable
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, open_run, run_stages
 
-from .base import Study, register
-from .run_config import RunConfig, SuiteConfig, config_from_dict, options_for
+from .run_config import RunConfig, SuiteConfig, options_for
 
 MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
@@ -184,41 +181,3 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     run_stages(run, stages, StageReport(f"run {cfg.output_dir}") if progress else None)
     score = stages[2]
     return run, (score.result if score.result is not None else run.read_metrics())
-
-
-@register
-class RunStudy(Study):
-    """A run config: one model on a suite subset in one mode, scored (and optionally cached, probed,
-    ablated, attributed, drawn)."""
-
-    kind = "run"
-    backends = ("local", "ray")
-
-    def parse(self, data, where: str = "config") -> RunConfig:
-        return config_from_dict(data)
-
-    def stages(self, cfg: RunConfig, progress: bool = True) -> list[Stage]:
-        return local_stages(cfg, resolve_spec(cfg.model), suite_items(cfg.suite), progress)
-
-    def run(self, cfg: RunConfig, progress: bool = True, backend: str = "local", **backend_options):
-        if backend == "ray":
-            if cfg.engine != "hf":
-                raise ValueError(f"engine {cfg.engine} runs on the local backend (the Ray workers load Hugging Face "
-                                 f"models)")
-            from .run_ray import run_config_ray  # ray is an optional extra
-            return run_config_ray(cfg, progress=progress, **backend_options)
-        return run_config(cfg, progress=progress)
-
-    def text(self, cfg: RunConfig, result) -> str:
-        from experiments.cli.formatting import score_table  # the cli package's __init__ loads every command
-        run, report = result
-        return f"{score_table(report)}\n\nrun directory: {run.path}"
-
-    def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
-        """The metrics (:func:`evenhand.figures.metrics_table`), then every probe sweep's and name ablation's rows."""
-        from evenhand.figures import metrics_table
-        out = RunDir(output_dir)
-        parts = [metrics_table(out.path, resamples).assign(table="metrics")]
-        parts += [pd.read_parquet(p.probes_table).assign(table="probes") for p in out.probe_dirs()]
-        parts += [pd.read_parquet(p.ablation_table).assign(table="ablation") for p in out.ablation_dirs()]
-        return pd.concat(parts, ignore_index=True)

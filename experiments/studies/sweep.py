@@ -45,7 +45,7 @@ from evenhand.runs import RunDir, write_table_atomic
 from evenhand.stages import Step, open_run, run_stages
 
 from .base import Study, register, study_of
-from .run import check_output_dir
+from .run_local import check_output_dir
 from .run_config import ConfigError, read_yaml
 
 
