@@ -3,8 +3,8 @@
 1. only :class:`evenhand.runs.RunDir` builds run-directory paths: no other module joins a run file's or
    folder's name (``"responses.parquet"``, ``"manifest.json"``, ``"cells"``, ...) onto a path;
 2. every study runs through the stage driver: no module but ``evenhand/runs.py`` and ``evenhand/stages.py``
-   starts, times or finishes a run itself, and the module of every registered study calls
-   :func:`evenhand.stages.run_stages` or :func:`evenhand.stages.run_study`.
+   starts, times or finishes a run itself, and the module of every registered study (or a module of its
+   package it imports: its backends) calls :func:`evenhand.stages.run_stages` or :func:`evenhand.stages.run_study`.
 """
 from __future__ import annotations
 
@@ -126,11 +126,23 @@ def offenders(root: Path = ROOT) -> dict[str, list[str]]:
     return out
 
 
+def siblings(path: Path) -> list[Path]:
+    """The modules of its own package that the module at ``path`` imports (``from .x import ...``)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            p = path.parent / f"{node.module.replace('.', '/')}.py"
+            if p.exists():
+                out.append(p)
+    return out
+
+
 def studies_off_the_driver(studies) -> dict[str, str]:
-    """``{kind: module file}`` for each study whose module never calls the stage driver."""
+    """``{kind: module file}`` for each study whose module, and the modules of its package it imports (its
+    backends: the run study's ``run_local.py``, ``run_ray.py``), never call the stage driver."""
     out = {}
     for study in studies:
         path = Path(inspect.getsourcefile(type(study)))
-        if not calls_driver(path.read_text()):
+        if not any(calls_driver(p.read_text()) for p in [path, *siblings(path)]):
             out[study.kind] = str(path)
     return out
