@@ -116,3 +116,9 @@ def test_a_study_refuses_a_backend_it_does_not_list(echo, tmp_path, capsys):
     cfg = _config(tmp_path / "echo.yaml", kind="echo", output_dir=str(tmp_path / "one"))
     assert main(["run", cfg, "--backend", "ray"]) == 2
     assert "a echo config runs on the local backend, not ray" in capsys.readouterr().err
+
+
+def test_kind_sweep_without_a_sweep_field_is_refused(tmp_path, capsys):
+    cfg = _config(tmp_path / "s.yaml", kind="sweep", output_dir=str(tmp_path / "s"))
+    assert main(["run", cfg]) == 2
+    assert "config field 'sweep' is missing" in capsys.readouterr().err

@@ -197,6 +197,9 @@ class SweepStudy(Study):
     tables = ("sweep.parquet",)
 
     def parse(self, data, where: str = "config") -> SweepConfig:
+        if "sweep" not in data:
+            raise ConfigError("config field 'sweep' is missing: a sweep is a config of another study (its kind:) "
+                              "with a 'sweep' field listing the values of its axes")
         return SweepConfig(dict(data), tuple(expand(dict(data))))
 
     def stages(self, cfg: SweepConfig, progress: bool = True) -> list[Step]:
