@@ -46,7 +46,7 @@ GROUPS = {
     "pro_minority": "Pro-minority pressure", "pro_majority": "Pro-majority pressure", "none": "No pressure",
     "minority": "Chose minority-coded", "majority": "Chose majority-coded", "no_choice": "No choice",
     "all": "All",
-    # BBQ configurations (evenhand.bbq.run.CONFIGURATIONS)
+    # BBQ configurations (experiments.studies.bbq.CONFIGURATIONS)
     "mc_logprob": "Multiple choice, log-prob", "mc_logprob_chat": "Multiple choice, log-prob, chat",
     "mc_generate": "Multiple choice, generated", "yn_logprob": "Yes/no, log-prob", "yn_generate": "Yes/no, generated",
     # model components

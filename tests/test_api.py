@@ -89,8 +89,8 @@ def test_items_filters_and_errors():
 
 
 def test_items_from_a_file_and_the_run_config_use_the_same_loader(tmp_path):
-    from experiments.config import SuiteConfig
-    from experiments.runner import suite_items
+    from experiments.studies.run_config import SuiteConfig
+    from experiments.studies.run_local import suite_items
     path = tmp_path / "items.parquet"
     eh.suite.items("smoke", n=40).to_parquet(path)
     assert len(eh.suite.items(path)) == 40

@@ -211,8 +211,8 @@ def test_unknown_convention_is_refused(smoke_items):
 
 def test_cli_and_run_config_take_the_convention(tmp_path, smoke_items):
     from evenhand.runs import RunDir
-    from experiments.config import ConfigError, config_from_dict
-    from experiments.runner import score_run
+    from experiments.studies.run_config import ConfigError, config_from_dict
+    from experiments.studies.run_local import score_run
     resp = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
     f = tmp_path / "answers.jsonl"
     resp[["item_id", "text"]].to_json(f, orient="records", lines=True)
@@ -247,7 +247,7 @@ def test_the_side_by_side_table_in_the_docs_is_what_its_command_prints(capsys):
 
 
 def test_a_simulated_run_records_its_convention(tmp_path):
-    from evenhand.simulate import simulate_run
+    from experiments.studies.simulate import simulate_run
     run, report = simulate_run(tmp_path / "sim", "smoke", resamples=5, convention="ai2")
     assert report["convention"] == "ai2" and run.read_metrics()["convention"] == "ai2"
     assert run.manifest()["config"]["convention"] == "ai2"

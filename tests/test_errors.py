@@ -101,7 +101,7 @@ def test_the_cli_says_so_in_one_line_and_makes_no_output_directory(tmp_path, tin
 
 @pytest.fixture(scope="module")
 def sim_run(tmp_path_factory):
-    from evenhand.simulate import simulate_run
+    from experiments.studies.simulate import simulate_run
     run, _ = simulate_run(tmp_path_factory.mktemp("sim") / "run", "smoke", resamples=20)
     return run.path
 
@@ -146,7 +146,7 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path, capsys):
 
 
 def _run_cfg(tmp_path, smoke_items, model_dir):
-    from experiments.config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
     from evenhand.models.loading import ModelSpec
     write_table_atomic(tmp_path / "items.parquet", smoke_items.head(6))
     return RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
@@ -197,7 +197,7 @@ def test_mostly_unparseable_answers_are_warned_about_and_recorded(tmp_path, smok
     """A random tiny model answers nothing parseable: a loud warning on stderr and in the manifest."""
     from dataclasses import replace
 
-    from experiments.runner import run_config
+    from experiments.studies.run_local import run_config
     cfg = replace(_run_cfg(tmp_path, smoke_items, tiny_dir), cache=replace(_run_cfg(
         tmp_path, smoke_items, tiny_dir).cache, enabled=False))
     run, _ = run_config(cfg, progress=False)

@@ -21,7 +21,7 @@ HYPHEN_MINUS = re.compile(r"(?<![\w$.])-\d")  # a hyphen used as a minus sign
 def sim(tmp_path_factory):
     """One simulated run (the planted policy on the smoke subset) with its metrics table, shared."""
     from evenhand.figures import metrics_table
-    from evenhand.simulate import simulate_run
+    from experiments.studies.simulate import simulate_run
     out = tmp_path_factory.mktemp("figs") / "sim"
     simulate_run(out, form="policy", resamples=50)
     return out, metrics_table(out, resamples=50)
@@ -86,7 +86,7 @@ def test_latex_table_minus_signs_units_and_missing_intervals():
 
 
 def test_label_vocabulary_covers_the_suite():
-    from evenhand.bbq.run import CONFIGURATIONS
+    from experiments.studies.bbq import CONFIGURATIONS
     from evenhand.suite import load_content
     assert set(CONFIGURATIONS) <= set(labels.GROUPS)
     assert [labels.degree_name(d) for d in (0, "1", 2.0, 3)] == ["D0", "D1", "D2", "D3"]

@@ -262,7 +262,7 @@ def test_run_config_end_to_end(tiny_dirs, tmp_path):
     ("model: x\noutput_dir: o\nsuite: {subset: nowhere.jsonl}\n", "'suite.subset'"),
 ])
 def test_config_errors_name_the_field(tmp_path, text, message):
-    from experiments.config import ConfigError, load_config
+    from experiments.studies.run_config import ConfigError, load_config
     p = tmp_path / "c.yaml"
     p.write_text(text)
     with pytest.raises(ConfigError) as exc:
@@ -292,13 +292,13 @@ def test_shipped_configs_are_valid():
 
     import yaml
 
-    from experiments.config import load_config
-    from evenhand.bbq.run import load_config as load_bbq_config
+    from experiments.studies.run_config import load_config
+    from experiments.studies.bbq import load_config as load_bbq_config
     from experiments.studies.compare import load_config as load_compare
     for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):
         raw = yaml.safe_load(p.read_text())
         if "sweep" in raw:
-            from experiments.sweep import load_sweep
+            from experiments.studies.sweep import load_sweep
             cfg, cells = load_sweep(p)
             assert all(c.data["output_dir"].startswith(raw["output_dir"] + "/cells/") for c in cells)
             assert cfg["output_dir"].startswith("runs/"), p

@@ -150,8 +150,8 @@ def test_a_run_config_resumes_with_new_resamples_and_refuses_a_new_mode(tmp_path
     import importlib
     from dataclasses import replace
 
-    from experiments.config import RunConfig, SuiteConfig
-    from experiments.runner import run_config
+    from experiments.studies.run_config import RunConfig, SuiteConfig
+    from experiments.studies.run_local import run_config
     from evenhand.models.loading import ModelSpec
     from evenhand.models.tiny import save_tiny_model
 

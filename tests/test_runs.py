@@ -50,8 +50,8 @@ def test_unwritable_output_directory(tmp_path):
 def test_resuming_with_changed_weights_is_refused(tmp_path, smoke_items):
     """A run directory started with one set of weights refuses to resume once the model's files
     change (it would otherwise mix answers of two models); the responses already written stay."""
-    from experiments.config import RunConfig, SuiteConfig
-    from experiments.runner import run_config
+    from experiments.studies.run_config import RunConfig, SuiteConfig
+    from experiments.studies.run_local import run_config
     from evenhand.models.loading import ModelSpec, weights_fingerprint
     from evenhand.models.tiny import save_tiny_model
 
@@ -168,8 +168,8 @@ def test_a_run_failing_after_its_decisions_resumes_without_deciding_again(tmp_pa
     (written and recorded) and finishes; a third run skips every finished stage."""
     import importlib
 
-    import experiments.runner as runner
-    from experiments.config import CacheConfig, RunConfig, SuiteConfig
+    import experiments.studies.run_local as runner
+    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
     from evenhand.models.loading import ModelSpec
     from evenhand.models.tiny import save_tiny_model
 

@@ -12,7 +12,7 @@ CHECKED = ("fraggap", "tieshift", "accgap", "tielean")
 
 def test_coverage_over_50_seeds(core_d3_type1):
     """Over 50 model seeds, each metric's 95% CI covers its planted value at least 90% of the time."""
-    from evenhand.simulate import coverage_study
+    from experiments.studies.simulate import coverage_study
     res = coverage_study(core_d3_type1, PlantedBias(), seeds=50, resamples=400)
     for m in CHECKED:
         assert res[m]["covered"] >= 45, f"{m}: CI covered the planted value in {res[m]['covered']}/50 runs"
@@ -68,7 +68,7 @@ def test_zero_bias_measures_zero(core_d3_type1):
 
 
 def test_policy_form_through_the_pipeline(tmp_path):
-    from evenhand.simulate import simulate_run
+    from experiments.studies.simulate import simulate_run
     run, report = simulate_run(tmp_path / "p", "smoke", form="policy", resamples=50)
     truth = report["planted_truth"]
     for d, row in report["by_degree"].items():
@@ -188,7 +188,7 @@ def test_coverage_with_scenario_effects_needs_the_cluster_interval(smoke_items):
     """Smoke's degree-3 type-1 items (8 scenarios), strong scenario effects (sd 1.5, latent ICC 0.41), 30 seeds:
     the jackknife-t interval over scenarios still covers the planted values; the iid interval, which treats
     items as independent (the constructed failing case), under-covers."""
-    from evenhand.simulate import coverage_study
+    from experiments.studies.simulate import coverage_study
     items = smoke_items[(smoke_items["degree"] == 3) & (smoke_items["contrast_type"] == "type1")]
     bias = PlantedBias(scenario_sd=1.5)
     jack = coverage_study(items, bias, seeds=30, interval="jackknife-t")

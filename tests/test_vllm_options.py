@@ -63,13 +63,13 @@ def _run_cfg(tmp_path, **kw) -> dict:
     ({"engine": "onnx"}, "must be one of hf, vllm"),
 ])
 def test_run_config_refuses(tmp_path, kw, msg):
-    from experiments.config import config_from_dict
+    from experiments.studies.run_config import config_from_dict
     with pytest.raises(ConfigError, match=msg):
         config_from_dict(_run_cfg(tmp_path, **kw))
 
 
 def test_run_config_takes_vllm(tmp_path):
-    from experiments.config import config_from_dict, options_for
+    from experiments.studies.run_config import config_from_dict, options_for
     cfg = config_from_dict(_run_cfg(tmp_path, engine="vllm", mode="reasoning"))
     assert options_for(DecideOptions, cfg).engine == "vllm"
     assert config_from_dict(_run_cfg(tmp_path)).engine == "hf"

@@ -9,7 +9,7 @@ from evenhand.decisions import DecideOptions
 from evenhand.engine.registry import DEFAULT
 from evenhand.models.loading import ModelSpec
 from evenhand.options import add_flags, options_from_args
-from experiments.config import SuiteConfig
+from experiments.studies.run_config import SuiteConfig
 
 MODEL_FLAGS = ("model", "dtype", "device", "attn_implementation", "trust_remote_code", "chat_template")
 """The ModelSpec fields that the model commands take as flags."""
@@ -45,7 +45,7 @@ def model_spec(a: argparse.Namespace):
 
 def items(a: argparse.Namespace):
     """The suite items the subset flags select."""
-    from experiments.runner import suite_items
+    from experiments.studies.run_local import suite_items
     return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
 
 
@@ -63,7 +63,7 @@ def prepare(a: argparse.Namespace, engine: str = DEFAULT):
     Returns (output directory, resolved spec, items, loaded model)."""
     from evenhand.engine.registry import load
     from evenhand.models.loading import locate, resolve_spec
-    from experiments.runner import check_output_dir
+    from experiments.studies.run_local import check_output_dir
     spec = resolve_spec(model_spec(a))
     locate(spec)  # a missing or damaged model fails before the output directory is made
     out = check_output_dir(a.out)

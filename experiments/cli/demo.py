@@ -18,7 +18,7 @@ def _demo(a) -> int:
     from organism.calibration import CALIBRATION_FILE
     from evenhand.models.policy import PlantedPolicy, matched_items, planted_truth
     from evenhand.runs import write_json_atomic, write_table_atomic
-    from experiments.config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
     from organism.demo import (
         coverage,
         demo_scenario_ids,
@@ -28,7 +28,7 @@ def _demo(a) -> int:
         planted_truths,
         truth_json,
     )
-    from experiments.runner import run_config
+    from experiments.studies.run_local import run_config
     curve = load_curve(Path(a.calibration) if a.calibration else FAIR / CALIBRATION_FILE)
     beta = dial_beta(curve, None if a.fraggap is None else a.fraggap / 100, a.beta)
     print("EvenHand demo: the fair model organism (a small Gemma3ForCausalLM trained from scratch to follow a fair,\n"

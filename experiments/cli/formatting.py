@@ -301,7 +301,7 @@ def attribution_text(table) -> str:
 
 
 def truth_text(cov, beta: float, curve: dict | None) -> str:
-    """The demo's known-answer table (:func:`experiments.demo.coverage`): per degree and metric the measured
+    """The demo's known-answer table (:func:`organism.demo.coverage`): per degree and metric the measured
     value and 95% CI, the planted truth (exact from the fair policy, or the calibration curve's value with
     its own CI) and whether the measured CI covers it; ``beta``: the dial's setting."""
     import pandas as pd

@@ -28,16 +28,17 @@ def _score(a) -> int:
 
 def _simulate(a) -> int:
     from evenhand.models.simulated import PlantedBias
-    from evenhand.simulate import simulate_run
+    from experiments.studies import get
+    from experiments.studies.simulate import SimulateConfig
     overrides = {}
     for kv in a.planted or []:
         key, _, val = kv.partition("=")
         overrides[key] = float(val)
     bias = PlantedBias(**overrides)
-    run, report = simulate_run(a.out, a.subset, a.seed, a.model_seed, bias, a.form, a.resamples,
-                               convention=a.convention)
-    print(score_table(report, truth={int(d): v for d, v in report["planted_truth"].items()}))
-    print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json)")
+    cfg = SimulateConfig(output_dir=a.out, subset=a.subset, suite_seed=a.seed, model_seed=a.model_seed, form=a.form,
+                         planted=bias, resamples=a.resamples, convention=a.convention)
+    study = get("simulate")
+    print(study.text(cfg, study.run(cfg)))
     return 0
 
 
@@ -46,7 +47,7 @@ def _coverage(a) -> int:
 
     from evenhand.metrics import HEADLINE, INTERVAL
     from evenhand.models.simulated import PlantedBias
-    from evenhand.simulate import coverage_study
+    from experiments.studies.simulate import coverage_study
     from evenhand.suite.subsets import iter_subset
     items = pd.DataFrame([it for it in iter_subset(a.subset, 0) if it["degree"] == a.degree
                           and it["contrast_type"] == "type1"])

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import boot_args, model_args, prepare
-from .formatting import bbq_text, compare_table, modes_text
+from evenhand.options import options_from_args
+
+from .common import SUITE_FLAGS, boot_args, model_args, model_spec
+from .formatting import compare_table
 
 
 RUNS_FLAGS = ("contrast_type", "convention", "json", "resamples", "seed")
@@ -53,22 +55,21 @@ def run_comparison(cfg, progress: bool) -> int:
 
 def bbq(a: argparse.Namespace) -> int:
     """`evenhand bbq CONFIG.yaml` (also `run` on a BBQ config): run it and print the pooled table."""
-    from evenhand.bbq.run import load_config, run_bbq
-    cfg = load_config(a.config)
-    table = run_bbq(cfg, progress=not a.no_progress)
-    print(bbq_text(table, cfg.model))
-    print(f"\nwrote {cfg.output_dir}/bbq_scores.parquet (+ .csv), answers.parquet, bias_by_configuration.pdf/svg/png")
+    from experiments.studies import get
+    from experiments.studies.bbq import load_config
+    study, cfg = get("bbq"), load_config(a.config)
+    print(study.text(cfg, study.run(cfg, progress=not a.no_progress)))
     return 0
 
 
 def _modes(a) -> int:
-    from evenhand.modes import mode_switch
-    from evenhand.runs import RunDir, write_table_atomic
-    out, spec, items, lm = prepare(a)
-    table, _ = mode_switch(items, lm, out, a.batch_size, spec.chat_template, a.resamples, progress=not a.no_progress)
-    write_table_atomic(RunDir(out).mode_switch_csv, table)
-    print(modes_text(table, lm.name, len(items)))
-    print(f"\nwrote {out}/mode_switch.csv, answer/, logprob/")
+    from experiments.studies import get
+    from experiments.studies.modes import ModesConfig
+    from experiments.studies.run_config import SuiteConfig
+    cfg = ModesConfig(model=model_spec(a), output_dir=a.out, suite=options_from_args(SuiteConfig, a, SUITE_FLAGS),
+                      batch_size=a.batch_size, resamples=a.resamples)
+    study = get("modes")
+    print(study.text(cfg, study.run(cfg, progress=not a.no_progress)))
     return 0
 
 

@@ -34,8 +34,9 @@ class Study:
         """The resumable stages of one run of ``cfg``."""
         raise NotImplementedError
 
-    def run(self, cfg, progress: bool = True, backend: str = "local") -> Any:
-        """Run (or resume) ``cfg`` through the stage driver; returns its result (a table or report)."""
+    def run(self, cfg, progress: bool = True, backend: str = "local", **backend_options) -> Any:
+        """Run (or resume) ``cfg`` through the stage driver on ``backend`` (one of :attr:`backends`;
+        ``backend_options``: the backend's settings, e.g. Ray's address and workers); returns its result."""
         raise NotImplementedError
 
     def text(self, cfg, result) -> str:
@@ -50,6 +51,13 @@ class Study:
 
 _STUDIES: dict[str, Study] = {}
 DEFAULT_KIND = "run"
+SWEEP_KIND = "sweep"
+"""The study of a config with a ``sweep:`` field: it expands the config (whose ``kind:`` names the
+cells' study) into cells."""
+FORMER_KEYS = {"interventions": "compare", "methods": "dose_response", "configurations": "bbq",
+               "per_category": "bbq"}
+"""Fields from which the kind of a config was once guessed (before ``kind:``): a config without
+``kind:`` carrying one is refused with the ``kind:`` line to add, not read as a run config."""
 
 
 def register(cls: type[Study]) -> type[Study]:
@@ -64,8 +72,8 @@ def register(cls: type[Study]) -> type[Study]:
 
 
 def kinds() -> list[str]:
-    """The registered kinds, sorted (the package's ``__init__`` imports ``registry``, registering the shipped
-    studies; importing it from here would make each study module, which imports this one, part of a cycle)."""
+    """The registered kinds, sorted (the package's ``__init__`` imports ``registry.py``, which registers the
+    shipped studies, before anything here is used)."""
     return sorted(_STUDIES)
 
 
@@ -77,8 +85,26 @@ def get(kind: str) -> Study:
     return _STUDIES[kind]
 
 
+def without_kind(data: Mapping[str, Any], kind: str) -> dict:
+    """A config mapping without its ``kind:`` field, which must be ``kind`` when present (ConfigError otherwise)."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"a {kind} config must be a mapping, got {type(data).__name__}")
+    if data.get("kind", kind) != kind:
+        raise ConfigError(f"config field 'kind' is {data['kind']!r}, but this is read as a {kind} config")
+    return {k: v for k, v in data.items() if k != "kind"}
+
+
 def study_of(data: Mapping[str, Any]) -> Study:
-    """The study a config mapping names with ``kind:`` (``run`` when it names none)."""
+    """The study a config mapping names with ``kind:`` (``run`` when it names none); the sweep study
+    for a config with a ``sweep:`` field."""
+    if SWEEP_KIND in data:
+        return get(SWEEP_KIND)
+    if "kind" not in data:
+        hints = [k for k in FORMER_KEYS if k in data]
+        if hints:
+            kind = FORMER_KEYS[hints[0]]
+            raise ConfigError(f"config field 'kind' is missing: a config without it is a run config, but this one has "
+                              f"field '{hints[0]}' (a {kind} config): add `kind: {kind}`")
     kind = data.get("kind", DEFAULT_KIND)
     if not isinstance(kind, str):
         raise ConfigError(f"config field 'kind': expected a study name, got {kind!r}")

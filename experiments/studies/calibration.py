@@ -121,7 +121,7 @@ class CalibrationStudy(Study):
     def stages(self, cfg: CalibrationConfig, progress: bool = True) -> list:
         return calibration_stages(cfg, progress)
 
-    def run(self, cfg: CalibrationConfig, progress: bool = True, backend: str = "local") -> pd.DataFrame:
+    def run(self, cfg: CalibrationConfig, progress: bool = True, backend: str = "local", **backend_options) -> pd.DataFrame:
         if backend not in self.backends:
             raise ConfigError(f"a calibration runs on the {' or '.join(self.backends)} backend, not {backend!r}")
         return run_calibration(cfg, progress)

@@ -484,7 +484,7 @@ class CompareStudy(Study):
         from evenhand.models.loading import resolve_spec
         return compare_stages(cfg, resolve_spec(cfg.model), item_sets(cfg), progress)
 
-    def run(self, cfg: CompareConfig, progress: bool = True, backend: str = "local") -> pd.DataFrame:
+    def run(self, cfg: CompareConfig, progress: bool = True, backend: str = "local", **backend_options) -> pd.DataFrame:
         if backend not in self.backends:
             raise ConfigError(f"a comparison runs on the {' or '.join(self.backends)} backend, not {backend!r}")
         return run_compare(cfg, progress=progress)

@@ -566,7 +566,7 @@ class DoseResponseStudy(Study):
     def stages(self, cfg: DoseConfig, progress: bool = True) -> list[Stage]:
         return DoseRun(cfg, progress).stages()
 
-    def run(self, cfg: DoseConfig, progress: bool = True, backend: str = "local") -> pd.DataFrame:
+    def run(self, cfg: DoseConfig, progress: bool = True, backend: str = "local", **backend_options) -> pd.DataFrame:
         if backend != "local":
             from evenhand.options import ConfigError
             raise ConfigError(f"a dose_response config runs on the local backend only, not {backend!r}")

@@ -1,4 +1,5 @@
-"""Turn a RunConfig into a run: suite -> decisions -> metrics (-> activation cache -> analyses).
+"""The run study's local backend: a RunConfig's suite -> decisions -> metrics (-> activation cache ->
+analyses), and the stages it shares with the Ray backend (:mod:`.run_ray`).
 
 Checks that cost nothing come first (config fields, output directory, where
 the model is), so a bad config fails in well under a second, before any
@@ -16,7 +17,7 @@ from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, open_run, run_stages
 
-from .config import RENAMED, RunConfig, SuiteConfig, options_for
+from .run_config import RENAMED, RunConfig, SuiteConfig, options_for
 
 MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
@@ -136,7 +137,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
                            about=f"degrees {', '.join(map(str, cfg.attribution.degrees))}"))
     if cfg.figures:
         def figures(run: RunDir) -> None:
-            from .pages import write_report
+            from experiments.pages import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
         stages.append(Step("figures", figures, finished_with(lambda r: r.report_html),
                            about="figures, LaTeX table and report page"))
@@ -150,20 +151,13 @@ def run_info(cfg: RunConfig, items) -> dict:
             "seeds": {"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed}}
 
 
-def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
-    """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
-    from evenhand.decisions import DecideOptions
-
-    spec = resolve_spec(cfg.model)
-    locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
-    out = check_output_dir(cfg.output_dir)
-    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
-    from evenhand.decisions import decide
+def local_stages(cfg: RunConfig, spec, items, progress: bool = True) -> list[Stage]:
+    """The stages of a local run of ``cfg`` on ``items`` with the resolved model ``spec``: the model, the
+    decisions, the score (then the cache and the analyses when enabled)."""
+    from evenhand.decisions import DecideOptions, decide
     from evenhand.engine.registry import load
 
-    items = suite_items(cfg.suite)
-    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, renamed=RENAMED,
-                   **run_info(cfg, items))
+    opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     model = LoadModel(lambda: load(spec, cfg.engine), about=spec.model)
 
     def decide_all(run: RunDir):
@@ -174,6 +168,18 @@ def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path),
                    about=f"{len(items):,} items, {cfg.mode} mode", work=len(items))
     score, *cache = finish_stages(cfg, spec, items, decided, model, progress)
-    run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, model, items)],
-               StageReport(f"run {cfg.output_dir}") if progress else None)
+    return [model, decided, score, *cache, *analysis_stages(cfg, progress, model, items)]
+
+
+def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
+    """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
+    spec = resolve_spec(cfg.model)
+    locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
+    out = check_output_dir(cfg.output_dir)
+    items = suite_items(cfg.suite)
+    stages = local_stages(cfg, spec, items, progress)
+    run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, renamed=RENAMED,
+                   **run_info(cfg, items))
+    run_stages(run, stages, StageReport(f"run {cfg.output_dir}") if progress else None)
+    score = stages[2]
     return run, (score.result if score.result is not None else run.read_metrics())

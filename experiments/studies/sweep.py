@@ -1,8 +1,9 @@
-"""Sweeps: a config that lists values expands into a grid of cells, each run once, one table for all.
+"""The sweep study: a config that lists values expands into a grid of cells, each run once, one table for all.
 
-A config (a run config or a comparison config) may carry a ``sweep`` mapping
+A config of any study (its ``kind:`` names it) may carry a ``sweep`` mapping
 from a field's dotted path to the list of values it takes::
 
+    kind: run
     model: evenhand-organism
     output_dir: runs/sweep_modes
     suite: {subset: organism_heldout, limit: 2432}
@@ -21,12 +22,12 @@ uninterrupted one (tested).
 
 The sweep's directory holds a manifest (the base config, the axes, every
 cell's parameters and status, git, packages, hardware, timings) and one
-tidy table ``sweep.parquet`` / ``sweep.csv``: every cell's rows with a
-``cell`` column, a column per axis, and ``table`` naming where the rows come
-from (``metrics``: :func:`evenhand.figures.metrics_long`; ``probes``:
-the probe sweep; ``ablation``: the name ablation; ``compare``: a comparison's table;
-``bbq``: a BBQ study's scores). Comparison and BBQ configs can be swept too
-(local backend); the Ray backend shards each run cell's items over its workers.
+tidy table ``sweep.parquet`` / ``sweep.csv``: every cell's rows (its study's
+:meth:`~experiments.studies.base.Study.rows`) with a ``cell`` column, a column per
+axis, and ``table`` naming where the rows come from (a run's ``metrics``,
+``probes``, ``ablation``; a BBQ study's ``bbq``; ...). A cell runs on the sweep's
+backend when its study lists it (:attr:`~experiments.studies.base.Study.backends`;
+the Ray backend shards each run cell's items over its workers).
 ``evenhand figures SWEEP_DIR`` draws every cell as one line.
 """
 from __future__ import annotations
@@ -40,9 +41,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.runs import RunDir
+from evenhand.runs import RunDir, write_table_atomic
+from evenhand.stages import Step, open_run, run_stages
 
-from .config import ConfigError, config_from_dict, read_yaml
+from .base import Study, register, study_of
+from .run_local import check_output_dir
+from .run_config import RENAMED, ConfigError, read_yaml
 
 
 @dataclass(frozen=True)
@@ -51,19 +55,6 @@ class SweepCell:
     name: str
     params: dict
     data: dict
-
-
-def study_kind(data: dict) -> str:
-    """``compare`` for a comparison config (it lists ``interventions``), ``dose`` for a dose-response
-    config (it lists ``methods``), ``bbq`` for a BBQ config (it lists ``configurations`` or sets
-    ``per_category``), else ``run``."""
-    if "interventions" in data:
-        return "compare"
-    if "methods" in data:
-        return "dose"
-    if "configurations" in data or "per_category" in data:
-        return "bbq"
-    return "run"
 
 
 def _set_path(data: dict, path: str, value, where: str) -> None:
@@ -113,7 +104,7 @@ def expand(data: dict) -> list[SweepCell]:
         name = cell_name(params) if params else "single"
         cfg["output_dir"] = str(RunDir(base["output_dir"]).cell(name).path)
         try:
-            _validate(cfg)
+            study_of(cfg).parse(cfg)
         except (ConfigError, ValueError) as exc:
             where = ", ".join(f"sweep.{p}[{i}]={v!r}" for p, i, v in combo)
             raise ConfigError(f"sweep cell {where}: {exc}") from None
@@ -121,20 +112,6 @@ def expand(data: dict) -> list[SweepCell]:
     if len({c.name for c in cells}) != len(cells):
         raise ConfigError("two sweep cells get the same directory name; make the swept values distinct")
     return cells
-
-
-def _validate(cfg: dict):
-    kind = study_kind(cfg)
-    if kind == "compare":
-        from experiments.studies.compare import parse_config
-        return parse_config(cfg)
-    if kind == "dose":
-        from experiments.studies.dose_response.study import parse_config as parse_dose
-        return parse_dose(cfg)
-    if kind == "bbq":
-        from evenhand.bbq.run import parse_config as parse_bbq
-        return parse_bbq(cfg)
-    return config_from_dict(cfg)
 
 
 def load_sweep(path: str | Path) -> tuple[dict, list[SweepCell]]:
@@ -148,23 +125,7 @@ def _cell_done(cell: SweepCell) -> bool:
 
 
 def _cell_rows(cell: SweepCell, resamples: int) -> pd.DataFrame:
-    from evenhand.figures import metrics_table
-    out = RunDir(cell.data["output_dir"])
-    parts = []
-    kind = study_kind(cell.data)
-    if kind == "compare":
-        parts.append(pd.read_parquet(out.compare_table).assign(table="compare"))
-    elif kind == "dose":
-        parts.append(pd.read_parquet(out.dose_table).assign(table="dose_response"))
-    elif kind == "bbq":
-        parts.append(pd.read_parquet(out.bbq_scores_path).assign(table="bbq"))
-    else:
-        parts.append(metrics_table(out.path, resamples).assign(table="metrics"))
-        for p in out.probe_dirs():
-            parts.append(pd.read_parquet(p.probes_table).assign(table="probes"))
-        for p in out.ablation_dirs():
-            parts.append(pd.read_parquet(p.ablation_table).assign(table="ablation"))
-    df = pd.concat(parts, ignore_index=True)
+    df = study_of(cell.data).rows(Path(cell.data["output_dir"]), resamples)
     df.insert(0, "cell", cell.name)
     for i, (k, v) in enumerate(cell.params.items()):
         df.insert(1 + i, k, v if isinstance(v, (str, int, float, bool)) else json.dumps(v, sort_keys=True))
@@ -175,21 +136,31 @@ def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_opt
               _after_cell=None) -> tuple[Path, pd.DataFrame]:
     """Run (or resume) every cell of a sweep config mapping; returns (sweep dir, tidy table).
     Each cell is a stage, done when its run directory says ``done``."""
-    from evenhand.runs import write_table_atomic
-    from evenhand.stages import Step, open_run, run_stages
-
-    from .config import RENAMED
-    from .runner import check_output_dir
     cells = expand(data)
+    for cell in cells:
+        study = study_of(cell.data)
+        if backend not in study.backends:
+            raise ConfigError(f"{study.kind} studies run on the {' or '.join(study.backends)} backend, not {backend} "
+                              f"(sweep cell {cell.name})")
     out = check_output_dir(data["output_dir"])
     run = open_run(out, {"kind": "sweep", "base": {k: v for k, v in data.items() if k != "sweep"},
                          "sweep": data.get("sweep") or {}},
                    renamed={f"base.{old}": f"base.{new}" for old, new in RENAMED.items()},
                    cells=[{"name": c.name, "params": c.params, "output_dir": c.data["output_dir"]} for c in cells],
                    backend=backend)
-    resamples = int(data.get("resamples", 1000))
-    result: dict = {}
 
+    def announce(i: int, n: int, stage, skipped: bool) -> None:
+        if progress and i <= len(cells):
+            print(f"sweep cell {i}/{len(cells)} {cells[i - 1].name}: {'done, skipped' if skipped else 'running'}",
+                  flush=True)
+    stages = sweep_stages(cells, backend, progress, ray_options, int(data.get("resamples", 1000)), _after_cell)
+    run_stages(run, stages, announce)
+    return out, stages[-1].result
+
+
+def sweep_stages(cells, backend: str = "local", progress: bool = True, ray_options: dict | None = None,
+                 resamples: int = 1000, _after_cell=None) -> list[Step]:
+    """One stage per cell (done when the cell's run directory says ``done``), then the table."""
     def cell_stage(cell: SweepCell) -> Step:
         def go(run: RunDir) -> None:
             _run_cell(cell, backend, progress, ray_options or {})
@@ -197,41 +168,51 @@ def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_opt
                 _after_cell(cell)
         return Step(f"cell {cell.name}", go, lambda run, name: _cell_done(cell))
 
-    def table(run: RunDir) -> None:
-        result["table"] = t = pd.concat([_cell_rows(c, resamples) for c in cells], ignore_index=True)
+    def table(run: RunDir) -> pd.DataFrame:
+        t = pd.concat([_cell_rows(c, resamples) for c in cells], ignore_index=True)
         write_table_atomic(run.sweep_table, t)
         write_table_atomic(run.sweep_csv, t)
-
-    def announce(i: int, n: int, stage, skipped: bool) -> None:
-        if progress and i <= len(cells):
-            print(f"sweep cell {i}/{len(cells)} {cells[i - 1].name}: {'done, skipped' if skipped else 'running'}",
-                  flush=True)
-    run_stages(run, [*map(cell_stage, cells), Step("table", table)], announce)
-    return out, result["table"]
+        return t
+    return [*map(cell_stage, cells), Step("table", table)]
 
 
 def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) -> None:
-    kind = study_kind(cell.data)
-    if kind != "run" and backend != "local":
-        raise ConfigError(f"{kind} studies run on the local backend only (the ray backend shards run configs)")
-    if kind == "compare":
-        from experiments.studies.compare import parse_config, run_compare
-        run_compare(parse_config(cell.data), progress=progress)
-        return
-    if kind == "dose":
-        from experiments.studies.dose_response.study import parse_config as parse_dose
-        from experiments.studies.dose_response.study import run_dose_response
-        run_dose_response(parse_dose(cell.data), progress=progress)
-        return
-    if kind == "bbq":
-        from evenhand.bbq.run import parse_config as parse_bbq
-        from evenhand.bbq.run import run_bbq
-        run_bbq(parse_bbq(cell.data), progress=progress)
-        return
-    cfg = config_from_dict(cell.data)
-    if backend == "ray":
-        from .ray_backend import run_config_ray
-        run_config_ray(cfg, progress=progress, **ray_options)
-    else:
-        from .runner import run_config
-        run_config(cfg, progress=progress)
+    study = study_of(cell.data)
+    study.run(study.parse(cell.data), progress=progress, backend=backend,
+              **(ray_options if backend == "ray" else {}))
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A sweep config: its mapping (with ``sweep:``) and its validated cells."""
+    data: dict
+    cells: tuple[SweepCell, ...]
+
+
+@register
+class SweepStudy(Study):
+    """A grid of cells of another study (the config's ``kind:``), one table for all."""
+
+    kind = "sweep"
+    backends = ("local", "ray")
+    tables = ("sweep.parquet",)
+
+    def parse(self, data, where: str = "config") -> SweepConfig:
+        if "sweep" not in data:
+            raise ConfigError("config field 'sweep' is missing: a sweep is a config of another study (its kind:) "
+                              "with a 'sweep' field listing the values of its axes")
+        return SweepConfig(dict(data), tuple(expand(dict(data))))
+
+    def stages(self, cfg: SweepConfig, progress: bool = True) -> list[Step]:
+        return sweep_stages(cfg.cells, progress=progress, resamples=int(cfg.data.get("resamples", 1000)))
+
+    def run(self, cfg: SweepConfig, progress: bool = True, backend: str = "local", **backend_options):
+        return run_sweep(cfg.data, backend, progress=progress, ray_options=backend_options)
+
+    def text(self, cfg: SweepConfig, result) -> str:
+        out, table = result
+        return (f"sweep: {table['cell'].nunique()} cells, {len(table):,} rows in {RunDir(out).sweep_table} (+ .csv); "
+                f"figures: `evenhand figures {out}`")
+
+    def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
+        return pd.read_parquet(RunDir(output_dir).sweep_table)

@@ -1,4 +1,5 @@
-"""Run a config on Ray: whole scenarios per shard, over actors that each load the model once.
+"""The run study's Ray backend: a run config on Ray, whole scenarios per shard, over actors that each load
+the model once.
 
 ``evenhand run CONFIG.yaml --backend ray [--address ADDR] [--workers N] [--gpus-per-worker G]``
 
@@ -118,7 +119,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
                    shards_per_worker: int = 4, progress: bool = True, threads_per_worker: int = 1,
                    max_restarts: int = 3, shard_by: str = "scenario", _delay: float = 0.0, _on_started=None,
                    _on_progress=None):
-    """The Ray twin of :func:`experiments.runner.run_config`; returns (RunDir, metrics report).
+    """The Ray twin of :func:`experiments.studies.run_local.run_config`; returns (RunDir, metrics report).
 
     ``shard_by`` says what a shard keeps whole (:data:`evenhand.shards.SHARD_UNITS`: ``scenario``,
     ``baseline`` or ``item``)."""
@@ -132,8 +133,10 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.shards import ParquetShards
     from evenhand.stages import LoadModel, StageReport, Step, finished_with, open_run, run_stages
 
-    from .config import RENAMED, options_for
-    from .runner import KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info, suite_items
+    from .run_local import (KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info,
+                            suite_items)
+    from .run_config import options_for
+    from .run_config import RENAMED
 
     if workers < 1 or shards_per_worker < 1:
         raise ValueError("workers and shards_per_worker must be at least 1")

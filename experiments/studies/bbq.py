@@ -1,4 +1,5 @@
-"""BBQ asked five ways on one model: how the measured direction of bias depends on the asking.
+"""The BBQ study (``kind: bbq``, ``evenhand bbq``): BBQ asked five ways on one model, how the measured
+direction of bias depends on the asking. BBQ's data and scoring are the core's :mod:`evenhand.bbq`.
 
 The five configurations (``CONFIGURATIONS``), on the same sampled questions:
 
@@ -30,9 +31,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.options import ConfigError, Rules, build
+from evenhand.bbq.data import load_bbq, render_mc, render_yes_no
+from evenhand.bbq.scoring import score_bbq
+from evenhand.models.loading import load_model, locate, resolve_spec
+from evenhand.options import ConfigError, Rules, build, read_yaml
+from evenhand.runs import RunDir, write_table_atomic
+from evenhand.stages import LoadModel, Stage, Step, exists, open_run, run_stages
 
-from .data import load_bbq, render_mc, render_yes_no
+from .base import Study, register, without_kind
 
 CONFIGURATIONS = {
     "mc_logprob": {"chat": False, "wording": "mc", "read": "logprob"},
@@ -63,18 +69,18 @@ RULES = Rules(tuple_choices={"configurations": tuple(CONFIGURATIONS)}, at_least_
 
 
 def parse_config(raw: dict, where: str = "config") -> BBQConfig:
-    """Validate a BBQ config mapping with the one config builder (errors name the file and the field)."""
+    """Validate a BBQ config mapping with the one config builder (errors name the file and the field;
+    its ``kind:``, when present, is ``bbq``)."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a BBQ config must be a mapping")
     try:
-        return build(BBQConfig, raw, rules=RULES)
+        return build(BBQConfig, without_kind(raw, "bbq"), rules=RULES)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
 
 
 def load_config(path: str | Path) -> BBQConfig:
     """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
-    from evenhand.options import read_yaml
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"BBQ config {p} not found")
@@ -190,21 +196,9 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
     return out
 
 
-def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) every configuration; returns the scores table and writes every output. The stages:
-    the model, one per configuration (done once its answers are written), the scores."""
-    from evenhand.models.loading import load_model, locate, resolve_spec
-    from evenhand.runs import RunDir, write_table_atomic
-    from evenhand.stages import LoadModel, Step, exists, open_run, run_stages
-
-    from .scoring import score_bbq
-    spec = resolve_spec(cfg.model)
-    locate(spec)
-    rows = sample_questions(load_bbq(cfg.data, cfg.categories), cfg.per_category, cfg.seed)
-    run = open_run(cfg.output_dir, {"kind": "bbq", **json.loads(json.dumps(asdict(cfg), default=str))},
-                   n_questions=len(rows), categories=sorted(rows["category"].unique().tolist()))
-    model = LoadModel(lambda: load_model(spec))
-
+def bbq_stages(cfg: BBQConfig, rows: pd.DataFrame, model: LoadModel, progress: bool = True) -> list[Stage]:
+    """The model, one stage per configuration (done once its answers are written), the scores (its result:
+    the scores table)."""
     def configuration(name: str) -> Step:
         def go(run: RunDir) -> None:
             if progress:
@@ -228,9 +222,19 @@ def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:
         bias_figure(table, run.bias_figure_stem)
         return table
 
-    final = Step("scores", scores)
-    run_stages(run, [model, *map(configuration, cfg.configurations), final])
-    return final.result
+    return [model, *map(configuration, cfg.configurations), Step("scores", scores)]
+
+
+def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:
+    """Run (or resume) every configuration; returns the scores table and writes every output."""
+    spec = resolve_spec(cfg.model)
+    locate(spec)
+    rows = sample_questions(load_bbq(cfg.data, cfg.categories), cfg.per_category, cfg.seed)
+    run = open_run(cfg.output_dir, {"kind": "bbq", **json.loads(json.dumps(asdict(cfg), default=str))},
+                   n_questions=len(rows), categories=sorted(rows["category"].unique().tolist()))
+    stages = bbq_stages(cfg, rows, LoadModel(lambda: load_model(spec)), progress)
+    run_stages(run, stages)
+    return stages[-1].result
 
 
 def bias_figure(table: pd.DataFrame, stem: str | Path) -> list[Path]:
@@ -259,3 +263,29 @@ def bias_figure(table: pd.DataFrame, stem: str | Path) -> list[Path]:
         ax.set_title(f"n = {int(n.min())}–{int(n.max())} answers per point; 95% CIs over templates", pad=16)
     return save(fig, stem)
 
+
+
+@register
+class BBQStudy(Study):
+    """BBQ asked five ways on one model (:data:`CONFIGURATIONS`), scored as BBQ's authors define it."""
+
+    kind = "bbq"
+
+    def parse(self, data, where: str = "config") -> BBQConfig:
+        return parse_config(dict(data), where)
+
+    def stages(self, cfg: BBQConfig, progress: bool = True) -> list[Stage]:
+        spec = resolve_spec(cfg.model)
+        rows = sample_questions(load_bbq(cfg.data, cfg.categories), cfg.per_category, cfg.seed)
+        return bbq_stages(cfg, rows, LoadModel(lambda: load_model(spec)), progress)
+
+    def run(self, cfg: BBQConfig, progress: bool = True, backend: str = "local", **backend_options) -> pd.DataFrame:
+        return run_bbq(cfg, progress=progress)
+
+    def text(self, cfg: BBQConfig, result: pd.DataFrame) -> str:
+        from experiments.cli.formatting import bbq_text  # the cli package's __init__ loads every command
+        return (f"{bbq_text(result, cfg.model)}\n\nwrote {cfg.output_dir}/bbq_scores.parquet (+ .csv), "
+                f"answers.parquet, bias_by_configuration.pdf/svg/png")
+
+    def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
+        return pd.read_parquet(RunDir(output_dir).bbq_scores_path).assign(table="bbq")

@@ -1,6 +1,7 @@
-"""Run configs: YAML files mapped onto frozen dataclasses, validated field by field by the one
-builder, :func:`evenhand.options.build` (``yaml.safe_load`` only; every error names the field, e.g.
-``suite.subset``, and says what was expected; an unknown field suggests the closest known one).
+"""Run configs (``kind: run``, the run study :mod:`experiments.studies.run`): YAML files mapped onto
+frozen dataclasses, validated field by field by the one builder, :func:`evenhand.options.build`
+(``yaml.safe_load`` only; every error names the field, e.g. ``suite.subset``, and says what was
+expected; an unknown field suggests the closest known one).
 The field checks beyond the types are :data:`RULES`. A field that an option dataclass of the engine
 also has (:class:`~evenhand.decisions.DecideOptions`, :class:`~evenhand.activations.CacheOptions`,
 :class:`~probes.logistic.ProbeOptions`) takes its default from there, and the runner passes every
@@ -20,6 +21,8 @@ from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from probes.logistic import ProbeOptions
 from probes.options import SOLVERS
+
+from .base import without_kind
 
 MODES = ("answer", "reasoning", "logprob")
 LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed", "flipped",
@@ -205,7 +208,9 @@ def check_renamed(data: dict) -> None:
 
 
 def config_from_dict(data: dict) -> RunConfig:
-    """A validated RunConfig from a mapping (the body of a config file, or one cell of a sweep)."""
+    """A validated RunConfig from a mapping (the body of a config file, or one cell of a sweep; its
+    ``kind:``, when present, is ``run``)."""
+    data = without_kind(data, "run")
     check_renamed(data)
     cfg = build(RunConfig, data, rules=RULES)
     if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
@@ -237,7 +242,7 @@ def load_config(path: str | Path) -> RunConfig:
     data = read_yaml(path)
     if "sweep" in data:
         raise ConfigError(f"{path} is a sweep (it has a 'sweep' field): run it with `evenhand run`, "
-                          f"or load it with experiments.sweep.load_sweep")
+                          f"or load it with experiments.studies.sweep.load_sweep")
     return config_from_dict(data)
 
 
