@@ -1,0 +1,83 @@
+"""The parser on answers as people write them (issue 30 item 1): the generated corpus
+(tests/parse_corpus_gen.py, expected parse by construction) must score >= 99%, and the held-out
+set (tests/data/parse_heldout.jsonl, written by hand, not used to tune rules) must stay at or
+above its measured floor. ``python -m tests.test_parse_generated`` prints the rates per shape and
+every miss."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from evenhand.parse import parse_detail
+from tests.parse_corpus_gen import generate
+
+GENERATED = generate()
+HELDOUT = [json.loads(line) for line in (Path(__file__).parent / "data" / "parse_heldout.jsonl")
+           .read_text(encoding="utf-8").splitlines()][1:]  # line 1 says how the file was made
+GENERATED_FLOOR = 0.99
+HELDOUT_FLOOR = 0.0  # set below to the measured rate, rounded down
+
+
+def _right(row: dict) -> bool:
+    res = parse_detail(row["text"], row["noun"])
+    return res.choice == row["choice"] and getattr(res, "verdict", None) == row["verdict"]
+
+
+def rates(rows: list[dict], key: str) -> tuple[float, dict[str, tuple[int, int]], list[dict]]:
+    """Overall rate, (right, n) per group, and the rows missed."""
+    n, ok, misses = Counter(), Counter(), []
+    for row in rows:
+        good = _right(row)
+        n[row[key]] += 1
+        ok[row[key]] += good
+        if not good:
+            misses.append(row)
+    return sum(ok.values()) / len(rows), {k: (ok[k], n[k]) for k in n}, misses
+
+
+def _report(rows: list[dict], key: str) -> str:
+    rate, per, misses = rates(rows, key)
+    lines = [f"{sum(r for r, _ in per.values())}/{len(rows)} = {rate:.2%}"]
+    lines += [f"  {k}: {r}/{m}" for k, (r, m) in sorted(per.items())]
+    for row in misses:
+        res = parse_detail(row["text"], row["noun"])
+        lines.append(f"  MISS [{row[key]}] {row['text']!r} expected {row['choice']}/{row['verdict']} "
+                     f"got {res.choice}/{getattr(res, 'verdict', None)}")
+    return "\n".join(lines)
+
+
+def test_generated_corpus_is_big_and_covers_the_shapes() -> None:
+    shapes = {r["shape"].split("-")[0] for r in GENERATED}
+    assert len(GENERATED) >= 3000
+    assert {"verb", "verdict", "initial", "field", "reasoning", "concession", "contrast", "negation",
+            "hedged", "both", "refusal", "garbage", "foreign"} <= shapes
+    assert {r["verdict"] for r in GENERATED} == {"choice", "refusal", "unparsed"}
+    assert generate() == GENERATED  # seeded: the same corpus every run
+
+
+def test_generated_corpus_rate() -> None:
+    rate, _, misses = rates(GENERATED, "shape")
+    assert rate >= GENERATED_FLOOR, _report(GENERATED, "shape")
+
+
+def test_heldout_rate_floor() -> None:
+    rate, _, misses = rates(HELDOUT, "style")
+    assert rate >= HELDOUT_FLOOR, _report(HELDOUT, "style")
+
+
+@pytest.mark.parametrize("text,choice", [
+    ("I'd pick B because their record is stronger.", "B"),
+    ("I'd go with A because the test score is higher.", "A"),
+    ("I pick A because of experience.", "A"),
+])
+def test_issue_30_phrasings_parse(text: str, choice: str) -> None:
+    res = parse_detail(text, "Student")
+    assert (res.choice, res.verdict) == (choice, "choice")
+
+
+if __name__ == "__main__":
+    print("generated:", _report(GENERATED, "shape"))
+    print("held-out:", _report(HELDOUT, "style"))
