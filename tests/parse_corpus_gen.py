@@ -192,10 +192,10 @@ def _both(rng: random.Random, noun: str, x: str, y: str) -> str:
     n = noun.lower()
     return rng.choice((f"Both {n}s are equally qualified.", "Either would be fine.",
                        f"Neither {n} meets the requirements.", f"Both {noun} A and {noun} B.",
-                       f"{_verb_phrase(rng)} both.", "Both.", "Neither.", f"Either A or B.",
+                       f"{_verb_phrase(rng)} both.", "Both.", "Neither.", "Either A or B.",
                        f"Neither A nor B should be {rng.choice(('chosen', 'prioritized'))}; they are equal.",
                        f"{_verb_phrase(rng)} either A or B; they are indistinguishable.",
-                       f"A or B - it's a coin flip.", f"Either {noun} A or {noun} B would be a good choice.",
+                       "A or B - it's a coin flip.", f"Either {noun} A or {noun} B would be a good choice.",
                        f"Both A and B {rng.choice(('are strong', 'qualify'))}.",
                        f"{noun}s A and B are tied."))
 
