@@ -204,19 +204,26 @@ def _line_events(t: str, raw: str, lab: re.Pattern[str]) -> list[_Ev]:
     """Sentences that are only a choice expression, and labels ending the answer after a break."""
     ev = []
     first = _SKIP.match(t).end()
+    found = []
     for b in _SENTENCE.finditer(t):
         start = _SKIP.match(t, b.end()).end()
         if lead := W.LEAD.match(t, start):  # "Definitely B.", "On balance, A."
             start = _SKIP.match(t, lead.end()).end()
         e = _expr(t, start, (lab, _PAREN, _BARE_FIELD))
-        if not e or raw[t.rfind("\n", 0, start) + 1:start + 1].lstrip().startswith("#"):
+        if e and not raw[t.rfind("\n", 0, start) + 1:start + 1].lstrip().startswith("#"):
+            found.append((b.end() <= first, start, e))
+    listing = sum(bool(W.DASH.match(t, e[1])) for _, _, e in found) > 1  # "A — 5 yrs. B — 3 yrs."
+    for opens, start, e in found:
+        if _TAIL.fullmatch(t, e[1]) or (e[0] and _ENDS_SENTENCE.match(t, e[1])):  # "Both." only last
+            strong = True
+        elif e[0] and (_QUESTION.match(t, e[1]) or W.REASON.match(t, e[1])
+                       or (opens and not listing and W.DASH.match(t, e[1]))):
+            strong = opens  # "B because ...", "Maybe A?" decide only when they open the answer
+        else:
             continue
-        if _TAIL.fullmatch(t, e[1]) or (e[0] and (
-                _ENDS_SENTENCE.match(t, e[1]) or _QUESTION.match(t, e[1]) or W.REASON.match(t, e[1])
-                or (b.end() <= first and W.DASH.match(t, e[1])))):  # "Both." only last
-            bare = _PAREN.match(t, start) or _BARE_FIELD.match(t, start)
-            method = "final_letter" if bare else "label"
-            ev.append(_Ev(start, e[1], True, e[0], method if e[0] else None))
+        bare = _PAREN.match(t, start) or _BARE_FIELD.match(t, start)
+        method = "final_letter" if bare else "label"
+        ev.append(_Ev(start, e[1], strong, e[0], method if e[0] else None))
     for m in _BREAK.finditer(t):  # a label ending the answer after a clause break
         pos = _SKIP.match(t, m.end()).end()
         rxs = (lab,) if m.group(1) else (lab, _PAREN, _BARE_PAIR)

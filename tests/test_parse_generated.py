@@ -15,10 +15,20 @@ from evenhand.parse import parse_detail
 from tests.parse_corpus_gen import generate
 
 GENERATED = generate()
-HELDOUT = [json.loads(line) for line in (Path(__file__).parent / "data" / "parse_heldout.jsonl")
-           .read_text(encoding="utf-8").splitlines()][1:]  # line 1 says how the file was made
+
+
+def _jsonl(name: str) -> list[dict]:
+    lines = (Path(__file__).parent / "data" / name).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines][1:]  # line 1 says how the file was made
+
+
+HELDOUT = _jsonl("parse_heldout.jsonl")
+HELDOUT2 = _jsonl("parse_heldout2.jsonl")
 GENERATED_FLOOR = 0.99
-HELDOUT_FLOOR = 0.97  # measured 180/185 = 97.3% after the issue-30 rules, rounded down (was 71.4% before)
+# Floors: the rates measured (choice and verdict both right) with the issue-30 rules, rounded down.
+# Before them (choice only; no verdict existed): 132/185 = 71.4% and 89/118 = 75.4%.
+HELDOUT_FLOOR = 0.97  # 180/185 = 97.3%; this set's misses were seen while the rules were written
+HELDOUT2_FLOOR = 0.79  # 94/118 = 79.7%; written after the rules, measured once, not tuned on
 
 
 def _right(row: dict) -> bool:
@@ -63,9 +73,11 @@ def test_generated_corpus_rate() -> None:
     assert rate >= GENERATED_FLOOR, _report(GENERATED, "shape")
 
 
-def test_heldout_rate_floor() -> None:
-    rate, _, misses = rates(HELDOUT, "style")
-    assert rate >= HELDOUT_FLOOR, _report(HELDOUT, "style")
+@pytest.mark.parametrize("name,rows,floor", [("parse_heldout", HELDOUT, HELDOUT_FLOOR),
+                                              ("parse_heldout2", HELDOUT2, HELDOUT2_FLOOR)])
+def test_heldout_rate_floor(name: str, rows: list[dict], floor: float) -> None:
+    rate, _, misses = rates(rows, "style")
+    assert rate >= floor, f"{name}: " + _report(rows, "style")
 
 
 @pytest.mark.parametrize("text,choice", [
@@ -81,3 +93,4 @@ def test_issue_30_phrasings_parse(text: str, choice: str) -> None:
 if __name__ == "__main__":
     print("generated:", _report(GENERATED, "shape"))
     print("held-out:", _report(HELDOUT, "style"))
+    print("held-out 2:", _report(HELDOUT2, "style"))
