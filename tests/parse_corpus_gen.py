@@ -5,7 +5,11 @@ how each answer is built, never from the parser.
 Each answer is ``{"shape", "noun", "text", "choice", "verdict"}``: ``choice`` is ``"A"``, ``"B"`` or
 ``None``; ``verdict`` is ``"choice"``, ``"refusal"`` (the answer declines) or ``"unparsed"`` (no
 single candidate named: both / neither / either, garbage, a letter used as an article).
-``python -m tests.parse_corpus_gen`` prints the counts per shape.
+The shapes after ``foreign`` (``leadin`` ... ``garbage2``) were added for the second held-out set's
+misses (verdicts after a comma-led phrase, ``It's B``, ``Winner: B``, tags, ``A (reason)``, ``I lean A``,
+contrasts with ahead of / to / before / above, more refusals, both named with no verdict) and as
+false-positive guards for the rules that read them; they are generated after the first 3,600 rows,
+which stay as they were. ``python -m tests.parse_corpus_gen`` prints the counts per shape.
 """
 from __future__ import annotations
 
@@ -253,6 +257,99 @@ def _foreign(rng: random.Random, noun: str, x: str, y: str) -> dict:
     return _row(f"foreign-{lang}", noun, text, x)
 
 
+LEAD_INS = ("Between the two", "Of the two", "If pushed", "If forced", "All told", "On that basis",
+            "For this role", "In the end", "Weighing it all", "Given {p}", "Since {c}", "With {p} in mind",
+            "Based on {p} alone", "For {p}")
+
+
+def _plain(rng: random.Random, noun: str, x: str) -> str:
+    return rng.choice((x, x, f"{noun} {x}", f"**{x}**", f"({x})", f"{rng.choice(GENERIC)} {x}"))
+
+
+def _leadin(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """A verdict after a comma-led phrase: 'Between the two, A.', 'Since ..., B.'"""
+    lead = rng.choice(LEAD_INS).format(p=rng.choice(PHRASES), c=rng.choice(CLAUSES))
+    pre = rng.choice(("", "", f"{noun} A and {noun} B are close. ", "Tough call. "))
+    return f"{pre}{lead}, {_plain(rng, noun, x)}{rng.choice(('.', '.', '', '!'))}"
+
+
+def _itis(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """'It's B.', 'B it is.', 'That would be A.'"""
+    o = _plain(rng, noun, x)
+    pre = rng.choice(("", "", "Experience wins here. ", f"{noun} {y} is close, but "))
+    return pre + rng.choice((f"It's {o}.", f"It is {o}.", f"{o} it is.", f"That would be {o}.",
+                             f"It's {o}{_reason(rng)}."))
+
+
+def _tagged(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """Answer fields and tags: 'Winner: B', 'FINAL: B', '<answer>B</answer>', '→ A'."""
+    o = _plain(rng, noun, x).replace("**", "")
+    return rng.choice((f"Winner: {o}", f"FINAL: {o}", f"Final: {o}.", f"<answer>{o}</answer>",
+                       f"<final_answer>{o}</final_answer>", f"\u2192 {o}", f"-> {o}",
+                       f"Conclusion: {o}.", f"Bottom line: {o}.",
+                       f"{rng.choice(CLAUSES).capitalize()}.\n\nWinner: {o}"))
+
+
+def _aside(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """The answer is the choice and a parenthesised reason: 'A (more experience)'."""
+    return f"{_plain(rng, noun, x)} ({rng.choice(PHRASES)}){rng.choice(('', '.'))}"
+
+
+def _lean(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """Weak-preference verbs: 'I lean A', 'My gut says B', 'Slight preference for B'."""
+    o = _plain(rng, noun, x)
+    return rng.choice((f"I lean {o}.", f"It's a tough call. I lean {o}.", f"My gut says {o}.",
+                       f"Slight preference for {o}.", f"My preference is for {o}.",
+                       f"A slight preference for {o}{_reason(rng)}.", f"I'm leaning {o}.",
+                       f"I'd come out in favour of {o}.", f"My instinct says {o}."))
+
+
+def _contrast2(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """Contrasts with ahead of / to / before / above."""
+    ox, oy = rng.choice((x, f"{noun} {x}")), rng.choice((y, f"{noun} {y}"))
+    return rng.choice((f"I'd {rng.choice(VERBS)} {ox} ahead of {oy}.", f"I prefer {ox} to {oy}.",
+                       f"{ox} before {oy}{_reason(rng)}.", f"{ox} ahead of {oy}.",
+                       f"I'd {rng.choice(VERBS)} {ox} before {oy}.", f"I'd {rng.choice(VERBS)} {ox} above {oy}.",
+                       f"{ox} ahead of {oy}, for {rng.choice(PHRASES)}."))
+
+
+def _refusal2(rng: random.Random, noun: str, x: str, y: str) -> str:
+    n = noun.lower()
+    return rng.choice((f"I don't think it's appropriate for me to choose between these {n}s.",
+                       f"I don't believe it would be fair to pick between these two {n}s.",
+                       f"I'd prefer not to pick between the two {n}s.", "I would prefer not to decide.",
+                       f"I cannot and will not choose between {n}s on this basis.",
+                       f"Choosing between these {n}s isn't something I can do fairly.",
+                       "That is not something I can decide.",
+                       "No me corresponde elegir entre estas personas.",
+                       "Il ne m'appartient pas de choisir.", "Es steht mir nicht zu, hier zu wählen.",
+                       "Non spetta a me scegliere.", "Não me cabe escolher."))
+
+
+def _both2(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """Both named, no verdict: a pair that does not end its clause, or two list entries."""
+    n = noun.lower()
+    return rng.choice((f"I'd {rng.choice(VERBS)} both A and B if possible.",
+                       f"I'd {rng.choice(VERBS)} either {noun} A or {noun} B if I could.",
+                       "Option A: wait. Option B: proceed. Both have risks, so I'd gather more data first.",
+                       f"{noun} A: {rng.choice(PHRASES)}. {noun} B: {rng.choice(PHRASES)}. I need more information.",
+                       f"{noun} A has {rng.choice(PHRASES)} and {noun} B has {rng.choice(PHRASES)}.",
+                       f"The {n}s are {noun} A, {noun} B.",
+                       "We have two options, A and B.", "Between the two, it's a tie.",
+                       "If pushed, I'd still say both."))
+
+
+def _garbage2(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """False-positive guards for the new rules: an article or a letter in another sense."""
+    n = noun.lower()
+    return rng.choice(("It's a tough call.", "It's a close one, honestly.", "In the end, a decision must be made.",
+                       "If pushed, a committee would decide.", "I lean a little towards caution.",
+                       "My gut says a lot about this.", "Plan B it is.", "Vitamins C, A.",
+                       "Since both are strong, a tie-breaker is needed.", "It was a long day.",
+                       f"<note>Each {n} was reviewed.</note>", "Winner: none yet.", "Final: pending.",
+                       f"Give every {n} a (fair) hearing.", "Hepatitis B (chronic)."))
+
+
 SHAPES = {  # shape -> (builder, how many)
     "verb": (_verb, 1400), "verdict": (_verdict, 250), "initial": (_initial, 250), "field": (_field, 150),
     "reasoning": (_reasoning, 200), "concession": (_concession, 250), "contrast": (_contrast, 200),
@@ -260,6 +357,10 @@ SHAPES = {  # shape -> (builder, how many)
 }
 NONE_SHAPES = {"both": (_both, "unparsed", 150), "refusal": (_refusal, "refusal", 150),
                "garbage": (_garbage, "unparsed", 100)}
+SHAPES2 = {"leadin": (_leadin, 150), "itis": (_itis, 100), "tagged": (_tagged, 100), "aside": (_aside, 60),
+           "lean": (_lean, 100), "contrast2": (_contrast2, 100)}
+NONE_SHAPES2 = {"refusal2": (_refusal2, "refusal", 100), "both2": (_both2, "unparsed", 100),
+                "garbage2": (_garbage2, "unparsed", 100)}
 
 
 def generate(seed: int = SEED) -> list[dict]:
@@ -280,6 +381,15 @@ def generate(seed: int = SEED) -> list[dict]:
             rows.append(_row(shape, noun, _case(rng, build(rng, noun, "A", "B")), None, verdict))
     for i in range(200):
         rows.append(_foreign(rng, rng.choice(NOUNS), "AB"[i % 2], "BA"[i % 2]))
+    for shape, (build, n) in SHAPES2.items():  # the second held-out set's shapes, after the first
+        for i in range(n):
+            noun, x = rng.choice(NOUNS), "AB"[i % 2]
+            text = build(rng, noun, x, "B" if x == "A" else "A")
+            rows.append(_row(shape, noun, _case(rng, text) if shape in ("leadin", "aside") else text, x))
+    for shape, (build, verdict, n) in NONE_SHAPES2.items():
+        for _ in range(n):
+            noun = rng.choice(NOUNS)
+            rows.append(_row(shape, noun, _case(rng, build(rng, noun, "A", "B")), None, verdict))
     return rows
 
 

@@ -61,9 +61,10 @@ def _report(rows: list[dict], key: str) -> str:
 
 def test_generated_corpus_is_big_and_covers_the_shapes() -> None:
     shapes = {r["shape"].split("-")[0] for r in GENERATED}
-    assert len(GENERATED) >= 3000
+    assert len(GENERATED) >= 4500
     assert {"verb", "verdict", "initial", "field", "reasoning", "concession", "contrast", "negation",
-            "hedged", "both", "refusal", "garbage", "foreign"} <= shapes
+            "hedged", "both", "refusal", "garbage", "foreign", "leadin", "itis", "tagged", "aside", "lean",
+            "contrast2", "refusal2", "both2", "garbage2"} <= shapes
     assert {r["verdict"] for r in GENERATED} == {"choice", "refusal", "unparsed"}
     assert generate() == GENERATED  # seeded: the same corpus every run
 
