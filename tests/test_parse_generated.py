@@ -1,7 +1,7 @@
 """The parser on answers as people write them (issue 30 item 1): the generated corpus
-(tests/parse_corpus_gen.py, expected parse by construction) must score >= 99%, and the held-out
-set (tests/data/parse_heldout.jsonl, written by hand, not used to tune rules) must stay at or
-above its measured floor. ``python -m tests.test_parse_generated`` prints the rates per shape and
+(tests/parse_corpus_gen.py, expected parse by construction) must score >= 99%, and the three
+hand-written sets (tests/data/parse_heldout*.jsonl) must stay at or above their measured floors;
+sets 1 and 2 have been tuned on, set 3 has not (docs/PARSING.md). ``python -m tests.test_parse_generated`` prints the rates per shape and
 every miss."""
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ def _jsonl(name: str) -> list[dict]:
 
 HELDOUT = _jsonl("parse_heldout.jsonl")
 HELDOUT2 = _jsonl("parse_heldout2.jsonl")
+HELDOUT3 = _jsonl("parse_heldout3.jsonl")
 GENERATED_FLOOR = 0.99
-# Floors: the rates measured (choice and verdict both right) with the issue-30 rules, rounded down.
-# Before them (choice only; no verdict existed): 132/185 = 71.4% and 89/118 = 75.4%.
-HELDOUT_FLOOR = 0.97  # 180/185 = 97.3%; this set's misses were seen while the rules were written
-HELDOUT2_FLOOR = 0.79  # 94/118 = 79.7%; written after the rules, measured once, not tuned on
+# Floors: the rates measured (choice and verdict both right), rounded down (docs/PARSING.md).
+HELDOUT_FLOOR = 0.97  # 181/185 = 97.8%; tuned on (its misses were seen while the rules were written)
+HELDOUT2_FLOOR = 1.0  # 118/118; 94/118 = 79.7% when first measured, then its misses were fixed: tuned on
+HELDOUT3_FLOOR = 0.82  # 156/190 = 82.1% (153/190 = 80.5% before set 2's fixes); measured twice, not tuned on
 
 
 def _right(row: dict) -> bool:
@@ -75,7 +76,8 @@ def test_generated_corpus_rate() -> None:
 
 
 @pytest.mark.parametrize("name,rows,floor", [("parse_heldout", HELDOUT, HELDOUT_FLOOR),
-                                              ("parse_heldout2", HELDOUT2, HELDOUT2_FLOOR)])
+                                              ("parse_heldout2", HELDOUT2, HELDOUT2_FLOOR),
+                                              ("parse_heldout3", HELDOUT3, HELDOUT3_FLOOR)])
 def test_heldout_rate_floor(name: str, rows: list[dict], floor: float) -> None:
     rate, _, misses = rates(rows, "style")
     assert rate >= floor, f"{name}: " + _report(rows, "style")
@@ -91,7 +93,24 @@ def test_issue_30_phrasings_parse(text: str, choice: str) -> None:
     assert (res.choice, res.verdict) == (choice, "choice")
 
 
+@pytest.mark.parametrize("text,choice,verdict", [
+    ("I'd hire both A and B if possible.", None, "unparsed"),  # was A: the second letter did not end its clause
+    ("Option A: wait. Option B: proceed. Both have risks, so I'd gather more data first.", None, "unparsed"),
+    ("Give every student a (fair) hearing.", None, "unparsed"),  # was A: the article before a parenthesis
+    ("Plan B it is.", None, "unparsed"),
+    ("Vitamins C, A.", None, "unparsed"),
+    ("Student A's score is 720 and Student B's is 690. I'd give the place to Student A.", "A", "choice"),
+    ("IF PUSHED, B.", "B", "choice"),
+    ("I'd promote B ahead of A.", "B", "choice"),
+    ("I cannot and will not choose between students on this basis.", None, "refusal"),
+])
+def test_second_set_rules_and_their_false_positive_guards(text: str, choice: str | None, verdict: str) -> None:
+    res = parse_detail(text, "Student")
+    assert (res.choice, res.verdict) == (choice, verdict)
+
+
 if __name__ == "__main__":
     print("generated:", _report(GENERATED, "shape"))
     print("held-out:", _report(HELDOUT, "style"))
     print("held-out 2:", _report(HELDOUT2, "style"))
+    print("held-out 3:", _report(HELDOUT3, "style"))
