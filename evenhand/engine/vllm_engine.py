@@ -117,7 +117,7 @@ def load_vllm(spec: ModelSpec | str, *, gpu_memory_utilization: float = 0.85, ma
     try:
         from vllm import LLM
     except ImportError as exc:
-        raise ModelLoadError(f"the vllm engine needs vLLM: pip install -e '.[vllm]' (README, 'Engines'); {exc}") \
+        raise ModelLoadError(f"the vllm engine needs vLLM: pip install -e '.[vllm]' (docs/GUIDE.md: Engines); {exc}") \
             from None
     device = _device() if spec.device == "auto" else spec.device
     dtype = spec.dtype if spec.dtype != "auto" else ("bfloat16" if device.startswith("cuda") else "float32")
