@@ -127,6 +127,7 @@ def test_the_fit_is_the_mean_over_each_profile(lm, train_items):
         last = np.stack([h[-1].astype(float) for h in states])  # the old read position, for contrast
         z = np.array([r["minority_slot"] == "A" for r in recs])
         old = last[z].mean(0) - last[~z].mean(0)
+        print(f"ace {site}: the decision-token (relational) direction is {np.abs(got_dir - old).max():.2e} away")
         assert np.abs(got_dir - old).max() > 1e-2
 
 
