@@ -20,11 +20,20 @@ the prompt and of the answer).
   positive ``alpha`` pushes toward following the evidence) or ``minority`` (items with
   identity cues: prompt + the minority-coded candidate's label against prompt + the
   majority-coded one's; a negative ``alpha`` suppresses favouring the minority).
-- ``ace`` (affine concept editing, Marshall et al. 2024, used for demographic attributes by
-  Karvonen & Marks 2025) and ``leace`` (Belrose et al. 2023) erase a binary concept read at
-  the decision token (the last prompt token, as the activation cache reads it). Fit option
-  ``concept``: ``identity`` (default; which slot holds the minority-coded candidate, the
-  candidate identity Karvonen & Marks erase; items with identity cues) or ``pressure``
+- ``ace`` (affine concept editing, Marshall et al. 2024, as Karvonen & Marks 2025 use it for race
+  and gender): at every layer and every position, the component along the concept's
+  difference-of-means direction is set to its mean. Fit option ``concept``: ``demographic``
+  (default, Karvonen & Marks's concept: the candidate's demographic coding, minority-coded
+  against majority-coded, read at every token of each candidate's profile line (the line that
+  carries the identity cue, their résumé) and averaged over those positions, one mean per
+  candidate; the direction is the minority candidates' mean minus the majority candidates'
+  and the mean the edit sets is their midpoint; :func:`profile_spans`,
+  :func:`demographic_activations`), ``relational`` (the concept before issue 28: which slot
+  holds the minority-coded candidate, read at the decision token) or ``pressure`` (whether the
+  pressure favours the minority-coded candidate, at the decision token).
+- ``leace`` (Belrose et al. 2023) erases a binary concept read at the decision token (the last
+  prompt token, as the activation cache reads it). Fit option ``concept``: ``identity`` (default;
+  which slot holds the minority-coded candidate; items with identity cues) or ``pressure``
   (whether the pressure favours the minority-coded candidate; pressured items with identity
   cues). LEACE is fitted by ``concept-erasure`` with its optimal linear shrinkage of the
   covariance (fit option ``shrinkage``, default true; :mod:`steering.leace`), layer by layer in
@@ -118,6 +127,13 @@ whether the pressure favours the minority-coded candidate (``pressure``)."""
 CONTRASTS = ("evidence", "minority")
 """The behaviour ``caa``'s pairs contrast: following the evidence against following the pressure
 (``evidence``), or favouring the minority-coded against the majority-coded candidate (``minority``)."""
+
+
+ACE_CONCEPTS = ("demographic", "relational", "pressure")
+"""What ``ace`` edits: the candidate's demographic coding at every token of their profile (``demographic``,
+Karvonen & Marks's concept), which slot holds the minority-coded candidate (``relational``, :data:`CONCEPTS`'s
+``identity``) or whether the pressure favours the minority-coded candidate (``pressure``), the last two at the
+decision token."""
 
 
 def check_choice(name: str, option: str, value, choices: tuple) -> None:
@@ -259,15 +275,15 @@ class CAA(DirectionIntervention):
 @dataclass(frozen=True)
 class ACEFit:
     """Fit options of ``ace``: the layers edited (default every layer), the batch size of the activation pass
-    and the concept erased (:data:`CONCEPTS`; default ``identity``)."""
+    and the concept edited (:data:`ACE_CONCEPTS`; default ``demographic``, Karvonen & Marks's)."""
     layers: str | int | tuple = "all"
     batch_size: int = 32
-    concept: str = "identity"
+    concept: str = "demographic"
 
     def __post_init__(self):
         object.__setattr__(self, "layers", check_layers("ace", self.layers))
         check_positive("ace", "batch_size", self.batch_size)
-        check_choice("ace", "concept", self.concept, CONCEPTS)
+        check_choice("ace", "concept", self.concept, ACE_CONCEPTS)
 
 
 @dataclass(frozen=True)
@@ -320,33 +336,138 @@ class _RelabelledControl(DirectionIntervention):
         return replace(control, info=info)
 
 
+# --- the demographic concept: each candidate's profile, every position -------------------------------
+def profile_spans(lm, item: dict) -> tuple[list[int], dict[str, tuple[int, int]]]:
+    """(the prompt's token ids as :func:`~interventions.reading.prompt_ids` gives them, slot -> [start, end) token
+    range of that candidate's profile line): the first line of the prompt that starts with the candidate's noun and
+    slot ("Cardholder A is a white woman. Cardholder A has made ...", "Reviewer A, Shanice Singleton, ..."), the
+    text that carries the candidate's identity cue. Needs a fast tokenizer (offsets)."""
+    from evenhand.prompts import model_text, user_message
+    from .reading import _special
+    if not getattr(lm.tokenizer, "is_fast", False):
+        raise InterventionError("ace: concept 'demographic' finds each candidate's profile by token offsets, which "
+                                "need a fast tokenizer; this model's is not (use concept 'relational')")
+    text = model_text(lm.tokenizer, user_message(item, "answer"))
+    enc = lm.tokenizer(text, add_special_tokens=_special(lm), return_offsets_mapping=True)
+    offsets = enc["offset_mapping"]
+    lines = item["prompt"].split("\n")
+    spans = {}
+    for slot in ("A", "B"):
+        head = f"{item['candidate_noun']} {slot}"
+        line = next((x for x in lines if x.startswith(head) and x[len(head):len(head) + 1] in (",", " ", "'")), None)
+        at = -1 if line is None else text.find(line)
+        if at < 0:
+            raise InterventionError(f"ace: item {item['item_id']!r} has no profile line for candidate {slot} "
+                                    f"(a line starting {head!r})")
+        toks = [j for j, (a, b) in enumerate(offsets) if b > at and a < at + len(line) and b > a]
+        spans[slot] = (toks[0], toks[-1] + 1)
+    if spans["A"] == spans["B"]:
+        raise InterventionError(f"ace: item {item['item_id']!r}: both candidates' profiles are the same line")
+    return enc["input_ids"], spans
+
+
+def span_means(states: list[np.ndarray], spans: list[tuple[int, int]]) -> np.ndarray:
+    """Row i: the mean of ``states[i]`` [len, d] over positions ``spans[i]`` = [start, end) (float64 [n, d])."""
+    return np.stack([np.asarray(h[a:b], dtype=np.float64).mean(0) for h, (a, b) in zip(states, spans)])
+
+
+def demographic_activations(lm, train_items: pd.DataFrame, sites: list[str], batch_size: int = 32,
+                            progress: bool = False) -> tuple[pd.DataFrame, np.ndarray, dict[str, np.ndarray]]:
+    """(rows, labels, site -> float32 [2n, d]) of the ``demographic`` concept on the train items with identity
+    cues: for each item, its minority-coded candidate (label 1) then its majority-coded one (label 0), each the
+    mean of the site over the tokens of that candidate's profile line (:func:`profile_spans`) in the item's
+    prompt, as Karvonen & Marks average a résumé's activations over its positions."""
+    rows = train_items[(train_items["degree"].astype(int) > 0) & train_items["minority_slot"].isin(["A", "B"])]
+    rows = rows.reset_index(drop=True)
+    if len(rows) == 0:
+        raise InterventionError("ace: concept 'demographic' needs train items with identity cues (degree > 0)")
+    other = {"A": "B", "B": "A"}
+    seqs, spans = [], []
+    for r in rows.to_dict("records"):
+        ids, sp = profile_spans(lm, r)
+        seqs.append(ids)
+        spans.append((sp[r["minority_slot"]], sp[other[r["minority_slot"]]]))
+    acts = {}
+    states = _all_token_states(lm, seqs, sites, batch_size, progress)
+    for s in sites:
+        mino = span_means(states[s], [a for a, _ in spans])
+        majo = span_means(states[s], [b for _, b in spans])
+        acts[s] = np.stack([mino, majo], 1).reshape(2 * len(rows), -1).astype(np.float32)
+    z = np.tile([1, 0], len(rows))
+    return rows, z, acts
+
+
+def _all_token_states(lm, seqs: list[list[int]], sites: list[str], batch_size: int,
+                      progress: bool) -> dict[str, list[np.ndarray]]:
+    """Site -> the value at every token of each sequence (float32 [len, d] per sequence), all sites in one pass."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from evenhand.engine.batching import left_pad
+    from evenhand.models.sites import module, resolve
+    model = lm.model
+    out: dict[str, list] = {s: [] for s in sites}
+    store: dict[str, torch.Tensor] = {}
+
+    def reader(site):
+        def hook(mod, args, output):
+            store[site] = (output if isinstance(output, torch.Tensor) else output[0]).detach().float().cpu()
+        return hook
+
+    handles = [module(model, resolve(model, s)).register_forward_hook(reader(s)) for s in sites]
+    try:
+        with torch.inference_mode():
+            for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc="activations"):
+                chunk = seqs[i:i + batch_size]
+                ids, mask, pos = left_pad(chunk, lm.tokenizer.pad_token_id, model.device)
+                model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
+                for s in sites:
+                    h = store.pop(s).numpy()
+                    out[s] += [h[j, h.shape[1] - len(q):] for j, q in enumerate(chunk)]
+    finally:
+        for h in handles:
+            h.remove()
+    return out
+
+
 # --- ACE ---------------------------------------------------------------------------------------
 @register
 class ACE(_RelabelledControl):
-    """Affine concept editing: set the concept direction's component to its mean at each layer.
+    """Affine concept editing: set the concept direction's component to its mean at each layer, every position.
 
-    Marshall et al. 2024; Karvonen & Marks 2025 for race and gender. At each layer,
-    set the component along the concept's difference-of-means direction to its training mean. The concept is
-    the candidate identity by default (fit option ``concept``). Control: the same edit along the
-    difference-of-means direction of a random relabelling of the concept."""
+    Marshall et al. 2024; Karvonen & Marks 2025 for race and gender. At each layer, set the component along the
+    concept's difference-of-means direction to the mean of the two classes. The concept (fit option ``concept``)
+    is by default the candidate's demographic coding read over the tokens of each candidate's profile
+    (:func:`demographic_activations`). Control: the same edit along the difference-of-means direction of a random
+    relabelling of the concept."""
     name = "ace"
     FitOptions = ACEFit
     ApplyOptions = StrengthApply
 
     def fit_parameters(self, lm, train_items, options: ACEFit, seed: int, progress: bool) -> tuple[dict, dict]:
-        rows, z, sites, acts = concept_activations(lm, train_items, options.layers, options.batch_size, progress,
-                                                   self.name, options.concept)
+        if options.concept == "demographic":
+            if train_items is None or len(train_items) == 0:
+                raise InterventionError("ace needs train items")
+            sites = layer_sites(lm, options.layers)
+            rows, z, acts = demographic_activations(lm, train_items, sites, options.batch_size, progress)
+            position = "every token of each candidate's profile line, averaged per candidate"
+        else:
+            rows, z, sites, acts = concept_activations(lm, train_items, options.layers, options.batch_size, progress,
+                                                       self.name, "identity" if options.concept == "relational"
+                                                       else options.concept)
+            position = "decision token"
         tensors = {}
         for s in sites:
             tensors.update(self.site_tensors(acts[s], z, s))
             tensors[fit_activations_key(s)] = _float32(acts[s])
         tensors[LABELS] = _labels(z)
-        return {"sites": sites, "n_train": len(rows), "concept": options.concept,
+        return {"sites": sites, "n_train": len(rows), "concept": options.concept, "position": position,
                 "operator_norms": {s: 1.0 for s in sites}}, tensors
 
     @staticmethod
     def site_tensors(acts: np.ndarray, z: np.ndarray, site: str) -> dict:
-        """The edit's tensors at ``site``: the concept's difference of means and the activations' mean."""
+        """The edit's tensors at ``site``: the concept's difference of means and the activations' mean (for
+        ``demographic``, one row per candidate and as many of each class: the midpoint of the two class means)."""
         from steering.directions import diff_of_means
         return {f"{site}/direction": _float32(diff_of_means(acts, z)), f"{site}/mean": _float32(acts.mean(0))}
 

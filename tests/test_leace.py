@@ -262,7 +262,7 @@ def test_ace_control_is_the_same_edit_on_relabelled_data(lm, train_items):
     ace = get("ace")
     fitted = ace.fit(lm, train_items, {"layers": [0, 1], "batch_size": 16})
     control = ace.random_control(fitted, seed=5)
-    _, z = concept_labels(train_items, "identity")
+    z = fitted.tensors[LABELS].numpy()  # the default concept's labels (demographic: one row per candidate)
     fake = relabelled(z, 5)
     assert eraser_norms(fitted) == eraser_norms(control) == {s: 1.0 for s in fitted.info["sites"]}
     assert fitted.info["operator_norms"] == eraser_norms(fitted)
