@@ -69,7 +69,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 from evenhand.options import ConfigError
 from evenhand.engine.registry import DEFAULT, get as get_engine, load as load_engine
 from evenhand.runs import RunDir

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 from evenhand.decisions import DecideOptions, decide
 from evenhand.metrics import compare, score
 from evenhand.models.loading import ModelSpec, locate, resolve_spec

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, open_run, run_stages
@@ -137,7 +137,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
                            about=f"degrees {', '.join(map(str, cfg.attribution.degrees))}"))
     if cfg.figures:
         def figures(run: RunDir) -> None:
-            from experiments.pages import write_report
+            from experiments.report import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
         stages.append(Step("figures", figures, finished_with(lambda r: r.report_html),
                            about="figures, LaTeX table and report page"))

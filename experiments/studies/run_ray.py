@@ -28,7 +28,7 @@ from dataclasses import asdict, replace
 
 import pandas as pd
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 
 
 def shard_of(items: pd.DataFrame, n_shards: int, by: str = "scenario") -> list[int]:
