@@ -60,10 +60,10 @@ def exists(*outputs: Callable[[RunDir], Path]) -> Callable[[RunDir, str], bool]:
 
 
 @dataclass
-class Step:
+class FnStage:
     """A :class:`Stage` made of a function: ``fn(run)`` does the work (its return value is kept in
     ``result``); ``when_done(run, name)`` (see :func:`finished_with`, :func:`exists`) says whether
-    to skip it; without one the step always runs. ``about`` says what it works on in its progress
+    to skip it; without one the stage always runs. ``about`` says what it works on in its progress
     header (``"12,160 items, 4 sites"``); ``work`` is its amount of work in items (for the estimate of
     the time left; None for a stage too small to count)."""
 

@@ -36,7 +36,7 @@ from evenhand.bbq.scoring import score_bbq
 from evenhand.models.loading import load_model, locate, resolve_spec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import LoadModel, Stage, Step, exists, open_run, run_stages
+from evenhand.stages import LoadModel, Stage, FnStage, exists, open_run, run_stages
 
 from .base import Study, register, without_kind
 
@@ -199,14 +199,14 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
 def bbq_stages(cfg: BBQConfig, rows: pd.DataFrame, model: LoadModel, progress: bool = True) -> list[Stage]:
     """The model, one stage per configuration (done once its answers are written), the scores (its result:
     the scores table)."""
-    def configuration(name: str) -> Step:
+    def configuration(name: str) -> FnStage:
         def go(run: RunDir) -> None:
             if progress:
                 print(f"BBQ: {name} on {len(rows)} questions", flush=True)
             f = run.configuration_answers(name)
             f.parent.mkdir(parents=True, exist_ok=True)
             write_table_atomic(f, answer_configuration(model(), rows, name, cfg.batch_size, cfg.max_new_tokens))
-        return Step(name, go, exists(lambda r: r.configuration_answers(name)))
+        return FnStage(name, go, exists(lambda r: r.configuration_answers(name)))
 
     def scores(run: RunDir) -> pd.DataFrame:
         answers = pd.concat([pd.read_parquet(run.configuration_answers(n)) for n in cfg.configurations],
@@ -222,7 +222,7 @@ def bbq_stages(cfg: BBQConfig, rows: pd.DataFrame, model: LoadModel, progress: b
         bias_figure(table, run.bias_figure_stem)
         return table
 
-    return [model, *map(configuration, cfg.configurations), Step("scores", scores)]
+    return [model, *map(configuration, cfg.configurations), FnStage("scores", scores)]
 
 
 def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:

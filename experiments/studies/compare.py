@@ -285,7 +285,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     from evenhand.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model
     from evenhand.runs import write_json_atomic, write_table_atomic
-    from evenhand.stages import LoadModel, Step, exists
+    from evenhand.stages import LoadModel, FnStage, exists
 
     train, val, ev = sets.train, sets.validation, sets.heldout
     model = LoadModel(lambda: load_model(spec))
@@ -322,9 +322,9 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     def val_path(run: RunDir, key: str) -> Path:
         return run.validation_cell(key).responses_path
 
-    steps: list[Step] = []
+    steps: list[FnStage] = []
     if len(val):  # signs and selection first: they read validation runs only
-        steps.append(Step("validation:baseline", lambda r: decide_to(r, val, val_path(r, "baseline"), None, ""),
+        steps.append(FnStage("validation:baseline", lambda r: decide_to(r, val, val_path(r, "baseline"), None, ""),
                           exists(lambda r: val_path(r, "baseline"))))
 
     def fix_signs(r: RunDir) -> None:
@@ -332,12 +332,12 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         signs, source = validation_signs(cfg, vb)
         write_json_atomic(r.signs_json, {"signs": signs, "sign_source": source})
         r.update_manifest(signs=signs, sign_source=source)
-    steps.append(Step("signs", fix_signs, exists(lambda r: r.signs_json)))
+    steps.append(FnStage("signs", fix_signs, exists(lambda r: r.signs_json)))
     if swept:
         trials = [(i, Cell(cfg.interventions[i], {**cfg.interventions[i].options, **g},
                            cfg.interventions[i].seeds[0], False)) for i in swept for g in settings(cfg.interventions[i])]
         for j, (_, cell) in enumerate(trials):
-            steps.append(Step(f"validation:{cell.key}",
+            steps.append(FnStage(f"validation:{cell.key}",
                               lambda r, c=cell, j=j: decide_to(r, val, val_path(r, c.key), c,
                                                                f"[validation {j + 1}/{len(trials)}] "),
                               exists(lambda r, c=cell: val_path(r, c.key))))
@@ -349,8 +349,8 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
             write_table_atomic(r.selection_csv, pd.DataFrame(
                 [{"arm": a["arm"], "intervention": a["intervention"], **row, "setting": json.dumps(row["setting"]),
                   "reason": a["reason"]} for a in out.values() for row in a["validation"]]))
-        steps.append(Step("select", select, exists(lambda r: r.selection_json)))
-    steps.append(Step("baseline", lambda r: decide_to(r, ev, r.cell("baseline").responses_path, None, ""),
+        steps.append(FnStage("select", select, exists(lambda r: r.selection_json)))
+    steps.append(FnStage("baseline", lambda r: decide_to(r, ev, r.cell("baseline").responses_path, None, ""),
                       exists(lambda r: r.cell("baseline").responses_path)))
 
     def chosen(run: RunDir) -> dict[int, dict]:
@@ -366,7 +366,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
                     return Cell(a, {**a.options, **(chosen(run)[i] if i in swept else {})}, seed, control)
                 name = cell_of(None).key if i not in swept else \
                     f"{arm.name}#{i}[selected]-s{seed}{control_suffix(control)}"
-                steps.append(Step(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
+                steps.append(FnStage(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
                     r, ev, r.cell(c(r).key).responses_path, c(r), tag), lambda r, n, c=cell_of, sel=i in swept: (
                     not sel or r.selection_json.exists()) and r.cell(c(r).key).responses_path.exists()))
 
@@ -396,7 +396,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         run.compare_tex.write_text(compare_latex(t))
         return t
 
-    return [model, *steps, Step("table", table)]
+    return [model, *steps, FnStage("table", table)]
 
 
 def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:

@@ -131,7 +131,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
     from evenhand.runs import RunDir
     from evenhand.shards import ParquetShards
-    from evenhand.stages import LoadModel, StageReport, Step, finished_with, open_run, run_stages
+    from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, open_run, run_stages
 
     from .run_local import (KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info,
                             suite_items)
@@ -199,7 +199,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         pool.close()
         return merge_caches([part[k] for k in sorted(part)], out_dir, list(items["item_id"]))
 
-    decided = Step("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
+    decided = FnStage("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
     score, *cache = finish_stages(cfg, spec, items, decided, None, progress, cache_with=cache_on_ray)
     try:
         run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, items=items)],

@@ -42,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import Step, open_run, run_stages
+from evenhand.stages import FnStage, open_run, run_stages
 
 from .base import Study, register, study_of
 from .run_local import check_output_dir
@@ -159,21 +159,21 @@ def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_opt
 
 
 def sweep_stages(cells, backend: str = "local", progress: bool = True, ray_options: dict | None = None,
-                 resamples: int = 1000, _after_cell=None) -> list[Step]:
+                 resamples: int = 1000, _after_cell=None) -> list[FnStage]:
     """One stage per cell (done when the cell's run directory says ``done``), then the table."""
-    def cell_stage(cell: SweepCell) -> Step:
+    def cell_stage(cell: SweepCell) -> FnStage:
         def go(run: RunDir) -> None:
             _run_cell(cell, backend, progress, ray_options or {})
             if _after_cell is not None:
                 _after_cell(cell)
-        return Step(f"cell {cell.name}", go, lambda run, name: _cell_done(cell))
+        return FnStage(f"cell {cell.name}", go, lambda run, name: _cell_done(cell))
 
     def table(run: RunDir) -> pd.DataFrame:
         t = pd.concat([_cell_rows(c, resamples) for c in cells], ignore_index=True)
         write_table_atomic(run.sweep_table, t)
         write_table_atomic(run.sweep_csv, t)
         return t
-    return [*map(cell_stage, cells), Step("table", table)]
+    return [*map(cell_stage, cells), FnStage("table", table)]
 
 
 def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) -> None:
@@ -203,7 +203,7 @@ class SweepStudy(Study):
                               "with a 'sweep' field listing the values of its axes")
         return SweepConfig(dict(data), tuple(expand(dict(data))))
 
-    def stages(self, cfg: SweepConfig, progress: bool = True) -> list[Step]:
+    def stages(self, cfg: SweepConfig, progress: bool = True) -> list[FnStage]:
         return sweep_stages(cfg.cells, progress=progress, resamples=int(cfg.data.get("resamples", 1000)))
 
     def run(self, cfg: SweepConfig, progress: bool = True, backend: str = "local", **backend_options):

@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.runs import RunDir
-from evenhand.stages import LoadModel, Stage, StageReport, Step, exists, open_run, run_stages
+from evenhand.stages import LoadModel, Stage, StageReport, FnStage, exists, open_run, run_stages
 from experiments.studies.base import Study, register
 
 from .items import item_sets
@@ -430,20 +430,20 @@ class DoseRun:
                             n_eval_items=len(self.ev), n_eval_scenarios=len(scen), n_train_items=len(self.train),
                             eval_scenarios=scen)
 
-    def cell_stage(self, arm: str, k: int) -> Step:
+    def cell_stage(self, arm: str, k: int) -> FnStage:
         """Decode ``arm`` at beta index ``k``; done once its responses are written (by any process)."""
         cell = self.run.dose_cell(arm, k)
 
         def go(run: RunDir) -> None:
             self.responses[(arm, k)] = self.dec.decode(cell, arm, k, self.ev, self.mults[k], self.cfg.control_seed)
-        return Step(f"cell {arm}@{k}", go, exists(lambda run: cell.responses_path), about=f"beta index {k}")
+        return FnStage(f"cell {arm}@{k}", go, exists(lambda run: cell.responses_path), about=f"beta index {k}")
 
-    def replication_stage(self, r: int) -> Step:
+    def replication_stage(self, r: int) -> FnStage:
         """Decode independent replication ``r``; done once each of its cells is written."""
         from .replications import decode_replication, replication_cells
         paths = [self.run.replication_cell(r, a, k).responses_path for a, k in replication_cells(self.arms,
                                                                                                   self.n_betas)]
-        return Step(f"replication r{r:02d}",
+        return FnStage(f"replication r{r:02d}",
                     lambda run: decode_replication(self.dec, self.record, r, self.arms, self.gains),
                     exists(*(lambda run, p=p: p for p in paths)))
 
@@ -464,7 +464,7 @@ class DoseRun:
         """The model, the grid, then this call's share: every cell, the replications and the scoring; with
         ``only``, the cells of those beta indices; with ``replication_shard``, that shard's replications."""
         arms = self.arms[::-1] if self.reverse else self.arms
-        head: list[Stage] = [self.model, Step("grid", self.prepare)]
+        head: list[Stage] = [self.model, FnStage("grid", self.prepare)]
         if self.shard is not None:
             i, n = self.shard
             return [*head, *(self.replication_stage(r) for r in range(self.cfg.replications) if r % n == i)]
@@ -474,7 +474,7 @@ class DoseRun:
             return [*head, *cells]
         reps = [self.replication_stage(r) for r in range(self.cfg.replications)] \
             if self.cfg.replicate == "independent" else []
-        return [*head, *cells, *reps, Step("score", self.score)]
+        return [*head, *cells, *reps, FnStage("score", self.score)]
 
     def open(self) -> RunDir:
         """Open (or create) this call's run directory through the driver: the run's own, or, for a share of
