@@ -1,4 +1,4 @@
-"""The dose-response benchmark of every intervention on the fair organism with the bias dial (issue 18).
+"""The dose-response benchmark of every intervention on the fair organism with the bias dial.
 
     python benchmarks/bench_dose_response.py experiments/configs/dose_response.yaml
     python benchmarks/bench_dose_response.py experiments/configs/dose_response.yaml --betas 0 10 20 40 80

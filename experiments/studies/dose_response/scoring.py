@@ -81,7 +81,7 @@ INTERVALS = ("percentile", "jackknife-t")
 betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
 which the suite's metrics use because the percentile interval is too narrow with few scenarios."""
 KNOWN_ANSWER_TOLERANCE = 0.1
-"""How far from 1 an oracle's slope may be (issue 18: 1 within +-0.1)."""
+"""How far from 1 an oracle's slope may be (the known-answer bar: 1 within +-0.1)."""
 
 
 def known_removal(arm: str) -> str | None:
@@ -526,7 +526,7 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
 
 def known_answer_failures(summ: pd.DataFrame, tolerance: float = KNOWN_ANSWER_TOLERANCE,
                           max_fpr: float = 0.05, min_slope_coverage: float = MIN_SLOPE_COVERAGE) -> list[str]:
-    """What fails the issue's bar, one line each (empty: it passes), for every metric of the summary: an arm
+    """What fails the known-answer bar, one line each (empty: it passes), for every metric of the summary: an arm
     with a known answer that is degraded (:func:`flag_cells`); a full oracle's slope outside 1 +- ``tolerance``
     or its FPR at beta 0 above ``max_fpr``; the half oracle's slope CI missing its known slope, or covering it in
     fewer than ``min_slope_coverage`` of the replications; a random control whose slope CI excludes 0."""
