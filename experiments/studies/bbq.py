@@ -1,26 +1,7 @@
 """The BBQ study (``kind: bbq``, ``evenhand bbq``): BBQ asked five ways on one model, how the measured
 direction of bias depends on the asking. BBQ's data and scoring are the core's :mod:`evenhand.bbq`.
 
-The five configurations (``CONFIGURATIONS``), on the same sampled questions:
-
-=============  ========  ===========  ==========================================================
-name           chat      wording      answer read by
-=============  ========  ===========  ==========================================================
-mc_logprob     no        A/B/C        log-probability of each option letter (BBQ's usual way)
-mc_logprob_chat yes      A/B/C        the same, after the chat template
-mc_generate    yes       A/B/C        greedy generation, letter parsed
-yn_logprob     yes       yes/no x 3   P(yes) / (P(yes) + P(no)) per option; the largest wins
-yn_generate    yes       yes/no x 3   greedy generation per option; share of "yes" (1/0), ties ->
-                                      the larger P(yes) of the first generated token
-=============  ========  ===========  ==========================================================
-
-:func:`run_bbq` writes ``answers.parquet`` (one row per question x configuration,
-``answer_index`` 0-2 or -1 unparsed; ``chat_template_applied``: a configuration that asks for the
-chat template runs without one when the tokenizer has none, and says so here), ``bbq_scores.parquet/.csv`` (BBQ's accuracy and
-bias scores with CIs over templates, per configuration and category) and
-``bias_by_configuration.{pdf,svg,png}``. A configuration whose answers exist is
-skipped on a re-run.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import json

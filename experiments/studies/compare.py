@@ -1,66 +1,6 @@
 """Compare interventions against the baseline on the same held-out items.
 
-A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
-``experiments/configs/compare_interventions.yaml``)::
-
-    model: evenhand-organism            # preset, HF id or local path
-    output_dir: runs/compare_organism
-    split: {seed: 0, heldout_fraction: 0.2}   # scenarios split by a stable hash
-    train: {scenarios: 40, degrees: [1, 2, 3], max_items: 800}   # the fitting scenarios
-    validation: {scenarios: 12, degrees: [3]}  # train scenarios (not fitted on): signs decided, sweeps chosen
-    select: {metric: fraggap, max_accuracy_loss: 0.02, max_refusal_rise: 0.05}
-    eval: {scenarios: 16, contrasts: 1, degrees: [3]}   # held-out scenarios x type-1 contrasts each
-    seed: 0                             # item sampling and bootstrap
-    mode: answer
-    batch_size: 64
-    resamples: 1000
-    controls: true                      # a random direction of the same norm for every direction-based method
-    control_draws: 20                   # random controls per fit, each its own seed, on the evaluation items only;
-                                        # their 2.5-97.5% band (an arm may set its own control_draws;
-                                        # fewer than 20 per method cell, seeds x draws, warns)
-    refusal_margin: 0.05                # a cell whose refusal rate rises by more is flagged, never ranked
-    signs: {fraggap: 1}                 # optional: the sign each asymmetry metric's gap is aligned to; a metric
-                                        # not declared takes the sign of the validation baseline's gap
-    interventions:
-      - name: fair_instruction
-      - name: caa
-        options: {layers: middle}
-        sweep: {alpha: [1, 4, 16]}      # chosen on validation (alpha is an apply option: fitted once)
-      - name: loreft
-        seeds: [0, 1, 2]
-
-Each arm's flat ``options`` (and swept values) are split into the method's fit
-and apply options by their dataclass fields (an unknown key is an error naming
-it). A fit is cached under its fit key (a hash of the fit options, the seed and
-the train item ids) in ``fitted/<name>-<key>/``, so a swept fit option gets one
-fit per value and a swept apply option reuses one fit; the random control of a
-direction-based method is derived from that fit (``fitted/<name>-<key>-random/``).
-
-Items come from the model's suite version (:func:`model_suite`: an organism's own
-version, v1 for ``evenhand-organism``, else the default, v2), recorded as the
-manifest's ``suite_version``. Scenarios (:mod:`experiments.studies.compare_split`): fitting,
-validation and held-out scenarios are disjoint and each drawn stratified across domains; every
-evaluation scenario gets ``eval.contrasts`` type-1 contrasts from a balanced
-cycle (:func:`evenhand.models.policy.matched_items`: every pressured item's
-baseline is present). The baseline on the validation items fixes the sign each
-change is aligned to (unless ``signs`` declares it), before any held-out item is
-decided (``signs.json``, the manifest, the table's ``sign_source``). An arm with a ``sweep`` runs each setting (its first seed,
-no control) on the validation items, the selection rule (``select``, see
-:class:`experiments.studies.compare_split.SelectRule`) picks one, recorded with its reason in
-``selection.json`` / ``selection.csv`` and the table's ``selection`` column, and
-only the chosen setting is run on held-out items. Each cell (intervention x
-options x seed x control) writes ``cells/<cell>/responses.parquet``
-(``validation/<cell>/`` during selection); cells already written are skipped,
-so an interrupted comparison resumes. The result is one tidy table
-``compare.parquet`` / ``compare.csv`` (:func:`comparison_rows`: per cell and
-metric, the cell's value and the paired scoring of :mod:`evenhand.paired`:
-signed change toward zero, refusal change and flag, accuracy loss with a
-clustered test, method minus its random controls and the controls' 2.5-97.5% band
-with ``beats_control``; docs/INTERVENTIONS.md,
-"Scoring a comparison"; per cell and metric the paired SE and the MDE at 80%
-power, :mod:`evenhand.power`), the frontier figure ``frontier.{pdf,svg,png}``
-and the LaTeX table ``compare.tex``.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import json

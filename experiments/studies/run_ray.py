@@ -3,24 +3,7 @@ the model once.
 
 ``evenhand run CONFIG.yaml --backend ray [--address ADDR] [--workers N] [--gpus-per-worker G]``
 
-- Items are split into ``workers x shards_per_worker`` shards by scenario (``shard_by="scenario"``, the
-  default; ``"baseline"``: scenario x contrast type; :func:`evenhand.shards.balanced_shards`): every item of
-  a scenario goes to the same shard, so the items that share a prompt prefix, and each pressured item and
-  its baseline, are decided (and cached) by one worker; the shards hold about the same number of items.
-  The shard of an item depends on the run's items only, not on the order they come in.
-- Each actor (``max_restarts`` > 0) loads the model once and decides whole shards; a shard's decisions
-  go to their own directory ``OUT/decisions/ray-KKKK/decisions/`` (``RunDir.ray_shard``) as atomic batch files, so a shard that is
-  retried after its worker died (Ray re-submits it: ``max_task_retries``) resumes where it stopped:
-  nothing is duplicated or lost.
-- When every shard is done the driver merges them in the items' order into ``responses.parquet``,
-  scores them and writes the manifest exactly as a local run does. The merged decisions equal a local
-  run's (tested on the organism).
-- The activation cache (when enabled) runs on the workers too, shard by shard, each into
-  ``OUT/activations/ray-KKKK/`` (resumable like a local cache); the driver then gathers the parts into
-  ``OUT/activations/`` (:func:`evenhand.activations.merge_caches`: hard links, one index).
-
-Ray is an optional extra (``pip install -e .[ray]``); the local backend needs nothing of it.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import time

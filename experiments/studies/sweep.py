@@ -11,25 +11,7 @@ from a field's dotted path to the list of values it takes::
       mode: [answer, logprob]
       suite.seed: [0, 1]
 
-The grid is the Cartesian product, in the order the axes and values are
-written (here 4 cells). Every cell is a complete config (validated before
-anything runs, errors name the axis and value) with ``output_dir`` set to
-``OUTPUT_DIR/cells/<cell name>``, and runs exactly as it would alone. Cells
-whose run directory says ``done`` are skipped, and a cell that was
-interrupted resumes from its saved batches (see :mod:`evenhand.decisions`), so
-a sweep killed half-way and run again finishes with the same table as an
-uninterrupted one (tested).
-
-The sweep's directory holds a manifest (the base config, the axes, every
-cell's parameters and status, git, packages, hardware, timings) and one
-tidy table ``sweep.parquet`` / ``sweep.csv``: every cell's rows (its study's
-:meth:`~experiments.studies.base.Study.rows`) with a ``cell`` column, a column per
-axis, and ``table`` naming where the rows come from (a run's ``metrics``,
-``probes``, ``ablation``; a BBQ study's ``bbq``; ...). A cell runs on the sweep's
-backend when its study lists it (:attr:`~experiments.studies.base.Study.backends`;
-the Ray backend shards each run cell's items over its workers).
-``evenhand figures SWEEP_DIR`` draws every cell as one line.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import copy

@@ -1,30 +1,13 @@
 """The dose-response study (``kind: dose_response``): every intervention on the fair organism with the bias dial.
 
-The fair organism (docs/ORGANISM.md) with the dial ``W_down[L] += beta v a^T`` at each ``beta`` of a grid
-(read off the calibration curve with :func:`organism.calibration.beta_for` for the
-target degree-3 FragGaps, or given directly), with per-scenario random effects at an intra-class
-correlation (:func:`~organism.calibration.scenario_multipliers`: scenario ``s`` is
-decided with ``beta_s v a^T`` in its weights, edited in place and restored exactly), decides the same
-held-out degree-3 items
+The fair organism (docs/ORGANISM.md) with the dial at each ``beta`` of a grid, with per-scenario random
+effects, decides the same held-out degree-3 items as is (the ``baseline``), under every method of the
+config (fitted on the dialled model), under each direction method's random control, under the two full
+oracles and the half oracle, and (at scoring time) under each method's scrambled control. The run goes
+through :mod:`evenhand.stages` in a :class:`~evenhand.runs.RunDir`: the model, the grid, one stage per
+(arm, beta) cell, one per independent replication (:mod:`.replications`), and the scoring (:mod:`.scoring`).
 
-- as is (the arm ``baseline``: the bias at that beta);
-- under every method of the config, each fitted on train-scenario items *of that dialled model*
-  (the edit at ``beta``, without the per-scenario effects);
-- under each direction method's random control (:meth:`~interventions.base.DirectionIntervention.random_control`:
-  same sites, norm and strength);
-- under the two full oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
-  of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``);
-- under the half oracle (:data:`HALF_ORACLE`): the inverse edit of half the dial (known slope 0.5);
-- and, at scoring time, under each method's *scrambled* control when the method loses accuracy
-  (:func:`.scoring.scrambled_controls`: the baseline's answers, the same share randomised).
-
-The run goes through :mod:`evenhand.stages` in a :class:`~evenhand.runs.RunDir` (every path is RunDir's):
-the model, the grid, one stage per (arm, beta) cell (done once its responses are written: a resumed run
-skips it), one per independent replication (:mod:`.replications`), and the scoring (:mod:`.scoring`),
-which always runs. Fields that change no decoded cell (:data:`SCORING_FIELDS`) may change between calls
-on one output directory (the driver's ``may_change``): the run is rescored. Outputs and the two-process
-recipe: docs/INTERVENTIONS.md, "The dose-response benchmark".
-"""
+More in docs/INTERVENTIONS.md, "The dose-response benchmark" and "Module notes"."""
 from __future__ import annotations
 
 import contextlib
