@@ -2,7 +2,7 @@
 
 Every arm (the baseline, each intervention cell, each random control) answered the
 same items. The arms are scored on the *same* resampled scenarios (one cluster
-bootstrap draw for all of them), so each difference below is paired.
+bootstrap draw for all of them), so each difference it reports is paired.
 
 More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every arm (the baseline, each method, each random control, each oracle) answered
 at every ``beta`` of the dial. Rows are counted as :mod:`evenhand.paired` counts them
 (:func:`evenhand.paired.align_arms`: a refusal on a GT item is a wrong answer, so a refusal on a
 pressured GT item whose baseline was right is a flip), and every (arm, beta) cell is scored on the
-*same* resampled scenarios, so the differences below are paired within a beta and across betas.
+*same* resampled scenarios, so its differences are paired within a beta and across betas.
 
 More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
