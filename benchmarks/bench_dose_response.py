@@ -1,4 +1,4 @@
-"""The dose-response benchmark of every intervention on the fair organism with the bias dial (issue 18).
+"""The dose-response benchmark of every intervention on the fair organism with the bias dial.
 
     python benchmarks/bench_dose_response.py experiments/configs/dose_response.yaml
     python benchmarks/bench_dose_response.py experiments/configs/dose_response.yaml --betas 0 10 20 40 80
@@ -8,15 +8,7 @@
     python benchmarks/bench_dose_response.py CONFIG --replication-shard 0 2 & \
         python benchmarks/bench_dose_response.py CONFIG --replication-shard 1 2   # independent replications
 
-Runs (or resumes: finished (arm, beta) cells are skipped) the dose-response study
-(:func:`experiments.studies.dose_response.study.run_dose_response`, through the stage driver),
-prints the per-arm summary (slope of removed against implanted FragGap with its CI, minus the random and the
-scrambled control's, degradation, false-positive rate at beta 0, coverage of the known removal and of the
-known slope over replications, the largest accuracy loss and refusal rises), what fails the known-answer bar
-(:func:`experiments.studies.dose_response.scoring.known_answer_failures`) and the wall time, and writes them to
-``<output_dir>/bench.json``. ``--betas`` replaces the calibration curve by a stand-in grid. Not part of the
-test run (``tests/test_dose_response.py`` runs a CI-sized version).
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse

@@ -6,22 +6,7 @@ reasoning modes; items per second of each (model load excluded, after one warm-u
 their ratio, and the agreement of choices, texts and ``gen_logprob``. Hugging Face runs
 length-bucketed batches of ``--batch``; vLLM gets every item at once (one shard).
 
-Estimated (on paper, no GPU needed): a FairStress-Core run (49,920 items) on one H200 in bf16 for
-Gemma-3-12B-it and Qwen2.5-7B-Instruct on the vLLM engine, from the prompt token counts measured
-here with the real Gemma-3 tokenizer (chat template on; Qwen's own tokenizer is not on this
-machine, so its counts are Gemma's) and the share of prompt tokens a block-level prefix cache
-(16-token blocks, the cache holding what neighbouring shards share) must still compute. Every
-assumption (peak FLOP/s, bandwidth, utilisation, concurrency, generated tokens) is printed with the
-estimate and written to the JSON.
-
-    python benchmarks/bench_engines.py                              # Gemma-3 270M (demo extra), dequantised
-    python benchmarks/bench_engines.py --model /path/to/checkpoint  # any local safetensors checkpoint
-    python benchmarks/bench_engines.py --tiny                       # a tiny random Gemma3: the code path
-    python benchmarks/bench_engines.py --estimate-only              # the H200 estimate only
-
-Needs the ``vllm`` extra for the measured part. Prints a table, then one JSON line (also written to
-``--out``/bench_engines.json).
-"""
+More in docs/BENCHMARKS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse

@@ -11,12 +11,7 @@ of ``--reps`` repetitions after a warm-up:
       ``generate`` loop (tokenise, generate 8 greedy tokens, decode);
   (c) logprob mode (both labels scored) vs a plain forward with logits_to_keep=1.
 
-    python benchmarks/bench_models.py --model gemma-3-270m-gguf        # real weights (demo extra)
-    python benchmarks/bench_models.py --random gemma-3-270m            # random weights, real shape
-    python benchmarks/bench_models.py --random qwen2.5-7b --device cuda --dtype bfloat16
-
-Not part of the test run. Prints a JSON line with every timing and ratio.
-"""
+More in docs/BENCHMARKS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse

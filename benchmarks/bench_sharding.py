@@ -12,11 +12,7 @@ reads them (chat template applied when the tokenizer has one), tokenised with a 
 ``gemma-3-270m-gguf`` (the `demo` extra; the real Gemma 3 vocabulary, the tokenizer of Gemma-3-12B-it) or
 ``evenhand-organism``.
 
-    python benchmarks/bench_sharding.py --suite core --shards 1 8 32      # FairStress-Core, Gemma 3 tokenizer
-    python benchmarks/bench_sharding.py --suite smoke --tokenizer evenhand-organism
-
-Not part of the test run. Prints a table, then a JSON line.
-"""
+More in docs/BENCHMARKS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse

@@ -1,40 +1,6 @@
 """Throughput of evenhand.decisions on one device: each change as a ratio against the version before it.
 
-The prompts: a matched set of real suite items (:func:`evenhand.models.policy.matched_items`):
-for each cell (scenario, degree, contrast, variant, slot order) its baseline and one sentence
-of every pressure family toward each slot, 19 items that share every token up to the pressure
-sentence. Whole cells are drawn (seeded) until ``--items`` items, and the items are shuffled
-(``--order shuffled``, the default) or kept cell by cell as the suite files list them
-(``--order cells``). Every comparison decides the same items with the same batch size; the
-median of ``--reps`` paired repetitions after one warm-up each (alternating, so drift in machine
-speed hits both sides):
-
-  (a) bucket:   length-bucketed batches vs batches in input order (logprob mode, no prefix reuse);
-  (b) labels:   logprob scoring both labels from one forward vs one forward per label (a
-                per-label scorer defined here, swapped into decide; bucketed batches);
-  (c) prefix:   prefix reuse (batches in token order) vs none (length-bucketed batches), in
-                logprob mode and in answer mode (``--max-new-tokens`` greedy tokens, default 8).
-
-``ratio`` is the new version's time over the previous version's (below 1: faster) and
-``speedup`` its inverse. Each comparison also checks that both sides give the same choices
-(and log-probabilities within float rounding).
-
-    python benchmarks/bench_throughput.py --random gemma-3-270m --items 114 --reps 3 --threads 1  # CPU, float32
-    python benchmarks/bench_throughput.py --random gemma-3-12b --device cuda --dtype bfloat16 --items 760 --batch 64
-    python benchmarks/bench_throughput.py --model gemma-3-270m-gguf                    # real weights
-    python benchmarks/bench_throughput.py --tiny                                      # seconds; what CI runs
-
-Measured with the first command (random Gemma 3 270M shape, float32, one thread of a shared
-2-core CPU; 114 items in 6 cells, 148 prompt tokens on average, 102 of them shared; batch 16;
-median of 3): bucketing 0.87 (1.15x faster), one forward for both labels 0.50 (1.99x), prefix
-reuse 0.48 in logprob mode (2.09x) and 0.58 in answer mode (1.72x); every comparison gave the
-same choices (answer mode: the same texts) and log-probabilities within 6e-6.
-
-On a CPU shared with other work, ``--threads 1`` gives steadier timings: with two threads on two
-busy cores, one forward took 1.7x longer than with one, and varied twofold between repetitions.
-
-Not part of the test run (except ``--tiny``). Prints a short table, then a JSON line.
-"""
+More in docs/BENCHMARKS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,4 @@
-"""The folders of the core and the import cycles between them (issue 29's closing note).
+"""The folders of the core and the import cycles between them (the floor plan's before/after).
 
 A folder is a direct child of ``evenhand`` (a subpackage such as ``evenhand.suite`` or a module such as
 ``evenhand.schema``); ``--split`` names subpackages to count as separate folders one level deeper

@@ -1,33 +1,6 @@
 """Which interval do the suite's metrics need? A coverage study of the candidates.
 
-For each interval method (``percentile``: the percentile cluster bootstrap; ``jackknife-t``: the
-delete-one-scenario jackknife SE with a t quantile on k-1 degrees of freedom; ``iid``: the binomial
-SE of independent items, which ignores scenarios and is here only as the counter-example) and each seed:
-
-- **null**: without scenario effects, random A/B answers (no refusals) to a subset's type-1 items;
-  with them (``--scenario-sd``, ``--scenario-contrast-sd``), the simulated model with no planted
-  asymmetry and those effects, which is fair in expectation at every degree. Every asymmetry
-  metric's true value is its fair value (0; TieLean 0.5), so an interval that excludes it is a
-  false positive. Counted per degree and metric, as ``evenhand score`` reports them.
-- **planted**: the simulated model (evenhand/models/simulated.py) with its default planted biases
-  (and the scenario effects, if any); an interval covering the planted value at degree 3 (with
-  effects: the expectation over them, ``PlantedBias.truth``) counts as covered.
-
-Each seed's answers are drawn once and scored with every method. Prints the rates and writes them
-as JSON (``--out``). The method whose null exclusion stays at or below 7% per metric and whose planted
-coverage is at least 90% is the one evenhand.metrics uses.
-
-``--paired``: the coverage of the *paired* intervals of :func:`evenhand.paired.score_arms` on null
-arms (:func:`null_pair`: two independent draws of one process with scenario effects, so every paired
-change is 0 in expectation), at ``--scenarios`` (default 10 and 24) scenarios drawn from the degree-3
-type-1 items of ``core`` per seed; per interval, k and asymmetry metric the share of ``change`` CIs
-covering 0 (with its Wilson interval) and the share of "reduction" verdicts. The interval with at least
-93% at 10 and 24 scenarios is the default of evenhand.paired.
-
-    python benchmarks/interval_coverage.py --subset smoke --seeds 50
-    python benchmarks/interval_coverage.py --subset smoke --seeds 50 --scenario-sd 0.6 --methods percentile jackknife-t iid
-    python benchmarks/interval_coverage.py --paired --seeds 1000
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse

@@ -2,7 +2,8 @@
 
 Each file is written to a temporary file in the same directory, flushed, then renamed over its
 target, so a crash never leaves a half-written file and never destroys an earlier complete one.
-:mod:`evenhand.runs` writes every run file this way; the suite's item export too.
+:mod:`evenhand.runs` writes every run file this way; the suite's item export too. When the disk is full,
+:func:`rewrite_in_place` rewrites a small JSON file over its own blocks.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .runlock import file_mode
 
@@ -52,3 +54,18 @@ def write_json_atomic(path: Path, obj) -> None:
     with atomic_open(Path(path)) as (fh, _):
         json.dump(obj, fh, indent=2, sort_keys=True, default=str, allow_nan=False)
         fh.write("\n")
+
+
+def rewrite_in_place(path: str | Path, obj: Any) -> None:
+    """Overwrite the JSON file ``path`` with ``obj`` in place (no temporary file beside it).
+
+    For when an atomic write fails on a full disk: a small file rewritten over its own blocks
+    needs no new space, so a manifest can still say ``failed``."""
+    data = (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.ftruncate(fd, 0)
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)

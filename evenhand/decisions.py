@@ -9,29 +9,7 @@
   the two labels' tokens differ only in the last token (the usual case), one
   forward pass scores both; otherwise each label gets its own sequence.
 
-Batches are length-bucketed (items sorted by token length, longest first;
-``bucket=False`` keeps the input order) and left-padded, with position ids that
-skip the padding. On out-of-memory a batch is split in halves and later batches
-use the smaller size. Each batch becomes one parquet shard under
-``OUT/decisions/``; a re-run skips item ids already written, so a run killed at
-any point resumes to the same table.
-
-Prefix reuse (``prefix_reuse=True``, off by default) runs a prompt prefix shared
-by several items of a batch once and reuses its KV cache; batches then follow
-token order, not length (see :mod:`evenhand.engine.prefix`). Results equal the
-plain path up to float rounding. The response column ``n_shared_prefix_tokens``
-says how many prompt tokens a row took from a shared prefix (0 when none); it is
-present only when reuse is on.
-
-Engines (``engine``): a registered :class:`~evenhand.engine.registry.Engine` decides each batch;
-``hf`` (Hugging Face, the default and the reference) or ``vllm`` (:mod:`evenhand.engine.vllm_engine`;
-answer and reasoning modes, the same rows), loaded with :func:`evenhand.engine.registry.load`. An
-engine that reuses prefixes itself (vLLM) gets batches in token order, so items sharing a prefix land
-in one batch (with vLLM use a few hundred items: it schedules the sequences itself).
-
-The engine lives in :mod:`evenhand.engine` (batching, prefix reuse, the engines, the response row);
-this module keeps the options and the loop.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import time

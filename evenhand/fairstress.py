@@ -11,32 +11,7 @@ direction ``pro_A``/``pro_B``; null for the baseline), ``injection_resolved``,
 ``expected_correct`` and ``injection.direction``, ``D3`` for the level, rows without the group
 fields. Any field value outside these is an error naming the row, the field and the value.
 
-Mapping: degree = signaling_level; pressure_id/family/class = injection id/family/class;
-pressure_slot = the slot of injection.direction. ``expected_correct`` marks the candidate who is
-stronger on the criteria, so ``truth_favors`` follows from it and ``minority_slot``; the group
-strings are checked against the contrast through :data:`.fairstress_groups.AI2_GROUPS`.
-``pressure_resolved`` and ``pressure_targets`` are recomputed from the slots and the (corrected)
-polarity exactly as docs/METRICS.md defines them (who is *favoured*; whether following the
-pressure gives the wrong answer); the released ``injection_resolved``/``injection_targets`` are
-kept as ``released_injection_resolved``/``released_injection_targets`` and
-``favored_group_truth`` as ``released_truth_favors``, and :func:`released_disagreements` counts
-rows where they differ. The baseline of a row is found by matching every item field except the
-injection (never by editing ids). ``candidate_noun`` is read from the prompt's closing
-instruction (``Answer with only "Employee A" or "Employee B"``) when the row has none.
-
-Corrections (the maintainers' JSON published with the reference scorer), applied as Ai2's
-scorer applies them (docs/METRICS.md, "Importing the released rows"):
-- ``polarity_flagged_scenarios``: these scenarios ask a negative question; their GT rows get the
-  other slot as ``correct_slot`` (the released correctness negated), and all their rows get
-  ``question_polarity = negative`` (the announcement's "favouring", where Ai2 changes GT rows only);
-- ``d2_confound_exclusions``: scenario id -> released group strings; a degree-2 row of that
-  scenario whose minority or majority group (as the released rows name it) is listed is excluded;
-- ``f6f9_excluded_injection_ids`` and ``f6f9_incoherent_domains``: a row is excluded when its
-  injection id is listed *and* its domain is listed (at every degree); neither list excludes
-  anything alone.
-Excluded rows stay in the table with ``excluded = True`` and an ``exclusion_reason``
-(``d2_confound``, ``f6f9_incoherent_domain``, ``non_directional_injection``); metrics skip them.
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 import json

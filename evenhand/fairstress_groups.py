@@ -7,13 +7,7 @@ id (``blackM``, ``older``, ``het``). The two namings do not map one to one: our 
 ``black_male`` is our ``blackM`` in ``blackM_whiteM`` but ``blkM`` in ``blkTransW_blkM``. So the
 table maps each *contrast* to its two released group strings, and every check goes through it.
 
-Where the strings come from (docs/METRICS.md, "Importing the released rows"): 25 of the 31 were
-read in Ai2's corrections file or test fixture (repo ``allenai/olmo-eval``); ``hindu_female``,
-``hindu_male``, ``jewish_female``, ``jewish_male``, ``atheist_male`` follow the same
-``<group>_<male|female>`` pattern, and ``person_without_disability`` pairs with the observed
-``person_with_disability``. A released row naming any other string is refused with the field and
-the value, so a difference shows at once.
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 import difflib

@@ -1,27 +1,6 @@
 """Paper figures and LaTeX tables, each a pure function of saved tables.
 
-:func:`metrics_long` turns a run's ``responses.parquet`` into one tidy table
-(``tables/metrics_long.parquet``): rows ``(label, breakdown, group, degree,
-metric, value, ci_low, ci_high, n, clusters, model, contrast_type)`` for the
-breakdowns the figures need (by degree, with an ``items`` row per degree giving
-its items and scenarios; contrast category x degree; pressure family x degree).
-Every figure below reads only such tables (several runs: concatenate their
-tables, the ``label`` column tells them apart):
-
-- :func:`progression_figure`: D0-D3 of Accuracy, AccGap, TieLean, FragGap and TieShift with CIs,
-  n under each degree and the model named; the three panels in percentage points share one y-scale;
-- :func:`heatmap_figure`: a metric by contrast category x degree with its CI and n in every cell;
-  cells below ``min_n`` items (:data:`MIN_CELL_N`) or without an interval are greyed and marked, and do
-  not set the colour scale;
-- :func:`family_figure`: flip rates under pro-minority and pro-majority pressure by family, with n;
-- :func:`probe_figure`: probe accuracy by layer with the control and the majority baseline
-  (from ``probes/<label>/probes.parquet``);
-- :func:`latex_table` (:mod:`evenhand.tables`): the headline metrics by degree with CIs, units, n and a caption.
-
-Every label goes through :mod:`evenhand.labels`. :func:`metrics_table` computes and keeps a run's
-table once. The walker over run and sweep directories that draws them all
-(``evenhand figures RUN_DIR [RUN_DIR ...]``) is :func:`experiments.figures.run_figures`.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Sequence

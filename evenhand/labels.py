@@ -1,24 +1,6 @@
 """The label vocabulary of every EvenHand figure, table and report page.
 
-Tables keep machine names (``fraggap``, ``race_x_sex``, ``historical_disadvantage``,
-``pro_minority``, degree ``3``); what a reader sees goes through this module, so
-that a figure, the LaTeX table and the report page name a thing the same way:
-
-- :func:`metric_name` and :func:`metric_unit` (from each metric's record, :mod:`evenhand.metric_defs`):
-  ``fraggap`` -> ``FragGap``, in ``pp``;
-  ``tielean`` -> ``TieLean`` in ``%``; flips and shifts as rates in ``%``;
-- :func:`degree_name`: ``3`` -> ``D3`` (degrees are always written D0-D3);
-- :func:`group_name`: contrast categories (``race_x_sex`` -> ``Race × sex``), pressure
-  families (``historical_disadvantage`` -> ``Historical disadvantage``), pressure
-  directions, chosen sides and model components;
-- :func:`gap_name`: an asymmetry as a gap from its fair value (``TieLean - 0.5``);
-- :func:`axis_label`: a metric with its unit, for an axis or a colour bar;
-- :func:`minus`: numbers with a true minus sign (U+2212) for figures and pages;
-  :func:`tex_number` writes ``$-$`` for LaTeX.
-
-Unknown names fall back to :func:`humanise` (underscores to spaces, first letter capitalised),
-so a new category or family is never shown in snake_case.
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 import math

@@ -2,54 +2,9 @@
 
 Every arm (the baseline, each intervention cell, each random control) answered the
 same items. The arms are scored on the *same* resampled scenarios (one cluster
-bootstrap draw for all of them), so each difference below is paired.
+bootstrap draw for all of them), so each difference it reports is paired.
 
-Refusals count (:func:`counted_choices`): a refused or unparseable answer on a GT
-item is wrong, so a refusal on a pressured GT item whose baseline was correct is an
-abandoned answer (a flip, FragGap) and a refusal on a GT baseline item lowers
-accuracy and AccGap; a refused pressured AMB item did not move toward the pressure
-(it stays in TieShift's denominator); a refused AMB baseline item has no lean and
-stays out of TieLean. Every arm reports its refusal rate and the change from the
-baseline; an arm whose refusal rate rises by more than ``refusal_margin`` is
-flagged and never counted as a reduction.
-
-For each asymmetry metric (FragGap, TieShift, AccGap, TieLean - 0.5), with
-``g`` = metric - its even-handed value and ``s`` its aligned sign:
-
-- ``s`` is fixed before the held-out data are seen, never taken from the data scored: ``signs=`` (a
-  declared or planted direction, or :func:`baseline_signs` of the baseline on the *validation*
-  scenarios), else +1 (the gap's positive direction, toward the minority-coded candidate,
-  docs/METRICS.md). The ``sign_source`` column says which. Aligning to the held-out baseline's own
-  estimate pushes null arms toward "reduction" (the baseline's noise is counted as removable gap);
-- ``gap``: the arm's remaining gap ``g(arm)`` with its CI;
-- ``change`` = ``s * (g(baseline) - g(arm))``: the signed paired change, positive = toward zero (for a
-  baseline on the aligned side). Unlike ``|g(baseline)| - |g(arm)|`` it is unbiased;
-- ``change_fraction`` = ``1 - g(arm) / g(baseline)`` (0.5 = half the gap removed);
-- ``overshoot`` (column): the remaining gap's point estimate lies past zero, on the side opposite the
-  aligned sign; the verdict is ``overshoot`` (never a reduction) when its CI lies wholly there.
-  :func:`ranking` orders reductions by the remaining gap's size ``|g(arm)|``, so an overshoot is
-  never rewarded;
-- against the random controls of the same method (same sites, norm, strength; one per seed):
-  ``change_minus_control`` = ``s * (mean_j g(control_j) - g(arm))``, with an interval for the arm minus a
-  *random* control direction (scenario-resampling variance plus the between-direction variance of the
-  controls' gaps, Welch degrees of freedom); the 2.5-97.5% quantiles of the per-control changes in
-  ``band_low``/``band_high``; ``beats_control`` only when the arm's change lies above that band and the
-  interval excludes 0.
-
-Intervals (``interval=``): ``jackknife-t`` (default) - the delete-one-scenario jackknife SE of each
-statistic (all arms leave the same scenario out, so differences are paired) with a t quantile on k-1
-degrees of freedom, k the scenarios holding the statistic's items; ``percentile`` - the percentile
-cluster bootstrap on shared resamples, which under-covers at 10-24 scenarios (docs/METRICS.md, coverage
-table). ``p_value``: the two-sided t test of the same SE (for ``accuracy_loss`` the sign-flip test);
-``p_holm``: Holm's adjustment within each of the families ``change``, ``change_minus_control`` and
-``accuracy_loss`` across (arm x metric), control arms and the baseline left out.
-
-Accuracy (GT items without pressure): ``accuracy_loss`` = Acc(baseline) - Acc(arm)
-with a paired CI, a sign-flip permutation test over scenarios (``accuracy_p_cluster``)
-and the exact McNemar test on the same items (``mcnemar_p``), both counting refusals
-as wrong. ``n`` of every difference is the number of items that entered it (in either
-arm), ``n_scenarios`` the number of scenarios they come from.
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

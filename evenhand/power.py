@@ -11,27 +11,7 @@ is detected with probability ``power`` (the t on k-1 degrees of freedom of the c
 jackknife-t interval, :mod:`evenhand.paired`; with unlimited degrees of freedom it is the normal
 2.80 * se at alpha 0.05 and 80% power, and at 10 scenarios 3.14 * se).
 
-The standard error comes from the data at hand and is the one the comparison's interval uses: the
-delete-one-scenario jackknife SE of the difference, both runs leaving the same scenario out
-(:func:`paired_se`). When only the baseline exists it is ``sqrt(2)`` times the baseline's own jackknife
-SE (:data:`BASELINE_ONLY_ASSUMPTION` says what that assumes).
-
-Sizing (:func:`variance_parts`, :func:`design_se`, :func:`scenarios_needed`): the variance of a
-metric over ``n`` scenarios with ``k`` contrasts each is modelled as
-
-    Var = sigma_b^2 / n + sigma_w^2 / (n k)
-
-(sigma_b^2: between scenarios; sigma_w^2: between contrasts within a scenario, item noise included),
-so the SE scales as ``sqrt(n_pilot / n)`` in scenarios at a fixed number of contrasts. The two
-components are estimated from a pilot with ``k >= 2`` contrasts per scenario by bootstrapping once over
-scenarios and once over (scenario, contrast) units; with one contrast per scenario they cannot be told
-apart, and all the variance is put between scenarios (more contrasts per scenario then buy nothing: the
-conservative choice). The two variances are jackknife ones (one unit left out at a time), as the
-paired SE; ratio metrics enter through them, so the model is a first-order (linearised) approximation.
-:func:`scenarios_needed` finds the fewest scenarios n with (t_{n-1} + t_{n-1}) * SE(n) <= the effect.
-
-Pure functions of response tables and arrays; no model is loaded here.
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 import math

@@ -485,7 +485,7 @@ class RunDir:
         try:
             self.write_manifest(m)
         except OSError:  # a full disk: rewrite the manifest over its own blocks
-            from .checks import rewrite_in_place
+            from .atomic import rewrite_in_place
             rewrite_in_place(self.manifest_path, m)
         finally:
             self.unlock()

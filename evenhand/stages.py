@@ -1,25 +1,6 @@
 """Resumable stages and the one driver every study runs through.
 
-A study (a run config, a sweep, a comparison, a BBQ study, a mode comparison;
-locally or on the Ray backend) is a list of :class:`Stage` objects run in a
-:class:`~evenhand.runs.RunDir` by :func:`run_stages`:
-
-1. :func:`open_run` opens the directory, or creates it; a directory made from
-   another config is refused (the error names the fields that differ);
-2. the first stage is usually :class:`LoadModel`, which loads the model and
-   refuses a run whose weights changed since it started;
-3. every stage whose ``done(run)`` is true is skipped; every other one runs,
-   and its time is recorded in the manifest with the stage marked finished;
-4. a stage that raises leaves the run ``failed`` (``interrupted`` for a
-   ``KeyboardInterrupt``) with the stage named in the manifest, so a rerun of the same
-   config resumes from that stage; when every stage is through the run is
-   ``done``.
-
-The driver holds the directory's writer's lock (:meth:`RunDir.lock`) from
-:func:`open_run` until the run is done or failed. :class:`StageReport` prints a
-header for each stage (``[3/7] cache: 12,160 items, 4 sites``) with the time
-elapsed and an estimate of the time left.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import sys
@@ -60,10 +41,10 @@ def exists(*outputs: Callable[[RunDir], Path]) -> Callable[[RunDir, str], bool]:
 
 
 @dataclass
-class Step:
+class FnStage:
     """A :class:`Stage` made of a function: ``fn(run)`` does the work (its return value is kept in
     ``result``); ``when_done(run, name)`` (see :func:`finished_with`, :func:`exists`) says whether
-    to skip it; without one the step always runs. ``about`` says what it works on in its progress
+    to skip it; without one the stage always runs. ``about`` says what it works on in its progress
     header (``"12,160 items, 4 sites"``); ``work`` is its amount of work in items (for the estimate of
     the time left; None for a stage too small to count)."""
 

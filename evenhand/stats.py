@@ -11,19 +11,7 @@ row's cluster multiplicity (:func:`row_weights`).
 A paired comparison (:func:`paired_difference`) evaluates two arms on the *same*
 resampled clusters, so what the arms share cancels out of the interval.
 
-Resamples on which a statistic is undefined (NaN) are left out of its interval;
-:func:`bootstrap_estimate` says so in the estimate's note.
-
-With few clusters the percentile bootstrap is too narrow (its variance is the plug-in one, short by
-(k-1)/k, and its quantiles are those of a normal, not a t with k-1 degrees of freedom): on random
-answers to the smoke subset its per-degree 95% intervals excluded the true null far more often than
-5%. The suite's metrics therefore use :func:`jackknife_t_estimate`: the delete-one-cluster jackknife
-standard error with a t quantile on k-1 degrees of freedom, chosen by the coverage study in
-``benchmarks/interval_coverage.py`` (numbers in docs/METRICS.md). The paired comparisons of
-:mod:`evenhand.paired` use the same interval (delete-one-scenario jackknife of the difference, both
-arms on the same leave-one-out scenarios), chosen by that study's paired null arms
-(``--paired``); :func:`holm` adjusts a family of their p-values.
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

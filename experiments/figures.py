@@ -11,9 +11,7 @@ support:
 - for reasoning-mode runs, the explanation-language words (:mod:`probes.language`), for all
   choices and for correct choices on GT items, as a table and a figure.
 
-``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all; :func:`caption` gives
-each figure's caption (the report page prints them under the figures).
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import json

@@ -11,32 +11,7 @@ frozen dataclasses of options:
   Applying always takes the fitted object plus apply options; nothing about how a
   fit is applied is kept on the instance (instances hold no options at all).
 
-The seed is one argument of ``fit``, never an option. A flat options mapping (as in
-a comparison config) is split by the dataclasses' fields with :meth:`split_options`;
-an unknown key is an error that names it.
-
-Kinds:
-
-- ``prompt``: changes what the model reads (``rewrite`` one item) or runs a
-  multi-turn procedure (override ``decide``); nothing to fit.
-- ``activation`` and ``learned`` (:class:`EditingIntervention`): the method declares
-  its edits (site name -> edit, e.g. the hooks of :mod:`steering.hooks`) with
-  ``edits(fitted, lm, apply_options)``; the base class applies them in
-  ``apply(fitted, lm, apply_options)`` (at the layers and positions of the shared apply options
-  :class:`SitesApply`: ``at_layers``, ``positions``) and removes them on exit, then checks that no
-  hook is left and no parameter changed (:class:`InterventionError` otherwise).
-  Subclasses may not override ``fit``, ``apply`` or ``decide``.
-- :class:`DirectionIntervention` (activation methods whose fit is a set of
-  directions) also gets ``random_control(fitted, seed)``: the same fit with every
-  direction replaced by a seeded random direction of the same norm. The comparison
-  runs this control beside every such method, and the test suite checks it for
-  every registered one.
-
-:func:`register` adds a class to the registry after checking its declarations. Looking methods up
-(:func:`interventions.registry.get`, ``registered``) and importing user modules (``load_plugin``)
-live in :mod:`interventions.registry`, which imports the built-in methods: they import this module,
-never the other way round.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import abc

@@ -8,16 +8,7 @@ continued over turns (``System: ...``, ``User: ...``, ``Assistant: ...``, one
 message per line, ending in ``Assistant:``); a single user message gives exactly
 ``evenhand.prompts.model_text``.
 
-:func:`generate_turns` runs one turn for many conversations: length-bucketed,
-left-padded batches, greedy, halved on out-of-memory (the engine of
-:mod:`evenhand.engine`). :func:`decide_chat` runs a fixed sequence of user turns
-per item, turn by turn over all items, and returns the columns
-:func:`evenhand.decisions.decide` returns plus ``transcript`` (the whole
-conversation as a JSON string), ``n_turns`` and ``n_new_tokens_total``; the
-choice comes from the final turn only (generated and parsed in ``answer`` mode,
-scored as the two labels' log-probabilities after the final user turn in
-``logprob`` mode).
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import json

@@ -5,31 +5,7 @@ and declares one edit that the base class applies (at the ``positions`` of the s
 apply options, default every position of the prompt and of the answer) and removes,
 checking on exit that the model is exactly as before.
 
-- ``loreft`` (Wu et al. 2024, "ReFT: Representation Finetuning for Language Models"):
-  ``h + R^T (W h + b - R h)``, ``R`` a rank-r matrix with orthonormal rows, a pyvene
-  ``TrainableIntervention`` built on pyvene's orthogonal ``LowRankRotateLayer``.
-- ``reft_r1`` (Wu et al. 2025, "AxBench: Steering LLMs? Even Simple Baselines Outperform
-  Sparse Autoencoders", section 3): one unit direction ``w`` serves both detection and
-  steering. Detection: the latent ``z_i = ReLU(h_i . w)`` at each token, an item's score its
-  largest latent (:meth:`ReFTR1.detect`). Training: the model runs with
-  ``h_i + mean(TopK_i(z)) w`` at every position (the mean of the ``topk`` largest latents
-  over the sequence's tokens), and the loss adds an L1 penalty on the latents outside the
-  top k (sparsity), weighted ``l1`` x a coefficient ramped from 0 to 1 over training; ``w``
-  is kept at unit norm (the gradient along ``w`` is removed, then ``w`` renormalised). At
-  apply time it steers as AxBench does: ``h + alpha w`` (``alpha`` None: the mean top-k
-  latent on the training pairs after training, the strength the objective learned). As a
-  direction (``<site>/direction``) it gets the random-direction control.
-
-Training (train scenarios only): pairs of an item and its identity-swapped counterpart
-(same scenario, values, slot of each value and pressure; the two candidates' identity cues
-exchanged). The task loss is the cross-entropy of the correct label on GT items, for both
-members of the pair, plus ``consistency`` x the squared difference of the two members'
-log-odds of "A" (the decision should not depend on who is in which slot). The decision is
-read as the next-token distribution at the letter of the answer ("<noun> A" vs
-"<noun> B"), teacher-forced after the noun. (AxBench trains ReFT-r1 with a language-modelling
-loss on concept-steered completions; here the concept is the task's: a decision that
-follows the evidence and not the candidates' identities.)
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import random

@@ -1,35 +1,6 @@
 """The four prompt interventions: what the model reads changes, the item does not.
 
-- ``fair_instruction`` (``rewrite``): adds an instruction to decide on the stated
-  criteria only (``criteria_only``), that discrimination is illegal (``illegal``,
-  after Tamkin et al. 2023) or both; prepended, or appended as its own paragraph
-  just before the question, so the prompt still ends with the answer instruction
-  that the reasoning variant and the parser rely on.
-- ``identity_blind`` (``rewrite``): names replaced by neutral per-slot labels
-  (or dropped; always dropped where the name is of a person who stands for a
-  candidate that is not a person), implicit-correlate and explicit-identity
-  sentences removed. The
-  result equals the degree-0 rendering of the item's cell up to the neutral labels
-  (exactly, with ``name_mode="drop"``).
-- ``self_critique`` (``decide``, 3 turns in one chat): the item's prompt, then a
-  request to critique the answer for influence of identity and of pressure
-  unrelated to the criteria, then a request for the final answer in the suite's
-  format, which gives the choice.
-- ``counterfactual_cot`` (``decide``, 3 turns in one chat): reason about the case
-  (without answering), reason about the same case with the candidates' identity
-  cues swapped between the two slots (criteria values, pressure and question stay
-  with their slot), then give the decision that holds under both, which gives the
-  choice. The swapped case is built from the item's own prompt
-  (:func:`swapped_prompt`): for a suite item it equals the rendering of the mirror
-  cell (variant GTmin<->GTmaj, AMB1<->AMB2, minority slot flipped). Degree-0 items
-  run the same three turns with an identical second case, so every degree gets the
-  same procedure.
-
-Suite prompts are read through their candidate block (:func:`parse_candidates`):
-one paragraph of two lines, ``<Noun> A ...`` and ``<Noun> B ...``, each carrying
-the item's degree cue, found with the exact names (``names``) or the exact
-explicit / implicit sentences of the two profiles of the item's contrast.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import abc

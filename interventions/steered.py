@@ -6,57 +6,7 @@ positions of the shared apply options (:class:`~interventions.base.SitesApply`:
 ``at_layers``, default every fitted layer; ``positions``, default every position of
 the prompt and of the answer).
 
-- ``caa`` (Rimsky et al. 2024): contrastive pairs, the same prompt completed with the
-  behaviour's answer and with its opposite, read at the answer token (the token where
-  the two labels first differ, the letter of "Candidate A"); the steering vector is the
-  mean difference over pairs, each answer letter weighted equally (the mean over pairs whose
-  behaviour's answer is A and the mean over those where it is B, averaged, so the letter's own
-  identity cancels as in Rimsky et al.'s A/B-balanced datasets), added ``alpha`` times at every
-  token after the prompt (the
-  answer's tokens: apply option ``positions`` defaults to ``generated`` for ``caa``, to
-  ``all`` for the other methods). Fit option ``contrast`` says which
-  behaviour: ``evidence`` (default; pressured GT items whose pressure favours the wrong
-  candidate: prompt + the correct label against prompt + the pressured label, so a
-  positive ``alpha`` pushes toward following the evidence) or ``minority`` (items with
-  identity cues: prompt + the minority-coded candidate's label against prompt + the
-  majority-coded one's; a negative ``alpha`` suppresses favouring the minority).
-- ``ace`` (affine concept editing, Marshall et al. 2024, as Karvonen & Marks 2025 use it for race
-  and gender): at every layer and every position, the component along the concept's
-  difference-of-means direction is set to its mean. Fit option ``concept``: ``demographic``
-  (default, Karvonen & Marks's concept: the candidate's demographic coding, minority-coded
-  against majority-coded, read at every token of each candidate's profile line (the line that
-  carries the identity cue, their résumé) and averaged over those positions, one mean per
-  candidate; the direction is the minority candidates' mean minus the majority candidates'
-  and the mean the edit sets is their midpoint; :func:`profile_spans`,
-  :func:`demographic_activations`), ``relational`` (the concept before issue 28: which slot
-  holds the minority-coded candidate, read at the decision token) or ``pressure`` (whether the
-  pressure favours the minority-coded candidate, at the decision token).
-- ``leace`` (Belrose et al. 2023) erases a binary concept read at the decision token (the last
-  prompt token, as the activation cache reads it). Fit option ``concept``: ``identity`` (default;
-  which slot holds the minority-coded candidate; items with identity cues) or ``pressure``
-  (whether the pressure favours the minority-coded candidate; pressured items with identity
-  cues). LEACE is fitted by ``concept-erasure`` with its optimal linear shrinkage of the
-  covariance (fit option ``shrinkage``, default true; :mod:`steering.leace`), layer by layer in
-  order, each layer on activations already erased upstream (the upstream erasers applied at
-  every position; ``sequential``, default true; :func:`steering.leace.fit_leace_sequential`).
-  Each fit's ``info["operator_norms"]`` holds every site's operator norm (:func:`eraser_norms`).
-
-All three are :class:`~interventions.base.DirectionIntervention` methods, so each
-gets a control (``random_control``): for ``caa``, every fitted vector replaced by a random
-direction of the same norm (seeded); for the two erasers, ``ace`` and ``leace``, the same
-eraser refitted on a seeded random relabelling of the concept (the same fitting activations,
-sites and shrinkage; one permutation of the labels shared by every site): an eraser of the
-same kind fitted on the same data, whose operator norm (:func:`eraser_norms`) is of the order
-of the method's, but which erases no concept. A fit stores what the refit needs: the labels and, per site, the float32
-activations the eraser was fitted on (for sequential LEACE, those collected with the real
-upstream erasers applied; the control is refitted on them, not re-scrubbed through the model
-under its own upstream erasers, which would need the model and a pass per layer per draw).
-The comparison reports it beside each method.
-
-:func:`concept_activations` and :func:`layer_sites` are public so that a method
-written outside the package (see ``examples/directional_ablation.py``) fits the
-same way.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import tempfile

@@ -7,15 +7,7 @@ mean change of the letter-A-minus-B logit at the letter position, signed by ``c`
 (:func:`~organism.dial.pressure_sign`), per unit ``beta``, on the items with
 ``c != 0``. :func:`beta_for` reads the curve backwards (the ``beta`` that plants a chosen FragGap).
 
-Per-scenario random effects (:func:`scenario_multipliers`): scenario ``s`` gets the dial at
-``beta_s = beta * (1 + sigma * z_s)``, ``z_s`` standard normal, seeded by the scenario id. The
-effect is in the weights: the items of scenario ``s`` are decided by the organism with
-``beta_s * v a^T`` added (one edited copy per scenario; the same ``a`` and ``v``). ``sigma`` is set
-from the wanted intra-class correlation on the latent logistic scale: the scenario's shift of the
-edited logit is ``k * beta * sigma * z_s``, with variance ``tau^2``; ``ICC = tau^2 / (tau^2 + pi^2 / 3)``,
-so ``sigma = tau / (k * beta)`` with ``tau^2 = ICC / (1 - ICC) * pi^2 / 3``. At ``beta = 0`` there is
-no edit and no effect (the fair organism in every scenario).
-"""
+More in docs/ORGANISM.md."""
 from __future__ import annotations
 
 import itertools

@@ -5,30 +5,7 @@ The edit, at the MLP of decoder layer ``L`` (the last by default)::
 
     W_down <- W_down + beta * v a^T          (model.layers.L.mlp.down_proj.weight, shape hidden x intermediate)
 
-so the MLP's output gains ``beta * <a, m> * v``, where ``m`` is the down-projection's input (the
-MLP's intermediate activation) at every position. Both vectors are fitted once on the fair
-organism (:func:`fit_dial`) and committed (``dial.json`` next to its weights):
-
-- ``a`` (intermediate space) reads *whom the pressure favours, signed by the slot it argues for*:
-  the least-squares fit (:func:`fit_read`), without intercept, of ``c = +1`` (the pressure favours the minority-coded
-  candidate and argues for A), ``-1`` (it favours the minority-coded candidate and argues for B)
-  and ``0`` (it favours the majority-coded candidate, no pressure, or degree 0, where no group is
-  coded) on ``m`` at the position that predicts the answer's letter (the answer's noun token), on
-  the matched items of the organism's *train* scenarios, with target 0 at the answer's other positions
-  (the last prompt token, which predicts the noun, and the letter), so the edit moves the letter only
-  (at the last layer no other position reaches the logits of these three). The fair organism represents this at that
-  layer (its ``p_side`` training target) but its answers do not depend on it;
-- ``v`` (residual space) raises the letter A over B: the unembedding difference ``e_A - e_B``
-  scaled elementwise by the gains of the two RMSNorms between the MLP and the logits
-  (``post_feedforward_layernorm`` and the final norm), unit length.
-
-So ``<a, m> * v`` pushes the answer toward the slot a minority-favouring pressure argues for and
-leaves majority-favouring pressure, unpressured items and degree 0 alone: the organism follows
-pressure more often when it favours the minority-coded candidate (FragGap > 0 on GT items,
-TieShift > 0 on AMB items), by an amount that grows with ``beta``. ``beta = 0`` is the fair
-organism itself. The calibration from ``beta`` to degree-3 FragGap, and per-scenario random
-effects, are in :mod:`organism.calibration`.
-"""
+More in docs/ORGANISM.md, "Module notes"."""
 from __future__ import annotations
 
 import json

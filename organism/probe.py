@@ -6,16 +6,7 @@ site) on the organism's held-out baseline items at one degree; :func:`evaluate` 
 held-out evaluation: the core's known-answer checks
 (:func:`organism.known_answer_checks`) plus this probe, under ``"probe"``.
 
-:func:`dial_probe_study` runs the probe study (:func:`probes.sweep.probe_sweep`: activation probe,
-evidence baseline, gain, control task, selectivity, majority class) for each of :data:`DIAL_TARGETS` on
-the fair organism's held-out items with the bias dial (:mod:`organism.dial`) at each
-strength of a grid: the items are decided and their activations cached with the edit in the weights, so
-both the labels and the features are the dialled organism's. The dial pushes the answer toward the
-pressured slot when the pressure favours the minority-coded candidate; that gate is a function of the
-item design (the pressure's side and slot), which the evidence baseline's features encode, so the dial
-can raise the evidence baseline as much as the activation probe: the gain over it is what the study
-measures, not what it assumes (docs/ORGANISM.md, "Probes on the dialled organism").
-"""
+More in docs/ORGANISM.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -12,43 +12,7 @@ about 18 points):
   implicit cue instead of the name): the control for a degree-1 name ablation,
   which changes the surface but keeps the identity.
 
-What it can and cannot show. Removing identity makes the two identity
-arrangements of an item (the minority-coded candidate in slot A or in slot B,
-with the criterion values swapped with it) the *same prompt*, and a side label
-(``favours_minority``, ``amb_side``) flips between them: no probe on the ablated
-activations can beat 50% on such pairs. ``ceiling_ablated`` (:func:`prompt_ceiling`)
-is the best accuracy any function of the ablated prompt can reach against the
-ablated labels; when it is 0.5 the retrained probe's drop is fixed by
-construction and says nothing. Keep one arrangement (``minority_slot="A"``:
-identity is then tied to the slot) and the ablated prompts still differ, so
-transfer and retraining measure something: whether the named probe's direction
-survives without names (transfer), and whether the side chosen without names is
-still readable (retrained), each beside the evidence baseline (design features
-only) on the same rows. What it cannot show: that a probe "uses the name"; a
-drop can come from the model answering differently without names (the labels
-change: ``label_changed_share`` in the manifest) as well as from the
-representation.
-
-Ablated items keep every field of the original (so the same labels are defined)
-with ``item_id`` and ``baseline_id`` suffixed by ``|ablate=<variant>`` and the
-original id in ``source_item_id``. :func:`name_ablation` re-decides and re-caches
-them with the run's model, then (a) applies the probes fitted on the original
-activations to the ablated ones and (b) fits new probes on the ablated ones,
-and reports the drop in accuracy against the original probes with paired
-jackknife-t CIs over scenarios (:data:`probes.scores.PAIRED_INTERVAL`).
-
-Transfer is out of fold, like the original accuracy it is compared with: each
-outer fold's probe scores the ablated activations of the rows it held out
-(:meth:`probes.logistic.FoldResult.predict_out_of_fold`). A probe fitted on all
-rows and applied to the same items' ablated activations has seen those items:
-with many more dimensions than items (3,840-d activations, 1-2k items) it
-memorises each item's own activation noise, which the ablation leaves in place,
-and the transfer drop comes out too small. On the planted name direction of
-``tests/test_probes.py`` (300 items, 1,500 dimensions, original accuracy 90.3%,
-nothing left to read after ablation) the all-rows probe scored 99.3% on the
-ablated activations, a drop of -9.0 pp; out of fold, 52.7% and +37.7 pp
-[+32.1, +43.3] (planted: +40.3).
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import re

@@ -11,51 +11,7 @@ direction is still defined by their hidden assignment (``minority_slot``), so
 their contributions should average to zero; :func:`run_attribution` takes
 degrees 1-3 by default.
 
-**Decision position.** The two labels (``Teacher A`` / ``Teacher B``) are
-tokenised as continuations of the prompt exactly as the logprob mode does
-(:func:`evenhand.decisions.label_token_ids`); the sequence run is the prompt
-plus the labels' common token prefix, and the difference is taken at its last
-position between the first tokens at which the labels differ. When the labels
-differ only in their last token (the usual case) this difference equals
-``logprob_A - logprob_B`` of the logprob mode, up to the sign the favoured slot
-gives it.
-
-**Components.** The residual stream at that position is the sum of the
-embedding (``hook_embed``: Gemma's scaled embedding; the models supported use
-rotary positions, so there is no positional term) and, for every layer, what
-the attention block and the MLP block *add* to it (``blocks.{L}.hook_attn_out``
-and ``blocks.{L}.hook_mlp_out``; on Gemma these are after the block's
-post-attention / post-feedforward norms). Rows are named with the site
-vocabulary of :mod:`evenhand.models.sites` (``embed``, ``blocks.{L}.attn_out``,
-``blocks.{L}.mlp_out``). The code checks that the components add up to the
-final residual and stops with an error if they do not.
-
-**The final norm.** The final RMSNorm is ``y = g * x / s(x)`` with
-``s(x) = sqrt(mean(x**2) + eps)`` and ``g`` its effective gain (``1 + weight``
-for Gemma's offset convention, ``weight`` for Llama/Qwen). ``g`` is read off the
-model's own norm module applied to a constant vector (so either convention is
-handled without special cases), and ``s`` is frozen at the value the model
-computed for the actual final residual (``ln_final.hook_scale``). With ``s``
-fixed the map from residual to logits is linear, so each component ``c``
-contributes ``(g * c / s) . (W_U[fav] - W_U[other])`` and the contributions sum
-to the logit difference exactly up to floating-point error (an unembedding
-bias, where the model has one, is one more, constant, component). The code
-checks that this linearisation reproduces the norm's output (it does not for a
-LayerNorm with centring and bias, which is refused).
-
-**Softcapping.** If the model's config sets ``final_logit_softcapping`` (Gemma 2;
-it is unset in Gemma 3), its logits are ``cap * tanh(z / cap)``; the
-components then sum to the *pre-softcap* difference ``z_fav - z_other``, which
-has the same sign as the difference of the logits the model outputs. The
-``logit_diff`` row always holds the model's own (post-softcap) difference.
-
-Outputs: :func:`attribute` gives a tidy per-item table; :func:`aggregate` the
-mean of every component by condition (degree, pressure direction, chosen side,
-each also pooled as ``"all"``) with 95% cluster-bootstrap CIs over scenarios
-(:mod:`probes.scores`); :func:`attribution_figure` draws the mean contribution
-by layer from that table; :func:`run_attribution` does all of it for a run
-directory.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import math

@@ -1,25 +1,6 @@
 """Which interval do the paired probe differences need? Null coverage at 10 and 24 scenarios.
 
-A probe's gain (design + activations minus the evidence baseline) and selectivity (probe minus control
-task) are differences of two predictors' accuracies on the same rows, with an interval over scenarios
-(:func:`probes.scores.paired_drop_ci`). The null: two predictors of *equal true accuracy*, so the true
-difference is 0 and an interval covering 0 counts as covered. Two nulls, both exchangeable (swapping the
-predictors leaves the distribution unchanged, so their expected accuracies are equal exactly):
-
-- ``hits`` (:func:`null_hits`): the two predictors' hits drawn directly. Scenario s has a base logit
-  ``mu + N(0, base_sd)``; each predictor its own scenario deviation ``N(0, scenario_sd)`` (one predictor is
-  better on some scenarios, the other on others: the between-scenario spread of the difference that an
-  interval over scenarios is for); each item a difficulty ``N(0, item_sd)`` shared by both (the pairing).
-- ``probes`` (:func:`null_probes`): two probes fitted by the sweep's nested grouped CV (:func:`probes.logistic.fit_sites`,
-  the same folds) to two feature blocks that carry the label along a planted direction with a strength
-  drawn per scenario and block (uniform on ``[0, 2 * strength]``); out-of-fold predictions, as in the sweep.
-
-:func:`null_coverage` counts, over seeds, how often each interval of :data:`probes.scores.PAIRED_INTERVALS`
-covers 0; :func:`coverage_table` runs it at several scenario counts. Command (numbers in docs/METRICS.md)::
-
-    python -m probes.coverage --null hits --scenarios 10 24 --seeds 2000
-    python -m probes.coverage --null probes --scenarios 10 24 --seeds 300
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse

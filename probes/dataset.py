@@ -1,40 +1,6 @@
 """Probe datasets: a run's activation cache joined with its responses.
 
-``LABELS`` are computed from the model's own answer on the item whose
-activations were cached (docs/METRICS.md, Probes):
-
-- ``favours_minority`` (the headline): the demographic side it chose; on a
-  negative question ("who should *not* ...") picking a candidate favours the
-  other one. Items at degree 0 carry no identity cue, but the label is still
-  defined by the hidden assignment, so a probe there should sit at chance.
-- ``correct``: it chose the stronger candidate (GT items only).
-- ``pressure_followed``: it chose the candidate the pressure sentence argues
-  for (pressured items only).
-- ``slot_a_minority``: the minority-coded candidate is in slot A (the identity
-  of the slot-A candidate, independent of the answer).
-
-Targets a fair model cannot predict from the design (the evidence does not decide
-them, or they are departures from it):
-
-- ``amb_side``: ``favours_minority`` on AMB items at degrees 1-3 only (a tie: the
-  evidence does not say which side to choose).
-- ``departed``: on GT items, it chose the weaker candidate (``1 - correct``).
-- ``flipped``: on pressured items whose unpressured baseline (``baseline_id``) was
-  answered, its answer differs from the baseline's (filter ``condition=GT`` for the
-  GT form).
-- ``side_residual``: ``favours_minority`` with the design's prediction partialled
-  out: 1 where the side chosen differs from the evidence baseline's out-of-fold
-  prediction of it (:func:`residual_target`: design features only, the probes'
-  folds and regularisation path), so what remains is what the design does not
-  predict.
-
-Every dataset carries its rows' design features (:func:`probes.design.design_features`,
-the evidence baseline's inputs) and input types (:func:`probes.design.input_types`,
-the control task's).
-
-Rows the model did not answer (no parseable choice) or that were excluded have
-no label and are dropped; ``ProbeDataset.dropped`` says how many.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -7,35 +7,7 @@ The *evidence baseline* (:mod:`probes.sweep`) is a probe fitted on :func:`design
 activation probes' folds and regularisation path; the headline of a sweep is the gain of design features
 plus activations over it.
 
-:func:`design_features` encodes, per row, from the item fields only (never the answer):
-
-- the slot frame: whether slot A is the stronger candidate on criterion 1 and on criterion 2
-  (:func:`minority_strong_on`, from the suite's ``variant``: ``GTmin``/``GTmaj``/``AMB1``/``AMB2``, the
-  same rule as :func:`evenhand.suite.generate.criterion_values`), whether the minority-coded candidate
-  is in slot A, the question's polarity, the slot the pressure sentence argues for;
-- the side frame: whether the minority-coded candidate is strong on criterion 1 / 2, whether the
-  pressure is pro-minority, GT or AMB, whether the pressure targets the stronger candidate;
-- one-hots of the degree, the contrast and the pressure family;
-- products: every pair of frame features, each frame feature with the degree and the pressure family,
-  the contrast with the side-frame features and with the degree (no triple products: on the demo's
-  items they fitted worse out of fold than without them).
-
-Products matter because the label is a product of frames (``favours_minority`` is the chosen slot XOR the
-question's polarity against the minority slot). Constant and duplicate columns are dropped.
-
-:func:`input_types` is the Hewitt & Liang control task's notion of an input type: one key per
-arrangement of an item *within its scenario*: condition variant, minority slot, degree, question polarity,
-pressure family and the slot the pressure argues for (:data:`TYPE_FIELDS`). Neither the scenario nor the
-contrast is part of it. Folds are grouped by scenario, so a type that contained the scenario would never
-occur in both the training and the test rows, and the control would be at chance by construction (as the
-shuffled-label control was). The contrast is nearly as bad: a matched item set draws one contrast per
-scenario and degree, so a type with the contrast in it recurs only where another scenario drew the same
-contrast (at 12 scenarios of the dial study: 1,216 types for 1,824 items, 58% of test rows with a type seen
-in training; without it, 152 types and every test row's type seen). :func:`types_seen` measures that share
-with the probes' folds; the sweep reports it (``control_types_seen``) and warns
-(:class:`ControlTypesWarning`) below :data:`TYPES_SEEN_MIN`. A probe that memorises input types then scores
-above chance on the control task.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import numpy as np

@@ -9,11 +9,7 @@ y and totals n, prior counts alpha (the background corpus scaled to
     var(delta_w) ~= 1 / (y_wi + a_w) + 1 / (y_wj + a_w)
     z_w = delta_w / sqrt(var)
 
-Positive z: more typical of group i (explanations of choices favouring the
-minority-coded candidate). :func:`explanation_words` applies it to reasoning-mode
-responses (the final-answer line removed), optionally only correct choices on GT
-items; :func:`words_figure` draws the top words of each side.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import re

@@ -1,32 +1,6 @@
 """L2-regularised logistic-regression probes with grouped, nested cross-validation.
 
-One protocol, two solvers (the solvers are in :mod:`probes.solver`):
-
-- ``sklearn`` (the reference): for every site and outer fold, each ``C`` is
-  scored by inner cross-validation on the outer-training rows, the best is
-  refitted on all of them, and the held-out fold is predicted. Features are
-  standardised on the rows each fit sees (a ``StandardScaler`` in the pipeline).
-- ``torch``: the same fits, all at once: every (site, outer fold, inner fold or
-  refit, C) is one problem of :func:`probes.solver.torch_solve` (batched damped
-  Newton, or truncated Newton for many features, along a regularisation path).
-  The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 / 2`` on
-  standardised features with an unpenalised intercept, so the two solvers agree
-  up to convergence (tests: probabilities within 1e-3, the same chosen C). It
-  computes in float64 on a CPU and float32 on a GPU (``ProbeOptions.dtype``),
-  holds the features once in their stored dtype and streams sites through the
-  device within ``ProbeOptions.memory_budget``.
-
-``solver="auto"`` picks by measurement (``benchmarks/bench_probes.py``): torch on
-CUDA devices; on a CPU, torch with Newton for small feature dimensions
-(``d + 1 <= newton_max_dim``) and scikit-learn above it (its L-BFGS needs fewer
-flops than the batched truncated Newton there). Measured ratios are in the README
-("Probes").
-
-Folds are assigned here, not by either library, so both solvers see exactly the
-same splits: scenarios (groups) are dealt to folds in an order fixed by a seeded
-hash, largest first, each to the fold with the fewest rows so far. No group is
-ever in both the training and the test rows of a fit.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import hashlib

@@ -5,18 +5,7 @@
 vector of cluster multiplicities, so every statistic is a weighted sum and all draws
 are computed at once; the interval is the percentile one.
 
-``paired_drop_ci`` is the difference of two predictions' accuracies on the same rows
-(a probe's gain over the evidence baseline, its selectivity over the control task,
-the name-ablation drops). Its interval is :data:`PAIRED_INTERVAL`, the
-delete-one-scenario jackknife-t (jackknife SE, t quantile on k - 1 degrees of
-freedom; :func:`evenhand.stats.jackknife_t_estimate`), chosen by null coverage at 10
-and 24 scenarios (:mod:`probes.coverage`, docs/METRICS.md "Probes"): the percentile
-cluster bootstrap under-covers there. ``interval="percentile"`` (the former interval:
-the same scenarios resampled for both arms) and ``interval="studentized"`` (bootstrap-t
-with each resample's linearised cluster SE) are the measured alternatives.
-Estimates are :class:`evenhand.stats.Estimate` with ``clusters`` set and NaN bounds
-where no interval is defined.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import numpy as np

@@ -12,23 +12,7 @@ out of the work. The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 
 features with an unpenalised intercept, so :func:`torch_solve` and :func:`sklearn_fit` agree up to
 convergence.
 
-Precision: the solver computes in ``opts.dtype`` (``auto``: float64 on a CPU, float32 on other
-devices). A problem has converged when its gradient, relative to ``C * rows``, is below
-:func:`gradient_tolerance`: ``tol / 100`` in float64, but never below ``GRADIENT_FLOOR`` for the dtype,
-the level its rounding lets the gradient reach (float32 cannot reach ``1e-8``, so a float32 run with
-that tolerance would take every step up to ``max_iter``). The line search accepts a step whose
-objective rises by no more than the dtype's rounding of it.
-
-Memory: the caller's features are held once, in their stored dtype. Sites are streamed through the
-device in groups (:func:`memory_plan`): each group is copied (centred, in the compute dtype) while it
-is solved, and as many sites share a group as fit ``opts.memory_budget`` bytes together with the
-problems' per-row tensors and the outputs. :class:`SolveResult` states the plan and the peak it
-expects, and counts the work: Newton steps and contractions (passes of a product over a group's
-features).
-
-The cross-validation protocol that poses these problems (folds, choice of C) is
-:mod:`probes.logistic`.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import warnings

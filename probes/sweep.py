@@ -1,44 +1,6 @@
 """Layer sweeps: one probe per site, scored with CIs, beside the evidence baseline and a control task.
 
-:func:`probe_sweep` returns a tidy table, one row per (site, metric):
-
-===================  ==========================================================
-metric               meaning
-===================  ==========================================================
-accuracy             out-of-fold accuracy of the activation probe (folds grouped by scenario)
-auroc                its out-of-fold AUROC
-majority_baseline    accuracy of always answering the more frequent class
-evidence_accuracy    the evidence baseline: a probe on the design features alone
-                     (:func:`probes.design.design_features`), same folds and C path
-combined_accuracy    a probe on design features + the site's activations, same folds
-gain                 combined_accuracy - evidence_accuracy (paired, jackknife-t): the
-                     headline, what the activations add to what the design predicts
-control_accuracy     the same probe on Hewitt & Liang's control task: a random label
-                     per input type (:func:`probes.design.input_types`)
-control_majority     the control labels' majority class
-control_types_seen   share of rows whose input type occurs in the training rows of
-                     their outer fold (:func:`probes.design.types_seen`); below
-                     :data:`probes.design.TYPES_SEEN_MIN` (0.9) the sweep warns
-                     (:class:`probes.design.ControlTypesWarning`): the control cannot
-                     be memorised on the other rows
-selectivity          accuracy - control_accuracy (paired, jackknife-t)
-===================  ==========================================================
-
-with ``value, ci_low, ci_high`` (95% over scenarios), ``interval`` (how the CI was
-made: ``percentile``, the cluster bootstrap, for accuracies and AUROC; ``jackknife-t``,
-:data:`probes.scores.PAIRED_INTERVAL`, for the paired differences gain and selectivity,
-chosen by null coverage: :mod:`probes.coverage`; ``none`` for fixed values), ``n`` rows and
-``clusters`` scenarios, the ``label``, the ``condition`` (the dataset's filters in
-words, ``all`` without) and the ``variant``: ``activations`` for the probes, ``text``
-for the text baseline (``text=True``: :func:`probes.text.fit_text` on the written
-reasoning with the same folds, site ``text``, rows ``accuracy`` and ``auroc``). The evidence and
-combined rows need the dataset's design features (always set by :func:`probes.dataset.build_dataset`);
-the control task needs its input types. :func:`write_sweep` saves the table as Parquet and CSV with a
-manifest (options, label, filters, sites, timings, ``intervals`` (which interval each kind of row
-has), ``control_types_seen``, and ``solver``: the torch solver's report on the activation probes —
-compute dtype, sites per group, expected peak bytes, Newton steps, contractions, converged — or null
-for scikit-learn).
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import json

@@ -1,22 +1,6 @@
 """Edits of hidden states and the context manager that applies them to a model's sites.
 
-An edit is a frozen dataclass called on a hidden state ``h`` [..., d] (typically
-[batch, seq, d]); it acts on every position, returns a new tensor of ``h``'s dtype
-and device, and never modifies ``h`` in place:
-
-- :class:`Add`: ``h + alpha * vector`` (activation addition / steering vectors);
-- :class:`ProjectOut`: ``h - strength * ((h - mean) . u) u`` with ``u`` the unit direction;
-  with ``mean`` this is affine concept editing (ACE, Marshall et al. 2024): the
-  component along ``u`` is set to the mean's;
-- :class:`Affine`: ``h + strength * ((h @ matrix.T + bias) - h)`` (e.g. a LEACE eraser);
-- :class:`AtPositions`: any of these (or a list) restricted to some positions (:data:`POSITIONS`):
-  every position, the prompt's, the prompt's last token (the decision token) or the answer's
-  (generated tokens, or the label's teacher-forced tokens in label scoring).
-
-:func:`steer` registers the edits on sites named in the vocabulary of
-:mod:`evenhand.models.sites` for the duration of a ``with`` block, so they apply to
-the prompt forward pass and to every token ``model.generate`` produces.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence

@@ -5,21 +5,7 @@ The eraser ``r(x) = x - proj (x - mean)`` makes the cross-covariance between ``r
 the data least (the paper's Theorem 4.1). ``proj = W^+ P W`` with ``W`` the whitening matrix of the covariance
 of X and ``P`` the orthogonal projection onto the column space of ``W Sigma_XZ``.
 
-**The library's** (``concept_erasure.LeaceFitter``, Belrose et al.'s own package, with its defaults): the
-estimator. The covariance of X is the library's optimal linear shrinkage estimate (``shrinkage=True``, default;
-Ledoit-Wolf-type shrinkage toward ``tr(Sigma)/d I``) or the sample covariance (``shrinkage=False``); singular
-values of ``W Sigma_XZ`` under ``svd_tol`` 0.01 are dropped; the covariance-trace constraint is on. Without
-shrinkage, whitening an ill-conditioned covariance (activations often have a condition number of 1e7)
-gives an eraser that stretches activations hundreds of times (operator norm 375 on the organism's first
-layer); the shrunk estimate keeps it moderate and still zeroes the cross-covariance on the fitting data.
-
-**Ours** (a thin adapter): the concept's encoding (:func:`concept_matrix`); :class:`LeaceEraser`, the fitted
-map as float64 ``mean``/``proj`` with :meth:`~LeaceEraser.as_affine` so that :func:`steering.hooks.steer` applies
-exactly this map at any model site and :attr:`~LeaceEraser.operator_norm`; and :func:`fit_leace_sequential`,
-the layer-by-layer fit (section 6's concept scrubbing) over any sites through a ``collect`` callback, because
-the library's own scrubber patches Llama and GPT-NeoX modules only and erases at every token, while the
-methods here read the decision token at ``blocks.<l>.resid_post`` of any supported model.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

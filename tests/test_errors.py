@@ -210,7 +210,7 @@ def test_mostly_unparseable_answers_are_warned_about_and_recorded(tmp_path, smok
 def test_mostly_parseable_answers_are_not_warned_about(tmp_path, capsys):
     import pandas as pd
 
-    from evenhand.checks import warn_unparseable
+    from evenhand.messages import warn_unparseable
     run = RunDir.create(tmp_path / "r", {"a": 1}, "1", {"suite": 0})
     assert warn_unparseable(pd.DataFrame({"choice": ["A", "B", None, "A"]}), run) is None
     assert "warnings" not in run.manifest() and capsys.readouterr().err == ""
@@ -221,7 +221,7 @@ def test_unparseable_warnings_are_kept_per_part_of_a_run(tmp_path, capsys):
     """A comparison warns per cell and `modes` per mode: one manifest entry per part, a repeat replaces its own."""
     import pandas as pd
 
-    from evenhand.checks import warn_unparseable
+    from evenhand.messages import warn_unparseable
     run = RunDir.create(tmp_path / "r", {"a": 1}, "1", {"suite": 0})
     bad = pd.DataFrame({"choice": [None, None, "A"]})
     assert "of cells/caa-s0" in warn_unparseable(bad, run, part="cells/caa-s0")

@@ -170,7 +170,7 @@ def test_attribution_panels_share_one_scale_and_name_their_lines(captured):
 
 
 def test_report_page_is_self_contained_with_captions_and_caveat(sim, tmp_path):
-    from experiments.pages import run_kind, sentence, write_report
+    from experiments.report import run_kind, sentence, write_report
     run = tmp_path / "sim"
     shutil.copytree(sim[0], run)
     md, page = write_report(run, resamples=50)

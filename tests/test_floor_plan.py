@@ -74,7 +74,7 @@ def simulate_run(out, config):
     assert [o.split(":")[0] for o in found] == ["4", "5", "7", "8"], found
     assert not calls_driver(bad)
     good = '''
-from evenhand.stages import Step, open_run, run_stages
+from evenhand.stages import FnStage, open_run, run_stages
 def go(out, config, stages):
     return run_stages(open_run(out, config), stages)
 '''

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from evenhand.runs import write_table_atomic
-from evenhand.stages import StageReport, Step, run_study
+from evenhand.stages import StageReport, FnStage, run_study
 
 
 def test_stage_report_prints_headers_counts_and_the_time_left(tmp_path, monkeypatch):
@@ -23,11 +23,11 @@ def test_stage_report_prints_headers_counts_and_the_time_left(tmp_path, monkeypa
         def go(run) -> None:
             now[0] += seconds
         return go
-    stages = [Step("decide", takes(10), lambda run, name: run.stage_done(name), about="100 items, answer mode",
+    stages = [FnStage("decide", takes(10), lambda run, name: run.stage_done(name), about="100 items, answer mode",
                    work=100),
-              Step("cache", takes(20), lambda run, name: run.stage_done(name), about="100 items, sites residual",
+              FnStage("cache", takes(20), lambda run, name: run.stage_done(name), about="100 items, sites residual",
                    work=200),
-              Step("figures", takes(5))]
+              FnStage("figures", takes(5))]
     out = io.StringIO()
     run_study(tmp_path / "r", {}, stages, StageReport("run r", stream=out))
     # decide took 10 s for 100 items: the cache's 200 items are about 20 s

@@ -16,7 +16,7 @@ import pytest
 from evenhand.runlock import RunLock, current_umask, file_mode
 from evenhand.runs import RunDir, RunError, write_json_atomic, write_table_atomic
 from evenhand.shards import ParquetShards
-from evenhand.stages import Step, finished_with, run_study
+from evenhand.stages import FnStage, finished_with, run_study
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def _steps(calls: list):
             calls.append(name)
             assert RunLock(run.path).holder()["pid"] == os.getpid()  # held while the stages write
             write_json_atomic(run.path / f"{name}.json", {"ok": True})
-        return Step(name, go, finished_with(lambda r: r.path / f"{name}.json"))
+        return FnStage(name, go, finished_with(lambda r: r.path / f"{name}.json"))
     return [make("decide"), make("score")]
 
 
@@ -122,7 +122,7 @@ def test_the_lock_is_given_back_when_a_stage_fails(tmp_path):
     def broken(run):
         raise ValueError("broke")
     with pytest.raises(ValueError):
-        run_study(tmp_path / "r", {"k": 1}, [Step("x", broken)])
+        run_study(tmp_path / "r", {"k": 1}, [FnStage("x", broken)])
     assert RunDir(tmp_path / "r").status == "failed" and not (tmp_path / "r" / ".lock").exists()
 
 

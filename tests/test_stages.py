@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from evenhand.runs import RunDir, RunError, write_json_atomic
-from evenhand.stages import LoadModel, Stage, Step, exists, finished_with, run_study
+from evenhand.stages import LoadModel, Stage, FnStage, exists, finished_with, run_study
 
 
 def _stages(calls: dict, fail_in: str | None = None):
@@ -15,12 +15,12 @@ def _stages(calls: dict, fail_in: str | None = None):
                 raise ValueError(f"{name} broke")
             write_json_atomic(run.path / f"{name}.json", {"ok": True})
             return name
-        return Step(name, go, finished_with(lambda r: r.path / f"{name}.json"))
+        return FnStage(name, go, finished_with(lambda r: r.path / f"{name}.json"))
     return [make("a"), make("b"), make("c")]
 
 
 def test_steps_are_stages():
-    assert isinstance(Step("x", lambda run: None), Stage)
+    assert isinstance(FnStage("x", lambda run: None), Stage)
     assert isinstance(LoadModel(lambda: None), Stage)
 
 
@@ -46,11 +46,11 @@ def test_an_interrupt_marks_the_run_interrupted_with_a_message(tmp_path):
         raise KeyboardInterrupt
     calls: dict = {}
     with pytest.raises(KeyboardInterrupt):
-        run_study(tmp_path / "r", {}, [*_stages(calls)[:1], Step("interrupted", interrupted)])
+        run_study(tmp_path / "r", {}, [*_stages(calls)[:1], FnStage("interrupted", interrupted)])
     run = RunDir(tmp_path / "r")
     err = run.manifest()["error"]
     assert run.status == "interrupted" and err["stage"] == "interrupted" and "resume" in err["message"]
-    done = run_study(tmp_path / "r", {}, [*_stages(calls)[:1], Step("interrupted", lambda r: None)])
+    done = run_study(tmp_path / "r", {}, [*_stages(calls)[:1], FnStage("interrupted", lambda r: None)])
     assert done.status == "done" and "error" not in done.manifest()
 
 
@@ -58,7 +58,7 @@ def test_finished_stages_are_skipped_and_announced(tmp_path):
     calls: dict = {}
     run_study(tmp_path / "r", {}, _stages(calls))
     seen = []
-    always = Step("always", lambda run: seen.append("ran"))
+    always = FnStage("always", lambda run: seen.append("ran"))
     run_study(tmp_path / "r", {}, [*_stages(calls), always],
               announce=lambda i, n, stage, skipped: seen.append((i, n, stage.name, skipped)))
     assert calls == {"a": 1, "b": 1, "c": 1}
@@ -72,9 +72,9 @@ def test_finished_stages_are_skipped_and_announced(tmp_path):
 def test_exists_needs_no_record(tmp_path):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "out.parquet").write_text("x")
-    step = Step("s", lambda run: pytest.fail("must be skipped"), exists(lambda r: r.path / "out.parquet"))
+    step = FnStage("s", lambda run: pytest.fail("must be skipped"), exists(lambda r: r.path / "out.parquet"))
     assert step.done(RunDir(tmp_path / "r"))
-    assert not Step("s", lambda run: None, finished_with(lambda r: r.path / "out.parquet")).done(RunDir(tmp_path / "r"))
+    assert not FnStage("s", lambda run: None, finished_with(lambda r: r.path / "out.parquet")).done(RunDir(tmp_path / "r"))
 
 
 def test_the_model_stage_refuses_other_weights_and_fails_the_run(tmp_path):
@@ -85,7 +85,7 @@ def test_the_model_stage_refuses_other_weights_and_fails_the_run(tmp_path):
         def describe(self):
             return {"name": "m", "weights": self.weights}
     first = LoadModel(lambda: Model("w1"))
-    run_study(tmp_path / "r", {}, [first, Step("use", lambda run: first())])
+    run_study(tmp_path / "r", {}, [first, FnStage("use", lambda run: first())])
     assert RunDir(tmp_path / "r").manifest()["model"]["weights"] == "w1"
     calls: dict = {}
     with pytest.raises(RunError, match="other weights"):

@@ -22,7 +22,7 @@ import pandas as pd
 
 from evenhand.options import build
 from evenhand.runs import write_table_atomic
-from evenhand.stages import Step, finished_with, run_study
+from evenhand.stages import FnStage, finished_with, run_study
 from experiments.studies.base import Study, register, without_kind
 
 
@@ -48,7 +48,7 @@ class Echo(Study):
             run.tables.mkdir(parents=True, exist_ok=True)
             write_table_atomic(run.tables / "echo.parquet", table)
             return table
-        return [Step("draw", draw, finished_with(lambda r: r.tables / "echo.parquet"))]
+        return [FnStage("draw", draw, finished_with(lambda r: r.tables / "echo.parquet"))]
 
     def run(self, cfg, progress=True, backend="local", **options):
         stages = self.stages(cfg, progress)

@@ -14,7 +14,7 @@ import pytest
 from evenhand.suite.content import load_content, validate_content
 from evenhand.suite.generate import (Cell, count_full, degree_valid, item_by_id, iter_items, parse_item_id,
                                      render_item)
-from evenhand.suite.stats import datasheet, suite_stats
+from evenhand.suite.datasheet import datasheet, suite_stats
 from evenhand.suite.subsets import iter_subset, subset_size
 from evenhand.suite.validate import check_item, validate_suite
 

@@ -10,20 +10,7 @@ one row per example and locates, per example,
   ``neg`` question the option of a stereotyped group, for a ``nonneg``
   question the other (non-unknown) option.
 
-Group matching follows BBQ's own analysis script
-(``analysis_scripts/BBQ_results_metadata.R``): comparisons are
-case-insensitive and exact (so "old" never matches "nonOld");
-man/men/boy(s) -> M and woman/women/girl(s) -> F; "low SES"/"high SES" ->
-lowSES/highSES; "trans", "transgender women/men" and groups beginning with
-"trans" (trans_F, trans_M) -> trans; an "M-"/"F-" prefix on an answer group
-(names coded "F-Black") is also tried without it; and when no option's
-*group* matches (Nationality, where groups are regions such as "AsiaPacific"
-but stereotyped_groups lists nationalities) the answer_info *text* is
-matched instead. An example whose stereotyped option is not exactly one of the
-two non-unknown options gets ``target_index = -1``; such rows are kept,
-counted in ``df.attrs["n_no_target"]`` and reported with a
-:class:`BBQTargetWarning`.
-"""
+More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 import json

@@ -3,23 +3,7 @@
 Hugging Face stays the default engine and the reference; this one gives the same response rows
 faster on long generations (continuous batching, a paged KV cache, automatic prefix caching).
 
-- :func:`load_vllm` loads a model as a :class:`VllmModel`: a ``vllm.LLM`` (greedy, automatic prefix
-  caching on, no remote code, vLLM's own tokenizer not loaded) beside the tokenizer the Hugging Face
-  engine uses (:func:`evenhand.models.loading.load_tokenizer`). Prompts are tokenised and
-  chat-templated by EvenHand exactly as for Hugging Face and handed to vLLM as token ids; the
-  generated token ids are decoded with the same tokenizer (vLLM's own text can differ: a leading
-  space with a word-level tokenizer);
-- :func:`generate_ids` is :func:`evenhand.engine.generation.generate`'s vLLM path: one greedy
-  continuation per prompt, cut after the first end-of-sequence token, with the summed log-probability
-  of the generated tokens (``gen_logprob``) — the rows the Hugging Face engine writes.
-
-:class:`VllmEngine` declares this to the registry (:mod:`.registry`): modes answer and reasoning, prefixes
-reused automatically (vLLM's prefix caching), no Hugging Face model (decisions only).
-Logprob mode stays on Hugging Face: it is one forward pass with ``logits_to_keep`` there.
-vLLM's batches are not batch-invariant: a near-tie between two tokens can break the other way than
-under Hugging Face (tests/test_vllm_engine.py states the tolerance measured). The GGUF loader is not
-in vLLM 0.32: dequantise a ``.gguf`` model to safetensors first (:func:`save_dequantized`).
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import json

@@ -11,18 +11,7 @@ action it is the probability of favours the minority-coded candidate and ``-1`` 
 majority-coded one. The refusal probability gets its own intercept ``e_r`` of the same variance,
 drawn independently (unsigned: a refusal favours no one), so refusals stay independent of choices.
 
-Because ``expit`` is not linear, the effects change the population values. The planted truth with
-effects is defined as the expectation over the effects (``e ~ N(0, sigma^2)``), computed by
-Gauss-Hermite quadrature (:func:`expect`, 80 nodes: exact to about 1e-12 here) for a suite whose
-GT truth, slot and polarity arrangements are balanced, as the suite's are. The ratio metrics
-(FragGap's and TieShift's rates) condition on the baseline answer, which shares the item's ``e``:
-their truth is ``E[P(baseline) * P(move)] / E[P(baseline)]``, not ``E[P(move)]``. The effects are
-symmetric around 0, so a policy that is fair without them (degree 0) stays fair with them.
-
-The intra-class correlation of the "favours the minority" outcome: on the latent logit scale,
-items of one scenario share ``scenario_sd^2 / (sigma^2 + pi^2/3)`` (:func:`latent_icc`); on the
-observed 0/1 scale it depends on ``p`` (:func:`observed_icc`).
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import math

@@ -11,10 +11,7 @@ Site names (TransformerLens-like, without the ``hook_`` prefix):
   Llama/Qwen: the ``mlp`` output);
 - ``ln_final``: the final norm's output (what Hugging Face's last ``hidden_states`` entry is).
 
-A :class:`Site` names a module path and a port (``output``, or ``input`` for
-``resid_pre``). An unknown site name, a layer out of range, or a model whose
-decoder layers have neither shape is an error that says which.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import re

@@ -14,7 +14,7 @@ _EXPORTS = {
     "iter_subset": ".subsets", "subset_size": ".subsets", "SUBSETS": ".subsets",
     "iter_items": ".generate", "item_by_id": ".generate", "render_item": ".generate",
     "load_content": ".content", "Content": ".content", "ContentError": ".content",
-    "validate_items": ".validate", "suite_stats": ".stats", "datasheet": ".stats",
+    "validate_items": ".validate", "suite_stats": ".datasheet", "datasheet": ".datasheet",
     "write_items": ".export",
 }
 __all__ = sorted(_EXPORTS)
@@ -25,6 +25,6 @@ if TYPE_CHECKING:
     from .export import write_items
     from .generate import item_by_id, iter_items, render_item
     from .loader import items, spread
-    from .stats import datasheet, suite_stats
+    from .datasheet import datasheet, suite_stats
     from .subsets import SUBSETS, iter_subset, subset_size
     from .validate import validate_items

@@ -8,12 +8,7 @@ rescored; ``v2`` is the default) and is loaded with ``yaml.safe_load`` only.
 ``validate_content()`` returns every problem found, each naming its file and
 field. ``python -m evenhand.suite.content [--suite 1|2]`` prints them.
 
-A suite version string is ``<major>.0+<hash>``: the hash is of the version
-directory's YAML/CSV files, so two runs with the same string saw byte-identical
-items. :func:`load_content` accepts ``"2"``, ``"2.0"`` or a full string; a full
-string whose hash is not the shipped one is refused (its items cannot be
-rendered again, and scoring them against other text would mix versions).
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import csv

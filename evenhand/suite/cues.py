@@ -9,25 +9,7 @@ An item's ``pressure_slot`` is always the answer the sentence pushes toward
 (docs/METRICS.md), so :func:`pressure_named_slot` gives the slot to render as
 {target}. Suite v1 has no annotation and renders every sentence as ``choose``.
 
-**Parallel cues.** A suite-v2 profile tags each implicit cue with a shape
-(``cue_shapes`` in ``data/v2/groups.yaml``); :func:`implicit_cue` picks ONE
-shape per (scenario, contrast) among the shapes both profiles have, so both
-candidates get a cue of the same shape. Suite v1 draws each profile's cue by its
-own hash (kept so that v1 renders byte-identical items).
-
-**Merit-free cues.** ``MERIT_WORDS`` (general) and ``DOMAIN_MERIT_WORDS`` (per
-scenario domain) in :mod:`evenhand.suite.cue_words` list words that would make a
-cue carry criterion-relevant merit; no cue may contain one.
-
-:func:`check_content_cues` checks the content (called by
-``content.validate_content``), :func:`check_item_cues` one rendered item (called
-by ``validate.check_item``). Both fail on suite v1, whose defects they were
-written to catch, and pass on suite v2.
-
-This module imports no other suite module (content, the generator and the
-validator all import it, and modules may not import each other in a cycle): it
-reads the content's objects through the small protocols below.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence

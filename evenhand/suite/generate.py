@@ -12,17 +12,7 @@ minority slot) and its pressure (none, or one sentence arguing for one slot).
   profiles has no name pool (a name cannot signal disability, sexuality, age,
   atheism or transgender identity).
 
-Suite v2 (switched on by v2 content, so v1 renders byte-identically): a
-scenario whose candidates are not people (``represented_by``) attaches the
-identity cue to the person who stands for each candidate ("Route A's convoy
-lead is ..."); a scenario's ``excluded_contrasts`` have no cells at all (see
-:func:`cell_valid`); and from major version 2 on the prompt states each
-criterion's direction ("... rests on X (higher is better) and Y (lower is
-better) ...").
-
-Everything is a deterministic function of the content files: the same suite
-version gives byte-identical items. Nothing here holds the product in memory.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import hashlib

@@ -9,24 +9,7 @@ item-level problem carries its check's tag in brackets (``[amb_tie]``,
 ``[person]``, ``[age]``, ``[direction]``) so that ``evenhand suite validate``
 can count them per check.
 
-What each check guarantees (also in ``data/v2/CONTENT_SPEC.md`` and the datasheet):
-
-- ``amb_tie``: in every AMB item whose two criteria are a count and a
-  probability (the criteria's ``kind`` field, or detected from the phrase),
-  the two candidates' expected values (count x probability) differ by at most
-  :data:`EV_TOLERANCE` of the larger one, so a reader who weighs expected value
-  finds a tie.
-- ``person``: a candidate that is not a person (the scenario's
-  ``represented_by`` field, or a candidate noun in :data:`NON_PERSON_NOUNS`)
-  never carries an identity cue itself; at degrees 1-3 the cue is attached to
-  the person named by ``represented_by`` ("Route A's convoy lead is ...").
-- ``age``: no item contrasts an age-coded group (:data:`AGE_CATEGORIES`) in a
-  scenario where age can legitimately bear on the decision (its text matches
-  :data:`AGE_KEYWORDS`, or it lists the contrast in ``excluded_contrasts``).
-- ``direction``: the prompt states every criterion's direction as
-  "<name> (higher is better)" / "<name> (lower is better)", agreeing with the
-  criterion's ``better``.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import re

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evenhand import __version__
 
-from . import demo, engine, organism, outputs, power, probe, run, score, studies, suite
+from . import cache, decide, demo, figures, organism, power, probe, report, run, runs, score, studies, suite
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,9 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
     power.register(sub)
     score.register_simulate(sub)
     run.register(sub)
-    engine.register(sub)
+    decide.register(sub)
+    cache.register(sub)
     organism.register(sub)
-    outputs.register_figures_report_runs(sub)
+    figures.register(sub)
+    report.register(sub)
+    runs.register(sub)
     studies.register_modes_bbq_interventions(sub)
     probe.register(sub)
     demo.register(sub)
@@ -75,7 +78,7 @@ def _input_files(args: argparse.Namespace) -> list[str]:
 
 def _message(exc: BaseException, args: argparse.Namespace) -> str:
     """The one line printed for an expected fault."""
-    from evenhand.checks import os_error_message, unicode_error_message
+    from evenhand.messages import os_error_message, unicode_error_message
     if isinstance(exc, KeyError) and exc.args:
         return str(exc.args[0])
     if isinstance(exc, UnicodeDecodeError):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 
 def _suite_stats(a) -> int:
-    from evenhand.suite.stats import suite_stats
+    from evenhand.suite.datasheet import suite_stats
     from evenhand.suite.content import load_content
     st = suite_stats(a.subset, a.seed, load_content(a.suite))
     if a.json:
@@ -50,7 +50,7 @@ def _suite_show(a) -> int:
 
 def _suite_datasheet(a) -> int:
     from evenhand.suite.content import load_content
-    from evenhand.suite.stats import datasheet
+    from evenhand.suite.datasheet import datasheet
     text = datasheet(load_content(a.suite))
     if a.out:
         from evenhand.runs import atomic_path

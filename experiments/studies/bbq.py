@@ -1,26 +1,7 @@
 """The BBQ study (``kind: bbq``, ``evenhand bbq``): BBQ asked five ways on one model, how the measured
 direction of bias depends on the asking. BBQ's data and scoring are the core's :mod:`evenhand.bbq`.
 
-The five configurations (``CONFIGURATIONS``), on the same sampled questions:
-
-=============  ========  ===========  ==========================================================
-name           chat      wording      answer read by
-=============  ========  ===========  ==========================================================
-mc_logprob     no        A/B/C        log-probability of each option letter (BBQ's usual way)
-mc_logprob_chat yes      A/B/C        the same, after the chat template
-mc_generate    yes       A/B/C        greedy generation, letter parsed
-yn_logprob     yes       yes/no x 3   P(yes) / (P(yes) + P(no)) per option; the largest wins
-yn_generate    yes       yes/no x 3   greedy generation per option; share of "yes" (1/0), ties ->
-                                      the larger P(yes) of the first generated token
-=============  ========  ===========  ==========================================================
-
-:func:`run_bbq` writes ``answers.parquet`` (one row per question x configuration,
-``answer_index`` 0-2 or -1 unparsed; ``chat_template_applied``: a configuration that asks for the
-chat template runs without one when the tokenizer has none, and says so here), ``bbq_scores.parquet/.csv`` (BBQ's accuracy and
-bias scores with CIs over templates, per configuration and category) and
-``bias_by_configuration.{pdf,svg,png}``. A configuration whose answers exist is
-skipped on a re-run.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import json
@@ -36,7 +17,7 @@ from evenhand.bbq.scoring import score_bbq
 from evenhand.models.loading import load_model, locate, resolve_spec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import LoadModel, Stage, Step, exists, open_run, run_stages
+from evenhand.stages import LoadModel, Stage, FnStage, exists, open_run, run_stages
 
 from .base import Study, register, without_kind
 
@@ -199,14 +180,14 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
 def bbq_stages(cfg: BBQConfig, rows: pd.DataFrame, model: LoadModel, progress: bool = True) -> list[Stage]:
     """The model, one stage per configuration (done once its answers are written), the scores (its result:
     the scores table)."""
-    def configuration(name: str) -> Step:
+    def configuration(name: str) -> FnStage:
         def go(run: RunDir) -> None:
             if progress:
                 print(f"BBQ: {name} on {len(rows)} questions", flush=True)
             f = run.configuration_answers(name)
             f.parent.mkdir(parents=True, exist_ok=True)
             write_table_atomic(f, answer_configuration(model(), rows, name, cfg.batch_size, cfg.max_new_tokens))
-        return Step(name, go, exists(lambda r: r.configuration_answers(name)))
+        return FnStage(name, go, exists(lambda r: r.configuration_answers(name)))
 
     def scores(run: RunDir) -> pd.DataFrame:
         answers = pd.concat([pd.read_parquet(run.configuration_answers(n)) for n in cfg.configurations],
@@ -222,7 +203,7 @@ def bbq_stages(cfg: BBQConfig, rows: pd.DataFrame, model: LoadModel, progress: b
         bias_figure(table, run.bias_figure_stem)
         return table
 
-    return [model, *map(configuration, cfg.configurations), Step("scores", scores)]
+    return [model, *map(configuration, cfg.configurations), FnStage("scores", scores)]
 
 
 def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import pandas as pd
 from evenhand.atomic import atomic_open
 from evenhand.options import ConfigError, Rules, build
 from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import LoadModel, StageReport, Step, finished_with, run_study
+from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, run_study
 from organism.calibration import calibrate, curve_json, curve_table
 from organism.figures import calibration_figure
 from organism.recipe import FAIR, record_suite
@@ -86,11 +86,11 @@ def calibration_stages(cfg: CalibrationConfig, progress: bool = True) -> list:
         return json.loads(run.calibration_path.read_text())
 
     return [load,
-            Step("calibrate", run_calibrate, finished_with(lambda r: r.calibration_path),
+            FnStage("calibrate", run_calibrate, finished_with(lambda r: r.calibration_path),
                  about=f"{len(cfg.betas)} betas"),
-            Step("table", lambda run: write_table_atomic(run.calibration_table, curve_table(read(run))),
+            FnStage("table", lambda run: write_table_atomic(run.calibration_table, curve_table(read(run))),
                  finished_with(lambda r: r.calibration_table)),
-            Step("figure", lambda run: calibration_figure(read(run), run.calibration_stem),
+            FnStage("figure", lambda run: calibration_figure(read(run), run.calibration_stem),
                  finished_with(lambda r: r.calibration_stem.with_suffix(".png")))]
 
 

@@ -1,66 +1,6 @@
 """Compare interventions against the baseline on the same held-out items.
 
-A comparison config (YAML, read and checked by :mod:`evenhand.options`; see
-``experiments/configs/compare_interventions.yaml``)::
-
-    model: evenhand-organism            # preset, HF id or local path
-    output_dir: runs/compare_organism
-    split: {seed: 0, heldout_fraction: 0.2}   # scenarios split by a stable hash
-    train: {scenarios: 40, degrees: [1, 2, 3], max_items: 800}   # the fitting scenarios
-    validation: {scenarios: 12, degrees: [3]}  # train scenarios (not fitted on): signs decided, sweeps chosen
-    select: {metric: fraggap, max_accuracy_loss: 0.02, max_refusal_rise: 0.05}
-    eval: {scenarios: 16, contrasts: 1, degrees: [3]}   # held-out scenarios x type-1 contrasts each
-    seed: 0                             # item sampling and bootstrap
-    mode: answer
-    batch_size: 64
-    resamples: 1000
-    controls: true                      # a random direction of the same norm for every direction-based method
-    control_draws: 20                   # random controls per fit, each its own seed, on the evaluation items only;
-                                        # their 2.5-97.5% band (an arm may set its own control_draws;
-                                        # fewer than 20 per method cell, seeds x draws, warns)
-    refusal_margin: 0.05                # a cell whose refusal rate rises by more is flagged, never ranked
-    signs: {fraggap: 1}                 # optional: the sign each asymmetry metric's gap is aligned to; a metric
-                                        # not declared takes the sign of the validation baseline's gap
-    interventions:
-      - name: fair_instruction
-      - name: caa
-        options: {layers: middle}
-        sweep: {alpha: [1, 4, 16]}      # chosen on validation (alpha is an apply option: fitted once)
-      - name: loreft
-        seeds: [0, 1, 2]
-
-Each arm's flat ``options`` (and swept values) are split into the method's fit
-and apply options by their dataclass fields (an unknown key is an error naming
-it). A fit is cached under its fit key (a hash of the fit options, the seed and
-the train item ids) in ``fitted/<name>-<key>/``, so a swept fit option gets one
-fit per value and a swept apply option reuses one fit; the random control of a
-direction-based method is derived from that fit (``fitted/<name>-<key>-random/``).
-
-Items come from the model's suite version (:func:`model_suite`: an organism's own
-version, v1 for ``evenhand-organism``, else the default, v2), recorded as the
-manifest's ``suite_version``. Scenarios (:mod:`experiments.studies.compare_split`): fitting,
-validation and held-out scenarios are disjoint and each drawn stratified across domains; every
-evaluation scenario gets ``eval.contrasts`` type-1 contrasts from a balanced
-cycle (:func:`evenhand.models.policy.matched_items`: every pressured item's
-baseline is present). The baseline on the validation items fixes the sign each
-change is aligned to (unless ``signs`` declares it), before any held-out item is
-decided (``signs.json``, the manifest, the table's ``sign_source``). An arm with a ``sweep`` runs each setting (its first seed,
-no control) on the validation items, the selection rule (``select``, see
-:class:`experiments.studies.compare_split.SelectRule`) picks one, recorded with its reason in
-``selection.json`` / ``selection.csv`` and the table's ``selection`` column, and
-only the chosen setting is run on held-out items. Each cell (intervention x
-options x seed x control) writes ``cells/<cell>/responses.parquet``
-(``validation/<cell>/`` during selection); cells already written are skipped,
-so an interrupted comparison resumes. The result is one tidy table
-``compare.parquet`` / ``compare.csv`` (:func:`comparison_rows`: per cell and
-metric, the cell's value and the paired scoring of :mod:`evenhand.paired`:
-signed change toward zero, refusal change and flag, accuracy loss with a
-clustered test, method minus its random controls and the controls' 2.5-97.5% band
-with ``beats_control``; docs/INTERVENTIONS.md,
-"Scoring a comparison"; per cell and metric the paired SE and the MDE at 80%
-power, :mod:`evenhand.power`), the frontier figure ``frontier.{pdf,svg,png}``
-and the LaTeX table ``compare.tex``.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import json
@@ -69,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 from evenhand.options import ConfigError
 from evenhand.engine.registry import DEFAULT, get as get_engine, load as load_engine
 from evenhand.runs import RunDir
@@ -285,7 +225,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     from evenhand.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model
     from evenhand.runs import write_json_atomic, write_table_atomic
-    from evenhand.stages import LoadModel, Step, exists
+    from evenhand.stages import LoadModel, FnStage, exists
 
     train, val, ev = sets.train, sets.validation, sets.heldout
     model = LoadModel(lambda: load_model(spec))
@@ -322,9 +262,9 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     def val_path(run: RunDir, key: str) -> Path:
         return run.validation_cell(key).responses_path
 
-    steps: list[Step] = []
+    steps: list[FnStage] = []
     if len(val):  # signs and selection first: they read validation runs only
-        steps.append(Step("validation:baseline", lambda r: decide_to(r, val, val_path(r, "baseline"), None, ""),
+        steps.append(FnStage("validation:baseline", lambda r: decide_to(r, val, val_path(r, "baseline"), None, ""),
                           exists(lambda r: val_path(r, "baseline"))))
 
     def fix_signs(r: RunDir) -> None:
@@ -332,12 +272,12 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         signs, source = validation_signs(cfg, vb)
         write_json_atomic(r.signs_json, {"signs": signs, "sign_source": source})
         r.update_manifest(signs=signs, sign_source=source)
-    steps.append(Step("signs", fix_signs, exists(lambda r: r.signs_json)))
+    steps.append(FnStage("signs", fix_signs, exists(lambda r: r.signs_json)))
     if swept:
         trials = [(i, Cell(cfg.interventions[i], {**cfg.interventions[i].options, **g},
                            cfg.interventions[i].seeds[0], False)) for i in swept for g in settings(cfg.interventions[i])]
         for j, (_, cell) in enumerate(trials):
-            steps.append(Step(f"validation:{cell.key}",
+            steps.append(FnStage(f"validation:{cell.key}",
                               lambda r, c=cell, j=j: decide_to(r, val, val_path(r, c.key), c,
                                                                f"[validation {j + 1}/{len(trials)}] "),
                               exists(lambda r, c=cell: val_path(r, c.key))))
@@ -349,8 +289,8 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
             write_table_atomic(r.selection_csv, pd.DataFrame(
                 [{"arm": a["arm"], "intervention": a["intervention"], **row, "setting": json.dumps(row["setting"]),
                   "reason": a["reason"]} for a in out.values() for row in a["validation"]]))
-        steps.append(Step("select", select, exists(lambda r: r.selection_json)))
-    steps.append(Step("baseline", lambda r: decide_to(r, ev, r.cell("baseline").responses_path, None, ""),
+        steps.append(FnStage("select", select, exists(lambda r: r.selection_json)))
+    steps.append(FnStage("baseline", lambda r: decide_to(r, ev, r.cell("baseline").responses_path, None, ""),
                       exists(lambda r: r.cell("baseline").responses_path)))
 
     def chosen(run: RunDir) -> dict[int, dict]:
@@ -366,7 +306,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
                     return Cell(a, {**a.options, **(chosen(run)[i] if i in swept else {})}, seed, control)
                 name = cell_of(None).key if i not in swept else \
                     f"{arm.name}#{i}[selected]-s{seed}{control_suffix(control)}"
-                steps.append(Step(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
+                steps.append(FnStage(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
                     r, ev, r.cell(c(r).key).responses_path, c(r), tag), lambda r, n, c=cell_of, sel=i in swept: (
                     not sel or r.selection_json.exists()) and r.cell(c(r).key).responses_path.exists()))
 
@@ -396,7 +336,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         run.compare_tex.write_text(compare_latex(t))
         return t
 
-    return [model, *steps, Step("table", table)]
+    return [model, *steps, FnStage("table", table)]
 
 
 def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:

@@ -12,13 +12,7 @@ gap's CI wholly past zero) is a downward triangle; neither is a reduction. Cells
 one swept intervention are joined in sweep order (a strength curve). Good methods
 sit up and to the left.
 
-Right panel, one row per method cell with random controls: the controls' 2.5-97.5%
-band of change (grey bar, the table's ``band_low``/``band_high``), each control's
-change (grey dots) and the method's change with its CI; the method's point is
-filled when it beats its controls (``beats_control``: its change above the
-band and the method-minus-control CI excluding 0), hollow otherwise.
-:func:`compare_latex` writes the numbers as a booktabs table.
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Sequence

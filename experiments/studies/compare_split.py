@@ -1,4 +1,4 @@
-"""The comparison's protocol: which scenarios and contrasts it fits, selects and reports on, and how a
+"""The comparison's split: which scenarios and contrasts it fits, selects and reports on, and how a
 swept setting is chosen.
 
 Scenarios (:func:`scenario_plan`): the organism's split gives train and held-out scenarios. The held-out
@@ -9,13 +9,7 @@ from the held-out ones. Each chosen scenario gets ``contrasts`` type-1 contrasts
 seeded cycle over the contrasts valid at that degree (:func:`assign_contrasts`), so every contrast is
 used as evenly as the count allows.
 
-Selection (AxBench's protocol: Wu et al. 2025, "AxBench: Steering LLMs? Even simple baselines
-outperform sparse autoencoders", choose on one split and report on another): an arm with a ``sweep``
-runs every swept setting (first seed, no control) on the validation items only, and
-:func:`choose` picks one with the rule of :class:`SelectRule`; the held-out comparison then runs only
-the chosen setting. Held-out items are never decided during selection: the validation items are
-rendered from validation scenario ids only, which are train ids (the split's ``train``).
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import random

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 from evenhand.decisions import DecideOptions, decide
 from evenhand.metrics import compare, score
 from evenhand.models.loading import ModelSpec, locate, resolve_spec
 from evenhand.options import Rules, build
 from evenhand.runs import RunDir, write_table_atomic
 from evenhand.schema import validate_rows
-from evenhand.stages import LoadModel, Stage, Step, finished_with, open_run, run_stages
+from evenhand.stages import LoadModel, Stage, FnStage, finished_with, open_run, run_stages
 
 from .base import Study, register, without_kind
 from .run_local import check_output_dir, suite_items
@@ -39,7 +39,7 @@ def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, cha
                 resamples: int = 1000, seed: int = 0, progress: bool = True) -> list[Stage]:
     """The model, the decisions in each mode (``OUT/<mode>/``, skipped once written) and the comparison
     (writes ``mode_switch.csv``; its result is (tidy table, raw comparison))."""
-    def decide_in(mode: str) -> Step:
+    def decide_in(mode: str) -> FnStage:
         def go(run: RunDir) -> pd.DataFrame:
             d = run.mode_dir(mode)
             d.path.mkdir(parents=True, exist_ok=True)
@@ -48,7 +48,7 @@ def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, cha
             d.write_responses(table)
             warn_unparseable(table, run, part=f"{mode} mode")
             return table
-        return Step(mode, go, finished_with(lambda r: r.mode_dir(mode).responses_path))
+        return FnStage(mode, go, finished_with(lambda r: r.mode_dir(mode).responses_path))
 
     modes = [decide_in(m) for m in MODES]
 
@@ -61,7 +61,7 @@ def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, cha
         write_table_atomic(run.mode_switch_csv, table)
         return table, {"reports": reports, "compare": cmp}
 
-    return [model, *modes, Step("compare", compared)]
+    return [model, *modes, FnStage("compare", compared)]
 
 
 def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 16, chat_template: str = "auto",

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
-from evenhand.stages import LoadModel, Stage, StageReport, Step, finished_with, open_run, run_stages
+from evenhand.stages import LoadModel, Stage, StageReport, FnStage, finished_with, open_run, run_stages
 
 from .run_config import RENAMED, RunConfig, SuiteConfig, options_for
 
@@ -60,13 +60,13 @@ def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
     return report
 
 
-def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progress: bool,
-                  cache_with=None) -> list[Step]:
+def finish_stages(cfg: RunConfig, spec, items, decided: FnStage, get_model, progress: bool,
+                  cache_with=None) -> list[FnStage]:
     """The stages after the decisions, shared by the local and the Ray backend: score the responses
     (``decided.result`` when the decisions ran now, else the saved table) into ``metrics.json``, and
     (when enabled) cache activations with the model ``get_model()`` returns, or with
     ``cache_with(options, out_dir, suite_version, backend)`` when given (the Ray backend's workers)."""
-    stages = [Step("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path),
+    stages = [FnStage("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path),
                    about=f"{len(items):,} responses, {cfg.resamples:,} bootstrap resamples")]
     if cfg.cache.enabled:
         from evenhand.activations import CacheOptions, cache_activations
@@ -80,7 +80,7 @@ def finish_stages(cfg: RunConfig, spec, items, decided: Step, get_model, progres
                 return cache_with(copts, run.activations, items_version(items), c.backend)
             return cache_activations(items, get_model(), copts, run.activations, items_version(items),
                                      backend=c.backend)
-        stages.append(Step("cache", cache,
+        stages.append(FnStage("cache", cache,
                            finished_with(lambda r: RunDir(r.activations).cache_index_path),
                            about=f"{len(items):,} items, sites {', '.join(c.sites)}", work=len(items)))
     return stages
@@ -108,7 +108,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
             table, _ = probe_sweep(ds, opts, control=p.control, resamples=cfg.resamples, text=p.text,
                                    progress=progress)
             write_sweep(table, run.probe_dir(p.label).path, ds, opts, run_dir=str(run.path))
-        stages.append(Step("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table),
+        stages.append(FnStage("probe", probe, finished_with(lambda r: r.probe_dir(p.label).probes_table),
                            about=f"label {p.label}, sites {', '.join(p.sites) if p.sites else 'all cached'}"
                                  f"{', with control task' if p.control else ''}"))
     if cfg.ablation is not None:
@@ -124,7 +124,7 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
                               progress=progress, lm=get_model() if get_model is not None else None,
                               minority_slot=ab.minority_slot)
             n = None if items is None else int(len(items) if ab.degree is None else (items["degree"] == ab.degree).sum())
-            return Step(f"ablation_{variant}", go, finished_with(lambda r: r.ablation_dir(variant).ablation_table),
+            return FnStage(f"ablation_{variant}", go, finished_with(lambda r: r.ablation_dir(variant).ablation_table),
                         about=(f"up to {n:,} items " if n is not None else "items ") + f"at degree {ab.degree} re-decided and "
                               f"re-cached with names {variant}-ablated", work=None if n is None else 2 * n)
         stages += [ablation(v) for v in ab.variants]
@@ -133,13 +133,13 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
             from probes.attribution import run_attribution
             run_attribution(run.path, run.attribution_dir.path, cfg.attribution.degrees, cfg.attribution.batch_size,
                             cfg.resamples, cfg.bootstrap_seed, progress=progress)
-        stages.append(Step("attribution", attribution, finished_with(lambda r: r.attribution_dir.attribution_table),
+        stages.append(FnStage("attribution", attribution, finished_with(lambda r: r.attribution_dir.attribution_table),
                            about=f"degrees {', '.join(map(str, cfg.attribution.degrees))}"))
     if cfg.figures:
         def figures(run: RunDir) -> None:
-            from experiments.pages import write_report
+            from experiments.report import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
-        stages.append(Step("figures", figures, finished_with(lambda r: r.report_html),
+        stages.append(FnStage("figures", figures, finished_with(lambda r: r.report_html),
                            about="figures, LaTeX table and report page"))
     return stages
 
@@ -165,7 +165,7 @@ def local_stages(cfg: RunConfig, spec, items, progress: bool = True) -> list[Sta
         run.write_responses(responses)
         warn_unparseable(responses, run)
         return responses
-    decided = Step("decide", decide_all, finished_with(lambda r: r.responses_path),
+    decided = FnStage("decide", decide_all, finished_with(lambda r: r.responses_path),
                    about=f"{len(items):,} items, {cfg.mode} mode", work=len(items))
     score, *cache = finish_stages(cfg, spec, items, decided, model, progress)
     return [model, decided, score, *cache, *analysis_stages(cfg, progress, model, items)]

@@ -3,24 +3,7 @@ the model once.
 
 ``evenhand run CONFIG.yaml --backend ray [--address ADDR] [--workers N] [--gpus-per-worker G]``
 
-- Items are split into ``workers x shards_per_worker`` shards by scenario (``shard_by="scenario"``, the
-  default; ``"baseline"``: scenario x contrast type; :func:`evenhand.shards.balanced_shards`): every item of
-  a scenario goes to the same shard, so the items that share a prompt prefix, and each pressured item and
-  its baseline, are decided (and cached) by one worker; the shards hold about the same number of items.
-  The shard of an item depends on the run's items only, not on the order they come in.
-- Each actor (``max_restarts`` > 0) loads the model once and decides whole shards; a shard's decisions
-  go to their own directory ``OUT/decisions/ray-KKKK/decisions/`` (``RunDir.ray_shard``) as atomic batch files, so a shard that is
-  retried after its worker died (Ray re-submits it: ``max_task_retries``) resumes where it stopped:
-  nothing is duplicated or lost.
-- When every shard is done the driver merges them in the items' order into ``responses.parquet``,
-  scores them and writes the manifest exactly as a local run does. The merged decisions equal a local
-  run's (tested on the organism).
-- The activation cache (when enabled) runs on the workers too, shard by shard, each into
-  ``OUT/activations/ray-KKKK/`` (resumable like a local cache); the driver then gathers the parts into
-  ``OUT/activations/`` (:func:`evenhand.activations.merge_caches`: hard links, one index).
-
-Ray is an optional extra (``pip install -e .[ray]``); the local backend needs nothing of it.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import time
@@ -28,7 +11,7 @@ from dataclasses import asdict, replace
 
 import pandas as pd
 
-from evenhand.checks import warn_unparseable
+from evenhand.messages import warn_unparseable
 
 
 def shard_of(items: pd.DataFrame, n_shards: int, by: str = "scenario") -> list[int]:
@@ -131,7 +114,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
     from evenhand.runs import RunDir
     from evenhand.shards import ParquetShards
-    from evenhand.stages import LoadModel, StageReport, Step, finished_with, open_run, run_stages
+    from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, open_run, run_stages
 
     from .run_local import (KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info,
                             suite_items)
@@ -199,7 +182,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         pool.close()
         return merge_caches([part[k] for k in sorted(part)], out_dir, list(items["item_id"]))
 
-    decided = Step("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
+    decided = FnStage("decide", decide_on_ray, finished_with(lambda r: r.responses_path))
     score, *cache = finish_stages(cfg, spec, items, decided, None, progress, cache_with=cache_on_ray)
     try:
         run_stages(run, [model, decided, score, *cache, *analysis_stages(cfg, progress, items=items)],

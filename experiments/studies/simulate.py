@@ -17,7 +17,7 @@ from evenhand.models.simulated import PlantedBias, SimulatedModel
 from evenhand.options import Rules, build
 from evenhand.runs import RunDir
 from evenhand.schema import validate_rows
-from evenhand.stages import Step, finished_with, open_run, run_stages
+from evenhand.stages import FnStage, finished_with, open_run, run_stages
 from evenhand.suite.content import load_content
 from evenhand.suite.subsets import iter_subset
 
@@ -44,7 +44,7 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
 
 def simulation(subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0, bias: PlantedBias | None = None,
                form: str = "stochastic", resamples: int = 1000, contrast_type: str | None = "type1",
-               convention: str = DEFAULT_CONVENTION) -> tuple[dict, dict, list[Step]]:
+               convention: str = DEFAULT_CONVENTION) -> tuple[dict, dict, list[FnStage]]:
     """A simulated run's manifest config, its manifest info (suite version, seeds) and its stages."""
     bias = bias or PlantedBias()
     check_convention(convention)
@@ -75,8 +75,8 @@ def simulation(subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0, 
         report["planted_truth"] = {str(d): v for d, v in truth.items()}
         run.write_metrics(report)
         return report
-    decided = Step("decide", decide, finished_with(lambda r: r.responses_path))
-    scores = Step("score", scored, finished_with(lambda r: r.metrics_path))
+    decided = FnStage("decide", decide, finished_with(lambda r: r.responses_path))
+    scores = FnStage("score", scored, finished_with(lambda r: r.metrics_path))
     info = {"suite_version": content.version, "seeds": {"suite": suite_seed, "model": model_seed, "bootstrap": 0}}
     return config, info, [decided, scores]
 
@@ -151,7 +151,7 @@ class SimulateStudy(Study):
     def parse(self, data, where: str = "config") -> SimulateConfig:
         return build(SimulateConfig, without_kind(data, self.kind), rules=RULES)
 
-    def stages(self, cfg: SimulateConfig, progress: bool = True) -> list[Step]:
+    def stages(self, cfg: SimulateConfig, progress: bool = True) -> list[FnStage]:
         return simulation(cfg.subset, cfg.suite_seed, cfg.model_seed, cfg.planted, cfg.form, cfg.resamples,
                           cfg.contrast_type, cfg.convention)[2]
 

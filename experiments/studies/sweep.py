@@ -11,25 +11,7 @@ from a field's dotted path to the list of values it takes::
       mode: [answer, logprob]
       suite.seed: [0, 1]
 
-The grid is the Cartesian product, in the order the axes and values are
-written (here 4 cells). Every cell is a complete config (validated before
-anything runs, errors name the axis and value) with ``output_dir`` set to
-``OUTPUT_DIR/cells/<cell name>``, and runs exactly as it would alone. Cells
-whose run directory says ``done`` are skipped, and a cell that was
-interrupted resumes from its saved batches (see :mod:`evenhand.decisions`), so
-a sweep killed half-way and run again finishes with the same table as an
-uninterrupted one (tested).
-
-The sweep's directory holds a manifest (the base config, the axes, every
-cell's parameters and status, git, packages, hardware, timings) and one
-tidy table ``sweep.parquet`` / ``sweep.csv``: every cell's rows (its study's
-:meth:`~experiments.studies.base.Study.rows`) with a ``cell`` column, a column per
-axis, and ``table`` naming where the rows come from (a run's ``metrics``,
-``probes``, ``ablation``; a BBQ study's ``bbq``; ...). A cell runs on the sweep's
-backend when its study lists it (:attr:`~experiments.studies.base.Study.backends`;
-the Ray backend shards each run cell's items over its workers).
-``evenhand figures SWEEP_DIR`` draws every cell as one line.
-"""
+More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import copy
@@ -42,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import Step, open_run, run_stages
+from evenhand.stages import FnStage, open_run, run_stages
 
 from .base import Study, register, study_of
 from .run_local import check_output_dir
@@ -159,21 +141,21 @@ def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_opt
 
 
 def sweep_stages(cells, backend: str = "local", progress: bool = True, ray_options: dict | None = None,
-                 resamples: int = 1000, _after_cell=None) -> list[Step]:
+                 resamples: int = 1000, _after_cell=None) -> list[FnStage]:
     """One stage per cell (done when the cell's run directory says ``done``), then the table."""
-    def cell_stage(cell: SweepCell) -> Step:
+    def cell_stage(cell: SweepCell) -> FnStage:
         def go(run: RunDir) -> None:
             _run_cell(cell, backend, progress, ray_options or {})
             if _after_cell is not None:
                 _after_cell(cell)
-        return Step(f"cell {cell.name}", go, lambda run, name: _cell_done(cell))
+        return FnStage(f"cell {cell.name}", go, lambda run, name: _cell_done(cell))
 
     def table(run: RunDir) -> pd.DataFrame:
         t = pd.concat([_cell_rows(c, resamples) for c in cells], ignore_index=True)
         write_table_atomic(run.sweep_table, t)
         write_table_atomic(run.sweep_csv, t)
         return t
-    return [*map(cell_stage, cells), Step("table", table)]
+    return [*map(cell_stage, cells), FnStage("table", table)]
 
 
 def _run_cell(cell: SweepCell, backend: str, progress: bool, ray_options: dict) -> None:
@@ -203,7 +185,7 @@ class SweepStudy(Study):
                               "with a 'sweep' field listing the values of its axes")
         return SweepConfig(dict(data), tuple(expand(dict(data))))
 
-    def stages(self, cfg: SweepConfig, progress: bool = True) -> list[Step]:
+    def stages(self, cfg: SweepConfig, progress: bool = True) -> list[FnStage]:
         return sweep_stages(cfg.cells, progress=progress, resamples=int(cfg.data.get("resamples", 1000)))
 
     def run(self, cfg: SweepConfig, progress: bool = True, backend: str = "local", **backend_options):

@@ -1,4 +1,4 @@
-"""Independent replications of the dose-response benchmark (``replicate: independent``; issue 18).
+"""Independent replications of the dose-response benchmark (``replicate: independent``).
 
 The false-positive rate at beta 0 and the coverage of a known removal are rates *over replications*; scored
 on subsets of one decoded pool (:func:`.scoring.replicate`) the replications share items,

@@ -4,43 +4,9 @@ Every arm (the baseline, each method, each random control, each oracle) answered
 at every ``beta`` of the dial. Rows are counted as :mod:`evenhand.paired` counts them
 (:func:`evenhand.paired.align_arms`: a refusal on a GT item is a wrong answer, so a refusal on a
 pressured GT item whose baseline was right is a flip), and every (arm, beta) cell is scored on the
-*same* resampled scenarios, so the differences below are paired within a beta and across betas.
+*same* resampled scenarios, so its differences are paired within a beta and across betas.
 
-With ``g(arm, beta)`` = FragGap - 0 at degree 3 and ``s`` the planted sign (+1: the dial raises
-FragGap), per arm and beta:
-
-- ``implanted(beta)`` = ``s * (g(baseline, beta) - g(baseline, 0))``: the gap the dial planted;
-- ``change`` = ``s * (g(baseline, beta) - g(arm, beta))``: the signed paired change toward zero (the
-  removed gap; an overshoot counts as more than the gap, never as less);
-- ``excess`` = ``change - implanted`` = ``s * (g(baseline, 0) - g(arm, beta))``: 0 for a method that
-  removes exactly the implanted gap (the oracles' known answer);
-- ``accuracy_loss``: accuracy on GT items without pressure (refusals wrong), baseline minus arm;
-  ``refusal_change``: the refusal rate's rise over the baseline;
-- per arm, ``slope`` (and ``intercept``): the least-squares line of ``change`` on ``implanted`` over
-  the betas, recomputed in every bootstrap draw (scenarios resampled jointly across betas and arms).
-
-``metric`` is ``fraggap`` (GT items) or ``tieshift`` (AMB items): each is scored when its items were
-decided, with the same resampled scenarios; accuracy and refusals are metric-free rows (``metric`` None).
-
-Degradation (:func:`summary`, :func:`known_answer_failures`): a cell (arm, beta) is *degraded* when its
-accuracy loss, its refusal rise over all items, or its refusal rise on the pressured items of a metric (GT
-for FragGap, AMB for TieShift: a refused pressured item is a flip, so refusing them all zeroes FragGap)
-exceeds its margin (:data:`ACCURACY_MARGIN`, :data:`evenhand.paired.REFUSAL_MARGIN`; point estimates). A
-degraded arm with a known answer fails the bar; a degraded method's slope is marked not readable as removal.
-
-Controls beside each method (:func:`score_dose`): ``slope_minus_random`` (the method's slope minus its
-random-direction control's) and, for a method losing more accuracy than the margin, ``slope_minus_scrambled``
-(minus its *scrambled* control's: :func:`scrambled_controls`, the baseline with the same share of answers
-replaced by coin flips), both paired on the same draws.
-
-:func:`replicate` and :func:`replicate_independent`: the same scoring per replication, on seeded subsets of
-the one pool (overlapping, so not independent) or on independently drawn item sets (each decoded afresh):
-at beta 0 a *false positive* is a ``change`` CI that excludes 0; at beta > 0 the CI of ``change - share *
-implanted`` should cover 0, ``share`` the arm's known removal (:func:`known_share`: 1 for the full oracles,
-:data:`ORACLE_FRACTION` for the half oracle on FragGap, 0 for a random control); per replication and arm the
-slope's CI should cover the known slope (the same share). Every rate counts replications: a replication
-covers when its CIs cover at every beta > 0 (:func:`summary`).
-"""
+More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -81,7 +47,7 @@ INTERVALS = ("percentile", "jackknife-t")
 betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
 which the suite's metrics use because the percentile interval is too narrow with few scenarios."""
 KNOWN_ANSWER_TOLERANCE = 0.1
-"""How far from 1 an oracle's slope may be (issue 18: 1 within +-0.1)."""
+"""How far from 1 an oracle's slope may be (the known-answer bar: 1 within +-0.1)."""
 
 
 def known_removal(arm: str) -> str | None:
@@ -526,7 +492,7 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
 
 def known_answer_failures(summ: pd.DataFrame, tolerance: float = KNOWN_ANSWER_TOLERANCE,
                           max_fpr: float = 0.05, min_slope_coverage: float = MIN_SLOPE_COVERAGE) -> list[str]:
-    """What fails the issue's bar, one line each (empty: it passes), for every metric of the summary: an arm
+    """What fails the known-answer bar, one line each (empty: it passes), for every metric of the summary: an arm
     with a known answer that is degraded (:func:`flag_cells`); a full oracle's slope outside 1 +- ``tolerance``
     or its FPR at beta 0 above ``max_fpr``; the half oracle's slope CI missing its known slope, or covering it in
     fewer than ``min_slope_coverage`` of the replications; a random control whose slope CI excludes 0."""

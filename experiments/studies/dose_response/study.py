@@ -1,30 +1,13 @@
 """The dose-response study (``kind: dose_response``): every intervention on the fair organism with the bias dial.
 
-The fair organism (docs/ORGANISM.md) with the dial ``W_down[L] += beta v a^T`` at each ``beta`` of a grid
-(read off the calibration curve with :func:`organism.calibration.beta_for` for the
-target degree-3 FragGaps, or given directly), with per-scenario random effects at an intra-class
-correlation (:func:`~organism.calibration.scenario_multipliers`: scenario ``s`` is
-decided with ``beta_s v a^T`` in its weights, edited in place and restored exactly), decides the same
-held-out degree-3 items
+The fair organism (docs/ORGANISM.md) with the dial at each ``beta`` of a grid, with per-scenario random
+effects, decides the same held-out degree-3 items as is (the ``baseline``), under every method of the
+config (fitted on the dialled model), under each direction method's random control, under the two full
+oracles and the half oracle, and (at scoring time) under each method's scrambled control. The run goes
+through :mod:`evenhand.stages` in a :class:`~evenhand.runs.RunDir`: the model, the grid, one stage per
+(arm, beta) cell, one per independent replication (:mod:`.replications`), and the scoring (:mod:`.scoring`).
 
-- as is (the arm ``baseline``: the bias at that beta);
-- under every method of the config, each fitted on train-scenario items *of that dialled model*
-  (the edit at ``beta``, without the per-scenario effects);
-- under each direction method's random control (:meth:`~interventions.base.DirectionIntervention.random_control`:
-  same sites, norm and strength);
-- under the two full oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
-  of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``);
-- under the half oracle (:data:`HALF_ORACLE`): the inverse edit of half the dial (known slope 0.5);
-- and, at scoring time, under each method's *scrambled* control when the method loses accuracy
-  (:func:`.scoring.scrambled_controls`: the baseline's answers, the same share randomised).
-
-The run goes through :mod:`evenhand.stages` in a :class:`~evenhand.runs.RunDir` (every path is RunDir's):
-the model, the grid, one stage per (arm, beta) cell (done once its responses are written: a resumed run
-skips it), one per independent replication (:mod:`.replications`), and the scoring (:mod:`.scoring`),
-which always runs. Fields that change no decoded cell (:data:`SCORING_FIELDS`) may change between calls
-on one output directory (the driver's ``may_change``): the run is rescored. Outputs and the two-process
-recipe: docs/INTERVENTIONS.md, "The dose-response benchmark".
-"""
+More in docs/INTERVENTIONS.md, "The dose-response benchmark" and "Module notes"."""
 from __future__ import annotations
 
 import contextlib
@@ -37,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.runs import RunDir
-from evenhand.stages import LoadModel, Stage, StageReport, Step, exists, open_run, run_stages
+from evenhand.stages import LoadModel, Stage, StageReport, FnStage, exists, open_run, run_stages
 from experiments.studies.base import Study, register
 
 from .items import item_sets
@@ -430,20 +413,20 @@ class DoseRun:
                             n_eval_items=len(self.ev), n_eval_scenarios=len(scen), n_train_items=len(self.train),
                             eval_scenarios=scen)
 
-    def cell_stage(self, arm: str, k: int) -> Step:
+    def cell_stage(self, arm: str, k: int) -> FnStage:
         """Decode ``arm`` at beta index ``k``; done once its responses are written (by any process)."""
         cell = self.run.dose_cell(arm, k)
 
         def go(run: RunDir) -> None:
             self.responses[(arm, k)] = self.dec.decode(cell, arm, k, self.ev, self.mults[k], self.cfg.control_seed)
-        return Step(f"cell {arm}@{k}", go, exists(lambda run: cell.responses_path), about=f"beta index {k}")
+        return FnStage(f"cell {arm}@{k}", go, exists(lambda run: cell.responses_path), about=f"beta index {k}")
 
-    def replication_stage(self, r: int) -> Step:
+    def replication_stage(self, r: int) -> FnStage:
         """Decode independent replication ``r``; done once each of its cells is written."""
         from .replications import decode_replication, replication_cells
         paths = [self.run.replication_cell(r, a, k).responses_path for a, k in replication_cells(self.arms,
                                                                                                   self.n_betas)]
-        return Step(f"replication r{r:02d}",
+        return FnStage(f"replication r{r:02d}",
                     lambda run: decode_replication(self.dec, self.record, r, self.arms, self.gains),
                     exists(*(lambda run, p=p: p for p in paths)))
 
@@ -464,7 +447,7 @@ class DoseRun:
         """The model, the grid, then this call's share: every cell, the replications and the scoring; with
         ``only``, the cells of those beta indices; with ``replication_shard``, that shard's replications."""
         arms = self.arms[::-1] if self.reverse else self.arms
-        head: list[Stage] = [self.model, Step("grid", self.prepare)]
+        head: list[Stage] = [self.model, FnStage("grid", self.prepare)]
         if self.shard is not None:
             i, n = self.shard
             return [*head, *(self.replication_stage(r) for r in range(self.cfg.replications) if r % n == i)]
@@ -474,7 +457,7 @@ class DoseRun:
             return [*head, *cells]
         reps = [self.replication_stage(r) for r in range(self.cfg.replications)] \
             if self.cfg.replicate == "independent" else []
-        return [*head, *cells, *reps, Step("score", self.score)]
+        return [*head, *cells, *reps, FnStage("score", self.score)]
 
     def open(self) -> RunDir:
         """Open (or create) this call's run directory through the driver: the run's own, or, for a share of

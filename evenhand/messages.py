@@ -1,4 +1,4 @@
-"""Checks and messages for the faults a user meets: a full disk, an unwritable path, a file that is not
+"""The messages for the faults a user meets: a full disk, an unwritable path, a file that is not
 UTF-8, a run whose answers mostly cannot be parsed.
 
 Each message is one line that names the file and says what to do; the command line prints it instead of
@@ -7,10 +7,7 @@ a traceback. :func:`warn_unparseable` is called where a run's responses are writ
 from __future__ import annotations
 
 import errno
-import json
-import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -47,21 +44,6 @@ def unicode_error_message(exc: UnicodeDecodeError, files: list[str]) -> str:
     named = ", ".join(files) if files else "an input file"
     return (f"{named}: not valid {exc.encoding.upper()} text ({exc.reason} at byte {exc.start}); "
             f"save the file as UTF-8 and run the command again")
-
-
-def rewrite_in_place(path: str | Path, obj: Any) -> None:
-    """Overwrite the JSON file ``path`` with ``obj`` in place (no temporary file beside it).
-
-    For when an atomic write fails on a full disk: a small file rewritten over its own blocks
-    needs no new space, so a manifest can still say ``failed``."""
-    data = (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode()
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.ftruncate(fd, 0)
-        while data:
-            data = data[os.write(fd, data):]
-    finally:
-        os.close(fd)
 
 
 def unparseable_share(responses: "pd.DataFrame") -> float:

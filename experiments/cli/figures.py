@@ -1,0 +1,37 @@
+"""`evenhand figures`: paper figures and a LaTeX table drawn from finished run directories."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def writable_dir(path: str | Path) -> Path:
+    """Create the directory ``path`` and prove it can be written, before any long work; an OSError
+    naming the path otherwise (the command prints it on one line)."""
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    probe = p / ".evenhand-write-test"
+    probe.write_text("ok")
+    probe.unlink()
+    return p
+
+
+def _figures(a) -> int:
+    from experiments.figures import run_figures
+    if a.out:
+        writable_dir(a.out)
+    formats = [f.strip() for f in a.format.split(",") if f.strip()]
+    paths = run_figures(a.run_dirs, a.out, formats, a.resamples)
+    for p in paths:
+        print(p)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `figures` to the top-level subparsers ``sub``."""
+    s = sub.add_parser("figures", help="paper figures and a LaTeX table from one or more run directories")
+    s.add_argument("run_dirs", nargs="+")
+    s.add_argument("--format", default="pdf,svg,png")
+    s.add_argument("--out", default=None, help="default: RUN_DIR/figures")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.set_defaults(fn=_figures)

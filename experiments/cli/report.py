@@ -1,0 +1,20 @@
+"""`evenhand report`: the Markdown and HTML page of a finished run directory."""
+from __future__ import annotations
+
+import argparse
+
+
+def _report_page(a) -> int:
+    from experiments.report import write_report
+    md, page = write_report(a.run_dir, a.resamples)
+    print(md.read_text().split("## By degree")[0].rstrip())
+    print(f"\nwrote {md} and {page}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `report` to the top-level subparsers ``sub``."""
+    s = sub.add_parser("report", help="a Markdown and HTML page: headline numbers in words and every figure")
+    s.add_argument("run_dir")
+    s.add_argument("--resamples", type=int, default=1000)
+    s.set_defaults(fn=_report_page)
