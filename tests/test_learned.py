@@ -279,3 +279,17 @@ def test_pyvene_removes_hooks_it_did_not_register(tmp_path, smoke_items):
         assert active_hooks(lm.model) == 0                 # the steering hook is gone while steer is still open
         after = len(lm.model(**inputs, output_hidden_states=True).hidden_states)
     assert (n_states, after) == (4, 1)
+
+
+def test_reft_r1_fit_takes_the_objective_option(lm, smoke_items):
+    from interventions.registry import get
+    reft = get("reft_r1")
+    opts, _ = reft.split_options({"steps": 2, "batch_size": 2, "objective": "axbench"})
+    items = smoke_items[smoke_items["degree"] > 0].head(16)
+    fitted = reft.fit(lm, items, opts, seed=0)
+    default = reft.fit(lm, items, reft.split_options({"steps": 2, "batch_size": 2})[0], seed=0)
+    assert fitted.fit_options["objective"] == "axbench" and default.fit_options["objective"] == "task"
+    assert fitted.key != default.key
+    assert fitted.info["curve"][0]["loss"] != default.info["curve"][0]["loss"]
+    with pytest.raises(InterventionError, match="reft_r1: option objective must be one of task, axbench"):
+        reft.split_options({"objective": "completion"})
