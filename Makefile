@@ -22,6 +22,8 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip install -q -e ".[dev,demo,ray,vllm]" "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	# pyreft (loreft's reference in tests/test_learned.py) pins transformers==4.45.1: without its dependencies
+	$(BIN)/python -m pip install -q --no-deps "pyreft==0.1.0"
 	$(BIN)/python -c "import vllm, torch; assert torch.__version__.startswith('$(TORCH_VERSION)'), torch.__version__"
 	touch $(STAMP)
 

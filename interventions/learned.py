@@ -1,14 +1,15 @@
-"""Learned interventions: LoReFT (a pyvene intervention) and ReFT-r1 as AxBench defines it.
+"""Learned interventions: LoReFT (pyreft's ``LoreftIntervention``) and ReFT-r1 (AxBench's ``LsReFT``).
 
-Each is trained at one site (``blocks.<layer>.resid_post``) with the model's weights frozen
-and declares one edit that the base class applies (at the ``positions`` of the shared
-apply options, default every position of the prompt and of the answer) and removes,
-checking on exit that the model is exactly as before.
+Each is trained at one site (``blocks.<layer>.resid_post``, the output of decoder layer ``layer``, which is
+pyvene's ``model.layers[<layer>].output``) with the model's weights frozen and declares one edit that the base
+class applies (at the ``positions`` of the shared apply options, default every position of the prompt and of
+the answer) through :mod:`steering.hooks` and removes, checking on exit that the model is exactly as before.
 
 More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -46,9 +47,9 @@ def make_module(kind: str, embed_dim: int, rank: int):
                 self.learned_source.bias.zero_()
 
         def forward(self, base, source=None, subspaces=None, **kwargs):
-            R = self.rotate_layer.weight                      # [d, r]
+            R = self.rotate_layer.weight                      # [d, r], orthonormal columns
             x = base.to(R.dtype)
-            delta = self.learned_source(x) - x @ R            # [.., r]
+            delta = self.learned_source(x) - x @ R            # W h + b - R h: [.., r] (R evaluated once)
             return (x + delta @ R.T).to(base.dtype)
 
     if kind == "loreft":
@@ -58,12 +59,29 @@ def make_module(kind: str, embed_dim: int, rank: int):
     raise InterventionError(f"unknown learned intervention kind {kind!r}")
 
 
-def ReFTR1Module(embed_dim: int, topk: int):
-    """AxBench's ReFT-r1 as a torch module: latents ``ReLU(h . w)``, output ``h + mean(TopK(latents)) w``.
+def l1_outside_topk(non_topk, mask):
+    """AxBench's sparsity penalty (``calculate_l1_losses``, ``axbench/utils/model_utils.py``): per sequence, the
+    sum of the latents outside its top k over its real tokens / its real-token count (+ float eps), then the mean
+    over the batch. ``non_topk``: [batch, seq] latents with the top k zeroed; ``mask``: [batch, seq] real tokens."""
+    import torch
+    mask = mask.bool()
+    count = mask.sum(-1).to(non_topk.dtype)
+    return ((non_topk * mask).sum(-1) / (count + torch.finfo(non_topk.dtype).eps)).mean()
 
-    Before a forward, ``mask`` may be set to the real-token mask [batch, seq] (left padding is not a token);
-    after it, ``l1`` holds the mean L1 norm of the latents outside each row's top k (the sparsity penalty)
-    and ``magnitude`` each row's mean top-k latent."""
+
+def axbench_objective(lm_loss, l1, step: int, steps: int, coeff: float):
+    """AxBench's LsReFT training loss at ``step`` of ``steps`` (``axbench/models/lsreft.py``, ``train``): the
+    language-modelling loss plus ``step / steps`` x ``coeff`` x the L1 penalty (the ramp starts at 0)."""
+    return lm_loss + (step / steps) * float(coeff) * l1
+
+
+def ReFTR1Module(embed_dim: int, topk: int):
+    """AxBench's ReFT-r1 as a torch module (``TopKReLUIntervention``, ``axbench/models/interventions.py``): latents
+    ``ReLU(h . w)``, output ``h + mean(TopK(latents)) w``.
+
+    Before a forward, ``mask`` may be set to the real-token mask [batch, seq] (left padding is not a token:
+    its latents are zeroed, so it never enters the top k); after it, ``l1`` holds :func:`l1_outside_topk` and
+    ``magnitude`` each row's mean top-k latent."""
     import torch
 
     class _ReFTR1(torch.nn.Module):
@@ -85,7 +103,7 @@ def ReFTR1Module(embed_dim: int, topk: int):
             k = min(self.topk, z.shape[-1])
             top, idx = zm.topk(k, dim=-1)
             rest = zm.scatter(-1, idx, 0.0)
-            self.l1 = rest.sum() / mask.sum().clamp(min=1)
+            self.l1 = l1_outside_topk(rest, mask)
             self.magnitude = top.mean(-1)
             return (h.to(self.w.dtype) + self.magnitude[:, None, None] * self.w).to(h.dtype)
 
@@ -135,6 +153,12 @@ def _check_learned(name: str, o) -> None:
         check_positive(name, opt, getattr(o, opt))
     for opt in ("lr", "consistency") + (("l1",) if hasattr(o, "l1") else ()):
         check_number(name, opt, getattr(o, opt))
+    if getattr(o, "objective", "task") not in OBJECTIVES:
+        raise InterventionError(f"{name}: option objective must be one of {', '.join(OBJECTIVES)}, "
+                                f"got {o.objective!r}")
+
+
+OBJECTIVES = ("task", "axbench")
 
 
 @dataclass(frozen=True)
@@ -155,11 +179,16 @@ class LearnedFit:
 @dataclass(frozen=True)
 class ReFTR1Fit(LearnedFit):
     """Fit options of ``reft_r1`` (rank one by construction): the common ones plus ``topk`` (the k of the
-    top-k latent mean that sets the steering magnitude in training) and ``l1`` (the weight of the L1 penalty
-    on the latents outside the top k, ramped from 0 over training)."""
+    top-k latent mean that sets the steering magnitude in training; AxBench 8), ``l1`` (the weight of the L1
+    penalty on the latents outside the top k, ramped from 0 over training; AxBench 0.005 — both from
+    ``axbench/sweep/wuzhengx/2b/l20/lsreft.yaml``, was 0.01 before issue 28) and ``objective``: ``task``
+    (default: the identity-swap pairs' cross-entropy and consistency, because the concept here is a decision
+    that follows the evidence and not who is in which slot, which AxBench's objective never sees) or ``axbench``
+    (AxBench's LsReFT loss: the language-modelling loss of the correct answer plus the ramped L1 term)."""
     method: ClassVar[str] = "reft_r1"
     topk: int = 8
-    l1: float = 0.01
+    l1: float = 0.005
+    objective: str = "task"
 
 
 @dataclass(frozen=True)
@@ -208,9 +237,6 @@ class _Learned(EditingIntervention):
                        progress: bool) -> tuple[dict, dict]:
         """Train the module on identity-swapped pairs of ``train_items`` (the model's weights stay frozen)."""
         import torch
-        from tqdm.auto import tqdm
-
-        from steering.hooks import steer
         if train_items is None or len(train_items) == 0:
             raise InterventionError(f"{self.name} needs train items")
         rows = train_items[train_items["degree"].astype(int) > 0].to_dict("records")
@@ -225,46 +251,7 @@ class _Learned(EditingIntervention):
         torch.manual_seed(seed)
         module = make_module(self.module_kind, d, int(getattr(options, "topk", self._rank(options))))
         module = module.to(lm.model.device)
-        sparse = hasattr(module, "project_gradient")  # ReFT-r1: top-k latents, L1 penalty, unit-norm direction
-        set_mask = (lambda mask: setattr(module, "mask", mask)) if sparse else None
-        params = [p for p in module.parameters() if p.requires_grad]
-        opt = torch.optim.Adam(params, lr=float(options.lr))
-        frozen = [p.requires_grad for p in lm.model.parameters()]
-        for p in lm.model.parameters():
-            p.requires_grad_(False)
-        was_training = lm.model.training
-        lm.model.eval()
-        curve = []
-        steps, bs = options.steps, options.batch_size
-        try:
-            with steer(lm.model, {site: ModuleEdit(module)}):
-                for step in tqdm(range(steps), disable=not progress, desc=self.name):
-                    batch = [pairs[(step * bs + i) % len(pairs)] for i in range(bs)]
-                    lo_x = letter_logodds(lm, [a for a, _ in batch], set_mask)
-                    l1 = module.l1 if sparse else 0.0
-                    lo_s = letter_logodds(lm, [b for _, b in batch], set_mask)
-                    loss = float(options.consistency) * ((lo_x - lo_s) ** 2).mean()
-                    gt = [i for i, (a, _) in enumerate(batch) if a["condition"] == "GT"]
-                    if gt:
-                        tgt = torch.tensor([1.0 if batch[i][0]["correct_slot"] == "A" else 0.0 for i in gt],
-                                           device=lo_x.device)
-                        bce = torch.nn.functional.binary_cross_entropy_with_logits
-                        loss = loss + bce(lo_x[gt], tgt) + bce(lo_s[gt], tgt)
-                    if sparse:  # AxBench: the L1 weight ramps from 0 to its value over training
-                        loss = loss + (step / steps) * float(options.l1) * (l1 + module.l1) / 2
-                    opt.zero_grad()
-                    loss.backward()
-                    if sparse:
-                        module.project_gradient()
-                    opt.step()
-                    if sparse:
-                        module.renormalise()
-                    if step % 10 == 0 or step == steps - 1:
-                        curve.append({"step": step, "loss": round(float(loss.detach()), 6)})
-        finally:
-            for p, g in zip(lm.model.parameters(), frozen):
-                p.requires_grad_(g)
-            lm.model.train(was_training)
+        curve = train(lm, module, pairs, options, hooked(lm, site, module), progress=progress, name=self.name)
         info = {"site": site, "embed_dim": d, "rank": self._rank(options), "n_pairs": len(pairs), "curve": curve}
         return self.fit_result(lm, module, site, pairs, info, options)
 
@@ -286,33 +273,128 @@ class _Learned(EditingIntervention):
         return {fitted.info["site"]: ModuleEdit(self.module(fitted).to(lm.model.device))}
 
 
-def letter_logodds(lm, items: list[dict], before=None):
-    """log P(A) - log P(B) at the answer's letter, teacher-forced after the noun (differentiable).
+@contextmanager
+def hooked(lm, site: str, module):
+    """The model with ``module`` editing ``site`` on every position (:func:`steering.hooks.steer`): the forward
+    :func:`train` uses, the one the fitted edit is applied with."""
+    from steering.hooks import steer
+    with steer(lm.model, {site: ModuleEdit(module)}):
+        yield lm.model
 
-    ``before``, when given, is called with the batch's attention mask [batch, seq] before the forward."""
+
+def train(lm, module, pairs: list, options, forward, progress: bool = False, name: str = "learned") -> list[dict]:
+    """Train ``module`` (the model frozen) on ``pairs`` for ``options.steps`` steps of ``options.batch_size``
+    pairs with Adam at ``options.lr``; ``forward`` (a context manager such as :func:`hooked`) yields the edited
+    model's forward. Returns the loss curve (every 10th step and the last)."""
     import torch
+    from tqdm.auto import tqdm
+    sparse = hasattr(module, "project_gradient")  # ReFT-r1: top-k latents, L1 penalty, unit-norm direction
+    objective = getattr(options, "objective", "task")
+    if objective == "axbench":
+        pairs = [p for p in pairs if p[0]["condition"] == "GT"]
+        if not pairs:
+            raise InterventionError(f"{name}: objective axbench needs GT train items (a correct answer to model)")
+    set_mask = (lambda mask: setattr(module, "mask", mask)) if sparse else None
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=float(options.lr))
+    frozen = [p.requires_grad for p in lm.model.parameters()]
+    for p in lm.model.parameters():
+        p.requires_grad_(False)
+    was_training = lm.model.training
+    lm.model.eval()
+    curve = []
+    steps, bs = options.steps, options.batch_size
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    try:
+        with forward as model:
+            for step in tqdm(range(steps), disable=not progress, desc=name):
+                batch = [pairs[(step * bs + i) % len(pairs)] for i in range(bs)]
+                if objective == "axbench":
+                    nll = answer_nll(lm, [a for a, _ in batch] + [b for _, b in batch], set_mask, model)
+                    loss = axbench_objective(nll, module.l1, step, steps, options.l1)
+                else:
+                    lo_x = letter_logodds(lm, [a for a, _ in batch], set_mask, model)
+                    l1 = module.l1 if sparse else 0.0
+                    lo_s = letter_logodds(lm, [b for _, b in batch], set_mask, model)
+                    loss = float(options.consistency) * ((lo_x - lo_s) ** 2).mean()
+                    gt = [i for i, (a, _) in enumerate(batch) if a["condition"] == "GT"]
+                    if gt:
+                        tgt = torch.tensor([1.0 if batch[i][0]["correct_slot"] == "A" else 0.0 for i in gt],
+                                           device=lo_x.device)
+                        loss = loss + bce(lo_x[gt], tgt) + bce(lo_s[gt], tgt)
+                    if sparse:  # AxBench: the L1 weight ramps from 0 to its value over training
+                        loss = loss + (step / steps) * float(options.l1) * (l1 + module.l1) / 2
+                opt.zero_grad()
+                loss.backward()
+                if sparse:
+                    module.project_gradient()
+                opt.step()
+                if sparse:
+                    module.renormalise()
+                if step % 10 == 0 or step == steps - 1:
+                    curve.append({"step": step, "loss": round(float(loss.detach()), 6)})
+    finally:
+        for p, g in zip(lm.model.parameters(), frozen):
+            p.requires_grad_(g)
+        lm.model.train(was_training)
+    return curve
 
-    from evenhand.engine.batching import left_pad
+
+def _answer_batch(lm, items: list[dict]):
+    """Per item: the prompt ids and the two labels' continuation ids (A's, B's)."""
     from evenhand.engine.scoring import label_token_ids
     from evenhand.prompts import labels, model_text, user_message, uses_chat_template
     tok = lm.tokenizer
     special = not uses_chat_template(tok)
-    seqs, pairs = [], []
+    out = []
     for it in items:
         text = model_text(tok, user_message(it, "answer"))
-        a_ids, b_ids = (label_token_ids(tok, text, lab, special) for lab in labels(it))
-        # label_token_ids returns (prompt ids, continuation ids); find the first differing continuation token
-        ctx, ca = a_ids
-        _, cb = b_ids
-        k = next((j for j, (x, y) in enumerate(zip(ca, cb)) if x != y), None)
-        if k is None:
-            raise InterventionError(f"labels of item {it['item_id']!r} tokenise identically")
-        seqs.append(list(ctx) + list(ca[:k]))
-        pairs.append((ca[k], cb[k]))
-    ids, mask, pos = left_pad(seqs, tok.pad_token_id, lm.model.device)
+        (ctx, ca), (_, cb) = (label_token_ids(tok, text, lab, special) for lab in labels(it))
+        out.append((list(ctx), list(ca), list(cb)))
+    return out
+
+
+def answer_nll(lm, items: list[dict], before=None, model=None):
+    """The language-modelling loss of each GT item's correct answer (its label's tokens after the prompt), mean
+    over the batch's answer tokens, as the model computes it from ``labels`` (AxBench's ``cf_outputs.loss``)."""
+    import torch
+
+    from evenhand.engine.batching import left_pad
+    seqs, n_answer = [], []
+    for it, (ctx, ca, cb) in zip(items, _answer_batch(lm, items)):
+        if it.get("condition") != "GT":
+            raise InterventionError(f"item {it['item_id']!r} has no correct answer (condition {it.get('condition')})")
+        ans = ca if it["correct_slot"] == "A" else cb
+        seqs.append(ctx + ans)
+        n_answer.append(len(ans))
+    ids, mask, pos = left_pad(seqs, lm.tokenizer.pad_token_id, lm.model.device)
+    labels = torch.full_like(ids, -100)
+    for i, n in enumerate(n_answer):
+        labels[i, ids.shape[1] - n:] = ids[i, ids.shape[1] - n:]
     if before is not None:
         before(mask)
-    out = lm.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
+    return (model or lm.model)(input_ids=ids, attention_mask=mask, position_ids=pos, labels=labels).loss
+
+
+def letter_logodds(lm, items: list[dict], before=None, model=None):
+    """log P(A) - log P(B) at the answer's letter, teacher-forced after the noun (differentiable).
+
+    ``before``, when given, is called with the batch's attention mask [batch, seq] before the forward;
+    ``model`` (default ``lm.model``) is the forward to run."""
+    import torch
+
+    from evenhand.engine.batching import left_pad
+    seqs, pairs = [], []
+    for it, (ctx, ca, cb) in zip(items, _answer_batch(lm, items)):
+        k = next((j for j, (x, y) in enumerate(zip(ca, cb)) if x != y), None)  # the first differing token
+        if k is None:
+            raise InterventionError(f"labels of item {it['item_id']!r} tokenise identically")
+        seqs.append(ctx + ca[:k])
+        pairs.append((ca[k], cb[k]))
+    ids, mask, pos = left_pad(seqs, lm.tokenizer.pad_token_id, lm.model.device)
+    if before is not None:
+        before(mask)
+    out = (model or lm.model)(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
     logp = torch.log_softmax(out.logits[:, -1].float(), -1)
     ia = torch.tensor([a for a, _ in pairs], device=logp.device)
     ib = torch.tensor([b for _, b in pairs], device=logp.device)
@@ -347,7 +429,6 @@ class ReFTR1(_Learned, DirectionIntervention):
     def fit_result(self, lm, module, site: str, pairs: list, info: dict, options) -> tuple[dict, dict]:
         """The unit direction (``<site>/direction``) and, in ``info``, the mean top-k latent on the training pairs
         (the default steering factor) and the latents' share of zeros (their sparsity)."""
-        import torch
         w = module.w.detach().float().cpu().clone()
         scores = self.latents(lm, [a for a, _ in pairs] + [b for _, b in pairs], site, w)
         top = [float(np.sort(z)[-min(module.topk, len(z)):].mean()) for z in scores]
