@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,7 @@ import pandas as pd
 from .conventions import DEFAULT_CONVENTION, ai2_choice, check_convention, directions, refusal_rows, truth_favours
 from .parse import parse_choice
 from .schema import ensure_valid, load_rows
-from .stats import (Estimate, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, paired_difference,
+from .stats import (Estimate, MetricInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, paired_difference,
                     resample_weights)
 from .stats import cluster_sums as _sum_by_cluster
 
@@ -187,7 +188,7 @@ k-1 degrees of freedom; :func:`evenhand.stats.jackknife_t_estimate`) or ``percen
 cluster bootstrap). Chosen by measured coverage: ``benchmarks/interval_coverage.py``, docs/METRICS.md.
 ``iid`` (value +/- z * the binomial SE of independent items, ignoring scenarios) exists only as the
 coverage studies' counter-example: with scenario effects it under-covers."""
-INTERVALS = ("jackknife-t", "percentile", "iid")
+INTERVALS = get_args(MetricInterval)
 
 
 def metric_estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray | None, alpha: float = 0.05,

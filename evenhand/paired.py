@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -63,7 +64,7 @@ from .metrics import (COMPONENTS, choices, components_of, indicators, mcnemar_ex
                       select_contrast_type)
 from .schema import ensure_valid
 from .sides import favours_minority
-from .stats import (ALPHA, FEW_CLUSTERS, bootstrap_estimate, holm, jackknife_se, jackknife_weights, resample_weights,
+from .stats import (ALPHA, PairedInterval, FEW_CLUSTERS, bootstrap_estimate, holm, jackknife_se, jackknife_weights, resample_weights,
                     t_p_value)
 
 REFUSAL_MARGIN = 0.05
@@ -74,7 +75,7 @@ COLUMNS = ("arm", "metric", "stat", "value", "ci_low", "ci_high", "n", "n_scenar
            "overshoot", "verdict", "band_low", "band_high", "n_controls", "control_flagged", "note",
            "sign", "sign_source", "beats_control", "p_value", "p_holm")
 """The columns of :func:`score_arms`'s table."""
-INTERVALS = ("jackknife-t", "percentile")
+INTERVALS = get_args(PairedInterval)
 """The paired intervals: ``jackknife-t`` (default, chosen by null coverage at 10 and 24 scenarios,
 docs/METRICS.md) and ``percentile`` (the percentile cluster bootstrap, kept as an option)."""
 MIN_CONTROLS = 20

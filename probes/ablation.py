@@ -53,11 +53,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
-VARIANTS = ("label", "degree0", "degree2")
+Variant = Literal["label", "degree0", "degree2"]
+"""An ablation variant (module docstring)."""
+VARIANTS = get_args(Variant)
 NEUTRAL_LABELS = {"A": "the first candidate", "B": "the second candidate"}
 
 

@@ -18,10 +18,12 @@ Estimates are :class:`evenhand.stats.Estimate` with ``clusters`` set and NaN bou
 where no interval is defined.
 """
 from __future__ import annotations
+from typing import get_args
 
 import numpy as np
 
 from evenhand.stats import (
+    ProbeInterval,
     Estimate,
     jackknife_t_estimate,
     jackknife_weights,
@@ -31,7 +33,7 @@ from evenhand.stats import (
     row_weights,
 )
 
-PAIRED_INTERVALS = ("jackknife-t", "percentile", "studentized")
+PAIRED_INTERVALS = get_args(ProbeInterval)
 """The intervals :func:`paired_drop_ci` can give."""
 PAIRED_INTERVAL = "jackknife-t"
 """The interval of every paired probe difference (gain, selectivity, ablation drops): the one whose null

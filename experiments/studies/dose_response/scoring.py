@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -53,7 +54,7 @@ from evenhand.labels import metric_name
 from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
 from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
 from evenhand.schema import ensure_valid
-from evenhand.stats import (ALPHA, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
+from evenhand.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
                             resample_weights)
 
 BASELINE = "baseline"
@@ -76,7 +77,7 @@ MIN_SLOPE_COVERAGE = 0.9
 """The half oracle's bar: its slope CI covers the known slope in at least this share of replications."""
 METRICS = ("fraggap", "tieshift")
 """The asymmetries the dial plants and the benchmark scores: FragGap on GT items, TieShift on AMB items."""
-INTERVALS = ("percentile", "jackknife-t")
+INTERVALS = get_args(PairedInterval)
 """The benchmark's intervals: the percentile cluster bootstrap (scenarios resampled jointly across arms and
 betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
 which the suite's metrics use because the percentile interval is too narrow with few scenarios."""
