@@ -64,8 +64,8 @@ from .metrics import (COMPONENTS, choices, components_of, indicators, mcnemar_ex
                       select_contrast_type)
 from .schema import ensure_valid
 from .sides import favours_minority
-from .stats import (ALPHA, PairedInterval, FEW_CLUSTERS, bootstrap_estimate, holm, jackknife_se, jackknife_weights, resample_weights,
-                    t_p_value)
+from .stats import (ALPHA, FEW_CLUSTERS, BootstrapOptions, PairedInterval, bootstrap_estimate, holm,
+                    jackknife_se, jackknife_weights, resample_weights, t_p_value)
 
 REFUSAL_MARGIN = 0.05
 """Default margin: an arm whose refusal rate rises by more than this (5 pp) is flagged."""
@@ -313,10 +313,10 @@ def _signs(signs: Mapping[str, float] | None, sign_source) -> tuple[dict[str, fl
 
 
 def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mapping[str, Sequence[str]] | None = None,
-               resamples: int = 1000, seed: int = 0, refusal_margin: float = REFUSAL_MARGIN,
+               resamples: int | None = None, seed: int | None = None, refusal_margin: float = REFUSAL_MARGIN,
                contrast_type: str | None = None, alpha: float = ALPHA,
                signs: Mapping[str, float] | None = None, sign_source: str | Mapping[str, str] | None = None,
-               interval: str = "jackknife-t") -> pd.DataFrame:
+               interval: PairedInterval | None = None, bootstrap: BootstrapOptions | None = None) -> pd.DataFrame:
     """The paired comparison of every arm with ``baseline`` (and with its random ``controls``: arm -> control
     arm names), as one tidy table with :data:`COLUMNS` (stats as in the module docstring; values are fractions).
 
@@ -335,7 +335,11 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     ``sign_source``: what the ``sign_source`` column says of the given signs (a string for all, or metric ->
     string; default "declared"; "default +1" for the others). ``interval``: ``jackknife-t`` (default) or
     ``percentile`` (:data:`INTERVALS`); ``resamples`` and ``seed`` drive the percentile bootstrap and the
-    sign-flip tests."""
+    sign-flip tests. ``bootstrap`` (:class:`~evenhand.stats.BootstrapOptions`) gives all three; the keywords
+    ``resamples``, ``seed`` and ``interval`` still work and win."""
+    boot = BootstrapOptions.of(bootstrap, resamples, seed)
+    resamples, seed = boot.resamples, boot.seed
+    interval = interval or boot.interval or "jackknife-t"
     if baseline not in arms:
         raise ValueError(f"baseline arm {baseline!r} not among the arms")
     if interval not in INTERVALS:

@@ -29,6 +29,7 @@ from .generate import DEGREES, SLOTS, Cell, cell_valid, other_slot, render_item,
 
 Condition = Literal["GT", "AMB"]
 """A condition: ground truth or ambiguous."""
+CONDITIONS = get_args(Condition)
 CONDITION_VARIANTS = {"GT": ("GTmin", "GTmaj"), "AMB": ("AMB1", "AMB2")}
 ContrastType = Literal["type1", "type23"]
 """A contrast type."""

@@ -4,9 +4,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from evenhand.activations import BACKENDS, CacheOptions
-from evenhand.decisions import MODES, DecideOptions
+from evenhand.activations import CacheOptions
+from evenhand.decisions import DecideOptions
 from evenhand.options import add_flags, options_from_args
+from experiments.config import CacheConfig
 
 from .common import model_args, prepare, renamed_flag
 
@@ -48,14 +49,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("decide", help="decisions only (resumable), written to OUT/responses.parquet")
     model_args(s)
     # --engine takes any registered engine (a --plugin may register one): DecideOptions checks it before loading
-    add_flags(s, DecideOptions, ["mode", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse", "engine"],
-              choices={"mode": MODES})
+    add_flags(s, DecideOptions, ["mode", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse", "engine"])
     s.set_defaults(fn=_decide)
     s = sub.add_parser("cache", help="activation cache only (resumable)")
     model_args(s)
-    add_flags(s, CacheOptions, ["sites", "dtype", "name_mean"], flags=CACHE_FLAG_NAMES,
-              choices={"dtype": ("float16", "float32")})
-    s.add_argument("--backend", default="nnsight", choices=BACKENDS,
-                   help="what reads the activations: nnsight (default) or transformer_lens")
+    add_flags(s, CacheOptions, ["sites", "dtype", "name_mean"], flags=CACHE_FLAG_NAMES)
+    add_flags(s, CacheConfig, ["backend"])
     renamed_flag(s, "--engine", "--backend")
     s.set_defaults(fn=_cache)

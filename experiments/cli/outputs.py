@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .common import bootstrap_flags
 from .formatting import runs_text
 
 
@@ -61,16 +62,16 @@ def _runs_list(a) -> int:
 def register_figures_report_runs(sub: argparse._SubParsersAction) -> None:
     """Add `figures`, `report` and `runs list` to the top-level subparsers ``sub``."""
     s = sub.add_parser("figures", help="paper figures and a LaTeX table from one or more run directories")
-    s.add_argument("run_dirs", nargs="+")
-    s.add_argument("--format", default="pdf,svg,png")
+    s.add_argument("run_dirs", nargs="+", help="run directories (each with responses.parquet), or a sweep's")
+    s.add_argument("--format", default="pdf,svg,png", help="file formats, comma-separated (default pdf,svg,png)")
     s.add_argument("--out", default=None, help="default: RUN_DIR/figures")
-    s.add_argument("--resamples", type=int, default=1000)
+    bootstrap_flags(s, ["resamples"])
     s.set_defaults(fn=_figures)
     s = sub.add_parser("report", help="a Markdown and HTML page: headline numbers in words and every figure")
-    s.add_argument("run_dir")
-    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("run_dir", help="a finished run directory")
+    bootstrap_flags(s, ["resamples"])
     s.set_defaults(fn=_report_page)
     rl = sub.add_parser("runs", help="run directories").add_subparsers(dest="runs_command", required=True)
     s = rl.add_parser("list", help="the runs under a directory with their status")
-    s.add_argument("directory", nargs="?", default="runs")
+    s.add_argument("directory", nargs="?", default="runs", help="where to look, recursively (default runs)")
     s.set_defaults(fn=_runs_list)

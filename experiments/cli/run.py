@@ -65,9 +65,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `run` to the top-level subparsers ``sub``."""
     s = sub.add_parser("run", help="run a YAML config: suite -> decisions -> metrics (-> cache -> probes -> "
                                    "ablation -> figures); a comparison config; or a sweep of either")
-    s.add_argument("config")
+    s.add_argument("config", help="a run, comparison, dose-response, BBQ or sweep config (.yaml; experiments/configs/)")
     s.add_argument("--quiet", action="store_true", help="no progress bars and no stage headers (the results are still printed)")
-    s.add_argument("--backend", default="local", choices=["local", "ray"])
+    s.add_argument("--backend", default="local", choices=["local", "ray"],
+                   help="local (default) or ray: a run config's or a sweep's cells on Ray actors")
     s.add_argument("--address", default=None, help="ray: a cluster address (default: start a local one)")
     s.add_argument("--workers", type=int, default=2, help="ray: model-holding actors")
     s.add_argument("--gpus-per-worker", type=float, default=0.0, help="ray: GPUs per actor")

@@ -50,6 +50,7 @@ from typing import get_args
 import numpy as np
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.labels import metric_name
 from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
 from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
@@ -208,7 +209,7 @@ def _draw_weights(n_clusters: int, resamples: int, rng, interval: str = "percent
     return np.vstack([np.ones((1, n_clusters)), rest])
 
 
-def score_dose(d: DoseData, resamples: int = 1000, seed: int = 0, sign: float = 1.0,
+def score_dose(d: DoseData, resamples: int = RESAMPLES, seed: int = 0, sign: float = 1.0,
                alpha: float = ALPHA, targets: Sequence[float | None] | None = None,
                metrics: Sequence[str] | None = None, interval: str = "percentile",
                accuracy_margin: float = ACCURACY_MARGIN, refusal_margin: float = REFUSAL_MARGIN) -> pd.DataFrame:
@@ -396,7 +397,7 @@ def replication_rows(d: DoseData, W: np.ndarray, replication: int, metric: str =
     return rows
 
 
-def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamples: int = 1000, seed: int = 0,
+def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamples: int = RESAMPLES, seed: int = 0,
               sign: float = 1.0, alpha: float = ALPHA, metrics: Sequence[str] | None = None,
               interval: str = "percentile") -> pd.DataFrame:
     """One row per (replication, arm, beta, metric) and a slope row per (replication, arm, metric): the
@@ -419,7 +420,7 @@ def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamp
     return pd.DataFrame(rows)
 
 
-def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], resamples: int = 1000, seed: int = 0,
+def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], resamples: int = RESAMPLES, seed: int = 0,
                           sign: float = 1.0, alpha: float = ALPHA,
                           metrics: Sequence[str] | None = None, interval: str = "percentile") -> pd.DataFrame:
     """:func:`replicate`'s rows from independent replications, each a pair ``(at_zero, known)`` decoded on its
