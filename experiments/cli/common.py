@@ -13,6 +13,7 @@ from evenhand.engine.registry import DEFAULT
 from evenhand.models.loading import ModelSpec
 from evenhand.options import add_flags, options_from_args
 from evenhand.stats import BootstrapOptions
+from evenhand.suite.subsets import CONTRAST_TYPES
 from experiments.config import SuiteConfig
 
 MODEL_FLAGS = ("model", "dtype", "device", "attn_implementation", "trust_remote_code", "chat_template")
@@ -47,7 +48,7 @@ def progress_flag(x: argparse.ArgumentParser) -> None:
 
 def boot_args(x: argparse.ArgumentParser) -> None:
     """The flags of the commands that score with a cluster bootstrap (`score`, `compare-runs`)."""
-    x.add_argument("--contrast-type", choices=["type1", "type23"], default=None,
+    x.add_argument("--contrast-type", choices=list(CONTRAST_TYPES), default=None,
                    help="never pooled; default type1 when present")
     x.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="evenhand (default): directions are about who is favoured; ai2: Ai2's reference scorer "
