@@ -21,7 +21,7 @@ from evenhand.engine.registry import Mode, refusal
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from evenhand.stats import BootstrapOptions
-from evenhand.suite.generate import DEGREES
+from evenhand.suite.generate import DEGREES, Slot
 from evenhand.suite.subsets import Condition, ContrastType
 from probes.ablation import Variant
 from probes.dataset import Label
@@ -77,7 +77,7 @@ class CacheConfig:
 class ProbeConfig:
     """Probe sweep on the run's activation cache (optional stage; needs ``cache.enabled``)."""
     label: Label = "favours_minority"
-    """favours_minority | correct | pressure_followed | slot_a_minority."""
+    """What the probe predicts: one of probes.dataset.LABELS."""
     sites: tuple[str, ...] | None = None
     """Cached sites to probe (default: every cached site)."""
     degrees: tuple[Degree, ...] | None = None
@@ -112,7 +112,7 @@ class AblationConfig:
     """The probe label."""
     degree: int = 1
     """The degree of the items ablated (names appear at degree 1)."""
-    minority_slot: str | None = None
+    minority_slot: Slot | None = None
     """Keep one identity arrangement (A or B) so the ablated prompts still differ (probes.ablation)."""
     sites: tuple[str, ...] | None = None
     """Sites (default: every cached site)."""

@@ -9,10 +9,9 @@ from evenhand.options import add_flags, options_from_args
 from evenhand.runs import RunDir
 from evenhand.suite.subsets import CONDITIONS
 from probes.ablation import VARIANTS
-from probes.dataset import LABELS
 from probes.logistic import ProbeOptions
 
-from experiments.config import AttributionConfig
+from experiments.config import AblationConfig, AttributionConfig, ProbeConfig
 
 from .common import bootstrap_flags, progress_flag, renamed_flag
 from .formatting import ablation_text, attribution_text, probe_text
@@ -76,8 +75,7 @@ def _probe_attribution(a) -> int:
 
 def _probe_args(x: argparse.ArgumentParser) -> None:
     x.add_argument("run_dir", help="a run directory with an activation cache (cache: enabled)")
-    x.add_argument("--label", default="favours_minority", choices=list(LABELS),
-                   help="what the probe predicts (docs/PROBES.md; default favours_minority)")
+    add_flags(x, ProbeConfig, ["label"])
     x.add_argument("--sites", nargs="+", default=None, help="default: every cached site")
     add_flags(x, ProbeOptions, ["solver", "device", "folds", "inner_folds"])
     renamed_flag(x, "--engine", "--solver")
@@ -106,9 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--variant", default="label", choices=list(VARIANTS),
                    help="label: names replaced by neutral labels; degree0: re-rendered without identity; degree2: "
                         "identity by the implicit cue (the control)")
-    s.add_argument("--minority-slot", default=None, choices=["A", "B"],
-                   help="keep one identity arrangement, so the ablated prompts still differ (see ceiling_ablated)")
-    s.add_argument("--degree", type=int, default=1, help="the degree of the items ablated (names appear at 1)")
+    add_flags(s, AblationConfig, ["minority_slot", "degree"])
     s.add_argument("--batch-size", type=int, default=32, help="items per forward pass when re-deciding and caching")
     s.set_defaults(fn=_probe_ablation)
     s = pr.add_parser("attribution", help="direct logit attribution of the decision by layer (TransformerLens)")

@@ -8,6 +8,8 @@ import sys
 
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.metrics import INTERVALS
+from evenhand.models.simulated import PlantedBias
+from evenhand.options import add_flags
 
 from .common import boot_args, bootstrap_flags, bootstrap_options, json_flag
 from .formatting import score_table
@@ -108,10 +110,7 @@ def register_simulate(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--degree", type=int, choices=[0, 1, 2, 3], default=3, help="the degree whose items are used")
     s.add_argument("--seeds", type=int, default=50, help="simulated-model seeds (one interval each)")
     bootstrap_flags(s, ["resamples"], defaults={"resamples": 400})
-    s.add_argument("--scenario-sd", type=float, default=0.0,
-                   help="SD of a per-scenario random intercept on the logit of each decision (0: none)")
-    s.add_argument("--scenario-contrast-sd", type=float, default=0.0,
-                   help="SD of a per-(scenario, contrast) random intercept (0: none)")
+    add_flags(s, PlantedBias, ["scenario_sd", "scenario_contrast_sd"])
     bootstrap_flags(s, ["interval"], choices={"interval": INTERVALS})
     json_flag(s)
     s.set_defaults(fn=_coverage)
