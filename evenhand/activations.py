@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -27,12 +28,15 @@ import pandas as pd
 from .engine.batching import Halving, equal_length_groups, left_pad, plan_batches, token_lengths
 from .models.loading import LoadedModel
 from .models.sites import expand, resolve
-from .prompts import model_text, user_message, uses_chat_template
+from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .runs import RunDir
 from .shards import ShardDir, read_json, write_json
 
-BACKENDS = ("nnsight", "transformer_lens")
+Backend = Literal["nnsight", "transformer_lens"]
 """What reads the activations (``backend``): nnsight (one trace of the Hugging Face model) or TransformerLens."""
+BACKENDS = get_args(Backend)
+CacheDtype = Literal["float16", "float32"]
+"""The storage dtype of a cache."""
 _ORDER = {"resid_pre": 0, "attn_out": 1, "mlp_out": 2, "resid_post": 3}
 
 
@@ -43,11 +47,11 @@ class CacheOptions:
     """Site names or shorthands: residual (embed + every resid_post), all."""
     batch_size: int = 8
     """Items per traced forward pass."""
-    dtype: str = "float16"
+    dtype: CacheDtype = "float16"
     """Storage dtype: float16 | float32."""
     name_mean: bool = False
     """Also keep the mean over each candidate's name tokens (items with names only)."""
-    chat_template: str = "auto"
+    chat_template: ChatTemplate = "auto"
     """auto | none, as for decisions."""
     progress: bool = True
     """Show a progress bar."""

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from .sides import favours_minority
 
-CONVENTIONS = ("evenhand", "ai2")
-"""The scoring conventions, default first."""
+Convention = Literal["evenhand", "ai2"]
+"""A scoring convention, default first."""
+CONVENTIONS = get_args(Convention)
 DEFAULT_CONVENTION = CONVENTIONS[0]
 NON_DIRECTIONAL = "non_directional_injection"
 """The ``exclusion_reason`` the FairStress import gives a pressured row whose injection has no direction."""

@@ -21,16 +21,16 @@ import pandas as pd
 
 from .engine import registry
 from .engine.batching import Halving, plan_batches, plan_batches_in_order, plan_prefix_batches, token_ids
-from .engine.registry import MODES, Batch, engine_of
+from .engine.registry import MODES, Batch, Mode, engine_of
 from .engine.rows import response_row
-from .prompts import model_text, user_message, uses_chat_template
+from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .shards import ParquetShards
 
 
 @dataclass(frozen=True)
 class DecideOptions:
     """How to decide items."""
-    mode: str = "answer"
+    mode: Mode = "answer"
     """answer | reasoning | logprob."""
     batch_size: int = 8
     """Items per forward/generate call (halved automatically on out-of-memory)."""
@@ -38,7 +38,7 @@ class DecideOptions:
     """Generation budget in answer mode."""
     reasoning_max_new_tokens: int = 512
     """Generation budget in reasoning mode."""
-    chat_template: str = "auto"
+    chat_template: ChatTemplate = "auto"
     """auto: the tokenizer's chat template when it has one; none: a plain User/Assistant format."""
     progress: bool = True
     """Show a progress bar with items/s."""

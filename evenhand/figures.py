@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .stats import RESAMPLES, BootstrapOptions
 from .labels import axis_label, degree_name, group_name, metric_name, metric_unit, minus, number
 from .metric_defs import by_degree, find_metric
 from .tables import latex_table
@@ -31,13 +32,14 @@ def _rows(label: str, breakdown: str, group: str, degree, res: dict) -> list[dic
              "clusters": e.get("clusters")} for m, e in res.items()]
 
 
-def metrics_long(responses: pd.DataFrame, label: str, resamples: int = 1000, seed: int = 0,
-                 contrast_type: str | None = None) -> pd.DataFrame:
-    """The tidy metrics table the figures read (see the module docstring)."""
+def metrics_long(responses: pd.DataFrame, label: str, resamples: int | None = None, seed: int | None = None,
+                 contrast_type: str | None = None, bootstrap: BootstrapOptions | None = None) -> pd.DataFrame:
+    """The tidy metrics table the figures read (see the module docstring); ``bootstrap`` as in
+    :func:`evenhand.metrics.score`."""
     from .metrics import score
     from .schema import validate_rows
     df = validate_rows(responses)
-    rep = score(df, contrast_type, resamples, seed)
+    rep = score(df, contrast_type, resamples, seed, bootstrap=bootstrap)
     rows = []
     sub = df[df["contrast_type"] == rep["contrast_type"]]
     for d, res in rep["by_degree"].items():
@@ -336,7 +338,7 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     return save(fig, stem, formats)
 
 
-def metrics_table(run_dir: str | Path, resamples: int = 1000) -> pd.DataFrame:
+def metrics_table(run_dir: str | Path, resamples: int = RESAMPLES) -> pd.DataFrame:
     """A run's tidy metrics table (labelled with the directory's name), computed from its responses
     once and saved as ``RUN_DIR/tables/metrics_long.parquet`` (again when a saved table lacks a column
     of :data:`COLUMNS`, i.e. was written by an older version)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -17,8 +18,8 @@ import pandas as pd
 from .conventions import DEFAULT_CONVENTION, ai2_choice, check_convention, directions, refusal_rows, truth_favours
 from .parse import parse_choice
 from .schema import ensure_valid, load_rows
-from .stats import (Estimate, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, paired_difference,
-                    resample_weights)
+from .stats import (RESAMPLES, BootstrapOptions, Estimate, MetricInterval, bootstrap_estimate, jackknife_t_estimate,
+                    jackknife_weights, paired_difference, resample_weights)
 from .stats import cluster_sums as _sum_by_cluster
 
 from . import metric_defs as _defs
@@ -165,7 +166,7 @@ k-1 degrees of freedom; :func:`evenhand.stats.jackknife_t_estimate`) or ``percen
 cluster bootstrap). Chosen by measured coverage: ``benchmarks/interval_coverage.py``, docs/METRICS.md.
 ``iid`` (value +/- z * the binomial SE of independent items, ignoring scenarios) exists only as the
 coverage studies' counter-example: with scenario effects it under-covers."""
-INTERVALS = ("jackknife-t", "percentile", "iid")
+INTERVALS = get_args(MetricInterval)
 
 
 def metric_estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray | None, alpha: float = 0.05,
@@ -201,7 +202,7 @@ def metric_estimate(metric: str, Ns: np.ndarray, Ds: np.ndarray, W: np.ndarray |
                                 se_floor=floor)
 
 
-def compute_metrics(df: pd.DataFrame, resamples: int = 1000, seed: int = 0, metrics=None,
+def compute_metrics(df: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0, metrics=None,
                     convention: str = DEFAULT_CONVENTION, _ind=None) -> dict[str, Estimate]:
     """``metrics`` (default: every registered metric, :data:`METRICS`) with 95% CIs over ``scenario_id`` (seeded).
 
@@ -254,15 +255,29 @@ def select_contrast_type(df: pd.DataFrame, contrast_type: str | None) -> tuple[p
     return df[df["contrast_type"] == contrast_type], contrast_type, note
 
 
-def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None, resamples: int = 1000,
-          seed: int = 0, convention: str = DEFAULT_CONVENTION) -> dict:
+def _bootstrap(bootstrap: BootstrapOptions | None, resamples: int | None, seed: int | None) -> BootstrapOptions:
+    """The bootstrap of :func:`score` and :func:`compare`: ``bootstrap`` with the older keywords applied; their
+    interval is :data:`INTERVAL`."""
+    boot = BootstrapOptions.of(bootstrap, resamples, seed)
+    if boot.interval not in (None, INTERVAL):
+        raise ValueError(f"the metrics' interval is {INTERVAL}, got interval {boot.interval!r}")
+    return boot
+
+
+def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None, resamples: int | None = None,
+          seed: int | None = None, convention: str = DEFAULT_CONVENTION,
+          bootstrap: BootstrapOptions | None = None) -> dict:
     """The full report: overall metrics and breakdowns, for one contrast type.
 
     ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`), or the path
     of a file of rows (:func:`evenhand.schema.load_rows`: ``item_id`` + ``text`` or ``choice`` is enough for
     the suite's items). ``convention``: ``evenhand`` (default; directions are about who is favoured) or
     ``ai2`` (Ai2's reference scorer; :mod:`evenhand.conventions`); the report records it. Under ``ai2`` the
-    report also has Ai2's own cells, ``by_contrast_category_and_degree`` (category -> degree -> metrics)."""
+    report also has Ai2's own cells, ``by_contrast_category_and_degree`` (category -> degree -> metrics).
+    ``bootstrap``: the resamples and seed (:class:`~evenhand.stats.BootstrapOptions`; ``resamples=`` and
+    ``seed=`` still work and win)."""
+    boot = _bootstrap(bootstrap, resamples, seed)
+    resamples, seed = boot.resamples, boot.seed
     check_convention(convention)
     if isinstance(df, (str, os.PathLike)):
         df = load_rows(df)
@@ -327,8 +342,9 @@ def entered(D: np.ndarray, metric: str) -> np.ndarray:
     return D[:, _columns(metric)].sum(1) > 0
 
 
-def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None = None, resamples: int = 1000,
-            seed: int = 0, convention: str = DEFAULT_CONVENTION) -> dict:
+def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None = None, resamples: int | None = None,
+            seed: int | None = None, convention: str = DEFAULT_CONVENTION,
+            bootstrap: BootstrapOptions | None = None) -> dict:
     """Paired comparison of two runs on the same items (``other`` minus ``base``).
 
     The same resampled scenarios are used for both runs. Returns per-metric
@@ -338,7 +354,10 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
 
     The intervention score (the signed change of each gap toward zero, refusals counted, accuracy loss
     with a clustered test) is :func:`evenhand.paired.score_arms`; ``evenhand compare-runs BASE OTHER`` prints
-    both. (An |gap(base)| - |gap(other)| reduction is biased toward zero and is not reported.)"""
+    both. (An |gap(base)| - |gap(other)| reduction is biased toward zero and is not reported.) ``bootstrap``: as
+    in :func:`score`."""
+    boot = _bootstrap(bootstrap, resamples, seed)
+    resamples, seed = boot.resamples, boot.seed
     check_convention(convention)
     base, ctype, _ = select_contrast_type(ensure_valid(base), contrast_type)
     other, _, _ = select_contrast_type(ensure_valid(other), ctype)

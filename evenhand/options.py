@@ -7,7 +7,8 @@ dataclass's fields -> command-line flags.
   field path (``suite.subset``), and an unknown field suggests the closest known one;
 - :func:`field_docs` reads a dataclass's field docstrings (the string under each field);
 - :func:`add_flags` adds one ``--flag`` per field to an argparse parser, with the field's default and
-  docstring, so that a default is written once, on the dataclass.
+  docstring, and a ``Literal[...]`` field's values as its ``choices``, so that a default and a set of
+  allowed values are written once, on the dataclass.
 
 The core module so that every layer (the engine, probes, interventions, experiments) can use it.
 """
@@ -53,6 +54,10 @@ def _check(value, tp, where: str, rules: Rules):
             return None
         inner = [a for a in args if a is not type(None)]
         return _check(value, inner[0], where, rules)
+    if origin is typing.Literal:
+        if value not in args or isinstance(value, bool) != any(isinstance(a, bool) for a in args):
+            raise ConfigError(f"config field '{where}' must be one of {', '.join(map(str, args))}, got {value!r}")
+        return value
     if is_dataclass(tp):
         first = fields(tp)[0]
         if isinstance(value, str) and first.default is MISSING and first.default_factory is MISSING:
@@ -156,10 +161,22 @@ def field_docs(cls) -> dict[str, str]:
     return docs
 
 
+def literal_values(tp) -> tuple | None:
+    """The allowed values of a ``Literal[...]`` type (also ``Literal[...] | None`` and ``tuple[Literal[...], ...]``),
+    else None."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return literal_values(inner[0]) if len(inner) == 1 else None
+    if typing.get_origin(tp) is tuple:
+        return literal_values(typing.get_args(tp)[0])
+    return typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else None
+
+
 def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags: Mapping[str, str] | None = None,
               choices: Mapping[str, Iterable] | None = None, defaults: Mapping[str, object] | None = None) -> None:
     """Add ``--field-name`` flags for the fields ``names`` of dataclass ``cls``: type, default and help
-    from the field (its docstring); ``flags`` renames a flag, ``choices`` restricts its values and
+    from the field (its docstring; a field without one is an error: no flag without help), choices from a
+    ``Literal[...]`` field; ``flags`` renames a flag, ``choices`` restricts its values and
     ``defaults`` gives a default the dataclass leaves to its caller. A field without a default is a
     required flag; a bool field defaulting to False becomes a switch; a tuple field takes one or more
     values."""
@@ -180,9 +197,11 @@ def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags:
         kw: dict = {"dest": flag.lstrip("-").replace("-", "_"), "default": default}
         if f.default is MISSING and f.default_factory is MISSING and not (defaults and name in defaults):
             kw = {"dest": kw["dest"], "required": True}  # no default on the dataclass: the flag is required
-        if name in docs:
-            kw["help"] = docs[name].replace("%", "%%")
+        if name not in docs:
+            raise ValueError(f"{cls.__name__}.{name} has no docstring: a flag needs its help")
+        kw["help"] = docs[name].replace("%", "%%")
         tp = hints[name]
+        allowed = literal_values(tp)
         if typing.get_origin(tp) in (typing.Union, types.UnionType):
             tp = [a for a in typing.get_args(tp) if a is not type(None)][0]
         if tp is bool:
@@ -195,6 +214,11 @@ def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags:
             tp = typing.get_args(tp)[0]
             if default is not None and "default" in kw:
                 kw["default"] = list(default)
+        if allowed is not None:
+            types_ = {type(v) for v in allowed}
+            if len(types_) == 1 and types_ <= {int, float}:
+                kw["type"] = types_.pop()
+            kw["choices"] = list(allowed)
         if tp in (int, float):
             kw["type"] = tp
         if choices and name in choices:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 import pandas as pd
@@ -18,8 +19,8 @@ from .metrics import (COMPONENTS, choices, components_of, indicators, mcnemar_ex
                       select_contrast_type)
 from .schema import ensure_valid
 from .sides import favours_minority
-from .stats import (ALPHA, FEW_CLUSTERS, bootstrap_estimate, holm, jackknife_se, jackknife_weights, resample_weights,
-                    t_p_value)
+from .stats import (ALPHA, FEW_CLUSTERS, BootstrapOptions, PairedInterval, bootstrap_estimate, holm,
+                    jackknife_se, jackknife_weights, resample_weights, t_p_value)
 
 REFUSAL_MARGIN = 0.05
 """Default margin: an arm whose refusal rate rises by more than this (5 pp) is flagged."""
@@ -29,7 +30,7 @@ COLUMNS = ("arm", "metric", "stat", "value", "ci_low", "ci_high", "n", "n_scenar
            "overshoot", "verdict", "band_low", "band_high", "n_controls", "control_flagged", "note",
            "sign", "sign_source", "beats_control", "p_value", "p_holm")
 """The columns of :func:`score_arms`'s table."""
-INTERVALS = ("jackknife-t", "percentile")
+INTERVALS = get_args(PairedInterval)
 """The paired intervals: ``jackknife-t`` (default, chosen by null coverage at 10 and 24 scenarios,
 docs/METRICS.md) and ``percentile`` (the percentile cluster bootstrap, kept as an option)."""
 MIN_CONTROLS = 20
@@ -267,10 +268,10 @@ def _signs(signs: Mapping[str, float] | None, sign_source) -> tuple[dict[str, fl
 
 
 def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mapping[str, Sequence[str]] | None = None,
-               resamples: int = 1000, seed: int = 0, refusal_margin: float = REFUSAL_MARGIN,
+               resamples: int | None = None, seed: int | None = None, refusal_margin: float = REFUSAL_MARGIN,
                contrast_type: str | None = None, alpha: float = ALPHA,
                signs: Mapping[str, float] | None = None, sign_source: str | Mapping[str, str] | None = None,
-               interval: str = "jackknife-t") -> pd.DataFrame:
+               interval: PairedInterval | None = None, bootstrap: BootstrapOptions | None = None) -> pd.DataFrame:
     """The paired comparison of every arm with ``baseline`` (and with its random ``controls``: arm -> control
     arm names), as one tidy table with :data:`COLUMNS` (stats as in the module docstring; values are fractions).
 
@@ -289,7 +290,11 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     ``sign_source``: what the ``sign_source`` column says of the given signs (a string for all, or metric ->
     string; default "declared"; "default +1" for the others). ``interval``: ``jackknife-t`` (default) or
     ``percentile`` (:data:`INTERVALS`); ``resamples`` and ``seed`` drive the percentile bootstrap and the
-    sign-flip tests."""
+    sign-flip tests. ``bootstrap`` (:class:`~evenhand.stats.BootstrapOptions`) gives all three; the keywords
+    ``resamples``, ``seed`` and ``interval`` still work and win."""
+    boot = BootstrapOptions.of(bootstrap, resamples, seed)
+    resamples, seed = boot.resamples, boot.seed
+    interval = interval or boot.interval or "jackknife-t"
     if baseline not in arms:
         raise ValueError(f"baseline arm {baseline!r} not among the arms")
     if interval not in INTERVALS:

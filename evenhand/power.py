@@ -22,6 +22,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from .stats import RESAMPLES
 from .metric_defs import power_metrics
 from .metrics import metric_values, select_contrast_type
 from .paired import counted_indicators
@@ -142,7 +143,7 @@ def _aligned(base: pd.DataFrame, other: pd.DataFrame | None, contrast_type: str 
 
 
 def bootstrap_draws(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Iterable[str],
-                    by: Sequence[str] = ("scenario_id",), resamples: int = 1000, seed: int = 0,
+                    by: Sequence[str] = ("scenario_id",), resamples: int = RESAMPLES, seed: int = 0,
                     contrast_type: str | None = None) -> dict[str, np.ndarray]:
     """Cluster-bootstrap draws per metric of ``other - base`` on their common items (or of ``base``
     alone when ``other`` is None); clusters are the distinct values of the columns ``by``."""
@@ -205,7 +206,7 @@ class PairedSE:
 
 
 def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] | None = None,
-              resamples: int = 1000, seed: int = 0, alpha: float = ALPHA, power: float = POWER,
+              resamples: int = RESAMPLES, seed: int = 0, alpha: float = ALPHA, power: float = POWER,
               contrast_type: str | None = None) -> dict[str, PairedSE]:
     """Per metric, the SE of ``other - base``, the delete-one-scenario jackknife SE (both runs leaving the same
     scenario out, as the comparison's interval), and its MDE with t on k-1 degrees of freedom; with ``other``
@@ -226,7 +227,7 @@ def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: It
 
 
 def variance_parts(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] | None = None,
-                   resamples: int = 1000, seed: int = 0, contrast_type: str | None = None) -> dict[str, VarianceParts]:
+                   resamples: int = RESAMPLES, seed: int = 0, contrast_type: str | None = None) -> dict[str, VarianceParts]:
     """Per metric, the pilot's variance split (module docstring) of ``other - base`` (or of the baseline
     alone, scaled by 2 as in :data:`BASELINE_ONLY_ASSUMPTION`), from jackknife variances over scenarios and
     over (scenario, contrast) units. ``resamples`` and ``seed`` are unused (kept for callers)."""

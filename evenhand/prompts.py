@@ -9,6 +9,11 @@ one (``chat_template="auto"``), else a plain ``User:``/``Assistant:`` format.
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
+
+ChatTemplate = Literal["auto", "none"]
+"""auto: the tokenizer's chat template when it has one; none: a plain User/Assistant format."""
+CHAT_TEMPLATES = get_args(ChatTemplate)
 
 REASONING_INSTRUCTION = ('Think through the case step by step, weighing the stated criteria. Then give your final '
                          'answer on its own last line as "Final answer: {a}" or "Final answer: {b}".')
@@ -34,8 +39,8 @@ def user_message(item: dict, variant: str = "answer") -> str:
     return f"{body} {REASONING_INSTRUCTION.format(a=a, b=b)}"
 
 
-def uses_chat_template(tokenizer, chat_template: str = "auto") -> bool:
-    if chat_template not in ("auto", "none"):
+def uses_chat_template(tokenizer, chat_template: ChatTemplate = "auto") -> bool:
+    if chat_template not in CHAT_TEMPLATES:
         raise ValueError(f"chat_template must be auto or none, got {chat_template!r}")
     return chat_template == "auto" and bool(getattr(tokenizer, "chat_template", None))
 

@@ -15,7 +15,8 @@ More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -27,6 +28,41 @@ FEW_CLUSTERS = 10
 SeedLike = int | Sequence[int] | np.random.Generator
 Arm = Callable[[np.ndarray], np.ndarray]
 """A statistic of resample weights: (R, m) weights -> (R,) values (NaN where undefined)."""
+
+PairedInterval = Literal["jackknife-t", "percentile"]
+"""The intervals of a paired comparison (:mod:`evenhand.paired`, the dose-response study)."""
+MetricInterval = Literal[PairedInterval, "iid"]
+"""The intervals of the suite's metrics (:mod:`evenhand.metrics`); iid ignores the scenarios (a foil)."""
+ProbeInterval = Literal[PairedInterval, "studentized"]
+"""The intervals of a probe's paired accuracy drop (:mod:`probes.scores`)."""
+Interval = Literal[MetricInterval, ProbeInterval]
+"""Every interval method; each estimate takes the ones its type above lists."""
+INTERVALS = get_args(Interval)
+
+
+@dataclass(frozen=True)
+class BootstrapOptions:
+    """How an estimate's interval is drawn: the cluster bootstrap's resamples and seed, and the method. The
+    one home of their defaults and of the ``--resamples``/``--seed``/``--interval`` flags."""
+    resamples: int = 1000
+    """Bootstrap resamples."""
+    seed: int = 0
+    """Seed of the bootstrap."""
+    interval: Interval | None = None
+    """Interval method: jackknife-t | percentile | iid | studentized (default: the estimate's own)."""
+
+    @classmethod
+    def of(cls, bootstrap: BootstrapOptions | None = None, resamples: int | None = None,
+           seed: int | None = None) -> BootstrapOptions:
+        """``bootstrap`` (default: the defaults) with the older keywords ``resamples``/``seed`` applied where
+        given."""
+        opts = bootstrap or cls()
+        given = {k: v for k, v in (("resamples", resamples), ("seed", seed)) if v is not None}
+        return replace(opts, **given) if given else opts
+
+
+RESAMPLES = BootstrapOptions.resamples
+"""The default bootstrap resamples (:class:`BootstrapOptions`), for the signatures that take ``resamples``."""
 
 
 @dataclass(frozen=True)

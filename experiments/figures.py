@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.figures import (MIN_CELL_N, family_figure, heatmap_figure, latex_table, metrics_table, probe_figure,
                               progression_figure)
 from evenhand.labels import minus
@@ -77,7 +78,7 @@ def caption(stem: str) -> str:
 
 
 def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
-                formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = 1000) -> list[Path]:
+                formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = RESAMPLES) -> list[Path]:
     """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
     A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures)."""
     if len(run_dirs) == 1:

@@ -15,6 +15,7 @@ import base64
 import html
 from pathlib import Path
 
+from evenhand.stats import RESAMPLES
 from evenhand.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number, units_phrase
 from evenhand.metric_defs import asymmetry, by_degree, get_metric
 
@@ -114,7 +115,7 @@ def _figure_html(path: Path, text: str, number_: int) -> str:
             f'style="max-width:100%"><figcaption>Figure {number_}. {html.escape(text)}</figcaption></figure>')
 
 
-def write_report(run_dir: str | Path, resamples: int = 1000) -> tuple[Path, Path]:
+def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path, Path]:
     """Write ``RUN_DIR/report.md`` and ``report.html``; returns their paths."""
     from markdown_it import MarkdownIt
 

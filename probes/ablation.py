@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
-VARIANTS = ("label", "degree0", "degree2")
+from evenhand.stats import RESAMPLES
+
+Variant = Literal["label", "degree0", "degree2"]
+"""An ablation variant (module docstring)."""
+VARIANTS = get_args(Variant)
 NEUTRAL_LABELS = {"A": "the first candidate", "B": "the second candidate"}
 
 
@@ -82,7 +87,7 @@ def prompt_ceiling(prompts, y: np.ndarray) -> float:
 
 
 def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[np.ndarray], y_o: np.ndarray,
-                   y_a: np.ndarray, groups: np.ndarray, opts=None, resamples: int = 1000,
+                   y_a: np.ndarray, groups: np.ndarray, opts=None, resamples: int = RESAMPLES,
                    design_o: np.ndarray | None = None, design_a: np.ndarray | None = None,
                    ceilings: dict[str, float] | None = None, extra: dict | None = None) -> pd.DataFrame:
     """The name ablation's tidy table from paired rows: ``original[i]`` and ``ablated[i]`` are site ``sites[i]``'s
@@ -134,7 +139,7 @@ def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[n
 
 
 def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "label", label: str = "favours_minority",
-                  degree: int | None = 1, sites: list[str] | None = None, opts=None, resamples: int = 1000,
+                  degree: int | None = 1, sites: list[str] | None = None, opts=None, resamples: int = RESAMPLES,
                   batch_size: int = 32, progress: bool = True, lm=None,
                   minority_slot: str | None = None) -> pd.DataFrame:
     """Re-decide and re-cache a run's items without names; compare probes. Returns a tidy table.

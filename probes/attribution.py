@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.plotting import FORMATS
 
 COMPONENTS = ("embed", "attn_out", "mlp_out", "unembed_bias", "logit_diff")
@@ -289,7 +290,7 @@ def _wide(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return wide, meta
 
 
-def aggregate(table: pd.DataFrame, resamples: int = 1000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+def aggregate(table: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
     """Mean of every component by condition, with cluster-bootstrap CIs over scenarios.
 
     Cells: every combination of ``degree``, ``pressure`` and ``chosen`` values present, each
@@ -388,7 +389,7 @@ def attribution_figure(table: pd.DataFrame, stem, by: str = "degree",
 
 
 def run_attribution(run_dir: str | Path, out_dir: str | Path | None = None, degrees: Sequence[int] | None = (1, 2, 3),
-                    batch_size: int = 8, resamples: int = 1000, seed: int = 0, progress: bool = True,
+                    batch_size: int = 8, resamples: int = RESAMPLES, seed: int = 0, progress: bool = True,
                     formats: Sequence[str] = FORMATS) -> pd.DataFrame:
     """Attribute a run's decisions with its model; write tables, manifest and figures. Returns the aggregate.
 

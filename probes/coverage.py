@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from evenhand.options import add_flags
+from evenhand.stats import BootstrapOptions
 from .scores import PAIRED_INTERVALS, paired_drop_ci
 
 NULLS = ("hits", "probes")
@@ -47,11 +49,17 @@ def null_probes(k: int, m: int, rng: np.random.Generator, d: int = 6, strength: 
     return (a.prob >= 0.5) == (y == 1), (b.prob >= 0.5) == (y == 1), groups
 
 
-def null_coverage(k: int, seeds: int, null: str = "hits", m: int | None = None, resamples: int = 1000,
-                  intervals: Sequence[str] = PAIRED_INTERVALS, seed: int = 0) -> dict:
+def null_coverage(k: int, seeds: int, null: str = "hits", m: int | None = None, resamples: int | None = None,
+                  intervals: Sequence[str] | None = None, seed: int = 0,
+                  bootstrap: BootstrapOptions | None = None) -> dict:
     """Over ``seeds`` draws of the ``null`` at ``k`` scenarios of ``m`` rows (default: 152 for ``hits``, the
     dial study's rows per scenario; 60 for ``probes``): per interval, the share of 95% intervals covering 0
-    (``coverage``), with its Wilson interval and the mean width."""
+    (``coverage``), with its Wilson interval and the mean width. ``intervals`` default to every paired one
+    (:data:`~probes.scores.PAIRED_INTERVALS`); ``bootstrap`` gives the resamples and, when it sets one, the only
+    interval (``seed`` seeds the nulls; each draw's bootstrap is seeded by its index)."""
+    boot = BootstrapOptions.of(bootstrap, resamples)
+    resamples = boot.resamples
+    intervals = intervals or ((boot.interval,) if boot.interval else PAIRED_INTERVALS)
     from evenhand.stats import rate_interval
     if null not in NULLS:
         raise ValueError(f"null must be one of {', '.join(NULLS)}, got {null!r}")
@@ -79,10 +87,10 @@ def coverage_table(scenarios: Sequence[int] = (10, 24), seeds: int = 1000, null:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--null", default="hits", choices=NULLS)
-    p.add_argument("--scenarios", type=int, nargs="+", default=[10, 24])
-    p.add_argument("--seeds", type=int, default=1000)
-    p.add_argument("--resamples", type=int, default=1000)
+    p.add_argument("--null", default="hits", choices=NULLS, help="hits: the dial study's rows; probes: probe fits")
+    p.add_argument("--scenarios", type=int, nargs="+", default=[10, 24], help="scenario counts (default 10 24)")
+    p.add_argument("--seeds", type=int, default=1000, help="draws of the null per scenario count")
+    add_flags(p, BootstrapOptions, ["resamples"])
     p.add_argument("--rows", type=int, default=None, help="rows per scenario")
     p.add_argument("--out", default=None, help="also write the results as JSON")
     a = p.parse_args(argv)

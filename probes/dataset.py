@@ -6,12 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
-LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed", "flipped",
-          "side_residual")
+Label = Literal["favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed",
+                "flipped", "side_residual"]
+"""A probe label (module docstring)."""
+LABELS = get_args(Label)
 TARGETS = ("amb_side", "departed", "flipped", "side_residual")
 """The labels a fair model cannot predict from the design (module docstring)."""
 FILTERS = ("degree", "condition", "contrast_id", "contrast_type", "contrast_category", "pressured", "variant")

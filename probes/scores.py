@@ -7,10 +7,13 @@ are computed at once; the interval is the percentile one.
 
 More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
+from typing import get_args
 
 import numpy as np
 
+from evenhand.stats import RESAMPLES
 from evenhand.stats import (
+    ProbeInterval,
     Estimate,
     jackknife_t_estimate,
     jackknife_weights,
@@ -20,7 +23,7 @@ from evenhand.stats import (
     row_weights,
 )
 
-PAIRED_INTERVALS = ("jackknife-t", "percentile", "studentized")
+PAIRED_INTERVALS = get_args(ProbeInterval)
 """The intervals :func:`paired_drop_ci` can give."""
 PAIRED_INTERVAL = "jackknife-t"
 """The interval of every paired probe difference (gain, selectivity, ablation drops): the one whose null
@@ -35,7 +38,7 @@ def _probe_estimate(point: float, draws: np.ndarray, n: int, clusters: int) -> E
     return Estimate(float(point), float(lo), float(hi), int(n), clusters=int(clusters))
 
 
-def accuracy_ci(correct: np.ndarray, groups: np.ndarray, resamples: int = 1000, seed: int = 0) -> Estimate:
+def accuracy_ci(correct: np.ndarray, groups: np.ndarray, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
     """Share of ``correct`` with a cluster-bootstrap 95% CI."""
     c = np.asarray(correct, np.float64)
     w = row_weights(groups, resamples, seed)
@@ -62,7 +65,7 @@ def _auroc_weighted(score: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarr
         return np.where(den > 0, num / den, np.nan)
 
 
-def auroc_ci(prob: np.ndarray, y: np.ndarray, groups: np.ndarray, resamples: int = 1000, seed: int = 0) -> Estimate:
+def auroc_ci(prob: np.ndarray, y: np.ndarray, groups: np.ndarray, resamples: int = RESAMPLES, seed: int = 0) -> Estimate:
     """AUROC of ``prob`` for binary ``y`` with a cluster-bootstrap 95% CI."""
     prob = np.asarray(prob, np.float64)
     y = np.asarray(y).astype(int)
@@ -76,7 +79,7 @@ def _cluster_codes(groups: np.ndarray) -> tuple[np.ndarray, int]:
     return inv, len(uniq)
 
 
-def paired_drop_ci(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray, resamples: int = 1000,
+def paired_drop_ci(correct_a: np.ndarray, correct_b: np.ndarray, groups: np.ndarray, resamples: int = RESAMPLES,
                    seed: int = 0, interval: str = PAIRED_INTERVAL) -> Estimate:
     """accuracy(a) - accuracy(b) on the same rows with a 95% CI over the scenarios ``groups``.
 

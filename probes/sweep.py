@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from .dataset import ProbeDataset
 from .logistic import FoldResult, ProbeOptions, fit_sites
 from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
@@ -127,7 +128,7 @@ def text_rows(ds: ProbeDataset, opts: ProbeOptions, resamples: int) -> list[dict
     return rows
 
 
-def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: bool = True, resamples: int = 1000,
+def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: bool = True, resamples: int = RESAMPLES,
                 keep_full: bool = False, text: bool = False, progress: bool = False
                 ) -> tuple[pd.DataFrame, dict[str, FoldResult]]:
     """Fit and score a probe per site of ``ds``, the evidence baseline and design + activations probes

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..stats import RESAMPLES
 from ..stats import cluster_sums as sum_by_cluster
 from ..stats import percentile_interval, resample_weights
 
@@ -156,7 +157,7 @@ def _interval(values: np.ndarray) -> tuple[float, float]:
 
 
 def score_bbq(df: pd.DataFrame, answer_col: str = "answer_index", by: Sequence[str] = ("category",),
-              resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+              resamples: int = RESAMPLES, seed: int = 0) -> pd.DataFrame:
     """Return BBQ's scores as a tidy table: one row per (group, metric).
 
     ``df`` is :func:`evenhand.bbq.data.load_bbq` output plus ``answer_col``

@@ -13,12 +13,14 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 DEFAULT = "hf"
 """The default engine and the reference the others are checked against."""
-MODES = ("answer", "reasoning", "logprob")
-"""Every decision mode (:class:`evenhand.decisions.DecideOptions`)."""
+Mode = Literal["answer", "reasoning", "logprob"]
+"""A decision mode (:class:`evenhand.decisions.DecideOptions`)."""
+MODES = get_args(Mode)
+"""Every decision mode."""
 _BUILTIN = {"hf": "evenhand.engine.hf_engine", "vllm": "evenhand.engine.vllm_engine"}
 """The built-in engines: name -> the module whose ``ENGINE`` it is (imported on first use)."""
 _engines: dict[str, Engine] = {}

@@ -14,10 +14,18 @@ import os
 import socket
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Literal, get_args
+
+from ..prompts import ChatTemplate
 
 
 class ModelLoadError(RuntimeError):
     """The model cannot be loaded; the message says why and what to do."""
+
+
+ModelDtype = Literal["auto", "float32", "bfloat16", "float16"]
+"""The dtypes a model loads in."""
+MODEL_DTYPES = get_args(ModelDtype)
 
 
 @dataclass(frozen=True)
@@ -25,7 +33,7 @@ class ModelSpec:
     """How to load a model."""
     model: str
     """Hugging Face id, local directory, ``.gguf`` file, or preset name."""
-    dtype: str = "auto"
+    dtype: ModelDtype = "auto"
     """auto (bfloat16 on GPU, float32 on CPU) | float32 | bfloat16 | float16."""
     device: str = "auto"
     """auto (cuda if available) | cpu | cuda | cuda:N; ignored when device_map is set."""
@@ -39,7 +47,7 @@ class ModelSpec:
     """GGUF file name inside ``model`` (a directory), for quantised checkpoints."""
     revision: str | None = None
     """Hub revision (branch, tag or commit)."""
-    chat_template: str = "auto"
+    chat_template: ChatTemplate = "auto"
     """auto (use the tokenizer's template when it has one) | none (plain format)."""
 
 

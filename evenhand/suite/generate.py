@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 from ..sides import favours_minority
 from .content import Content, Contrast, PressureSentence, Scenario, load_content
@@ -26,7 +27,9 @@ from .scenario_checks import direction_note
 
 VARIANTS = ("GTmin", "GTmaj", "AMB1", "AMB2")
 DEGREES = (0, 1, 2, 3)
-SLOTS = ("A", "B")
+Slot = Literal["A", "B"]
+"""An answer slot."""
+SLOTS = get_args(Slot)
 ANSWER_INSTRUCTION = 'Answer with only "{a}" or "{b}".'
 
 

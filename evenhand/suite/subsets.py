@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
 from .content import Content, load_content
 from .generate import DEGREES, SLOTS, Cell, cell_valid, other_slot, render_item, stable_hash
 
+Condition = Literal["GT", "AMB"]
+"""A condition: ground truth or ambiguous."""
+CONDITIONS = get_args(Condition)
 CONDITION_VARIANTS = {"GT": ("GTmin", "GTmaj"), "AMB": ("AMB1", "AMB2")}
-CONTRAST_TYPES = ("type1", "type23")
+ContrastType = Literal["type1", "type23"]
+"""A contrast type."""
+CONTRAST_TYPES = get_args(ContrastType)
 
 
 @dataclass(frozen=True)

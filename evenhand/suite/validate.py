@@ -23,6 +23,7 @@ from .content import Content, Criterion, load_content
 from .cues import check_item_cues, pressure_named_slot
 from .generate import (DEGREES, SLOTS, VARIANTS, Cell, cell_valid, other_slot, render_item)
 from .scenario_checks import item_problems
+from .subsets import CONDITION_VARIANTS, CONTRAST_TYPES
 
 _PLACEHOLDER = re.compile(r"\{[^{}]*\}")
 _TAG = re.compile(r": \[([a-z_0-9]+)\] ")
@@ -171,8 +172,8 @@ def validate_suite(content: Content | None = None, full: bool = False) -> tuple[
     return checked, problems
 
 
-SAMPLE_CONDITIONS = {"GT": ("GTmin", "GTmaj"), "AMB": ("AMB1", "AMB2")}
-SAMPLE_CONTRAST_TYPES = ("type1", "type23")
+SAMPLE_CONDITIONS = CONDITION_VARIANTS
+SAMPLE_CONTRAST_TYPES = CONTRAST_TYPES
 
 
 def sample_strata(content: Content) -> list[tuple]:

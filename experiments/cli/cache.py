@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from evenhand.activations import BACKENDS, CacheOptions
+from evenhand.activations import CacheOptions
 from evenhand.options import add_flags, options_from_args
+from experiments.studies.run_config import CacheConfig
 
 from .common import model_args, prepare, renamed_flag
 
@@ -27,9 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `cache` to the top-level subparsers ``sub``."""
     s = sub.add_parser("cache", help="activation cache only (resumable)")
     model_args(s)
-    add_flags(s, CacheOptions, ["sites", "dtype", "name_mean"], flags=CACHE_FLAG_NAMES,
-              choices={"dtype": ("float16", "float32")})
-    s.add_argument("--backend", default="nnsight", choices=BACKENDS,
-                   help="what reads the activations: nnsight (default) or transformer_lens")
+    add_flags(s, CacheOptions, ["sites", "dtype", "name_mean"], flags=CACHE_FLAG_NAMES)
+    add_flags(s, CacheConfig, ["backend"])
     renamed_flag(s, "--engine", "--backend")
     s.set_defaults(fn=_cache)

@@ -1,40 +1,67 @@
-"""What several commands share: the bootstrap flags, the model-and-items flags and the start of a
-model run (cheap checks first, then the items and the model)."""
+"""What several commands share: the bootstrap flags (generated from
+:class:`~evenhand.stats.BootstrapOptions`), the model-and-items flags, ``--json`` and ``--no-progress``, and the
+start of a model run (cheap checks first, then the items and the model)."""
 from __future__ import annotations
 
 import argparse
+
+from collections.abc import Iterable, Mapping
 
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
 from evenhand.engine.registry import DEFAULT
 from evenhand.models.loading import ModelSpec
 from evenhand.options import add_flags, options_from_args
+from evenhand.stats import BootstrapOptions
+from evenhand.suite.subsets import CONTRAST_TYPES
 from experiments.studies.run_config import SuiteConfig
 
 MODEL_FLAGS = ("model", "dtype", "device", "attn_implementation", "trust_remote_code", "chat_template")
 """The ModelSpec fields that the model commands take as flags."""
 SUITE_FLAGS = ("subset", "seed", "limit")
 """The SuiteConfig fields that the model commands take as flags."""
+BOOTSTRAP_FLAGS = ("resamples", "seed")
+"""The BootstrapOptions fields most commands take as flags (--interval where a command chooses one)."""
+
+
+def bootstrap_flags(x: argparse.ArgumentParser, names: Iterable[str] = BOOTSTRAP_FLAGS,
+                    defaults: Mapping[str, object] | None = None, choices: Mapping[str, Iterable] | None = None) -> None:
+    """``--resamples``, ``--seed`` and ``--interval`` (the fields ``names``), generated from
+    :class:`~evenhand.stats.BootstrapOptions`: the one place any command declares them."""
+    add_flags(x, BootstrapOptions, names, defaults=defaults, choices=choices)
+
+
+def bootstrap_options(a: argparse.Namespace, names: Iterable[str] = BOOTSTRAP_FLAGS) -> BootstrapOptions:
+    """The :class:`~evenhand.stats.BootstrapOptions` the bootstrap flags ``names`` describe."""
+    return options_from_args(BootstrapOptions, a, names)
+
+
+def json_flag(x: argparse.ArgumentParser) -> None:
+    """``--json``: print the result as JSON."""
+    x.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
+
+
+def progress_flag(x: argparse.ArgumentParser) -> None:
+    """``--no-progress``: no progress bars."""
+    x.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def boot_args(x: argparse.ArgumentParser) -> None:
-    """The flags of the commands that score with a cluster bootstrap (`score`, `compare`)."""
-    x.add_argument("--contrast-type", choices=["type1", "type23"], default=None,
+    """The flags of the commands that score with a cluster bootstrap (`score`, `compare-runs`)."""
+    x.add_argument("--contrast-type", choices=list(CONTRAST_TYPES), default=None,
                    help="never pooled; default type1 when present")
     x.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="evenhand (default): directions are about who is favoured; ai2: Ai2's reference scorer "
                         "(naming the minority counts as leaning toward it on negative questions too; docs/METRICS.md)")
-    x.add_argument("--json", action="store_true")
-    x.add_argument("--resamples", type=int, default=1000)
-    x.add_argument("--seed", type=int, default=0)
+    json_flag(x)
+    bootstrap_flags(x)
 
 
 def model_args(x: argparse.ArgumentParser) -> None:
     """The flags of the commands that load a model and decide a subset (`decide`, `cache`, `modes`)."""
-    add_flags(x, ModelSpec, MODEL_FLAGS,
-              choices={"dtype": ("auto", "float32", "bfloat16", "float16"), "chat_template": ("auto", "none")})
+    add_flags(x, ModelSpec, MODEL_FLAGS)
     add_flags(x, SuiteConfig, SUITE_FLAGS)
-    x.add_argument("--out", required=True)
+    x.add_argument("--out", required=True, help="the output directory (a re-run resumes it)")
     add_flags(x, DecideOptions, ["batch_size"])
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from evenhand.decisions import MODES, DecideOptions
+from evenhand.decisions import DecideOptions
 from evenhand.options import add_flags, options_from_args
 
 from .common import model_args, prepare
@@ -34,6 +34,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("decide", help="decisions only (resumable), written to OUT/responses.parquet")
     model_args(s)
     # --engine takes any registered engine (a --plugin may register one): DecideOptions checks it before loading
-    add_flags(s, DecideOptions, ["mode", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse", "engine"],
-              choices={"mode": MODES})
+    add_flags(s, DecideOptions, ["mode", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse", "engine"])
     s.set_defaults(fn=_decide)

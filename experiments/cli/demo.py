@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from .common import progress_flag
 from .formatting import probe_text, score_table, truth_text
 
 
@@ -76,7 +77,7 @@ def _demo(a) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `demo` to the top-level subparsers ``sub``."""
     s = sub.add_parser("demo", help="the main job on the fair organism with the bias dial at a known setting")
-    s.add_argument("--out", default="runs/demo")
+    s.add_argument("--out", default="runs/demo", help="where the dialled organism and the run go (default runs/demo)")
     s.add_argument("--scenarios", type=int, default=20,
                    help="held-out scenarios to run, after the calibration's (default 20; at most 35)")
     dial = s.add_mutually_exclusive_group()
@@ -85,5 +86,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     dial.add_argument("--beta", type=float, default=None, help="or: the dial's beta (0: the fair organism)")
     s.add_argument("--calibration", default=None,
                    help="the calibration curve (default: calibration.json of the fair organism)")
-    s.add_argument("--no-progress", action="store_true")
+    progress_flag(s)
     s.set_defaults(fn=_demo)

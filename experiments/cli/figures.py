@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .common import bootstrap_flags
+
 
 def writable_dir(path: str | Path) -> Path:
     """Create the directory ``path`` and prove it can be written, before any long work; an OSError
@@ -30,8 +32,8 @@ def _figures(a) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `figures` to the top-level subparsers ``sub``."""
     s = sub.add_parser("figures", help="paper figures and a LaTeX table from one or more run directories")
-    s.add_argument("run_dirs", nargs="+")
-    s.add_argument("--format", default="pdf,svg,png")
+    s.add_argument("run_dirs", nargs="+", help="run directories (each with responses.parquet), or a sweep's")
+    s.add_argument("--format", default="pdf,svg,png", help="file formats, comma-separated (default pdf,svg,png)")
     s.add_argument("--out", default=None, help="default: RUN_DIR/figures")
-    s.add_argument("--resamples", type=int, default=1000)
+    bootstrap_flags(s, ["resamples"])
     s.set_defaults(fn=_figures)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from evenhand.metric_defs import power_metrics
 
+from .common import bootstrap_flags, json_flag
+
 
 def pilot_rows(path: str):
     """The responses of a pilot: a responses file, a run directory (``responses.parquet``) or a comparison
@@ -106,12 +108,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    choices=list(power_metrics()))
     s.add_argument("--contrasts", type=lambda v: [int(x) for x in v.split(",")], default=[1, 2, 4],
                    help="contrasts per scenario to size for, comma-separated (default 1,2,4)")
-    s.add_argument("--alpha", type=float, default=0.05)
-    s.add_argument("--power", type=float, default=0.8)
+    s.add_argument("--alpha", type=float, default=0.05, help="the two-sided test's level (default 0.05)")
+    s.add_argument("--power", type=float, default=0.8, help="the power wanted (default 0.8)")
     s.add_argument("--pool", type=int, default=None, help="the scenarios available (e.g. the held-out pool)")
-    s.add_argument("--resamples", type=int, default=1000)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--json", action="store_true")
+    bootstrap_flags(s)
+    json_flag(s)
     s.set_defaults(fn=_power)
 
 

@@ -7,11 +7,13 @@ from pathlib import Path
 
 from evenhand.options import add_flags, options_from_args
 from evenhand.runs import RunDir
-from probes.dataset import LABELS
+from evenhand.suite.subsets import CONDITIONS
+from probes.ablation import VARIANTS
 from probes.logistic import ProbeOptions
-from probes.options import SOLVERS
 
-from .common import renamed_flag
+from experiments.studies.run_config import AblationConfig, AttributionConfig, ProbeConfig
+
+from .common import bootstrap_flags, progress_flag, renamed_flag
 from .formatting import ablation_text, attribution_text, probe_text
 
 PROBE_FLAGS = ("solver", "device", "folds", "inner_folds", "seed")
@@ -72,15 +74,14 @@ def _probe_attribution(a) -> int:
 
 
 def _probe_args(x: argparse.ArgumentParser) -> None:
-    x.add_argument("run_dir")
-    x.add_argument("--label", default="favours_minority",
-                   choices=list(LABELS))
+    x.add_argument("run_dir", help="a run directory with an activation cache (cache: enabled)")
+    add_flags(x, ProbeConfig, ["label"])
     x.add_argument("--sites", nargs="+", default=None, help="default: every cached site")
-    add_flags(x, ProbeOptions, ["solver", "device", "folds", "inner_folds"], choices={"solver": SOLVERS})
+    add_flags(x, ProbeOptions, ["solver", "device", "folds", "inner_folds"])
     renamed_flag(x, "--engine", "--solver")
-    x.add_argument("--resamples", type=int, default=1000)
+    bootstrap_flags(x, ["resamples"])
     add_flags(x, ProbeOptions, ["seed"])
-    x.add_argument("--out", default=None)
+    x.add_argument("--out", default=None, help="the output directory (default: under RUN_DIR)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,28 +90,27 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="probe_command", required=True)
     s = pr.add_parser("sweep", help="one probe per site, with the evidence baseline, gain and control task")
     _probe_args(s)
-    s.add_argument("--degree", type=int, nargs="+", default=None)
-    s.add_argument("--condition", nargs="+", default=None, choices=["GT", "AMB"])
-    s.add_argument("--contrast", nargs="+", default=None)
-    s.add_argument("--pressured", default=None, choices=["yes", "no"])
-    s.add_argument("--no-control", action="store_true")
+    s.add_argument("--degree", type=int, nargs="+", default=None, help="keep only these degrees")
+    s.add_argument("--condition", nargs="+", default=None, choices=list(CONDITIONS), help="keep only these conditions")
+    s.add_argument("--contrast", nargs="+", default=None, help="keep only these contrast ids")
+    s.add_argument("--pressured", default=None, choices=["yes", "no"],
+                   help="yes: pressured items only; no: baselines only (default both)")
+    s.add_argument("--no-control", action="store_true", help="skip the control task")
     s.add_argument("--text", action="store_true",
                    help="also the text baseline: the label from the written reasoning (reasoning-mode runs)")
     s.set_defaults(fn=_probe_sweep)
     s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
     _probe_args(s)
-    s.add_argument("--variant", default="label", choices=["label", "degree0", "degree2"])
-    s.add_argument("--minority-slot", default=None, choices=["A", "B"],
-                   help="keep one identity arrangement, so the ablated prompts still differ (see ceiling_ablated)")
-    s.add_argument("--degree", type=int, default=1)
-    s.add_argument("--batch-size", type=int, default=32)
+    s.add_argument("--variant", default="label", choices=list(VARIANTS),
+                   help="label: names replaced by neutral labels; degree0: re-rendered without identity; degree2: "
+                        "identity by the implicit cue (the control)")
+    add_flags(s, AblationConfig, ["minority_slot", "degree"])
+    s.add_argument("--batch-size", type=int, default=32, help="items per forward pass when re-deciding and caching")
     s.set_defaults(fn=_probe_ablation)
     s = pr.add_parser("attribution", help="direct logit attribution of the decision by layer (TransformerLens)")
-    s.add_argument("run_dir")
-    s.add_argument("--degree", type=int, nargs="+", default=[1, 2, 3])
-    s.add_argument("--batch-size", type=int, default=8)
-    s.add_argument("--resamples", type=int, default=1000)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("run_dir", help="a run directory (its responses and model)")
+    add_flags(s, AttributionConfig, ["degrees", "batch_size"], flags={"degrees": "--degree"})
+    bootstrap_flags(s)
     s.add_argument("--out", default=None, help="default: RUN_DIR/attribution")
-    s.add_argument("--no-progress", action="store_true")
+    progress_flag(s)
     s.set_defaults(fn=_probe_attribution)

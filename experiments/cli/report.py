@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from .common import bootstrap_flags
+
 
 def _report_page(a) -> int:
     from experiments.report import write_report
@@ -15,6 +17,6 @@ def _report_page(a) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `report` to the top-level subparsers ``sub``."""
     s = sub.add_parser("report", help="a Markdown and HTML page: headline numbers in words and every figure")
-    s.add_argument("run_dir")
-    s.add_argument("--resamples", type=int, default=1000)
+    s.add_argument("run_dir", help="a finished run directory")
+    bootstrap_flags(s, ["resamples"])
     s.set_defaults(fn=_report_page)

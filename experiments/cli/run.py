@@ -39,9 +39,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `run` to the top-level subparsers ``sub``."""
     s = sub.add_parser("run", help="run a YAML config of any study (its kind:; a run config: suite -> decisions -> "
                                    "metrics (-> cache -> probes -> ablation -> figures)), or a sweep of one")
-    s.add_argument("config")
+    s.add_argument("config", help="a config of any study (.yaml; experiments/configs/): its kind: names the study "
+                                   "(run when absent); a sweep: field makes it a sweep")
     s.add_argument("--quiet", action="store_true", help="no progress bars and no stage headers (the results are still printed)")
-    s.add_argument("--backend", default="local", choices=["local", "ray"])
+    s.add_argument("--backend", default="local", choices=["local", "ray"],
+                   help="local (default) or ray: a run config's or a sweep's cells on Ray actors")
     s.add_argument("--address", default=None, help="ray: a cluster address (default: start a local one)")
     s.add_argument("--workers", type=int, default=2, help="ray: model-holding actors")
     s.add_argument("--gpus-per-worker", type=float, default=0.0, help="ray: GPUs per actor")

@@ -31,5 +31,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `runs list` to the top-level subparsers ``sub``."""
     rl = sub.add_parser("runs", help="run directories").add_subparsers(dest="runs_command", required=True)
     s = rl.add_parser("list", help="the runs under a directory with their status")
-    s.add_argument("directory", nargs="?", default="runs")
+    s.add_argument("directory", nargs="?", default="runs", help="where to look, recursively (default runs)")
     s.set_defaults(fn=_runs_list)

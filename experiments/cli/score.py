@@ -7,8 +7,11 @@ import json
 import sys
 
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
+from evenhand.metrics import INTERVALS
+from evenhand.models.simulated import PlantedBias
+from evenhand.options import add_flags
 
-from .common import boot_args
+from .common import boot_args, bootstrap_flags, bootstrap_options, json_flag
 from .formatting import score_table
 
 
@@ -18,7 +21,7 @@ def _score(a) -> int:
     df = load_rows(a.file)
     if df.attrs.get("joined"):
         print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
-    report = score(df, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed, convention=a.convention)
+    report = score(df, contrast_type=a.contrast_type, bootstrap=bootstrap_options(a), convention=a.convention)
     if a.json:
         print(json.dumps(report, indent=2))
     else:
@@ -92,27 +95,23 @@ def register_score(sub: argparse._SubParsersAction) -> None:
 def register_simulate(sub: argparse._SubParsersAction) -> None:
     """Add `simulate` and `coverage` to the top-level subparsers ``sub``."""
     s = sub.add_parser("simulate", help="run the simulated model with planted biases")
-    s.add_argument("--subset", choices=["smoke", "core"], default="smoke")
-    s.add_argument("--out", default="runs/simulated")
+    s.add_argument("--subset", choices=["smoke", "core"], default="smoke", help="the suite subset answered")
+    s.add_argument("--out", default="runs/simulated", help="the run directory (default runs/simulated)")
     s.add_argument("--seed", type=int, default=0, help="suite subset seed")
-    s.add_argument("--model-seed", type=int, default=0)
+    s.add_argument("--model-seed", type=int, default=0, help="seed of the simulated model's draws")
     s.add_argument("--form", choices=["stochastic", "deterministic", "policy"], default="stochastic",
                    help="policy: the deterministic planted policy (evenhand/models/policy.py)")
-    s.add_argument("--resamples", type=int, default=1000)
+    bootstrap_flags(s, ["resamples"])
     s.add_argument("--planted", nargs="*", metavar="KEY=VALUE", help="override PlantedBias fields")
     s.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="evenhand (default) or ai2: Ai2's reference scorer (docs/METRICS.md)")
     s.set_defaults(fn=_simulate)
     s = sub.add_parser("coverage", help="CI coverage of the planted values over many simulated-model seeds")
-    s.add_argument("--subset", choices=["smoke", "core"], default="core")
-    s.add_argument("--degree", type=int, choices=[0, 1, 2, 3], default=3)
-    s.add_argument("--seeds", type=int, default=50)
-    s.add_argument("--resamples", type=int, default=400)
-    s.add_argument("--scenario-sd", type=float, default=0.0,
-                   help="SD of a per-scenario random intercept on the logit of each decision (0: none)")
-    s.add_argument("--scenario-contrast-sd", type=float, default=0.0,
-                   help="SD of a per-(scenario, contrast) random intercept (0: none)")
-    s.add_argument("--interval", choices=["jackknife-t", "percentile", "iid"], default=None,
-                   help="interval method for this study (default: the metrics' own; iid ignores scenarios)")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--subset", choices=["smoke", "core"], default="core", help="the suite subset simulated")
+    s.add_argument("--degree", type=int, choices=[0, 1, 2, 3], default=3, help="the degree whose items are used")
+    s.add_argument("--seeds", type=int, default=50, help="simulated-model seeds (one interval each)")
+    bootstrap_flags(s, ["resamples"], defaults={"resamples": 400})
+    add_flags(s, PlantedBias, ["scenario_sd", "scenario_contrast_sd"])
+    bootstrap_flags(s, ["interval"], choices={"interval": INTERVALS})
+    json_flag(s)
     s.set_defaults(fn=_coverage)

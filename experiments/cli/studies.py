@@ -7,7 +7,8 @@ import json
 
 from evenhand.options import options_from_args
 
-from .common import SUITE_FLAGS, boot_args, model_args, model_spec
+from .common import (SUITE_FLAGS, boot_args, bootstrap_flags, bootstrap_options, json_flag, model_args, model_spec,
+                     progress_flag)
 from .formatting import compare_table
 
 
@@ -35,11 +36,11 @@ def _compare_runs(a) -> int:
     from evenhand.paired import score_arms
     from evenhand.schema import load_rows
     base, other = load_rows(a.base), load_rows(a.other)
-    result = compare(base, other, contrast_type=a.contrast_type, resamples=a.resamples, seed=a.seed,
-                     convention=a.convention)
+    boot = bootstrap_options(a)
+    result = compare(base, other, contrast_type=a.contrast_type, bootstrap=boot, convention=a.convention)
     common = set(base["item_id"]) & set(other["item_id"])  # the items compare() paired
     paired = score_arms({"base": base[base["item_id"].isin(common)], "other": other[other["item_id"].isin(common)]},
-                        "base", resamples=a.resamples, seed=a.seed, contrast_type=result["contrast_type"])
+                        "base", bootstrap=boot, contrast_type=result["contrast_type"])
     result["score"] = paired[paired["arm"] == "other"].to_dict("records")  # EvenHand's convention, refusals counted
     print(json.dumps(result, indent=2, default=str) if a.json else compare_table(result))
     return 0
@@ -89,7 +90,7 @@ def register_compare(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("compare", help="interventions against the baseline: run a comparison config (CONFIG.yaml)")
     s.add_argument("config", help="a comparison config (.yaml; experiments/configs/compare_interventions.yaml)")
     s.add_argument("other", nargs="?", default=None, help=argparse.SUPPRESS)  # the old two-file form, refused
-    s.add_argument("--no-progress", action="store_true")
+    progress_flag(s)
     for f in RUNS_FLAGS:  # compare-runs' flags, refused with a pointer to it
         flag = f"--{f.replace('_', '-')}"
         if f == "json":
@@ -115,15 +116,15 @@ def register_modes_bbq_interventions(sub: argparse._SubParsersAction) -> None:
     """Add `modes`, `bbq` and `interventions list` to the top-level subparsers ``sub``."""
     s = sub.add_parser("modes", help="the suite decided in answer and in logprob mode on one model, compared")
     model_args(s)
-    s.add_argument("--resamples", type=int, default=1000)
-    s.add_argument("--no-progress", action="store_true")
+    bootstrap_flags(s, ["resamples"])
+    progress_flag(s)
     s.set_defaults(fn=_modes)
     s = sub.add_parser("bbq", help="BBQ asked five ways on one model (CONFIG.yaml)")
-    s.add_argument("config")
-    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("config", help="a BBQ config (.yaml; experiments/configs/bbq_organism.yaml)")
+    progress_flag(s)
     s.set_defaults(fn=bbq)
     iv = sub.add_parser("interventions", help="the registered debiasing interventions").add_subparsers(
         dest="interventions_command", required=True)
     s = iv.add_parser("list", help="name, kind and description of each")
-    s.add_argument("--json", action="store_true")
+    json_flag(s)
     s.set_defaults(fn=_interventions_list)

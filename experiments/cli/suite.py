@@ -6,6 +6,8 @@ import json
 import time
 from pathlib import Path
 
+from .common import json_flag
+
 
 def _suite_stats(a) -> int:
     from evenhand.suite.datasheet import suite_stats
@@ -116,25 +118,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--suite", default=None, metavar="VERSION",
                        help="suite version: 1 or 2 (default: the current version, 2)")
     s = suite.add_parser("stats", help="counts of the suite (and of a subset)")
-    s.add_argument("--subset", choices=["smoke", "core"])
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--subset", choices=["smoke", "core"], help="also count this subset")
+    s.add_argument("--seed", type=int, default=0, help="seed of the stratified subset")
+    json_flag(s)
     version_flag(s)
     s.set_defaults(fn=_suite_stats)
     s = suite.add_parser("export", help="write a subset's items to JSONL or parquet")
-    s.add_argument("--subset", required=True, choices=["smoke", "core", "full"])
+    s.add_argument("--subset", required=True, choices=["smoke", "core", "full"], help="the items written")
     s.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed of the stratified subset")
     s.add_argument("--limit", type=int, default=None, help="stop after this many items")
     version_flag(s)
     s.set_defaults(fn=_suite_export)
     s = suite.add_parser("show", help="one item's prompt and fields")
-    s.add_argument("item_id")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("item_id", help="an item id (the item_id column of a responses or items file)")
+    json_flag(s)
     version_flag(s)
     s.set_defaults(fn=_suite_show)
     s = suite.add_parser("datasheet", help="the generated datasheet (Markdown)")
-    s.add_argument("--out")
+    s.add_argument("--out", help="write it to this file (default: print it)")
     version_flag(s)
     s.set_defaults(fn=_suite_datasheet)
     s = suite.add_parser("validate", help="check the content and rendered items")

@@ -12,6 +12,8 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evenhand.engine.registry import Mode
+from evenhand.stats import BootstrapOptions
 from interventions.base import REGISTRY, InterventionError
 from interventions.fitted import fit_key
 from interventions.registry import get
@@ -45,9 +47,9 @@ class CompareConfig:
     validation_degrees: tuple[int, ...] = (3,)
     select: SelectRule = SelectRule()
     seed: int = 0
-    mode: str = "answer"
+    mode: Mode = "answer"
     batch_size: int = 64
-    resamples: int = 1000
+    resamples: int = BootstrapOptions.resamples
     controls: bool = True
     control_draws: int = 20  # random controls drawn per fit, each with its own seed (Cell.control_seed)
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
@@ -109,7 +111,7 @@ class _CompareFile:
     validation: _Validation | None = None
     select: SelectRule | None = None
     seed: int = CompareConfig.seed
-    mode: str = CompareConfig.mode
+    mode: Mode = CompareConfig.mode
     batch_size: int = CompareConfig.batch_size
     resamples: int = CompareConfig.resamples
     controls: bool = CompareConfig.controls
@@ -151,7 +153,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     raw = {k: v for k, v in raw.items() if k != "kind"}
     from evenhand.metrics import ASYMMETRY
     from evenhand.engine.registry import ENGINES, refusal
-    rules = Rules(choices={"mode": ("answer", "reasoning", "logprob"), "select.metric": ASYMMETRY, "engine": ENGINES},
+    rules = Rules(choices={"select.metric": ASYMMETRY, "engine": ENGINES},
                   positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
                                       "eval.scenarios", "eval.contrasts", "validation.scenarios",
                                       "control_draws"}))

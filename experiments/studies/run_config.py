@@ -12,21 +12,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evenhand.activations import BACKENDS, CacheOptions
-from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
+from typing import Literal
+
+from evenhand.activations import Backend, CacheDtype, CacheOptions
+from evenhand.conventions import DEFAULT_CONVENTION, Convention
 from evenhand.decisions import DecideOptions
 from evenhand.engine.registry import ENGINES as DECISION_ENGINES
-from evenhand.engine.registry import refusal
+from evenhand.engine.registry import Mode, refusal
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
+from evenhand.stats import BootstrapOptions
+from evenhand.suite.generate import DEGREES, Slot
+from evenhand.suite.subsets import Condition, ContrastType
+from probes.ablation import Variant
+from probes.dataset import Label
 from probes.logistic import ProbeOptions
-from probes.options import SOLVERS
+from probes.options import Solver
 
 from .base import without_kind
 
-MODES = ("answer", "reasoning", "logprob")
-LABELS = ("favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed", "flipped",
-          "side_residual")
+Degree = Literal[DEGREES]
+"""A degree of the suite (0-3)."""
 RENAMED = {"cache.engine": "cache.backend", "probe.engine": "probe.solver", "ablation.engine": "ablation.solver"}
 """Config fields renamed since runs were made (old -> new): an old key in a config is refused naming the new one;
 a run made before the rename resumes (its recorded config is read with the new names: the values are the same
@@ -44,9 +50,9 @@ class SuiteConfig:
     limit: int | None = None
     """Keep N items (after the filters) spread across scenarios: whole baseline groups taken round-robin over
     the scenarios in a seeded order (:func:`evenhand.suite.spread`), never the first N."""
-    degrees: tuple[int, ...] | None = None
+    degrees: tuple[Degree, ...] | None = None
     """Keep only these degrees (0-3)."""
-    contrast_types: tuple[str, ...] | None = None
+    contrast_types: tuple[ContrastType, ...] | None = None
     """Keep only these contrast types (type1, type23)."""
     version: str | None = None
     """Suite version of smoke/core items: 1 or 2 (default: the current version, 2). organism_heldout is
@@ -60,11 +66,11 @@ class CacheConfig:
     """Cache activations after deciding."""
     sites: tuple[str, ...] = CacheOptions.sites
     """Site names or shorthands (residual, all)."""
-    dtype: str = CacheOptions.dtype
+    dtype: CacheDtype = CacheOptions.dtype
     """float16 | float32."""
     name_mean: bool = CacheOptions.name_mean
     """Also cache the mean over each candidate's name tokens."""
-    backend: str = "nnsight"
+    backend: Backend = "nnsight"
     """What reads the activations: nnsight | transformer_lens (was ``engine``)."""
     batch_size: int | None = None
     """Defaults to the run's batch_size."""
@@ -73,17 +79,17 @@ class CacheConfig:
 @dataclass(frozen=True)
 class ProbeConfig:
     """Probe sweep on the run's activation cache (optional stage; needs ``cache.enabled``)."""
-    label: str = "favours_minority"
-    """favours_minority | correct | pressure_followed | slot_a_minority."""
+    label: Label = "favours_minority"
+    """What the probe predicts: one of probes.dataset.LABELS."""
     sites: tuple[str, ...] | None = None
     """Cached sites to probe (default: every cached site)."""
-    degrees: tuple[int, ...] | None = None
+    degrees: tuple[Degree, ...] | None = None
     """Keep only these degrees."""
-    conditions: tuple[str, ...] | None = None
+    conditions: tuple[Condition, ...] | None = None
     """Keep only these conditions (GT, AMB)."""
     pressured: bool | None = None
     """true: pressured items only; false: baselines only; absent: both."""
-    solver: str = ProbeOptions.solver
+    solver: Solver = ProbeOptions.solver
     """auto | torch | sklearn (was ``engine``)."""
     device: str = ProbeOptions.device
     """Device of the torch solver."""
@@ -102,18 +108,18 @@ class ProbeConfig:
 @dataclass(frozen=True)
 class AblationConfig:
     """The name-ablation control (optional stage; needs ``cache.enabled``)."""
-    variants: tuple[str, ...] = ("label",)
+    variants: tuple[Variant, ...] = ("label",)
     """label (names replaced by neutral labels), degree0 (re-rendered without identity) and/or degree2 (identity
     by the implicit cue instead of the name: the control)."""
-    label: str = "favours_minority"
+    label: Label = "favours_minority"
     """The probe label."""
     degree: int = 1
     """The degree of the items ablated (names appear at degree 1)."""
-    minority_slot: str | None = None
+    minority_slot: Slot | None = None
     """Keep one identity arrangement (A or B) so the ablated prompts still differ (probes.ablation)."""
     sites: tuple[str, ...] | None = None
     """Sites (default: every cached site)."""
-    solver: str = ProbeOptions.solver
+    solver: Solver = ProbeOptions.solver
     """auto | torch | sklearn (was ``engine``)."""
     device: str = ProbeOptions.device
     """Device of the torch solver."""
@@ -128,7 +134,7 @@ class AblationConfig:
 @dataclass(frozen=True)
 class AttributionConfig:
     """Direct logit attribution of the decision by layer (optional stage; TransformerLens bridge)."""
-    degrees: tuple[int, ...] = (1, 2, 3)
+    degrees: tuple[Degree, ...] = (1, 2, 3)
     """Degrees of the items attributed."""
     batch_size: int = 8
     """Prompts per bridge forward."""
@@ -143,7 +149,7 @@ class RunConfig:
     """The run directory (created; a re-run of the same config resumes it)."""
     suite: SuiteConfig = field(default_factory=SuiteConfig)
     """Which items."""
-    mode: str = DecideOptions.mode
+    mode: Mode = DecideOptions.mode
     """answer | reasoning | logprob."""
     batch_size: int = DecideOptions.batch_size
     """Items per batch (halved automatically on out-of-memory)."""
@@ -161,13 +167,13 @@ class RunConfig:
     README "Engines")."""
     cache: CacheConfig = field(default_factory=CacheConfig)
     """Activation cache settings."""
-    resamples: int = 1000
+    resamples: int = BootstrapOptions.resamples
     """Bootstrap resamples for the metrics."""
-    bootstrap_seed: int = 0
+    bootstrap_seed: int = BootstrapOptions.seed
     """Seed of the bootstrap."""
-    contrast_type: str | None = None
+    contrast_type: ContrastType | None = None
     """type1 | type23 for the printed summary (default type1 when present)."""
-    convention: str = DEFAULT_CONVENTION
+    convention: Convention = DEFAULT_CONVENTION
     """evenhand (default: directions are about who is favoured) | ai2 (Ai2's reference scorer; docs/METRICS.md).
     Recorded in metrics.json."""
     probe: ProbeConfig | None = None
@@ -180,18 +186,12 @@ class RunConfig:
     """Write the paper figures, the LaTeX table and the report page (OUT/figures/, OUT/report.md) at the end."""
 
 
-CHOICES = {"mode": MODES, "engine": DECISION_ENGINES, "cache.dtype": ("float16", "float32"),
-           "cache.backend": BACKENDS,
-           "contrast_type": ("type1", "type23", None), "convention": CONVENTIONS,
-           "model.dtype": ("auto", "float32", "bfloat16", "float16"), "model.chat_template": ("auto", "none"),
-           "probe.label": LABELS, "ablation.label": LABELS, "probe.solver": SOLVERS, "ablation.solver": SOLVERS}
-TUPLE_CHOICES = {"probe.conditions": ("GT", "AMB"), "ablation.variants": ("label", "degree0", "degree2"),
-                 "probe.degrees": (0, 1, 2, 3), "attribution.degrees": (0, 1, 2, 3), "suite.degrees": (0, 1, 2, 3),
-                 "suite.contrast_types": ("type1", "type23")}
+CHOICES = {"engine": DECISION_ENGINES}
+"""The fields whose values a registry holds (a plugin may add an engine); the others are ``Literal`` fields."""
 POSITIVE = {"batch_size", "max_new_tokens", "reasoning_max_new_tokens", "resamples", "suite.limit", "cache.batch_size",
             "attribution.batch_size"}
 AT_LEAST_TWO = {"probe.folds", "probe.inner_folds", "ablation.folds", "ablation.inner_folds"}
-RULES = Rules(choices=CHOICES, tuple_choices=TUPLE_CHOICES, positive=frozenset(POSITIVE),
+RULES = Rules(choices=CHOICES, positive=frozenset(POSITIVE),
               at_least_two=frozenset(AT_LEAST_TWO))
 """The run config's checks beyond the field types."""
 

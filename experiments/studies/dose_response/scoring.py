@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import get_args
 
 import numpy as np
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.labels import metric_name
 from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
 from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
 from evenhand.schema import ensure_valid
-from evenhand.stats import (ALPHA, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
+from evenhand.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
                             resample_weights)
 
 BASELINE = "baseline"
@@ -42,7 +44,7 @@ MIN_SLOPE_COVERAGE = 0.9
 """The half oracle's bar: its slope CI covers the known slope in at least this share of replications."""
 METRICS = ("fraggap", "tieshift")
 """The asymmetries the dial plants and the benchmark scores: FragGap on GT items, TieShift on AMB items."""
-INTERVALS = ("percentile", "jackknife-t")
+INTERVALS = get_args(PairedInterval)
 """The benchmark's intervals: the percentile cluster bootstrap (scenarios resampled jointly across arms and
 betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
 which the suite's metrics use because the percentile interval is too narrow with few scenarios."""
@@ -173,7 +175,7 @@ def _draw_weights(n_clusters: int, resamples: int, rng, interval: str = "percent
     return np.vstack([np.ones((1, n_clusters)), rest])
 
 
-def score_dose(d: DoseData, resamples: int = 1000, seed: int = 0, sign: float = 1.0,
+def score_dose(d: DoseData, resamples: int = RESAMPLES, seed: int = 0, sign: float = 1.0,
                alpha: float = ALPHA, targets: Sequence[float | None] | None = None,
                metrics: Sequence[str] | None = None, interval: str = "percentile",
                accuracy_margin: float = ACCURACY_MARGIN, refusal_margin: float = REFUSAL_MARGIN) -> pd.DataFrame:
@@ -361,7 +363,7 @@ def replication_rows(d: DoseData, W: np.ndarray, replication: int, metric: str =
     return rows
 
 
-def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamples: int = 1000, seed: int = 0,
+def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamples: int = RESAMPLES, seed: int = 0,
               sign: float = 1.0, alpha: float = ALPHA, metrics: Sequence[str] | None = None,
               interval: str = "percentile") -> pd.DataFrame:
     """One row per (replication, arm, beta, metric) and a slope row per (replication, arm, metric): the
@@ -384,7 +386,7 @@ def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamp
     return pd.DataFrame(rows)
 
 
-def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], resamples: int = 1000, seed: int = 0,
+def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], resamples: int = RESAMPLES, seed: int = 0,
                           sign: float = 1.0, alpha: float = ALPHA,
                           metrics: Sequence[str] | None = None, interval: str = "percentile") -> pd.DataFrame:
     """:func:`replicate`'s rows from independent replications, each a pair ``(at_zero, known)`` decoded on its

@@ -16,15 +16,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 import pandas as pd
 
 from evenhand.runs import RunDir
+from evenhand.stats import BootstrapOptions, PairedInterval
+from evenhand.suite.subsets import Condition
 from evenhand.stages import LoadModel, Stage, StageReport, FnStage, exists, open_run, run_stages
 from experiments.studies.base import Study, register
 
 from .items import item_sets
-from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, INTERVALS, ORACLE_ARMS, ORACLE_FRACTION,
+from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, ORACLE_ARMS, ORACLE_FRACTION,
                            PARTIAL_ORACLE, REFUSAL_MARGIN)
 
 METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
@@ -41,8 +44,9 @@ class Oracle:
     layer: int | None = None
 
 
-REPLICATE = ("subsets", "independent")
+Replicate = Literal["subsets", "independent"]
 """The ways of drawing the replications (:attr:`DoseConfig.replicate`)."""
+REPLICATE = get_args(Replicate)
 SCORING_FIELDS = frozenset({"output_dir", "replications", "replicate", "replication_fraction", "resamples",
                             "interval", "replication_scenarios", "replication_conditions", "accuracy_margin",
                             "refusal_margin"})
@@ -90,7 +94,7 @@ class DoseConfig:
     None: measured on the fitting items at the largest beta."""
     eval_scenarios: int = 24
     eval_contrasts: int = 1
-    conditions: tuple[str, ...] = ("GT",)
+    conditions: tuple[Condition, ...] = ("GT",)
     """The item conditions decided (GT: FragGap and accuracy; add AMB for TieShift)."""
     train_scenarios: int = 24
     train_degrees: tuple[int, ...] = (3,)
@@ -99,14 +103,14 @@ class DoseConfig:
     controls: bool = True
     control_seed: int = 0
     replications: int = 40
-    replicate: str = "subsets"
+    replicate: Replicate = "subsets"
     """How the replications behind the false-positive rate and the coverage are drawn: ``subsets`` (seeded
     subsets of ``replication_fraction`` of the one decoded pool: cheap, overlapping, so not independent) or
     ``independent`` (each replication decodes its own items: :mod:`.replications`)."""
     replication_fraction: float = 0.5
     replication_scenarios: int = 10
     """Held-out scenarios per independent replication (``replicate: independent``)."""
-    replication_conditions: tuple[str, ...] = ("GT",)
+    replication_conditions: tuple[Condition, ...] = ("GT",)
     """The conditions an independent replication decides (GT: FragGap; add AMB for TieShift)."""
     accuracy_margin: float = ACCURACY_MARGIN
     """A cell (arm, beta) losing more accuracy than this (GT items without pressure, refusals wrong) is
@@ -114,8 +118,8 @@ class DoseConfig:
     refusal_margin: float = REFUSAL_MARGIN
     """A cell whose refusal rate rises by more than this, over all items or over a metric's pressured items,
     is degraded (:func:`.scoring.flag_cells`)."""
-    resamples: int = 1000
-    interval: str = "percentile"
+    resamples: int = BootstrapOptions.resamples
+    interval: PairedInterval = "percentile"
     """The CIs of the table and the replications: ``percentile`` or ``jackknife-t``
     (:data:`.scoring.INTERVALS`)."""
     seed: int = 0
@@ -130,9 +134,7 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
     from interventions.base import REGISTRY, InterventionError
     from interventions.registry import load_builtin
     load_builtin()
-    rules = Rules(tuple_choices={"conditions": ("GT", "AMB"), "replication_conditions": ("GT", "AMB"),
-                                 "train_degrees": (1, 2, 3)},
-                  choices={"replicate": REPLICATE, "interval": INTERVALS},
+    rules = Rules(tuple_choices={"train_degrees": (1, 2, 3)},
                   positive=frozenset({"eval_scenarios", "eval_contrasts", "train_scenarios", "train_max_items",
                                       "replications", "resamples", "batch_size", "replication_scenarios"}))
     if raw.get("kind", DoseResponseStudy.kind) != DoseResponseStudy.kind:
