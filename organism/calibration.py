@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
+
 from .dial import DIAL_FILE, Dial, dialled, letter_position_batches, pressure_sign
 from .recipe import FAIR
 
@@ -93,7 +95,7 @@ def calibration_items(path: str | Path = FAIR, n_scenarios: int | None = None, d
     return heldout_items(record, n_scenarios, degrees=[degree], seed=seed)
 
 
-def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int = 1000,
+def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int = RESAMPLES,
               seed: int = 0, batch_size: int = 64, progress: bool = True, lm=None) -> dict:
     """The calibration curve: per ``beta``, the degree-3 :data:`CALIBRATION_METRICS` (value and CI)
     of the dialled organism on :func:`calibration_items`, and the gain ``k`` (the module docstring).

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.models.loading import LoadedModel
 from evenhand.models.policy import PlantedPolicy, planted_truth
 from evenhand.suite.matched import heldout_items
@@ -55,7 +56,7 @@ def heldout_responses(path: str | Path = COMMITTED, n_scenarios: int | None = No
     return HeldoutRun(lm, record, policy, items, resp)
 
 
-def known_answer_checks(run: HeldoutRun, resamples: int = 1000, seed: int = 0) -> dict:
+def known_answer_checks(run: HeldoutRun, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """The accuracy on GT items without pressure over all degrees and, per degree, each metric
     measured from the organism's answers (with CI) next to the value the policy plants on the same
     items; the organism's agreement with the policy (all items and GT items without pressure) and

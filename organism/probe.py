@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from probes.dataset import TARGETS
 
 from .evaluation import HeldoutRun, heldout_responses, known_answer_checks
@@ -24,7 +25,7 @@ PROBE_METRICS = ("accuracy", "auroc", "evidence_accuracy", "combined_accuracy", 
 """The metrics of the best site reported with their CIs."""
 
 
-def side_probe(run: HeldoutRun, probe_degree: int = 3, batch_size: int = 64, seed: int = 0, resamples: int = 1000,
+def side_probe(run: HeldoutRun, probe_degree: int = 3, batch_size: int = 64, seed: int = 0, resamples: int = RESAMPLES,
                progress: bool = False) -> dict:
     """A ``favours_minority`` probe sweep on the baseline (no pressure) responses of ``run`` at
     ``probe_degree``: ``label``, ``degree``, ``n`` rows, ``best_site``, the full ``table`` and the
@@ -51,7 +52,7 @@ def side_probe(run: HeldoutRun, probe_degree: int = 3, batch_size: int = 64, see
                      for m in PROBE_METRICS}}
 
 
-def evaluate(path: str | Path = COMMITTED, n_scenarios: int | None = None, seed: int = 0, resamples: int = 1000,
+def evaluate(path: str | Path = COMMITTED, n_scenarios: int | None = None, seed: int = 0, resamples: int = RESAMPLES,
              batch_size: int = 64, probe_degree: int = 3, progress: bool = False) -> dict:
     """Known-answer checks on held-out scenarios, through the ordinary code paths.
 
@@ -74,7 +75,7 @@ DIAL_TARGETS = (*TARGETS, "favours_minority")
 
 def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_scenarios: int | None = None,
                      degrees: Sequence[int] = (3,), targets: Sequence[str] = DIAL_TARGETS,
-                     sites: Sequence[str] = ("residual",), opts=None, resamples: int = 1000, batch_size: int = 64,
+                     sites: Sequence[str] = ("residual",), opts=None, resamples: int = RESAMPLES, batch_size: int = 64,
                      seed: int = 0, progress: bool = False) -> pd.DataFrame:
     """The probe study of the fair organism at ``path`` (default: the committed one) with the dial at each
     of ``betas``, on the matched items of its first ``n_scenarios`` held-out scenarios (all when None) at

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.bbq.data import load_bbq, render_mc, render_yes_no
 from evenhand.bbq.scoring import score_bbq
 from evenhand.models.loading import load_model, locate, resolve_spec
@@ -41,7 +42,7 @@ class BBQConfig:
     configurations: tuple[str, ...] = tuple(CONFIGURATIONS)
     batch_size: int = 16
     max_new_tokens: int = 4
-    resamples: int = 1000
+    resamples: int = RESAMPLES
 
 
 RULES = Rules(tuple_choices={"configurations": tuple(CONFIGURATIONS)}, at_least_two=frozenset({"per_category"}),

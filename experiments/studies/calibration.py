@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.atomic import atomic_open
 from evenhand.options import ConfigError, Rules, build
 from evenhand.runs import RunDir, write_table_atomic
@@ -37,7 +38,7 @@ class CalibrationConfig:
     """The organism's directory (with ``dial.json``); default the committed fair organism."""
     scenarios: int | None = None
     """Its first held-out scenarios to decide (default all)."""
-    resamples: int = 1000
+    resamples: int = RESAMPLES
     """Bootstrap resamples of each metric's CI."""
     seed: int = 0
     """Seed of the items' contrasts and of the bootstrap."""

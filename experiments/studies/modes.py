@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.messages import warn_unparseable
 from evenhand.decisions import DecideOptions, decide
 from evenhand.metrics import compare, score
@@ -36,7 +37,7 @@ MODES = ("answer", "logprob")
 
 
 def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, chat_template: str = "auto",
-                resamples: int = 1000, seed: int = 0, progress: bool = True) -> list[Stage]:
+                resamples: int = RESAMPLES, seed: int = 0, progress: bool = True) -> list[Stage]:
     """The model, the decisions in each mode (``OUT/<mode>/``, skipped once written) and the comparison
     (writes ``mode_switch.csv``; its result is (tidy table, raw comparison))."""
     def decide_in(mode: str) -> FnStage:
@@ -65,7 +66,7 @@ def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, cha
 
 
 def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 16, chat_template: str = "auto",
-                resamples: int = 1000, seed: int = 0, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+                resamples: int = RESAMPLES, seed: int = 0, progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Decide ``items`` in both modes with the loaded model ``lm``; returns (tidy table, raw comparison).
     ``out_dir`` is a run directory (:mod:`evenhand.stages`): a mode whose responses are written is skipped
     on a rerun."""
@@ -110,7 +111,7 @@ class ModesConfig:
     """Which items."""
     batch_size: int = DecideOptions.batch_size
     """Items per batch."""
-    resamples: int = 1000
+    resamples: int = RESAMPLES
     """Bootstrap resamples."""
     seed: int = 0
     """Seed of the bootstrap."""

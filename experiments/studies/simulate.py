@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand import metrics as metrics_module
+from evenhand.stats import RESAMPLES
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION, check_convention
 from evenhand.metrics import ASYMMETRY, compute_metrics, score
 from evenhand.models.policy import PlantedPolicy, planted_truth
@@ -25,7 +26,7 @@ from .base import Study, register, without_kind
 
 
 def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0,
-                 bias: PlantedBias | None = None, form: str = "stochastic", resamples: int = 1000,
+                 bias: PlantedBias | None = None, form: str = "stochastic", resamples: int = RESAMPLES,
                  contrast_type: str | None = "type1", convention: str = DEFAULT_CONVENTION) -> tuple[RunDir, dict]:
     """Suite subset -> simulated responses -> metrics, written to a run directory through the stage
     driver (stages ``decide`` and ``score``; a rerun of the same arguments resumes, other arguments are
@@ -43,7 +44,7 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
 
 
 def simulation(subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0, bias: PlantedBias | None = None,
-               form: str = "stochastic", resamples: int = 1000, contrast_type: str | None = "type1",
+               form: str = "stochastic", resamples: int = RESAMPLES, contrast_type: str | None = "type1",
                convention: str = DEFAULT_CONVENTION) -> tuple[dict, dict, list[FnStage]]:
     """A simulated run's manifest config, its manifest info (suite version, seeds) and its stages."""
     bias = bias or PlantedBias()
@@ -128,7 +129,7 @@ class SimulateConfig:
     policy; ``planted`` unused)."""
     planted: PlantedBias = field(default_factory=PlantedBias)
     """The planted policy parameters (:class:`evenhand.models.simulated.PlantedBias`)."""
-    resamples: int = 1000
+    resamples: int = RESAMPLES
     """Bootstrap resamples."""
     contrast_type: str | None = "type1"
     """type1 | type23."""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from evenhand.stats import RESAMPLES
 from evenhand.runs import RunDir, write_table_atomic
 from evenhand.stages import FnStage, open_run, run_stages
 
@@ -141,7 +142,7 @@ def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_opt
 
 
 def sweep_stages(cells, backend: str = "local", progress: bool = True, ray_options: dict | None = None,
-                 resamples: int = 1000, _after_cell=None) -> list[FnStage]:
+                 resamples: int = RESAMPLES, _after_cell=None) -> list[FnStage]:
     """One stage per cell (done when the cell's run directory says ``done``), then the table."""
     def cell_stage(cell: SweepCell) -> FnStage:
         def go(run: RunDir) -> None:
