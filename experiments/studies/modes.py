@@ -144,18 +144,18 @@ class ModesStudy(Study):
         return build(ModesConfig, without_kind(data, self.kind), rules=RULES)
 
     def stages(self, cfg: ModesConfig, progress: bool = True) -> list[Stage]:
-        from evenhand.engine.vllm_engine import load_for_engine
+        from evenhand.engine.registry import load
         spec = resolve_spec(cfg.model)
-        return mode_stages(suite_items(cfg.suite), LoadModel(lambda: load_for_engine(spec, "hf")), cfg.batch_size,
+        return mode_stages(suite_items(cfg.suite), LoadModel(lambda: load(spec, "hf")), cfg.batch_size,
                            spec.chat_template, cfg.resamples, cfg.seed, progress)
 
     def run(self, cfg: ModesConfig, progress: bool = True, backend: str = "local", **backend_options) -> ModesResult:
-        from evenhand.engine.vllm_engine import load_for_engine
+        from evenhand.engine.registry import load
         spec = resolve_spec(cfg.model)
         locate(spec)  # a missing or damaged model fails before the output directory is made
         out = check_output_dir(cfg.output_dir)
         items = suite_items(cfg.suite)
-        lm = load_for_engine(spec, "hf")
+        lm = load(spec, "hf")
         table, raw = mode_switch(items, lm, out, cfg.batch_size, spec.chat_template, cfg.resamples, cfg.seed,
                                  progress=progress)
         return ModesResult(table, raw, lm.name, len(items), out)
