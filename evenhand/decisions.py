@@ -25,6 +25,7 @@ from .engine.registry import MODES, Batch, Mode, engine_of
 from .engine.rows import response_row
 from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .shards import ParquetShards
+from .runs import RunDir
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,6 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
     order = {r["item_id"]: i for i, r in enumerate(records)}
     if len(order) != len(records):
         raise ValueError("items contain duplicate item_id values")
-    from .runs import RunDir
     shards = ParquetShards(RunDir(out_dir).decisions) if out_dir is not None else None
     done: set[str] = set()
     if shards is not None:

@@ -13,6 +13,11 @@ from .stats import RESAMPLES, BootstrapOptions
 from .labels import axis_label, degree_name, group_name, metric_name, metric_unit, minus, number
 from .metric_defs import by_degree, find_metric
 from .tables import latex_table
+from .metrics import score
+from .schema import validate_rows
+from .plotting import FULL_WIDTH, paper_style, save
+from .plotting import COLUMN_WIDTH
+from .runs import RunDir, write_table_atomic
 
 __all__ = ["MIN_CELL_N", "COLUMNS", "metrics_long", "metrics_table", "progression_figure", "heatmap_cells",
            "heatmap_figure", "family_figure", "probe_figure", "latex_table", "models_of"]
@@ -36,8 +41,6 @@ def metrics_long(responses: pd.DataFrame, label: str, resamples: int | None = No
                  contrast_type: str | None = None, bootstrap: BootstrapOptions | None = None) -> pd.DataFrame:
     """The tidy metrics table the figures read (see the module docstring); ``bootstrap`` as in
     :func:`evenhand.metrics.score`."""
-    from .metrics import score
-    from .schema import validate_rows
     df = validate_rows(responses)
     rep = score(df, contrast_type, resamples, seed, bootstrap=bootstrap)
     rows = []
@@ -94,7 +97,6 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
     ``title`` defaults to the model the table names."""
     import matplotlib.pyplot as plt
 
-    from .plotting import FULL_WIDTH, paper_style, save
     pal = paper_style()
     t = table[table["breakdown"] == "degree"]
     labels = list(dict.fromkeys(t["label"]))
@@ -190,7 +192,6 @@ def heatmap_figure(table: pd.DataFrame, stem, metric: str = "fraggap", label: st
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.patches import Rectangle
 
-    from .plotting import COLUMN_WIDTH, paper_style, save
     paper_style()
     cells = heatmap_cells(table, metric, label, min_n)
     label = label or table[table["breakdown"] == "contrast_category"]["label"].iloc[0]
@@ -243,7 +244,6 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
     interval are drawn as open circles with a grey name."""
     import matplotlib.pyplot as plt
 
-    from .plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     t = table[table["breakdown"] == "pressure_family"]
     label = label or t["label"].iloc[0]
@@ -295,7 +295,6 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     (n) and scenarios."""
     import matplotlib.pyplot as plt
 
-    from .plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.3))
     act = probes[probes["site"] != "text"] if "site" in probes.columns else probes
@@ -342,7 +341,6 @@ def metrics_table(run_dir: str | Path, resamples: int = RESAMPLES) -> pd.DataFra
     """A run's tidy metrics table (labelled with the directory's name), computed from its responses
     once and saved as ``RUN_DIR/tables/metrics_long.parquet`` (again when a saved table lacks a column
     of :data:`COLUMNS`, i.e. was written by an older version)."""
-    from .runs import RunDir, write_table_atomic
     run = RunDir(run_dir)
     rd = run.path
     f = run.metrics_long_path

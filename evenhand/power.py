@@ -29,6 +29,9 @@ from .paired import counted_indicators
 from .schema import ensure_valid
 from .stats import ALPHA, resample_weights
 from .stats import cluster_sums as _sum_by_cluster
+from .metrics import components_of
+from .metrics import COMPONENTS
+from .stats import jackknife_se, jackknife_weights
 
 POWER = 0.8
 """The default power: an effect of the MDE's size is detected four times in five."""
@@ -170,9 +173,6 @@ def jackknife_variances(base: pd.DataFrame, other: pd.DataFrame | None, metrics:
     """Per metric, (the delete-one-cluster jackknife variance of ``other - base`` on their common items (of
     ``base`` alone when ``other`` is None), the clusters holding the metric's items); clusters are the
     distinct values of the columns ``by``. The variance behind the comparison's jackknife-t interval."""
-    from .metrics import components_of
-    from .metrics import COMPONENTS
-    from .stats import jackknife_se, jackknife_weights
     a, b = _aligned(base, other, contrast_type)
     codes, k = _codes(a, by)
     sums = [(_sum_by_cluster(codes, n, k), _sum_by_cluster(codes, d, k))

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from .atomic import atomic_open, atomic_path, write_json_atomic  # noqa: F401 (re-exported)
 from .runlock import LockHeld, RunLock
+from .models.loading import ModelSpec
+from .atomic import rewrite_in_place
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -405,7 +407,6 @@ class RunDir:
     def model_spec(self) -> "ModelSpec":
         """The model a run was made with, rebuilt from its manifest: ``config.model`` (a spec mapping or a
         name), else the spec recorded with the loaded model."""
-        from .models.loading import ModelSpec
         manifest = self.manifest()
         raw = (manifest.get("config") or {}).get("model")
         if raw is None:
@@ -485,7 +486,6 @@ class RunDir:
         try:
             self.write_manifest(m)
         except OSError:  # a full disk: rewrite the manifest over its own blocks
-            from .atomic import rewrite_in_place
             rewrite_in_place(self.manifest_path, m)
         finally:
             self.unlock()

@@ -21,6 +21,7 @@ import pandas as pd
 
 from .problems import Problem, RowError, raise_problems
 from .rowfiles import ORDER, WHERE, read_rows, read_table  # noqa: F401 (read_rows re-exported)
+from .suite.content import ContentError, content_for, load_content
 
 __all__ = ["REQUIRED", "OPTIONAL", "ADDED", "RowError", "Problem", "read_rows", "validate_rows", "ensure_valid",
            "load_rows"]
@@ -148,7 +149,6 @@ def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
         from .suite.join import join_suite  # here: the suite's modules import this one
         df, skip, join_problems = join_suite(df, REQUIRED, where, order)
         problems += join_problems
-    from .suite.content import ContentError, content_for, load_content  # here: the suite's modules import this
     try:
         content = content_for(df["suite_version"].tolist() if "suite_version" in df.columns else [])
     except ContentError:

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
+from .runs import atomic_path
+from .runs import write_json_atomic
 
 
 class ShardDir:
@@ -47,7 +49,6 @@ class ShardDir:
 
     def atomic_write(self, writer) -> Path:
         """Call ``writer(tmp_path)``, then rename the result to the next shard name."""
-        from .runs import atomic_path
         target = self.next_path()
         with atomic_path(target, prefix=f".{self.prefix}-") as tmp:
             writer(tmp)
@@ -117,7 +118,6 @@ def scattered_units(units: Sequence[Hashable], shards: Sequence[int]) -> list[Ha
 
 
 def write_json(path: Path, obj) -> None:
-    from .runs import write_json_atomic
     write_json_atomic(path, obj)
 
 

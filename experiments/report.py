@@ -18,6 +18,10 @@ from pathlib import Path
 from evenhand.stats import RESAMPLES
 from evenhand.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number, units_phrase
 from evenhand.metric_defs import asymmetry, by_degree, get_metric
+from evenhand.runs import RunDir
+from probes.sweep import best_site
+from evenhand import ORGANISM
+from .figures import caption, run_figures
 
 INTERVALS = {"jackknife-t": "delete-one-scenario jackknife with a t quantile",
              "percentile": "percentile cluster bootstrap over scenarios"}
@@ -61,8 +65,6 @@ def probe_lines(run: Path) -> list[str]:
     """The probe sweeps, text baselines and name ablations of a run, in words (none: no lines)."""
     import pandas as pd
 
-    from evenhand.runs import RunDir
-    from probes.sweep import best_site
     out = []
     for f in (d.probes_table for d in RunDir(run).probe_dirs()):
         t = pd.read_parquet(f)
@@ -97,7 +99,6 @@ def probe_lines(run: Path) -> list[str]:
 def run_kind(manifest: dict) -> tuple[str, str | None]:
     """The model a run's manifest names, and its kind: ``organism`` (EvenHand's model organism),
     ``simulated`` (answers from the simulator) or None (a model's own answers)."""
-    from evenhand import ORGANISM
     config = manifest.get("config") or {}
     loaded = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
     spec = config.get("model")
@@ -119,9 +120,7 @@ def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path,
     """Write ``RUN_DIR/report.md`` and ``report.html``; returns their paths."""
     from markdown_it import MarkdownIt
 
-    from evenhand.runs import RunDir
 
-    from .figures import caption, run_figures
     rd = RunDir(run_dir)
     run = rd.path
     man = rd.manifest()

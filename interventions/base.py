@@ -24,6 +24,8 @@ import pandas as pd
 
 from .fitted import Fitted, InterventionError, fit_key, options_json
 from .model_state import ModelState
+from evenhand.decisions import decide
+from steering.directions import random_like
 
 KINDS = ("prompt", "activation", "learned")
 EDITING_KINDS = ("activation", "learned")
@@ -64,7 +66,7 @@ class SitesApply:
     at_layers: str | int | tuple = "fitted"
 
     def __post_init__(self):
-        from steering.hooks import POSITIONS
+        from steering.hooks import POSITIONS  # deferred: pulls in torch
         if self.positions not in POSITIONS:
             raise InterventionError(f"{self.method}: option positions must be one of {', '.join(POSITIONS)}, "
                                     f"got {self.positions!r}")
@@ -74,7 +76,7 @@ class SitesApply:
 def placed_edits(name: str, edits: dict, options) -> dict:
     """``edits`` (site -> edit(s)) kept at the layers ``options.at_layers`` names and restricted to
     ``options.positions`` (options without these fields: every fitted site, every position)."""
-    from steering.hooks import AtPositions
+    from steering.hooks import AtPositions  # deferred: pulls in torch
     at_layers = getattr(options, "at_layers", "fitted")
     positions = getattr(options, "positions", "all")
     if at_layers != "fitted":
@@ -188,7 +190,6 @@ class Intervention:
 
     def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
         """Decisions under this intervention: rewrite the items with the apply ``options``, then decide."""
-        from evenhand.decisions import decide
         options = self.apply_options(options)
         rows = [self.rewrite(dict(r), options) for r in items.to_dict("records")]
         return decide(pd.DataFrame(rows), lm, opts)
@@ -213,7 +214,7 @@ class EditingIntervention(Intervention, abc.ABC):
 
         On exit every hook is removed; then the model is checked to hold exactly the hooks
         and parameters it held before (:class:`InterventionError` naming what changed)."""
-        from steering.hooks import steer
+        from steering.hooks import steer  # deferred: pulls in torch
         check_fitted(self, fitted)
         opts = self.apply_options(options)
         edits = placed_edits(self.name, self.edits(fitted, lm, opts), opts)
@@ -227,7 +228,6 @@ class EditingIntervention(Intervention, abc.ABC):
     def decide(self, fitted: Fitted, items: pd.DataFrame, lm, opts, options=None) -> pd.DataFrame:
         """Decisions with the edits applied (prefix reuse off when the edits act at some positions only: the
         prefix and the rest of a prompt would run in separate passes)."""
-        from evenhand.decisions import decide
         options = self.apply_options(options)
         if getattr(options, "positions", "all") != "all" and opts.prefix_reuse:
             opts = replace(opts, prefix_reuse=False)
@@ -253,7 +253,6 @@ class DirectionIntervention(EditingIntervention, abc.ABC):
         """Each ``<site>/direction`` (k-th in order) as a random direction of the same norm, seed ``seed*1000+k``."""
         import torch
 
-        from steering.directions import random_like
         keys = [k for k in fitted.tensors if k.endswith("/direction")]
         if not keys:
             raise InterventionError(f"{self.name}: the fitted object has no '<site>/direction' tensor to randomise")

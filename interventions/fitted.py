@@ -18,6 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
+from evenhand.runs import atomic_open, write_json_atomic
 
 CONTROLS = ("none", "random")
 
@@ -60,7 +61,6 @@ class Fitted:
         into place), so a reader that finds ``fitted.json`` finds whole tensors; returns the directory."""
         from safetensors.torch import save
 
-        from evenhand.runs import atomic_open, write_json_atomic
         out = Path(path)
         out.mkdir(parents=True, exist_ok=True)
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in self.tensors.items()}

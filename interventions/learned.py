@@ -18,6 +18,13 @@ import pandas as pd
 
 from .base import DirectionIntervention, EditingIntervention, Fitted, InterventionError, SitesApply, register
 from .steered import check_number, check_positive
+from evenhand.suite.generate import Cell, other_slot, parse_item_id, render_item
+from evenhand.suite.content import content_for
+from evenhand.models.sites import n_layers
+from evenhand.engine.scoring import label_token_ids
+from evenhand.prompts import labels, model_text, user_message, uses_chat_template
+from evenhand.engine.batching import left_pad
+from .reading import prompt_ids, token_states
 
 
 def _pyvene():
@@ -136,8 +143,6 @@ class ModuleEdit:
 
 def swapped_item(item: dict) -> dict:
     """The same case with the two candidates' identity cues exchanged (values stay with their slot)."""
-    from evenhand.suite.generate import Cell, other_slot, parse_item_id, render_item
-    from evenhand.suite.content import content_for
     content = content_for([item.get("suite_version")])
     cell, pressure, pslot = parse_item_id(item["item_id"], content)
     swap = {"GTmin": "GTmaj", "GTmaj": "GTmin", "AMB1": "AMB2", "AMB2": "AMB1"}[cell.variant]
@@ -226,7 +231,6 @@ class _Learned(EditingIntervention):
         return int(getattr(options, "rank", 1))
 
     def _site(self, lm, options) -> str:
-        from evenhand.models.sites import n_layers
         n = n_layers(lm.model)
         layer = n // 2 if options.layer == "middle" else int(options.layer)
         if not 0 <= layer < n:
@@ -277,7 +281,7 @@ class _Learned(EditingIntervention):
 def hooked(lm, site: str, module):
     """The model with ``module`` editing ``site`` on every position (:func:`steering.hooks.steer`): the forward
     :func:`train` uses, the one the fitted edit is applied with."""
-    from steering.hooks import steer
+    from steering.hooks import steer  # deferred: pulls in torch
     with steer(lm.model, {site: ModuleEdit(module)}):
         yield lm.model
 
@@ -342,8 +346,6 @@ def train(lm, module, pairs: list, options, forward, progress: bool = False, nam
 
 def _answer_batch(lm, items: list[dict]):
     """Per item: the prompt ids and the two labels' continuation ids (A's, B's)."""
-    from evenhand.engine.scoring import label_token_ids
-    from evenhand.prompts import labels, model_text, user_message, uses_chat_template
     tok = lm.tokenizer
     special = not uses_chat_template(tok)
     out = []
@@ -359,7 +361,6 @@ def answer_nll(lm, items: list[dict], before=None, model=None):
     over the batch's answer tokens, as the model computes it from ``labels`` (AxBench's ``cf_outputs.loss``)."""
     import torch
 
-    from evenhand.engine.batching import left_pad
     seqs, n_answer = [], []
     for it, (ctx, ca, cb) in zip(items, _answer_batch(lm, items)):
         if it.get("condition") != "GT":
@@ -383,7 +384,6 @@ def letter_logodds(lm, items: list[dict], before=None, model=None):
     ``model`` (default ``lm.model``) is the forward to run."""
     import torch
 
-    from evenhand.engine.batching import left_pad
     seqs, pairs = [], []
     for it, (ctx, ca, cb) in zip(items, _answer_batch(lm, items)):
         k = next((j for j, (x, y) in enumerate(zip(ca, cb)) if x != y), None)  # the first differing token
@@ -438,7 +438,6 @@ class ReFTR1(_Learned, DirectionIntervention):
 
     def latents(self, lm, items: list[dict], site: str, w) -> list[np.ndarray]:
         """Per item, the latents ``ReLU(h_i . w)`` at every prompt token at ``site``."""
-        from .reading import prompt_ids, token_states
         states = token_states(lm, [prompt_ids(lm, it) for it in items], site)
         wn = w.double().numpy()
         return [np.maximum(h.astype(np.float64) @ wn, 0.0) for h in states]
@@ -451,7 +450,7 @@ class ReFTR1(_Learned, DirectionIntervention):
 
     def edits(self, fitted: Fitted, lm, options: ReFTR1Apply) -> dict:
         """``h + alpha w`` at the trained site (``alpha`` None: the fit's steering factor)."""
-        from steering.hooks import Add
+        from steering.hooks import Add  # deferred: pulls in torch
         site = fitted.info["site"]
         alpha = fitted.info["steering_factor"] if options.alpha is None else options.alpha
         return {site: Add(fitted.tensors[f"{site}/direction"], float(alpha))}

@@ -13,6 +13,7 @@ from evenhand.suite.generate import ANSWER_INSTRUCTION, SLOTS
 
 from .base import Fitted, Intervention, InterventionError, register
 from .chat import decide_chat
+from evenhand.suite.content import content_for
 
 # --- fair instruction -------------------------------------------------------------------
 CRITERIA_ONLY = ("Decide on the stated criteria only. Do not let anything unrelated to those criteria move your "
@@ -99,7 +100,6 @@ def _item_id(item: dict) -> str:
 def _role(item: dict) -> str | None:
     """The person who carries the identity cue of a candidate that is not a person (the scenario's
     ``represented_by``), or None."""
-    from evenhand.suite.content import content_for
     try:
         return content_for([item.get("suite_version")]).scenario(item["scenario_id"]).represented_by
     except KeyError:
@@ -108,7 +108,6 @@ def _role(item: dict) -> str | None:
 
 def _profiles(item: dict):
     """The (minority, majority) profiles of the item's contrast, from the suite content."""
-    from evenhand.suite.content import content_for
     content = content_for([item.get("suite_version")])
     try:
         contrast = content.contrast(item["contrast_id"])

@@ -11,16 +11,20 @@ from __future__ import annotations
 import numpy as np
 
 from .fitted import InterventionError
+from evenhand.prompts import uses_chat_template
+from evenhand.prompts import model_text, user_message
+from evenhand.engine.scoring import label_token_ids
+from evenhand.prompts import labels
+from evenhand.engine.batching import left_pad
+from evenhand.models.sites import module, resolve
 
 
 def _special(lm) -> bool:
-    from evenhand.prompts import uses_chat_template
     return not uses_chat_template(lm.tokenizer)
 
 
 def prompt_ids(lm, item: dict) -> list[int]:
     """The token ids the model reads for ``item`` (answer prompt, chat template applied)."""
-    from evenhand.prompts import model_text, user_message
     text = model_text(lm.tokenizer, user_message(item, "answer"))
     return lm.tokenizer(text, add_special_tokens=_special(lm))["input_ids"]
 
@@ -28,8 +32,6 @@ def prompt_ids(lm, item: dict) -> list[int]:
 def answer_sequences(lm, item: dict) -> dict[str, list[int]]:
     """Slot -> the prompt completed with that slot's label up to its answer token (the first token where the two
     labels differ, e.g. the letter of "Candidate A"): the sequences whose last position CAA reads."""
-    from evenhand.engine.scoring import label_token_ids
-    from evenhand.prompts import labels, model_text, user_message
     text = model_text(lm.tokenizer, user_message(item, "answer"))
     (ctx, ca), (_, cb) = (label_token_ids(lm.tokenizer, text, lab, _special(lm)) for lab in labels(item))
     k = next((j for j, (x, y) in enumerate(zip(ca, cb)) if x != y), None)
@@ -47,8 +49,6 @@ def last_token_activations(lm, seqs: list[list[int]], sites: list[str], batch_si
     import torch
     from tqdm.auto import tqdm
 
-    from evenhand.engine.batching import left_pad
-    from evenhand.models.sites import module, resolve
     model = lm.model
     out: dict[str, list] = {s: [] for s in sites}
     store: dict[str, torch.Tensor] = {}
@@ -77,8 +77,6 @@ def token_states(lm, seqs: list[list[int]], site: str, batch_size: int = 32) -> 
     """The value of ``site`` at every token of each sequence (float32 [len, d] per sequence, in order)."""
     import torch
 
-    from evenhand.engine.batching import left_pad
-    from evenhand.models.sites import module, resolve
     model = lm.model
     store: list = []
 

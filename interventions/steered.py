@@ -18,12 +18,18 @@ import pandas as pd
 
 from .base import DirectionIntervention, Fitted, InterventionError, SitesApply, register
 from .reading import answer_sequences, last_token_activations, prompt_ids
+from evenhand.activations import CacheOptions, cache_activations
+from evenhand.models.sites import n_layers
+from evenhand.prompts import model_text, user_message
+from .reading import _special
+from evenhand.engine.batching import left_pad
+from evenhand.models.sites import module, resolve
+from steering.directions import diff_of_means
 
 
 def site_activations(lm, items: pd.DataFrame, sites: list[str], batch_size: int = 32,
                      progress: bool = False) -> dict[str, np.ndarray]:
     """Decision-token activations of ``items`` at ``sites`` (float32, rows in the items' order)."""
-    from evenhand.activations import CacheOptions, cache_activations
     with tempfile.TemporaryDirectory() as tmp:
         cache = cache_activations(items, lm, CacheOptions(sites=tuple(sites), batch_size=batch_size, dtype="float32",
                                                           progress=progress), tmp)
@@ -33,7 +39,6 @@ def site_activations(lm, items: pd.DataFrame, sites: list[str], batch_size: int 
 
 def layer_sites(lm, layers) -> list[str]:
     """``blocks.<l>.resid_post`` sites for ``layers``: ``"all"``, ``"middle"``, a layer index or a list of them."""
-    from evenhand.models.sites import n_layers
     n = n_layers(lm.model)
     if layers in (None, "all"):
         chosen = list(range(n))
@@ -217,7 +222,7 @@ class CAA(DirectionIntervention):
                 "n_pairs_answer_a": int(letter_a.sum()), "position": "answer token"}, tensors
 
     def edits(self, fitted: Fitted, lm, options: CAAApply) -> dict:
-        from steering.hooks import Add
+        from steering.hooks import Add  # deferred: pulls in torch
         return {s: Add(fitted.tensors[f"{s}/direction"], float(options.alpha)) for s in fitted.info["sites"]}
 
 
@@ -292,8 +297,6 @@ def profile_spans(lm, item: dict) -> tuple[list[int], dict[str, tuple[int, int]]
     range of that candidate's profile line): the first line of the prompt that starts with the candidate's noun and
     slot ("Cardholder A is a white woman. Cardholder A has made ...", "Reviewer A, Shanice Singleton, ..."), the
     text that carries the candidate's identity cue. Needs a fast tokenizer (offsets)."""
-    from evenhand.prompts import model_text, user_message
-    from .reading import _special
     if not getattr(lm.tokenizer, "is_fast", False):
         raise InterventionError("ace: concept 'demographic' finds each candidate's profile by token offsets, which "
                                 "need a fast tokenizer; this model's is not (use concept 'relational')")
@@ -353,8 +356,6 @@ def _all_token_states(lm, seqs: list[list[int]], sites: list[str], batch_size: i
     import torch
     from tqdm.auto import tqdm
 
-    from evenhand.engine.batching import left_pad
-    from evenhand.models.sites import module, resolve
     model = lm.model
     out: dict[str, list] = {s: [] for s in sites}
     store: dict[str, torch.Tensor] = {}
@@ -418,11 +419,10 @@ class ACE(_RelabelledControl):
     def site_tensors(acts: np.ndarray, z: np.ndarray, site: str) -> dict:
         """The edit's tensors at ``site``: the concept's difference of means and the activations' mean (for
         ``demographic``, one row per candidate and as many of each class: the midpoint of the two class means)."""
-        from steering.directions import diff_of_means
         return {f"{site}/direction": _float32(diff_of_means(acts, z)), f"{site}/mean": _float32(acts.mean(0))}
 
     def edits(self, fitted: Fitted, lm, options: StrengthApply) -> dict:
-        from steering.hooks import ProjectOut
+        from steering.hooks import ProjectOut  # deferred: pulls in torch
         return {s: ProjectOut(fitted.tensors[f"{s}/direction"], fitted.tensors[f"{s}/mean"], float(options.strength))
                 for s in fitted.info["sites"]}
 
@@ -475,8 +475,8 @@ class LEACE(_RelabelledControl):
     ApplyOptions = StrengthApply
 
     def fit_parameters(self, lm, train_items, options: LEACEFit, seed: int, progress: bool) -> tuple[dict, dict]:
-        from steering.hooks import steer
-        from steering.leace import fit_leace, fit_leace_sequential
+        from steering.hooks import steer  # deferred: pulls in torch
+        from steering.leace import fit_leace, fit_leace_sequential  # deferred: pulls in torch
         if train_items is None or len(train_items) == 0:
             raise InterventionError("leace needs train items")
         rows, z = concept_labels(train_items, options.concept, self.name)
@@ -510,7 +510,7 @@ class LEACE(_RelabelledControl):
 
     def eraser(self, fitted: Fitted, site: str):
         """The :class:`steering.leace.LeaceEraser` fitted at ``site`` (the map every edit applies)."""
-        from steering.leace import LeaceEraser
+        from steering.leace import LeaceEraser  # deferred: pulls in torch
         norm = fitted.tensors.get(f"{site}/operator_norm")
         return LeaceEraser(fitted.tensors[f"{site}/mean"].detach().cpu().double().numpy(),
                            fitted.tensors[f"{site}/proj"].detach().cpu().double().numpy(),
@@ -524,7 +524,7 @@ class LEACE(_RelabelledControl):
         ``seed``), with the fit's shrinkage. For a sequential fit these are the activations collected with the
         real upstream erasers applied: the control is not re-scrubbed through the model under its own upstream
         erasers (that needs the model and one pass per layer per draw)."""
-        from steering.leace import fit_leace
+        from steering.leace import fit_leace  # deferred: pulls in torch
         shrinkage = self.fit_options_of(fitted).shrinkage
         z, acts = self.fitting_data(fitted)
         fake = relabelled(z, seed)

@@ -23,6 +23,12 @@ from evenhand.stats import RESAMPLES
 
 from .dial import DIAL_FILE, Dial, dialled, letter_position_batches, pressure_sign
 from .recipe import FAIR
+from evenhand.engine.positions import answer_tokens
+from evenhand.decisions import DecideOptions, decide
+from evenhand.models.loading import load_model
+from evenhand.schema import validate_rows
+from .evaluation import heldout_items
+from evenhand.metrics import score
 
 CALIBRATION_FILE = "calibration.json"
 """The committed calibration curve's file name, next to the fair organism's weights."""
@@ -37,7 +43,6 @@ def letter_logit_diff(lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarr
     acts at ``generated`` (or ``prompt``, ``last``) positions acts where it would in decoding."""
     import torch
 
-    from evenhand.engine.positions import answer_tokens
     tok, model = lm.tokenizer, lm.model
     ia, ib = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
     out = []
@@ -69,9 +74,6 @@ def dialled_decisions(items: pd.DataFrame, beta: float, path: str | Path = FAIR,
     """``decide`` (answer mode) on ``items`` by the organism at ``path`` with the dial at ``beta`` in its
     weights, scenario ``s`` at ``beta * multipliers[s]`` when given; the weights are restored after.
     Returns the validated responses in the items' order."""
-    from evenhand.decisions import DecideOptions, decide
-    from evenhand.models.loading import load_model
-    from evenhand.schema import validate_rows
 
     dial = dial or Dial.load(Path(path) / DIAL_FILE)
     lm = lm or load_model(str(path))
@@ -90,7 +92,6 @@ def calibration_items(path: str | Path = FAIR, n_scenarios: int | None = None, d
                       seed: int = 0) -> pd.DataFrame:
     """The fair organism's matched held-out items at ``degree`` (the first ``n_scenarios`` held-out
     scenarios, or all)."""
-    from .evaluation import heldout_items
     record = json.loads((Path(path) / "organism.json").read_text())
     return heldout_items(record, n_scenarios, degrees=[degree], seed=seed)
 
@@ -103,8 +104,6 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
     already loaded."""
     from tqdm.auto import tqdm
 
-    from evenhand.metrics import score
-    from evenhand.models.loading import load_model
 
     dial = Dial.load(Path(path) / DIAL_FILE)
     items = calibration_items(path, n_scenarios, seed=seed)

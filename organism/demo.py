@@ -10,6 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from .calibration import beta_for
+from .dial import write_dialled
+from .recipe import FAIR
+from .calibration import CALIBRATION_METRICS
 
 DEMO_FRAGGAP = 0.10
 """The degree-3 FragGap (a share) the demo plants by default."""
@@ -52,7 +56,6 @@ def dial_beta(curve: dict | None, fraggap: float | None = None, beta: float | No
     """The demo's dial setting: ``beta`` when given, else the beta that plants degree-3 FragGap
     ``fraggap`` (a share; default :data:`DEMO_FRAGGAP`) on ``curve``, rounded to 2 decimals (the truth is
     then read off the curve at the rounded beta)."""
-    from .calibration import beta_for
     if beta is not None:
         if fraggap is not None:
             raise ValueError("give a FragGap to plant or a beta, not both")
@@ -78,8 +81,6 @@ def dialled_organism(beta: float, out: str | Path, path: str | Path | None = Non
     """The organism at ``path`` (default: the fair organism) with the dial at ``beta`` in its weights, in
     ``out``: written by :func:`~organism.dial.write_dialled`, or reused when ``out``
     already holds it (same source, same beta)."""
-    from .dial import write_dialled
-    from .recipe import FAIR
     path, out = Path(path or FAIR), Path(out)
     rec = out / "organism.json"
     if rec.exists() and (out / "model.safetensors").exists():
@@ -92,7 +93,6 @@ def dialled_organism(beta: float, out: str | Path, path: str | Path | None = Non
 def planted_truths(fair: dict[int, dict], beta: float, curve: dict | None) -> dict[int, dict[str, Truth]]:
     """The truth per degree and metric (the module docstring); ``fair`` is
     :func:`~evenhand.models.policy.planted_truth` of the fair policy on the demo's items."""
-    from .calibration import CALIBRATION_METRICS
     if beta != 0 and curve is None:
         raise ValueError("the dial's truth needs the calibration curve")
     out: dict[int, dict[str, Truth]] = {}

@@ -18,6 +18,10 @@ import numpy as np
 import pandas as pd
 
 from .recipe import FAIR, record_suite
+from evenhand.prompts import model_text, user_message
+from evenhand.models.loading import load_model
+from evenhand.suite.matched import matched_items
+from .recipe import split_scenarios
 
 DIAL_FILE = "dial.json"
 """The fitted dial's file name, next to the fair organism's weights."""
@@ -82,7 +86,6 @@ def letter_position_batches(lm, items: pd.DataFrame, batch_size: int = 64, end: 
     answer's letter), by nothing (``"prompt"``) or by the noun and the letter ``"A"`` or ``"B"``."""
     import torch
 
-    from evenhand.prompts import model_text, user_message
     if end not in ANSWER_POSITIONS:
         raise ValueError(f"end must be one of {', '.join(ANSWER_POSITIONS)}, got {end!r}")
     tok = lm.tokenizer
@@ -153,10 +156,7 @@ def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1
     there and on the first ``n_check`` held-out scenarios."""
     import random
 
-    from evenhand.models.loading import load_model
-    from evenhand.suite.matched import matched_items
 
-    from .recipe import split_scenarios
 
     path = Path(path)
     record = json.loads((path / "organism.json").read_text())

@@ -19,6 +19,10 @@ from evenhand.models.policy import PlantedPolicy, planted_truth
 from evenhand.suite.matched import heldout_items
 
 from .recipe import COMMITTED
+from evenhand.decisions import DecideOptions, decide
+from evenhand.models.loading import load_model
+from evenhand.schema import validate_rows
+from evenhand.metrics import score
 
 CHECKED_METRICS = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 """The metrics reported per degree, measured and planted."""
@@ -43,9 +47,6 @@ def heldout_responses(path: str | Path = COMMITTED, n_scenarios: int | None = No
                       batch_size: int = 64, progress: bool = False) -> HeldoutRun:
     """Load the organism at ``path`` and decide its held-out items (the first ``n_scenarios`` held-out
     scenarios, or all) in answer mode."""
-    from evenhand.decisions import DecideOptions, decide
-    from evenhand.models.loading import load_model
-    from evenhand.schema import validate_rows
 
     path = Path(path)
     record = json.loads((path / "organism.json").read_text())
@@ -63,7 +64,6 @@ def known_answer_checks(run: HeldoutRun, resamples: int = RESAMPLES, seed: int =
     the share of answers parsed."""
     import numpy as np
 
-    from evenhand.metrics import score
 
     items, resp, policy = run.items, run.responses, run.policy
     report = score(resp, contrast_type="type1", resamples=resamples, seed=seed)

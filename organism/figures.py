@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from evenhand.labels import metric_name
+from evenhand.plotting import COLUMN_WIDTH, paper_style, save
 
 
 def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[Path]:
@@ -10,8 +12,6 @@ def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[
     ``stem.<fmt>`` and returns the paths."""
     import matplotlib.pyplot as plt
 
-    from evenhand.labels import metric_name
-    from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     colours = paper_style()
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.2))
     pts = sorted(curve["points"], key=lambda p: p["beta"])

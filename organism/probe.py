@@ -19,6 +19,17 @@ from probes.dataset import TARGETS
 
 from .evaluation import HeldoutRun, heldout_responses, known_answer_checks
 from .recipe import COMMITTED
+from evenhand.activations import CacheOptions, cache_activations
+from probes.dataset import build_dataset
+from probes.logistic import ProbeOptions
+from probes.sweep import best_site, probe_sweep
+from evenhand.models.loading import load_model
+from .calibration import (
+    calibration_items,
+    dialled_decisions,
+)
+from .dial import DIAL_FILE, Dial, dialled
+from .recipe import FAIR
 
 PROBE_METRICS = ("accuracy", "auroc", "evidence_accuracy", "combined_accuracy", "gain", "control_accuracy",
                  "selectivity", "majority_baseline")
@@ -32,10 +43,6 @@ def side_probe(run: HeldoutRun, probe_degree: int = 3, batch_size: int = 64, see
     best site's :data:`PROBE_METRICS` (value and CI, None for NaN)."""
     import tempfile
 
-    from evenhand.activations import CacheOptions, cache_activations
-    from probes.dataset import build_dataset
-    from probes.logistic import ProbeOptions
-    from probes.sweep import best_site, probe_sweep
 
     resp = run.responses
     base = resp[(~resp["pressured"]) & (resp["degree"] == probe_degree)].reset_index(drop=True)
@@ -92,18 +99,7 @@ def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_s
 
     import numpy as np
 
-    from evenhand.activations import CacheOptions, cache_activations
-    from evenhand.models.loading import load_model
-    from probes.dataset import build_dataset
-    from probes.logistic import ProbeOptions
-    from probes.sweep import probe_sweep
 
-    from .calibration import (
-        calibration_items,
-        dialled_decisions,
-    )
-    from .dial import DIAL_FILE, Dial, dialled
-    from .recipe import FAIR
 
     path = Path(path) if path else FAIR
     opts = opts or ProbeOptions(seed=seed)

@@ -11,6 +11,7 @@ from evenhand.suite.cues import pressure_named_slot
 from evenhand.suite.generate import SLOTS, Cell, criterion_values
 
 from .recipe import ORGANISM_SUITE
+from evenhand.prompts import model_text, user_message
 
 AUX_VALUE = ("strong", "letter", "criterion", "minority", "degree", "lean")
 AUX_SIZES = {"polarity": 2, "strong": 2, "letter": 2, "criterion": 2, "minority": 2, "degree": 4, "lean": 2, "p_letter": 2,
@@ -94,7 +95,6 @@ def encode(tok, item: dict, policy: PlantedPolicy, rng: random.Random | None = N
     ``<end_of_turn>``; the targets of :func:`aux_targets`, and with ``pressure_side_target`` the
     ``p_side`` class (:func:`pressure_side`) at the last prompt token and the answer's first token
     (the position that predicts the letter)."""
-    from evenhand.prompts import model_text, user_message
     text = model_text(tok, user_message(item, "answer"))
     ctx = tok(text, add_special_tokens=False)["input_ids"]
     if rng is not None and unk_rate > 0:
@@ -111,7 +111,6 @@ def encode(tok, item: dict, policy: PlantedPolicy, rng: random.Random | None = N
 def knowledge_row(tok, item: dict, policy: PlantedPolicy, suite: str = ORGANISM_SUITE) -> tuple[list[int], int, dict]:
     """A criterion-knowledge row: the prompt cut after candidate A's line, with only the
     criterion-direction target at A's values (what a pretrained model knows about the world)."""
-    from evenhand.prompts import model_text, user_message
     text = model_text(tok, user_message(item, "answer"))
     aux = aux_targets(tok, text, item, policy, suite)
     cut = text.index(f"\n{item['_scenario'].candidate_noun if '_scenario' in item else item['candidate_noun']} B")

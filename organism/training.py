@@ -17,6 +17,7 @@ from evenhand.suite.content import load_content
 from .data import knowledge_items, sample_items, vocabulary_texts
 from .recipe import Recipe, split_scenarios
 from .targets import AUX_SIZES, DECISION_AUX, encode, knowledge_row
+from evenhand.models.tiny import build_tokenizer, model_class, tiny_config
 
 def _bucketed(rows: list, know: list, per_step: int, know_per_step: int, chunk: int, rng: random.Random):
     """Reorder training rows in runs of ``chunk`` steps: sorted by length, cut into batches, batches
@@ -40,7 +41,6 @@ def build(recipe: Recipe):
     by their log value (``number_init``). Returns ``(model, tokenizer)``."""
     import torch
 
-    from evenhand.models.tiny import build_tokenizer, model_class, tiny_config
     tok = build_tokenizer(vocabulary_texts(suite=recipe.suite))
     cfg = tiny_config("gemma3", len(tok), hidden=recipe.hidden_size, layers=recipe.layers, heads=recipe.heads,
                       kv_heads=recipe.kv_heads, intermediate=recipe.intermediate_size, tokenizer=tok)

@@ -23,6 +23,17 @@ import numpy as np
 import pandas as pd
 
 from evenhand.stats import RESAMPLES
+from evenhand.suite.generate import Cell, parse_item_id, render_item
+from evenhand.suite.content import content_for
+from evenhand.schema import REQUIRED
+from .logistic import ProbeOptions, fit_sites, resolved_solver
+from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, paired_drop_ci
+from .sweep import site_layer
+from evenhand.activations import ActivationCache, CacheOptions, cache_activations
+from evenhand.decisions import DecideOptions, decide
+from evenhand.models.loading import load_model
+from evenhand.runs import RunDir, write_table_atomic
+from .dataset import build_dataset, labels as make_labels
 
 Variant = Literal["label", "degree0", "degree2"]
 """An ablation variant (module docstring)."""
@@ -36,8 +47,6 @@ def _suffix(value, variant: str):
 
 def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABELS) -> dict:
     """One item with its names removed (see the module docstring)."""
-    from evenhand.suite.generate import Cell, parse_item_id, render_item
-    from evenhand.suite.content import content_for
 
     if variant not in VARIANTS:
         raise ValueError(f"ablation variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
@@ -68,7 +77,6 @@ def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABEL
 
 def ablate_items(items: pd.DataFrame, variant: str, labels: dict[str, str] = NEUTRAL_LABELS) -> pd.DataFrame:
     """:func:`ablate_item` over a table of suite items (the response columns are dropped)."""
-    from evenhand.schema import REQUIRED
 
     keep = [c for c in items.columns if c in set(REQUIRED) | {"prompt", "names", "candidate_noun", "suite_version",
                                                                 "domain", "variant", "pressure_family_code",
@@ -101,9 +109,6 @@ def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[n
     ``drop_transfer`` / ``drop_retrained`` (:func:`probes.scores.paired_drop_ci`); with ``design_o`` /
     ``design_a`` the evidence baseline on each run's labels; ``ceilings`` as fixed rows. Every row has the
     ``interval`` it was given and the ``transfer`` protocol (``out-of-fold``)."""
-    from .logistic import ProbeOptions, fit_sites, resolved_solver
-    from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, paired_drop_ci
-    from .sweep import site_layer
 
     opts = opts or ProbeOptions()
     fo = fit_sites(original, y_o, groups, opts)
@@ -155,14 +160,7 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     better, so the drop is fixed by construction). ``minority_slot``: keep only items with the
     minority-coded candidate in that slot (one identity arrangement, so ablated prompts differ).
     ``lm``: the run's model when already loaded (else it is loaded from the run's manifest)."""
-    from evenhand.activations import ActivationCache, CacheOptions, cache_activations
-    from evenhand.decisions import DecideOptions, decide
-    from evenhand.models.loading import load_model
-    from evenhand.runs import RunDir, write_table_atomic
 
-    from .dataset import build_dataset, labels as make_labels
-    from .logistic import ProbeOptions
-    from .scores import PAIRED_INTERVAL, POINT_INTERVAL
 
     opts = opts or ProbeOptions()
     source, out = RunDir(run_dir), RunDir(out_dir)

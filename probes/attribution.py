@@ -26,6 +26,18 @@ import pandas as pd
 
 from evenhand.stats import RESAMPLES
 from evenhand.plotting import FORMATS
+from evenhand.engine.scoring import label_token_ids
+from evenhand.models.sites import module, resolve
+from evenhand.activations import tl_hook_name
+from evenhand.activations import boot_bridge
+from evenhand.engine.batching import Halving, equal_length_groups
+from evenhand.models.sites import n_layers
+from evenhand.prompts import model_text, user_message, uses_chat_template
+from evenhand.stats import interval_bounds, row_weights
+from evenhand.labels import condition_name, group_name, minus
+from evenhand.plotting import COLUMN_WIDTH, paper_style, save
+from evenhand.models.loading import load_model
+from evenhand.runs import RunDir, write_table_atomic
 
 COMPONENTS = ("embed", "attn_out", "mlp_out", "unembed_bias", "logit_diff")
 """Component names of the item table; ``logit_diff`` is the model's own total, not a part of it."""
@@ -57,8 +69,7 @@ def favoured_slot(item: dict) -> str:
 
 def decision_tokens(tokenizer, text: str, item: dict, special: bool) -> DecisionTokens:
     """The sequence and label tokens at which the two answers first diverge (see the module docstring)."""
-    from evenhand.engine.scoring import label_token_ids
-    from evenhand.prompts import labels
+    from evenhand.prompts import labels  # deferred: a name of this module
 
     label_a, label_b = labels(item)
     ctx, tok_a = label_token_ids(tokenizer, text, label_a, special)
@@ -90,7 +101,7 @@ def _component_of(site: str) -> tuple[str, int | None]:
 
 def _chosen_sides(df: pd.DataFrame) -> np.ndarray:
     """``minority`` / ``majority`` (the side the answer favours), ``no_choice``, or ``unknown`` without answers."""
-    from .dataset import labels
+    from .dataset import labels  # deferred: a name of this module
 
     if "choice" not in df.columns and "text" not in df.columns:
         return np.full(len(df), "unknown", dtype=object)
@@ -110,7 +121,6 @@ class _Readout:
     def __init__(self, lm):
         import torch
 
-        from evenhand.models.sites import module, resolve
         model = lm.model
         norm = module(model, resolve(model, "ln_final"))
         head = model.get_output_embeddings()
@@ -156,7 +166,6 @@ def _check(name: str, got, want, tol: float, what: str) -> None:
 
 def _runner(lm, bridge, seqs: list[DecisionTokens], sites: list[str], readout: _Readout):
     """A function from item indices (one token length) to rows of ``{site: contribution}``."""
-    from evenhand.activations import tl_hook_name
 
     hooks = [tl_hook_name(s) for s in sites]
     extra = ["ln_final.hook_in", "ln_final.hook_scale", "ln_final.hook_out"]
@@ -219,10 +228,6 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     import torch
     from tqdm.auto import tqdm
 
-    from evenhand.activations import boot_bridge
-    from evenhand.engine.batching import Halving, equal_length_groups
-    from evenhand.models.sites import n_layers
-    from evenhand.prompts import model_text, user_message, uses_chat_template
 
     missing = [c for c in REQUIRED if c not in items.columns]
     if missing:
@@ -298,7 +303,6 @@ def aggregate(table: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0, le
     chosen, component, site, layer, value`` (the mean), ``ci_low, ci_high`` (percentile interval
     of ``resamples`` draws of whole scenarios, :func:`evenhand.stats.row_weights`), ``n`` items and
     ``clusters`` scenarios."""
-    from evenhand.stats import interval_bounds, row_weights
 
     if table.empty:
         raise ValueError("the attribution table is empty")
@@ -342,8 +346,6 @@ def attribution_figure(table: pd.DataFrame, stem, by: str = "degree",
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from evenhand.labels import condition_name, group_name, minus
-    from evenhand.plotting import COLUMN_WIDTH, paper_style, save
 
     if by not in CONDITIONS:
         raise ValueError(f"by must be one of {', '.join(CONDITIONS)}, got {by!r}")
@@ -398,8 +400,6 @@ def run_attribution(run_dir: str | Path, out_dir: str | Path | None = None, degr
     (default ``run_dir/attribution``): ``attribution_items.parquet`` (:func:`attribute`),
     ``attribution.parquet`` and ``.csv`` (:func:`aggregate`), ``manifest.json``, and the figures
     ``attribution.*`` (lines by degree), ``attribution_pressure.*`` and ``attribution_chosen.*``."""
-    from evenhand.models.loading import load_model
-    from evenhand.runs import RunDir, write_table_atomic
 
     source = RunDir(run_dir)
     run_dir = source.path

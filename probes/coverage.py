@@ -13,6 +13,8 @@ import numpy as np
 from evenhand.options import add_flags
 from evenhand.stats import BootstrapOptions
 from .scores import PAIRED_INTERVALS, paired_drop_ci
+from .logistic import ProbeOptions, fit_sites
+from evenhand.stats import rate_interval
 
 NULLS = ("hits", "probes")
 
@@ -35,7 +37,6 @@ def null_probes(k: int, m: int, rng: np.random.Generator, d: int = 6, strength: 
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(out-of-fold hits of probe a, of probe b, scenario of every row): two probes fitted with the sweep's
     nested grouped CV to two exchangeable feature blocks of ``d`` dimensions (module docstring)."""
-    from .logistic import ProbeOptions, fit_sites
     opts = opts or ProbeOptions(folds=5, inner_folds=3, Cs=(0.01, 0.1, 1.0), solver="torch")
     groups = np.repeat(np.arange(k), m)
     y = rng.integers(0, 2, k * m)
@@ -60,7 +61,6 @@ def null_coverage(k: int, seeds: int, null: str = "hits", m: int | None = None, 
     boot = BootstrapOptions.of(bootstrap, resamples)
     resamples = boot.resamples
     intervals = intervals or ((boot.interval,) if boot.interval else PAIRED_INTERVALS)
-    from evenhand.stats import rate_interval
     if null not in NULLS:
         raise ValueError(f"null must be one of {', '.join(NULLS)}, got {null!r}")
     m = m or (152 if null == "hits" else 60)

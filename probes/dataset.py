@@ -10,6 +10,12 @@ from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
+from evenhand.metrics import choices
+from evenhand.sides import favours_minority
+from .logistic import ProbeOptions, fit_sites
+from .design import design_features, input_types
+from evenhand.activations import ActivationCache
+from evenhand.runs import RunDir
 
 Label = Literal["favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed",
                 "flipped", "side_residual"]
@@ -22,8 +28,6 @@ FILTERS = ("degree", "condition", "contrast_id", "contrast_type", "contrast_cate
 
 def labels(df: pd.DataFrame, label: str) -> tuple[np.ndarray, np.ndarray]:
     """(label values as 0/1, mask of rows where the label is defined) for a responses table."""
-    from evenhand.metrics import choices
-    from evenhand.sides import favours_minority
 
     if label not in LABELS:
         raise ValueError(f"unknown probe label {label!r}; known: {', '.join(LABELS)}")
@@ -78,7 +82,6 @@ def filter_mask(df: pd.DataFrame, filters: dict | None) -> np.ndarray:
 def residual_target(side: np.ndarray, design: np.ndarray, groups: np.ndarray, opts=None) -> np.ndarray:
     """``side_residual``: 1 where ``side`` differs from the evidence baseline's out-of-fold prediction
     (a probe on ``design`` with the probes' nested grouped CV and ``opts``)."""
-    from .logistic import ProbeOptions, fit_sites
     if len(np.unique(side)) < 2:
         return np.zeros(len(side), int)
     res = fit_sites([design], side, groups, opts or ProbeOptions())[0]
@@ -113,7 +116,6 @@ def build_dataset(responses: pd.DataFrame, cache, label: str = "favours_minority
     """Join ``responses`` (one row per item) with an :class:`~evenhand.activations.ActivationCache`.
     Labels are computed on all of ``responses`` (``flipped`` looks up baselines) before the filters;
     ``opts`` (:class:`~probes.logistic.ProbeOptions`) fits the design prediction of ``side_residual``."""
-    from .design import design_features, input_types
     if "item_id" not in responses.columns:
         raise ValueError("responses have no item_id column")
     if responses["item_id"].duplicated().any():
@@ -146,8 +148,6 @@ def build_dataset(responses: pd.DataFrame, cache, label: str = "favours_minority
 def from_run(run_dir: str | Path, label: str = "favours_minority", sites: Sequence[str] | None = None,
              filters: dict | None = None, opts=None) -> ProbeDataset:
     """The dataset of a run directory (``responses.parquet`` and ``activations/``)."""
-    from evenhand.activations import ActivationCache
-    from evenhand.runs import RunDir
 
     run = RunDir(run_dir)
     resp = run.responses_path

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from .logistic import seeded_hash
 
 __all__ = ["minority_strong_on", "design_features", "input_types", "types_seen", "control_labels",
            "ControlTypesWarning"]
@@ -153,5 +154,4 @@ def types_seen(types: np.ndarray, folds: np.ndarray) -> float:
 def control_labels(types: np.ndarray, seed: int = 0) -> np.ndarray:
     """Hewitt & Liang's control task: a random 0/1 label per input type (a seeded hash of the type), the same
     for every row of that type."""
-    from .logistic import seeded_hash
     return np.array([seeded_hash(seed + 104729, t) & 1 for t in types], int)

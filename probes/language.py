@@ -18,6 +18,10 @@ from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
+from .dataset import labels
+from .text import strip_answer
+from evenhand.labels import minus
+from evenhand.plotting import COLUMN_WIDTH, paper_style, save
 
 _TOKEN = re.compile(r"[a-z][a-z'-]+")
 STOP = frozenset("""a an the and or but if of to in on for with at by from as is are was were be been being it its this
@@ -54,8 +58,6 @@ def weighted_log_odds(group_i: Iterable[str], group_j: Iterable[str], background
 def explanation_words(responses: pd.DataFrame, correct_gt_only: bool = False, prior_total: float = 1000.0,
                       min_count: int = 3) -> pd.DataFrame:
     """Words of explanations favouring the minority-coded (i) vs the majority-coded (j) candidate."""
-    from .dataset import labels
-    from .text import strip_answer
     if "text" not in responses.columns:
         raise ValueError("responses have no text column (run in reasoning mode)")
     y, ok = labels(responses, "favours_minority")
@@ -77,8 +79,6 @@ def words_figure(table: pd.DataFrame, stem, k: int = 12, formats=("pdf", "svg", 
     (n, from :func:`explanation_words`'s ``attrs``) when the table carries them."""
     import matplotlib.pyplot as plt
 
-    from evenhand.labels import minus
-    from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     top = pd.concat([table.head(k), table.tail(k)]).drop_duplicates("word").sort_values("z")
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.13 * len(top) + 0.6))

@@ -17,6 +17,12 @@ from evenhand.stats import RESAMPLES
 from .dataset import ProbeDataset
 from .logistic import FoldResult, ProbeOptions, fit_sites
 from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
+from .design import control_labels
+from .design import TYPES_SEEN_MIN, ControlTypesWarning, types_seen
+from .logistic import grouped_folds
+from .text import fit_text
+from .logistic import resolved_solver
+from evenhand.runs import RunDir, write_table_atomic
 
 HEADLINE = ("accuracy", "evidence_accuracy", "gain", "control_accuracy", "selectivity", "majority_baseline")
 """The metrics every printed probe line shows, in this order."""
@@ -76,7 +82,6 @@ def score_predictions(site: str, res: FoldResult, y: np.ndarray, groups: np.ndar
 
 def control_task(ds: ProbeDataset, seed: int) -> np.ndarray:
     """The control task's labels for ``ds``: one random label per input type (:func:`probes.design.control_labels`)."""
-    from .design import control_labels
     if ds.types is None:
         raise ValueError("the control task needs the dataset's input types (ProbeDataset.types)")
     return control_labels(ds.types, seed)
@@ -86,8 +91,6 @@ def control_types_seen(ds: ProbeDataset, opts: ProbeOptions, warn: bool = True) 
     """The share of ``ds``'s rows whose input type occurs in the training rows of their outer fold (the
     probes' grouped folds, :func:`probes.design.types_seen`); warns (:class:`probes.design.ControlTypesWarning`)
     below :data:`probes.design.TYPES_SEEN_MIN`."""
-    from .design import TYPES_SEEN_MIN, ControlTypesWarning, types_seen
-    from .logistic import grouped_folds
     if ds.types is None:
         raise ValueError("the control task needs the dataset's input types (ProbeDataset.types)")
     share = types_seen(ds.types, grouped_folds(ds.groups, opts.folds, opts.seed))
@@ -109,7 +112,6 @@ def condition_text(filters: dict) -> str:
 
 def text_rows(ds: ProbeDataset, opts: ProbeOptions, resamples: int) -> list[dict]:
     """The text baseline's rows: the label predicted from each row's written reasoning (same folds)."""
-    from .text import fit_text
     meta = ds.meta
     if "mode" in meta.columns and not (meta["mode"] == "reasoning").all():
         raise ValueError("the text baseline needs reasoning-mode responses (the run's mode is "
@@ -136,7 +138,6 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     Returns (tidy table, fold results by site). ``progress``: a bar over the fits and the sites scored."""
     from tqdm.auto import tqdm
 
-    from .logistic import resolved_solver
     t0 = time.perf_counter()
     Xs = [ds.features[s] for s in ds.sites]
     has_design = ds.design is not None and ds.design.shape[1] > 0
@@ -194,7 +195,6 @@ def best_site(table: pd.DataFrame, metric: str = "accuracy") -> str:
 
 def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts: ProbeOptions, **info) -> Path:
     """``out_dir/probes.parquet``, ``probes.csv`` and ``manifest.json`` (atomic writes)."""
-    from evenhand.runs import RunDir, write_table_atomic
 
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import generation, scoring
 from .registry import MODES, Batch
+from ..models.loading import load_model
 
 
 class HFEngine:
@@ -18,7 +19,6 @@ class HFEngine:
     hf_model = True
 
     def load(self, spec, *, shares_gpu: bool = False):
-        from ..models.loading import load_model
         return load_model(spec)
 
     def generate(self, lm, batch: Batch, max_new: int, min_prefix: int) -> list[dict]:

@@ -18,6 +18,8 @@ import pandas as pd
 from ..sides import minority_favouring_slot
 from ..suite.generate import other_slot
 from ..suite.matched import matched_items, pressure_by_family  # noqa: F401 (re-exported: callers import them here)
+from ..metrics import compute_metrics
+from ..schema import validate_rows
 
 
 def _missing(v) -> bool:
@@ -108,8 +110,6 @@ POLICIES = {"planted": PlantedPolicy(), "fair": FAIR_POLICY}
 
 def planted_truth(policy: PlantedPolicy, items: pd.DataFrame, contrast_type: str = "type1") -> dict:
     """The exact metric values the policy plants on ``items``, per degree (no sampling noise)."""
-    from ..metrics import compute_metrics
-    from ..schema import validate_rows
     df = validate_rows(policy.decide(items))
     df = df[df["contrast_type"] == contrast_type]
     out = {}

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from .cues import check_content_cues
+from .scenario_checks import scenario_problems
 
 DATA_ROOT = Path(__file__).parent / "data"
 SUITE_MAJORS = ("1", "2")
@@ -407,7 +408,6 @@ def validate_content(content: Content | None = None) -> list[str]:
             elif abs(cr.strong - cr.weak) < MIN_MARGIN * max(abs(cr.strong), abs(cr.weak)):
                 problems.append(f"{cw}: strong {cr.strong} and weak {cr.weak} differ by less than "
                                 f"{MIN_MARGIN:.0%}: not clearly stronger")
-    from .scenario_checks import scenario_problems
     problems += scenario_problems(c)
     ids = [x.id for x in c.contrasts]
     if len(set(ids)) != len(ids):

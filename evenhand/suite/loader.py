@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+from .content import suite_major
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -83,7 +84,6 @@ def _same_version(asked: str | None, have: str, what: str) -> None:
     """ValueError when a suite version was asked for and ``what``'s items are of another one."""
     if asked is None:
         return
-    from .content import suite_major
     if suite_major(asked) != suite_major(have):
         raise ValueError(f"suite version {asked!r} was asked for, but {what} is suite {have}")
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
+from .content import load_content
+from .generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
 
 ORGANISM_DIR = Path(__file__).resolve().parents[1] / "models" / "organism"
 """The committed (biased) organism's weights and ``organism.json`` (preset ``evenhand-organism``)."""
@@ -45,8 +47,6 @@ def matched_items(scenario_ids: list[str], seed: int = 0, contrast_type: str = "
     baseline is in the set."""
     import random
 
-    from .content import load_content
-    from .generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
     content = load_content(suite)
     scen = {s.id: s for s in content.scenarios}
     rng = random.Random(seed)

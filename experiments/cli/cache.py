@@ -14,8 +14,8 @@ CACHE_FLAG_NAMES = {"dtype": "--cache-dtype"}
 
 
 def _cache(a) -> int:
-    from evenhand.activations import cache_activations
-    from evenhand.suite.content import items_version
+    from evenhand.activations import cache_activations  # deferred: keeps the CLI's start fast
+    from evenhand.suite.content import items_version  # deferred: keeps the CLI's start fast
     out, spec, items, lm = prepare(a)
     opts = options_from_args(CacheOptions, a, ("sites", "batch_size", "dtype", "name_mean"), CACHE_FLAG_NAMES,
                              chat_template=spec.chat_template)

@@ -72,7 +72,7 @@ def model_spec(a: argparse.Namespace):
 
 def items(a: argparse.Namespace):
     """The suite items the subset flags select."""
-    from experiments.studies.run_local import suite_items
+    from experiments.studies.run_local import suite_items  # deferred: keeps the CLI's start fast
     return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
 
 
@@ -88,9 +88,9 @@ def prepare(a: argparse.Namespace, engine: str = DEFAULT):
     """The shared start of `decide`, `cache` and `modes`: cheap checks first, then items and the model
     (loaded for ``engine``, :func:`evenhand.engine.registry.load`).
     Returns (output directory, resolved spec, items, loaded model)."""
-    from evenhand.engine.registry import load
-    from evenhand.models.loading import locate, resolve_spec
-    from experiments.studies.run_local import check_output_dir
+    from evenhand.engine.registry import load  # deferred: keeps the CLI's start fast
+    from evenhand.models.loading import locate, resolve_spec  # deferred: keeps the CLI's start fast
+    from experiments.studies.run_local import check_output_dir  # deferred: keeps the CLI's start fast
     spec = resolve_spec(model_spec(a))
     locate(spec)  # a missing or damaged model fails before the output directory is made
     out = check_output_dir(a.out)

@@ -14,9 +14,9 @@ DECIDE_FLAGS = ("mode", "batch_size", "max_new_tokens", "reasoning_max_new_token
 
 
 def _decide(a) -> int:
-    from evenhand.messages import warn_unparseable
-    from evenhand.decisions import decide
-    from evenhand.runs import RunDir
+    from evenhand.messages import warn_unparseable  # deferred: keeps the CLI's start fast
+    from evenhand.decisions import decide  # deferred: keeps the CLI's start fast
+    from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
     opts = options_from_args(DecideOptions, a, DECIDE_FLAGS)  # a bad combination fails before the model loads
     out, spec, items, lm = prepare(a, engine=opts.engine)
     opts = replace(opts, chat_template=spec.chat_template)

@@ -14,13 +14,13 @@ from .formatting import probe_text, score_table, truth_text
 def _demo(a) -> int:
     import pandas as pd
 
-    from evenhand.models.loading import ModelSpec
-    from organism import FAIR, record_suite
-    from organism.calibration import CALIBRATION_FILE
+    from evenhand.models.loading import ModelSpec  # deferred: keeps the CLI's start fast
+    from organism import FAIR, record_suite  # deferred: keeps the CLI's start fast
+    from organism.calibration import CALIBRATION_FILE  # deferred: keeps the CLI's start fast
     from evenhand.models.policy import PlantedPolicy, matched_items, planted_truth
-    from evenhand.runs import write_json_atomic, write_table_atomic
+    from evenhand.runs import write_json_atomic, write_table_atomic  # deferred: keeps the CLI's start fast
     from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
-    from organism.demo import (
+    from organism.demo import (  # deferred: keeps the CLI's start fast
         coverage,
         demo_scenario_ids,
         dial_beta,
@@ -29,7 +29,7 @@ def _demo(a) -> int:
         planted_truths,
         truth_json,
     )
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run_local import run_config  # deferred: keeps the CLI's start fast
     curve = load_curve(Path(a.calibration) if a.calibration else FAIR / CALIBRATION_FILE)
     beta = dial_beta(curve, None if a.fraggap is None else a.fraggap / 100, a.beta)
     print("EvenHand demo: the fair model organism (a small Gemma3ForCausalLM trained from scratch to follow a fair,\n"
@@ -62,9 +62,9 @@ def _demo(a) -> int:
     print(truth_text(coverage(report, truths), beta, curve))
     write_json_atomic(run.planted_truth_path, truth_json(truths, beta))
     print()
-    from probes.dataset import from_run
-    from probes.logistic import ProbeOptions
-    from probes.sweep import probe_sweep, write_sweep
+    from probes.dataset import from_run  # deferred: keeps the CLI's start fast
+    from probes.logistic import ProbeOptions  # deferred: keeps the CLI's start fast
+    from probes.sweep import probe_sweep, write_sweep  # deferred: keeps the CLI's start fast
     ds = from_run(run.path, "favours_minority", filters={"degree": 3, "pressured": False})
     table, _ = probe_sweep(ds, ProbeOptions(), resamples=1000)
     write_sweep(table, run.probe_dir("favours_minority").path, ds, ProbeOptions(), run_dir=str(run.path))

@@ -19,7 +19,7 @@ def writable_dir(path: str | Path) -> Path:
 
 
 def _figures(a) -> int:
-    from experiments.figures import run_figures
+    from experiments.figures import run_figures  # deferred: keeps the CLI's start fast
     if a.out:
         writable_dir(a.out)
     formats = [f.strip() for f in a.format.split(",") if f.strip()]

@@ -43,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     disk, an unwritable path, a file that is not UTF-8) print one line ``evenhand: error: ...`` naming the
     file and what to do, and return 2; no traceback."""
     args = build_parser().parse_args(argv)
-    from evenhand.models.loading import ModelLoadError
-    from evenhand.runs import RunError
-    from evenhand.schema import RowError
-    from evenhand.suite.content import ContentError
+    from evenhand.models.loading import ModelLoadError  # deferred: keeps the CLI's start fast
+    from evenhand.runs import RunError  # deferred: keeps the CLI's start fast
+    from evenhand.schema import RowError  # deferred: keeps the CLI's start fast
+    from evenhand.suite.content import ContentError  # deferred: keeps the CLI's start fast
     try:
         if args.plugin:
             from interventions.registry import load_plugin
@@ -78,7 +78,7 @@ def _input_files(args: argparse.Namespace) -> list[str]:
 
 def _message(exc: BaseException, args: argparse.Namespace) -> str:
     """The one line printed for an expected fault."""
-    from evenhand.messages import os_error_message, unicode_error_message
+    from evenhand.messages import os_error_message, unicode_error_message  # deferred: keeps the CLI's start fast
     if isinstance(exc, KeyError) and exc.args:
         return str(exc.args[0])
     if isinstance(exc, UnicodeDecodeError):

@@ -13,9 +13,9 @@ from .formatting import eval_text
 def _organism_train(a) -> int:
     from dataclasses import replace
 
-    from organism import COMMITTED, FAIR, RECIPES, train
-    from organism.evaluation import record_eval
-    from organism.probe import evaluate
+    from organism import COMMITTED, FAIR, RECIPES, train  # deferred: keeps the CLI's start fast
+    from organism.evaluation import record_eval  # deferred: keeps the CLI's start fast
+    from organism.probe import evaluate  # deferred: keeps the CLI's start fast
     recipe = replace(RECIPES[a.recipe], seed=a.seed)
     recipe = recipe if a.steps is None else replace(recipe, steps=a.steps)
     out = Path(a.out) if a.out else {"planted": COMMITTED, "fair": FAIR}[a.recipe]
@@ -30,9 +30,9 @@ def _organism_train(a) -> int:
 
 
 def _organism_eval(a) -> int:
-    from organism import COMMITTED
-    from organism.evaluation import record_eval
-    from organism.probe import evaluate
+    from organism import COMMITTED  # deferred: keeps the CLI's start fast
+    from organism.evaluation import record_eval  # deferred: keeps the CLI's start fast
+    from organism.probe import evaluate  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else COMMITTED
     if a.no_probe and a.probe_only:
         raise SystemExit("--no-probe and --probe-only exclude each other")
@@ -55,8 +55,8 @@ def _organism_eval(a) -> int:
 
 
 def _organism_items(a) -> int:
-    from evenhand.runs import write_table_atomic
-    from organism import COMMITTED, heldout_items
+    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
+    from organism import COMMITTED, heldout_items  # deferred: keeps the CLI's start fast
     record = json.loads((Path(a.path) if a.path else COMMITTED).joinpath("organism.json").read_text())
     items = heldout_items(record, a.scenarios, a.degrees, a.seed)
     out = Path(a.out)
@@ -66,8 +66,8 @@ def _organism_items(a) -> int:
 
 
 def _organism_fit_dial(a) -> int:
-    from organism import FAIR
-    from organism.dial import DIAL_FILE, fit_dial
+    from organism import FAIR  # deferred: keeps the CLI's start fast
+    from organism.dial import DIAL_FILE, fit_dial  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
     dial = fit_dial(path, layer=a.layer, seed=a.seed, n_fit=a.fit_scenarios, n_check=a.check_scenarios)
     out = dial.save(Path(a.out) if a.out else path / DIAL_FILE)
@@ -78,9 +78,9 @@ def _organism_fit_dial(a) -> int:
 
 
 def _organism_dial(a) -> int:
-    from organism import FAIR
-    from organism.calibration import CALIBRATION_FILE, beta_for
-    from organism.dial import write_dialled
+    from organism import FAIR  # deferred: keeps the CLI's start fast
+    from organism.calibration import CALIBRATION_FILE, beta_for  # deferred: keeps the CLI's start fast
+    from organism.dial import write_dialled  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
     if (a.beta is None) == (a.fraggap is None):
         raise SystemExit("give exactly one of --beta and --fraggap")
@@ -92,11 +92,11 @@ def _organism_dial(a) -> int:
 
 
 def _organism_calibrate(a) -> int:
-    from organism import FAIR
-    from organism.calibration import CALIBRATION_FILE, calibrate
-    from organism.figures import calibration_figure
+    from organism import FAIR  # deferred: keeps the CLI's start fast
+    from organism.calibration import CALIBRATION_FILE, calibrate  # deferred: keeps the CLI's start fast
+    from organism.figures import calibration_figure  # deferred: keeps the CLI's start fast
 
-    from ..studies.calibration import calibration_text, write_curve
+    from ..studies.calibration import calibration_text, write_curve  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
     curve = calibrate(a.betas, path, n_scenarios=a.scenarios, resamples=a.resamples, seed=a.seed)
     out = Path(a.out) if a.out else path / CALIBRATION_FILE
@@ -108,11 +108,11 @@ def _organism_calibrate(a) -> int:
 
 
 def _organism_dial_probe(a) -> int:
-    from evenhand.runs import write_table_atomic
-    from organism.probe import DIAL_TARGETS, dial_probe_study
-    from probes.logistic import ProbeOptions
+    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
+    from organism.probe import DIAL_TARGETS, dial_probe_study  # deferred: keeps the CLI's start fast
+    from probes.logistic import ProbeOptions  # deferred: keeps the CLI's start fast
 
-    from .formatting import dial_probe_text
+    from .formatting import dial_probe_text  # deferred: keeps the CLI's start fast
     study = dial_probe_study(a.betas, a.path, n_scenarios=a.scenarios, degrees=a.degrees,
                              targets=a.targets or DIAL_TARGETS,
                              sites=a.sites, opts=ProbeOptions(seed=a.seed), resamples=a.resamples, seed=a.seed,
@@ -182,7 +182,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of the held-out items and of the bootstrap")
     s.add_argument("--out", default=None, help="default: calibration.json in the organism's directory")
     s.set_defaults(fn=_organism_calibrate)
-    from probes.dataset import LABELS
+    from probes.dataset import LABELS  # deferred: keeps the CLI's start fast
     s = org.add_parser("dial-probe", help="the probe study of the fair organism at several dial strengths")
     s.add_argument("--betas", type=float, nargs="+", required=True, help="the dial strengths probed")
     s.add_argument("--path", default=None, help="default: the committed fair organism")

@@ -15,8 +15,8 @@ from .common import bootstrap_flags, json_flag
 def pilot_rows(path: str):
     """The responses of a pilot: a responses file, a run directory (``responses.parquet``) or a comparison
     directory (its baseline, ``cells/baseline/responses.parquet``)."""
-    from evenhand.runs import RunDir
-    from evenhand.schema import load_rows
+    from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
+    from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
     p = Path(path)
     if p.is_dir():
         for cand in (RunDir(p).cell("baseline").responses_path, RunDir(p).responses_path):
@@ -30,7 +30,7 @@ def plan(base, other, metrics: list[str], target: float, contrasts: list[int], a
          resamples: int, seed: int, pool: int | None) -> dict:
     """The power report of a pilot (``other`` None: the baseline alone) as a JSON-able dict."""
     from evenhand.power import design_se, mde, power_of, scenarios_needed, variance_parts
-    from evenhand.schema import ensure_valid
+    from evenhand.schema import ensure_valid  # deferred: keeps the CLI's start fast
     df = ensure_valid(base)
     df = df[df["contrast_type"] == "type1"] if "type1" in set(df["contrast_type"]) else df
     n0 = int(df["scenario_id"].nunique())

@@ -40,8 +40,8 @@ def probe_options(a: argparse.Namespace):
 
 
 def _probe_sweep(a) -> int:
-    from probes.dataset import from_run
-    from probes.sweep import probe_sweep, write_sweep
+    from probes.dataset import from_run  # deferred: keeps the CLI's start fast
+    from probes.sweep import probe_sweep, write_sweep  # deferred: keeps the CLI's start fast
     ds = from_run(a.run_dir, a.label, a.sites, probe_filters(a))
     opts = probe_options(a)
     table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples, text=a.text)
@@ -53,7 +53,7 @@ def _probe_sweep(a) -> int:
 
 
 def _probe_ablation(a) -> int:
-    from probes.ablation import name_ablation
+    from probes.ablation import name_ablation  # deferred: keeps the CLI's start fast
     out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
     table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, probe_options(a), a.resamples,
                           a.batch_size, minority_slot=a.minority_slot)
@@ -65,7 +65,7 @@ def _probe_ablation(a) -> int:
 
 
 def _probe_attribution(a) -> int:
-    from probes.attribution import run_attribution
+    from probes.attribution import run_attribution  # deferred: keeps the CLI's start fast
     out = Path(a.out) if a.out else RunDir(a.run_dir).attribution_dir.path
     table = run_attribution(a.run_dir, out, a.degree, a.batch_size, a.resamples, a.seed, progress=not a.no_progress)
     print(attribution_text(table))

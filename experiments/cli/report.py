@@ -7,7 +7,7 @@ from .common import bootstrap_flags
 
 
 def _report_page(a) -> int:
-    from experiments.report import write_report
+    from experiments.report import write_report  # deferred: keeps the CLI's start fast
     md, page = write_report(a.run_dir, a.resamples)
     print(md.read_text().split("## By degree")[0].rstrip())
     print(f"\nwrote {md} and {page}")

@@ -16,8 +16,8 @@ from .formatting import score_table
 
 
 def _score(a) -> int:
-    from evenhand.metrics import score
-    from evenhand.schema import load_rows
+    from evenhand.metrics import score  # deferred: keeps the CLI's start fast
+    from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
     df = load_rows(a.file)
     if df.attrs.get("joined"):
         print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
@@ -30,9 +30,9 @@ def _score(a) -> int:
 
 
 def _simulate(a) -> int:
-    from evenhand.models.simulated import PlantedBias
-    from experiments.studies import get
-    from experiments.studies.simulate import SimulateConfig
+    from evenhand.models.simulated import PlantedBias  # deferred: keeps the CLI's start fast
+    from experiments.studies import get  # deferred: keeps the CLI's start fast
+    from experiments.studies.simulate import SimulateConfig  # deferred: keeps the CLI's start fast
     overrides = {}
     for kv in a.planted or []:
         key, _, val = kv.partition("=")
@@ -48,10 +48,10 @@ def _simulate(a) -> int:
 def _coverage(a) -> int:
     import pandas as pd
 
-    from evenhand.metrics import HEADLINE, INTERVAL
-    from evenhand.models.simulated import PlantedBias
-    from experiments.studies.simulate import coverage_study
-    from evenhand.suite.subsets import iter_subset
+    from evenhand.metrics import HEADLINE, INTERVAL  # deferred: keeps the CLI's start fast
+    from evenhand.models.simulated import PlantedBias  # deferred: keeps the CLI's start fast
+    from experiments.studies.simulate import coverage_study  # deferred: keeps the CLI's start fast
+    from evenhand.suite.subsets import iter_subset  # deferred: keeps the CLI's start fast
     items = pd.DataFrame([it for it in iter_subset(a.subset, 0) if it["degree"] == a.degree
                           and it["contrast_type"] == "type1"])
     bias = PlantedBias(scenario_sd=a.scenario_sd, scenario_contrast_sd=a.scenario_contrast_sd)

@@ -26,15 +26,15 @@ def _compare(a) -> int:
         raise ValueError(f"{', '.join(given)} applies to two response files (`evenhand compare-runs BASE OTHER`); "
                          f"a comparison config is scored with EvenHand's convention, with the resamples and seed it "
                          f"sets")
-    from experiments.studies.compare import load_config
+    from experiments.studies.compare import load_config  # deferred: keeps the CLI's start fast
     return run_comparison(load_config(a.config), progress=not a.no_progress)
 
 
 def _compare_runs(a) -> int:
     """`evenhand compare-runs BASE OTHER`: two response files, paired item by item."""
-    from evenhand.metrics import compare
-    from evenhand.paired import score_arms
-    from evenhand.schema import load_rows
+    from evenhand.metrics import compare  # deferred: keeps the CLI's start fast
+    from evenhand.paired import score_arms  # deferred: keeps the CLI's start fast
+    from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
     base, other = load_rows(a.base), load_rows(a.other)
     boot = bootstrap_options(a)
     result = compare(base, other, contrast_type=a.contrast_type, bootstrap=boot, convention=a.convention)
@@ -48,7 +48,7 @@ def _compare_runs(a) -> int:
 
 def run_comparison(cfg, progress: bool) -> int:
     """Run a parsed comparison config and print its table (`compare CONFIG.yaml`, `run CONFIG.yaml`)."""
-    from experiments.studies import get
+    from experiments.studies import get  # deferred: keeps the CLI's start fast
     study = get("compare")
     print(study.text(cfg, study.run(cfg, progress=progress)))
     return 0
@@ -56,17 +56,17 @@ def run_comparison(cfg, progress: bool) -> int:
 
 def bbq(a: argparse.Namespace) -> int:
     """`evenhand bbq CONFIG.yaml` (also `run` on a BBQ config): run it and print the pooled table."""
-    from experiments.studies import get
-    from experiments.studies.bbq import load_config
+    from experiments.studies import get  # deferred: keeps the CLI's start fast
+    from experiments.studies.bbq import load_config  # deferred: keeps the CLI's start fast
     study, cfg = get("bbq"), load_config(a.config)
     print(study.text(cfg, study.run(cfg, progress=not a.no_progress)))
     return 0
 
 
 def _modes(a) -> int:
-    from experiments.studies import get
-    from experiments.studies.modes import ModesConfig
-    from experiments.studies.run_config import SuiteConfig
+    from experiments.studies import get  # deferred: keeps the CLI's start fast
+    from experiments.studies.modes import ModesConfig  # deferred: keeps the CLI's start fast
+    from experiments.studies.run_config import SuiteConfig  # deferred: keeps the CLI's start fast
     cfg = ModesConfig(model=model_spec(a), output_dir=a.out, suite=options_from_args(SuiteConfig, a, SUITE_FLAGS),
                       batch_size=a.batch_size, resamples=a.resamples)
     study = get("modes")
@@ -75,7 +75,7 @@ def _modes(a) -> int:
 
 
 def _interventions_list(a) -> int:
-    from interventions.registry import registered
+    from interventions.registry import registered  # deferred: keeps the CLI's start fast
     rows = registered()
     if a.json:
         print(json.dumps(rows, indent=2))

@@ -10,8 +10,8 @@ from .common import json_flag
 
 
 def _suite_stats(a) -> int:
-    from evenhand.suite.datasheet import suite_stats
-    from evenhand.suite.content import load_content
+    from evenhand.suite.datasheet import suite_stats  # deferred: keeps the CLI's start fast
+    from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
     st = suite_stats(a.subset, a.seed, load_content(a.suite))
     if a.json:
         print(json.dumps(st, indent=2))
@@ -29,7 +29,7 @@ def _suite_stats(a) -> int:
 
 
 def _suite_export(a) -> int:
-    from evenhand.suite.export import items_for, write_items
+    from evenhand.suite.export import items_for, write_items  # deferred: keeps the CLI's start fast
     t0 = time.perf_counter()
     n = write_items(items_for(a.subset, a.seed, a.suite), a.out, a.limit)
     print(f"wrote {n:,} items of {a.subset!r} (seed {a.seed}) to {a.out} in {time.perf_counter() - t0:.1f}s")
@@ -37,8 +37,8 @@ def _suite_export(a) -> int:
 
 
 def _suite_show(a) -> int:
-    from evenhand.suite.content import load_content
-    from evenhand.suite.generate import item_by_id
+    from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
+    from evenhand.suite.generate import item_by_id  # deferred: keeps the CLI's start fast
     item = item_by_id(a.item_id, load_content(a.suite))
     if a.json:
         print(json.dumps(item, indent=2, ensure_ascii=False))
@@ -51,8 +51,8 @@ def _suite_show(a) -> int:
 
 
 def _suite_datasheet(a) -> int:
-    from evenhand.suite.content import load_content
-    from evenhand.suite.datasheet import datasheet
+    from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
+    from evenhand.suite.datasheet import datasheet  # deferred: keeps the CLI's start fast
     text = datasheet(load_content(a.suite))
     if a.out:
         from evenhand.runs import atomic_path
@@ -67,7 +67,7 @@ def _suite_datasheet(a) -> int:
 def _suite_validate(a) -> int:
     from tqdm.auto import tqdm
 
-    from evenhand.suite.content import load_content, validate_content
+    from evenhand.suite.content import load_content, validate_content  # deferred: keeps the CLI's start fast
     from evenhand.suite.validate import check_item, iter_sample, problems_by_check, validate_suite
     t0 = time.perf_counter()
     content = load_content(a.suite)
@@ -97,8 +97,8 @@ def _suite_validate(a) -> int:
 
 
 def _suite_import(a) -> int:
-    from evenhand.runs import write_table_atomic
-    from evenhand.fairstress import load_fairstress, released_disagreements
+    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.fairstress import load_fairstress, released_disagreements  # deferred: keeps the CLI's start fast
     df = load_fairstress(a.rows, a.corrections)
     write_table_atomic(Path(a.out), df)
     ex = df["exclusion_reason"].value_counts().to_dict()

@@ -21,6 +21,13 @@ from evenhand.runs import RunDir, write_table_atomic
 from evenhand.stages import LoadModel, Stage, FnStage, exists, open_run, run_stages
 
 from .base import Study, register, without_kind
+from evenhand.prompts import model_text, uses_chat_template
+from evenhand.engine.batching import left_pad
+from evenhand.engine.scoring import label_token_ids
+from evenhand.engine.generation import generate
+from evenhand.labels import group_name
+from evenhand.plotting import COLUMN_WIDTH, paper_style, save
+from experiments.cli.formatting import bbq_text
 
 CONFIGURATIONS = {
     "mc_logprob": {"chat": False, "wording": "mc", "read": "logprob"},
@@ -83,7 +90,6 @@ def sample_questions(df: pd.DataFrame, per_category: int, seed: int) -> pd.DataF
 
 
 def _texts(lm, prompts: list[str], chat: bool) -> tuple[list[str], bool]:
-    from evenhand.prompts import model_text, uses_chat_template
     mode = "auto" if chat else "none"
     return [model_text(lm.tokenizer, p, mode) for p in prompts], not uses_chat_template(lm.tokenizer, mode)
 
@@ -92,8 +98,6 @@ def option_logprobs(lm, texts: list[str], options: list[list[str]], special: boo
     """[len(texts), max options]: summed log-probability of each option as the continuation of its text."""
     import torch
 
-    from evenhand.engine.batching import left_pad
-    from evenhand.engine.scoring import label_token_ids
     seqs, index = [], []
     for i, (t, opts) in enumerate(zip(texts, options)):
         for j, o in enumerate(opts):
@@ -134,7 +138,6 @@ def parse_yes(text: str) -> float:
 
 def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16, max_new_tokens: int = 4) -> pd.DataFrame:
     """The answers of one configuration: ``answer_index`` (0-2, -1 = none) and what it was read from."""
-    from evenhand.engine.generation import generate
     conf = CONFIGURATIONS[name]
     recs = rows.to_dict("records")
     out = pd.DataFrame({"uid": rows["uid"], "configuration": name})
@@ -223,8 +226,6 @@ def bias_figure(table: pd.DataFrame, stem: str | Path) -> list[Path]:
     """Bias score (ambiguous and disambiguated) by configuration with CIs and n, all categories pooled."""
     import matplotlib.pyplot as plt
 
-    from evenhand.labels import group_name
-    from evenhand.plotting import COLUMN_WIDTH, paper_style, save
     pal = paper_style()
     t = table[(table["category"] == "all") & table["metric"].isin(["bias_ambig", "bias_disambig"])]
     confs = list(dict.fromkeys(t["configuration"]))
@@ -265,7 +266,6 @@ class BBQStudy(Study):
         return run_bbq(cfg, progress=progress)
 
     def text(self, cfg: BBQConfig, result: pd.DataFrame) -> str:
-        from experiments.cli.formatting import bbq_text  # the cli package's __init__ loads every command
         return (f"{bbq_text(result, cfg.model)}\n\nwrote {cfg.output_dir}/bbq_scores.parquet (+ .csv), "
                 f"answers.parquet, bias_by_configuration.pdf/svg/png")
 

@@ -25,6 +25,7 @@ from organism.figures import calibration_figure
 from organism.recipe import FAIR, record_suite
 
 from .base import Study, register
+from evenhand.models.loading import load_model
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,6 @@ def write_curve(curve: dict, out: Path) -> None:
 
 def calibration_stages(cfg: CalibrationConfig, progress: bool = True) -> list:
     """``load_model``, ``calibrate``, ``table``, ``figure`` (the module docstring)."""
-    from evenhand.models.loading import load_model  # inside: loading imports torch and transformers
 
     path = organism_path(cfg)
     load = LoadModel(lambda: load_model(str(path)), about=str(path))

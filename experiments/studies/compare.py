@@ -22,6 +22,28 @@ from .base import Study, register
 from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
                              parse_config, settings, swept_arms)
 from .compare_split import assign_contrasts, scenario_plan, select_settings
+from evenhand.models.loading import resolve_spec
+from evenhand.suite.matched import record_suite
+from evenhand.suite.content import suite_major
+from evenhand.metrics import ASYMMETRY
+from organism.recipe import split_scenarios
+from evenhand.models.policy import matched_items
+from evenhand.suite.content import items_version, load_content
+from evenhand.suite.generate import DEGREES, degree_valid
+from evenhand.metrics import score
+from evenhand.schema import validate_rows
+from evenhand.paired import score_arms
+from evenhand.stages import open_run
+from evenhand.models.loading import locate
+from evenhand.stages import run_stages
+from evenhand.decisions import DecideOptions, decide
+from evenhand.models.loading import load_model
+from evenhand.runs import write_json_atomic, write_table_atomic
+from evenhand.stages import LoadModel, FnStage, exists
+from .compare_figures import compare_latex, frontier_figure
+from evenhand.power import paired_se
+from experiments.cli.formatting import compare_text
+from experiments.cli.power import power_text, selection_text
 
 __all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "compare_stages",
            "comparison_rows", "controls_of", "item_sets", "load_config", "model_suite", "open_compare", "parse_config",
@@ -47,9 +69,6 @@ def model_suite(model: str) -> tuple[str, dict | None]:
     holding ``organism.json``: the presets ``evenhand-organism``, v1, and ``evenhand-organism-fair``, v2) is
     scored on the suite version it was trained on (its recipe's ``suite``); any other model on the default
     suite version (:data:`evenhand.suite.content.DEFAULT_SUITE`)."""
-    from evenhand.models.loading import resolve_spec
-    from evenhand.suite.matched import record_suite
-    from evenhand.suite.content import suite_major
     record_path = Path(resolve_spec(model).model) / "organism.json"
     if record_path.is_file():
         record = json.loads(record_path.read_text())
@@ -59,7 +78,6 @@ def model_suite(model: str) -> tuple[str, dict | None]:
 
 def needs_validation_signs(cfg: CompareConfig) -> bool:
     """Whether some asymmetry metric's sign is decided on the validation baseline (not declared in ``signs``)."""
-    from evenhand.metrics import ASYMMETRY
     return cfg.signs is None or not set(ASYMMETRY) <= set(cfg.signs)
 
 
@@ -69,10 +87,6 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
     :func:`organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
     contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
-    from organism.recipe import split_scenarios
-    from evenhand.models.policy import matched_items
-    from evenhand.suite.content import items_version, load_content
-    from evenhand.suite.generate import DEGREES, degree_valid
     suite, record = model_suite(cfg.model)
     train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction, suite)
     if record is not None and record.get("heldout_ids") is not None:
@@ -113,7 +127,6 @@ def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> t
     """(sign, source) per asymmetry metric: a sign declared in the config (``signs``) wins; every other is the
     sign of the baseline's gap on the validation scenarios (:func:`evenhand.paired.baseline_signs`), never on
     the held-out items the table scores."""
-    from evenhand.metrics import ASYMMETRY
     declared = dict(cfg.signs or {})
     decided: dict[str, float] = {}
     if not set(ASYMMETRY) <= set(declared):
@@ -140,8 +153,6 @@ def _identity(cell_key: str, cell: Cell | None) -> dict:
 
 def _rows_for(cell_key: str, cell: Cell | None, resp: pd.DataFrame, resamples: int, seed: int) -> list[dict]:
     """The cell's own ``value`` rows: every metric as ``evenhand score`` reports it (answered items only)."""
-    from evenhand.metrics import score
-    from evenhand.schema import validate_rows
     rep = score(validate_rows(resp), resamples=resamples, seed=seed)
     ident = _identity(cell_key, cell)
     return [{**ident, "metric": m, "stat": "value", **{k: est.get(k) for k in ("value", "ci_low", "ci_high", "n")}}
@@ -168,7 +179,6 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
     resampled scenarios), each change aligned to ``signs`` (fixed before the held-out items: declared or from
     the validation baseline, :func:`validation_signs`); column ``sign_source`` says where each sign came from.
     ``responses``: cell key -> the cell's responses."""
-    from evenhand.paired import score_arms
     by_key = {c.key: c for c in grid}
     rows = _rows_for("baseline", None, base, resamples, seed)
     for c in grid:
@@ -186,7 +196,6 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
 def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     """The comparison's run directory, opened (or created) for ``cfg`` with its item sets recorded in the
     manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused)."""
-    from evenhand.stages import open_run
     train, val, ev = sets.train, sets.validation, sets.heldout
     return open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
                     n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
@@ -200,8 +209,6 @@ def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) a comparison through the stage driver (:func:`compare_stages`); returns the tidy table
     and writes every output."""
-    from evenhand.models.loading import locate, resolve_spec
-    from evenhand.stages import run_stages
 
     spec = resolve_spec(cfg.model)
     locate(spec)
@@ -222,10 +229,6 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     selection of each swept arm on the validation split (one stage per setting, the choice), the baseline,
     one per held-out cell (each done once its responses are written), the table (the last stage; its
     ``result`` is the table). ``spec``: the resolved model spec; ``sets``: :func:`item_sets` of ``cfg``."""
-    from evenhand.decisions import DecideOptions, decide
-    from evenhand.models.loading import load_model
-    from evenhand.runs import write_json_atomic, write_table_atomic
-    from evenhand.stages import LoadModel, FnStage, exists
 
     train, val, ev = sets.train, sets.validation, sets.heldout
     model = LoadModel(lambda: load_model(spec))
@@ -331,7 +334,6 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         t = pd.DataFrame(rows)
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
-        from .compare_figures import compare_latex, frontier_figure
         frontier_figure(t, run.frontier_stem)
         run.compare_tex.write_text(compare_latex(t))
         return t
@@ -352,7 +354,6 @@ def _power_rows(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.D
                 seed: int) -> list[dict]:
     """Per power metric, the paired SE and the MDE at 80% power (:func:`evenhand.power.paired_se`): from the
     cell's paired difference with the baseline, or for the baseline from itself alone (its stated assumption)."""
-    from evenhand.power import paired_se
     ident = _identity(cell_key, cell)
     rows = []
     for m, p in paired_se(base, resp, resamples=resamples, seed=seed).items():
@@ -366,7 +367,7 @@ def _norm_rows(grid: list[Cell], run: RunDir, train_ids: list[str]) -> list[dict
     """One ``operator_norm`` row per site of every eraser cell (``ace``, ``leace`` and their random controls):
     the spectral norm of the map's linear part (:func:`interventions.steered.eraser_norms`), read from the
     cell's saved fit, so that a method and its controls are seen to move activations by comparable amounts."""
-    from interventions.steered import eraser_norms
+    from interventions.steered import eraser_norms  # deferred: pulls in torch
     rows = []
     for c in grid:
         if c.arm.name not in ("ace", "leace"):
@@ -421,7 +422,6 @@ class CompareStudy(Study):
         return parse_config(dict(data), where)
 
     def stages(self, cfg: CompareConfig, progress: bool = True) -> list:
-        from evenhand.models.loading import resolve_spec
         return compare_stages(cfg, resolve_spec(cfg.model), item_sets(cfg), progress)
 
     def run(self, cfg: CompareConfig, progress: bool = True, backend: str = "local", **backend_options) -> pd.DataFrame:
@@ -433,8 +433,6 @@ class CompareStudy(Study):
         """One line per cell (:func:`experiments.cli.formatting.compare_text`), the chosen settings, the power
         block and the files written."""
         # inside: importing experiments.cli runs its package __init__, which loads every command
-        from experiments.cli.formatting import compare_text
-        from experiments.cli.power import power_text, selection_text
         blocks = [compare_text(result)] + [b for b in (selection_text(result), power_text(result)) if b]
         blocks.append(f"wrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
         return "\n\n".join(blocks)

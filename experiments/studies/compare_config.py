@@ -19,6 +19,12 @@ from interventions.fitted import fit_key
 from interventions.registry import get
 
 from .compare_split import SelectRule
+from evenhand.metrics import ASYMMETRY
+from evenhand.options import ConfigError
+from evenhand.options import Rules, build
+from interventions.registry import registered
+from evenhand.engine.registry import ENGINES, refusal
+from evenhand.options import read_yaml
 
 
 @dataclass(frozen=True)
@@ -123,8 +129,6 @@ class _CompareFile:
 
 def parse_signs(raw, where: str) -> dict[str, float] | None:
     """A declared ``signs`` mapping (asymmetry metric -> +1 or -1) as floats; errors name ``signs.<metric>``."""
-    from evenhand.metrics import ASYMMETRY
-    from evenhand.options import ConfigError
     if raw is None:
         return None
     out = {}
@@ -142,17 +146,13 @@ def parse_signs(raw, where: str) -> dict[str, float] | None:
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
     """Validate a comparison config dict with the one config builder (:func:`evenhand.options.build`;
     errors name the file and the field)."""
-    from evenhand.options import ConfigError, Rules, build
 
-    from interventions.registry import registered
     registered()  # loads the built-in methods
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a comparison config must be a mapping")
     if raw.get("kind", "compare") != "compare":
         raise ConfigError(f"{where}: kind: {raw['kind']!r} is not a comparison config (kind: compare)")
     raw = {k: v for k, v in raw.items() if k != "kind"}
-    from evenhand.metrics import ASYMMETRY
-    from evenhand.engine.registry import ENGINES, refusal
     rules = Rules(choices={"select.metric": ASYMMETRY, "engine": ENGINES},
                   positive=frozenset({"batch_size", "resamples", "train.scenarios", "train.max_items",
                                       "eval.scenarios", "eval.contrasts", "validation.scenarios",
@@ -209,7 +209,6 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
 
 def load_config(path: str | Path) -> CompareConfig:
     """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
-    from evenhand.options import read_yaml
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"comparison config {p} not found")

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.labels import gap_name
+from evenhand.plotting import FULL_WIDTH, paper_style, save
 
 _FIELDS = ("value", "ci_low", "ci_high")
 
@@ -92,7 +93,6 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
-    from evenhand.plotting import FULL_WIDTH, paper_style, save
     pal = paper_style()
     pts = frontier_points(table, metric)
     methods = pts[~pts["control"].astype(bool)]

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from evenhand.metrics import FAIR, metric_values, choices, indicators
+from evenhand.schema import ensure_valid
 
 
 def stratified(ids: Sequence[str], domain_of: Mapping[str, str], n: int, seed: int) -> list[str]:
@@ -109,8 +111,6 @@ class SelectRule:
 
 def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
     """Point values on a validation run: ``metric``, accuracy with refusals counted wrong, refusal rate."""
-    from evenhand.metrics import FAIR, metric_values, choices, indicators
-    from evenhand.schema import ensure_valid
     df = ensure_valid(resp)
     N, D = indicators(df)
     value = float(metric_values(N.sum(0), D.sum(0), metric))

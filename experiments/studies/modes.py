@@ -31,6 +31,8 @@ from evenhand.stages import LoadModel, Stage, FnStage, finished_with, open_run, 
 from .base import Study, register, without_kind
 from .run_local import check_output_dir, suite_items
 from .run_config import SuiteConfig
+from evenhand.engine.registry import load
+from experiments.cli.formatting import modes_text
 
 METRICS = ("tielean", "accgap", "accuracy", "fraggap", "tieshift")
 MODES = ("answer", "logprob")
@@ -144,13 +146,11 @@ class ModesStudy(Study):
         return build(ModesConfig, without_kind(data, self.kind), rules=RULES)
 
     def stages(self, cfg: ModesConfig, progress: bool = True) -> list[Stage]:
-        from evenhand.engine.registry import load
         spec = resolve_spec(cfg.model)
         return mode_stages(suite_items(cfg.suite), LoadModel(lambda: load(spec, "hf")), cfg.batch_size,
                            spec.chat_template, cfg.resamples, cfg.seed, progress)
 
     def run(self, cfg: ModesConfig, progress: bool = True, backend: str = "local", **backend_options) -> ModesResult:
-        from evenhand.engine.registry import load
         spec = resolve_spec(cfg.model)
         locate(spec)  # a missing or damaged model fails before the output directory is made
         out = check_output_dir(cfg.output_dir)
@@ -161,7 +161,6 @@ class ModesStudy(Study):
         return ModesResult(table, raw, lm.name, len(items), out)
 
     def text(self, cfg: ModesConfig, result: ModesResult) -> str:
-        from experiments.cli.formatting import modes_text  # the cli package's __init__ loads every command
         return (f"{modes_text(result.table, result.model, result.n_items)}\n\n"
                 f"wrote {result.output_dir}/mode_switch.csv, answer/, logprob/")
 

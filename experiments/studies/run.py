@@ -16,6 +16,7 @@ from .base import Study, register
 from .run_config import RunConfig, config_from_dict
 from .run_local import local_stages, run_config, suite_items
 from .run_ray import run_config_ray
+from experiments.cli.formatting import score_table
 
 
 @register
@@ -41,7 +42,6 @@ class RunStudy(Study):
         return run_config(cfg, progress=progress)
 
     def text(self, cfg: RunConfig, result) -> str:
-        from experiments.cli.formatting import score_table  # the cli package's __init__ loads every command
         run, report = result
         return f"{score_table(report)}\n\nrun directory: {run.path}"
 

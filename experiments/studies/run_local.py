@@ -18,6 +18,18 @@ from evenhand.runs import RunDir, RunError
 from evenhand.stages import LoadModel, Stage, StageReport, FnStage, finished_with, open_run, run_stages
 
 from .run_config import RENAMED, RunConfig, SuiteConfig, options_for
+from evenhand.suite import items
+from evenhand.metrics import score
+from evenhand.schema import validate_rows
+from probes.dataset import from_run
+from probes.logistic import ProbeOptions
+from probes.sweep import probe_sweep, write_sweep
+from probes.ablation import name_ablation
+from probes.attribution import run_attribution
+from experiments.report import write_report
+from evenhand.suite.content import items_version
+from evenhand.decisions import DecideOptions, decide
+from evenhand.engine.registry import load
 
 MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
@@ -44,15 +56,12 @@ def check_output_dir(path: str | Path) -> Path:
 
 def suite_items(s: SuiteConfig):
     """The items a suite config selects, as a DataFrame (:func:`evenhand.suite.items`)."""
-    from evenhand.suite import items
     return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, n=s.limit,
                  version=s.version)
 
 
 def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:
     """Score the run's responses (``responses``, else ``responses.parquet``) and write ``metrics.json``."""
-    from evenhand.metrics import score
-    from evenhand.schema import validate_rows
     responses = run.read_responses() if responses is None else responses
     report = score(validate_rows(responses), contrast_type=cfg.contrast_type, resamples=cfg.resamples,
                    seed=cfg.bootstrap_seed, convention=cfg.convention)
@@ -97,9 +106,6 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
         p = cfg.probe
 
         def probe(run: RunDir) -> None:
-            from probes.dataset import from_run
-            from probes.logistic import ProbeOptions
-            from probes.sweep import probe_sweep, write_sweep
             filters = {k: v for k, v in (("degree", list(p.degrees) if p.degrees else None),
                                          ("condition", list(p.conditions) if p.conditions else None),
                                          ("pressured", p.pressured)) if v is not None}
@@ -116,8 +122,6 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
 
         def ablation(variant: str):
             def go(run: RunDir) -> None:
-                from probes.ablation import name_ablation
-                from probes.logistic import ProbeOptions
                 opts = options_for(ProbeOptions, ab)
                 name_ablation(run.path, run.ablation_dir(variant).path, variant, ab.label, ab.degree,
                               list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
@@ -130,14 +134,12 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
         stages += [ablation(v) for v in ab.variants]
     if cfg.attribution is not None:
         def attribution(run: RunDir) -> None:
-            from probes.attribution import run_attribution
             run_attribution(run.path, run.attribution_dir.path, cfg.attribution.degrees, cfg.attribution.batch_size,
                             cfg.resamples, cfg.bootstrap_seed, progress=progress)
         stages.append(FnStage("attribution", attribution, finished_with(lambda r: r.attribution_dir.attribution_table),
                            about=f"degrees {', '.join(map(str, cfg.attribution.degrees))}"))
     if cfg.figures:
         def figures(run: RunDir) -> None:
-            from experiments.report import write_report
             write_report(run.path, resamples=cfg.resamples)  # draws every figure, then the page
         stages.append(FnStage("figures", figures, finished_with(lambda r: r.report_html),
                            about="figures, LaTeX table and report page"))
@@ -146,7 +148,6 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
 
 def run_info(cfg: RunConfig, items) -> dict:
     """What a run's manifest records about its items beside the config."""
-    from evenhand.suite.content import items_version
     return {"suite_version": items_version(items), "n_items": len(items),
             "seeds": {"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed}}
 
@@ -154,8 +155,6 @@ def run_info(cfg: RunConfig, items) -> dict:
 def local_stages(cfg: RunConfig, spec, items, progress: bool = True) -> list[Stage]:
     """The stages of a local run of ``cfg`` on ``items`` with the resolved model ``spec``: the model, the
     decisions, the score (then the cache and the analyses when enabled)."""
-    from evenhand.decisions import DecideOptions, decide
-    from evenhand.engine.registry import load
 
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
     model = LoadModel(lambda: load(spec, cfg.engine), about=spec.model)

@@ -12,11 +12,23 @@ from dataclasses import asdict, replace
 import pandas as pd
 
 from evenhand.messages import warn_unparseable
+from evenhand.shards import balanced_shards, shard_units
+from evenhand.models.loading import ModelSpec, load_model
+from evenhand.decisions import DecideOptions, decide
+from evenhand.activations import CacheOptions, cache_activations
+from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
+from evenhand.runs import RunDir
+from evenhand.shards import ParquetShards
+from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, open_run, run_stages
+from .run_local import (KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info,
+                        suite_items)
+from .run_config import options_for
+from .run_config import RENAMED
+from evenhand.activations import merge_caches
 
 
 def shard_of(items: pd.DataFrame, n_shards: int, by: str = "scenario") -> list[int]:
     """The shard of each item of ``items``: whole units (:data:`evenhand.shards.SHARD_UNITS`), balanced."""
-    from evenhand.shards import balanced_shards, shard_units
     return balanced_shards(shard_units(items, by), n_shards)
 
 
@@ -28,7 +40,6 @@ def _worker_class(ray, max_restarts: int, max_task_retries: int):
 
             import torch
 
-            from evenhand.models.loading import ModelSpec, load_model
             torch.set_num_threads(threads)
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             self.lm = load_model(ModelSpec(**spec))
@@ -38,7 +49,6 @@ def _worker_class(ray, max_restarts: int, max_task_retries: int):
             return os.getpid()
 
         def decide_shard(self, records: list[dict], opts: dict, out_dir: str, delay: float = 0.0) -> int:
-            from evenhand.decisions import DecideOptions, decide
             if delay:
                 time.sleep(delay)
             table = decide(pd.DataFrame(records), self.lm, DecideOptions(**opts), out_dir=out_dir)
@@ -46,7 +56,6 @@ def _worker_class(ray, max_restarts: int, max_task_retries: int):
 
         def cache_shard(self, records: list[dict], opts: dict, out_dir: str, suite_version: str | None,
                         backend: str) -> int:
-            from evenhand.activations import CacheOptions, cache_activations
             opts = dict(opts, sites=tuple(opts["sites"]), progress=False)
             return len(cache_activations(records, self.lm, CacheOptions(**opts), out_dir, suite_version,
                                          backend=backend).item_ids())
@@ -110,16 +119,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise RuntimeError("the ray backend needs Ray: pip install -e '.[ray]'") from exc
-    from evenhand.decisions import DecideOptions
-    from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
-    from evenhand.runs import RunDir
-    from evenhand.shards import ParquetShards
-    from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, open_run, run_stages
 
-    from .run_local import (KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info,
-                            suite_items)
-    from .run_config import options_for
-    from .run_config import RENAMED
 
     if workers < 1 or shards_per_worker < 1:
         raise ValueError("workers and shards_per_worker must be at least 1")
@@ -175,7 +175,6 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     def cache_on_ray(copts, out_dir, suite_version, backend):
         from pathlib import Path
 
-        from evenhand.activations import merge_caches
         part = {k: Path(out_dir) / f"ray-{k:04d}" for k in by_shard}
         pool.run_shards(by_shard, lambda actor, k, recs: actor.cache_shard.remote(
             recs, asdict(copts), str(part[k]), suite_version, backend), report("cached"))

@@ -23,6 +23,8 @@ from evenhand.suite.content import load_content
 from evenhand.suite.subsets import iter_subset
 
 from .base import Study, register, without_kind
+from experiments.cli.formatting import score_table
+from evenhand.figures import metrics_table
 
 
 def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0,
@@ -162,11 +164,9 @@ class SimulateStudy(Study):
                             cfg.resamples, cfg.contrast_type, cfg.convention)
 
     def text(self, cfg: SimulateConfig, result) -> str:
-        from experiments.cli.formatting import score_table  # the cli package's __init__ loads every command
         run, report = result
         return (f"{score_table(report, truth={int(d): v for d, v in report['planted_truth'].items()})}\n\n"
                 f"run directory: {run.path} (manifest.json, responses.parquet, metrics.json)")
 
     def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
-        from evenhand.figures import metrics_table
         return metrics_table(Path(output_dir), resamples).assign(table="metrics")

@@ -16,22 +16,22 @@ import json
 from pathlib import Path
 
 import pandas as pd
+from evenhand.models.loading import load_model
+from organism.dial import DIAL_FILE, Dial
+from evenhand.runs import RunDir, write_table_atomic
+from interventions.base import EditingIntervention
+from interventions.fitted import Fitted
+from interventions.registry import get
+from .items import item_sets
+from .scoring import BASELINE, CONTROL_SUFFIX
+from .study import ORACLE_ARMS, arm_names, measured_gain, oracle_for
 
 
 def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
     """One row per arm of the run in ``cfg.output_dir`` (fits read from its ``fitted/``): the dial's gain at
     beta index ``k`` (default the largest), its standard error, its ratio to the baseline's gain, the item
     count, and ``measured`` ("yes" or why not). Written to the run's ``gains.csv``."""
-    from evenhand.models.loading import load_model
-    from organism.dial import DIAL_FILE, Dial
-    from evenhand.runs import RunDir, write_table_atomic
-    from interventions.base import EditingIntervention
-    from interventions.fitted import Fitted
-    from interventions.registry import get
 
-    from .items import item_sets
-    from .scoring import BASELINE, CONTROL_SUFFIX
-    from .study import ORACLE_ARMS, arm_names, measured_gain, oracle_for
     run = RunDir(cfg.output_dir)
     betas = run.manifest()["betas"]
     k = len(betas) - 1 if k is None else k

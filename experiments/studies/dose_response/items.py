@@ -4,6 +4,12 @@ seed (the main run's, or an independent replication's: :mod:`.replications`)."""
 from __future__ import annotations
 
 import pandas as pd
+from organism.recipe import record_suite, split_scenarios
+from evenhand.models.policy import matched_items
+from evenhand.suite.content import load_content
+from evenhand.suite.generate import degree_valid
+from experiments.studies.compare_split import assign_contrasts, stratified
+from experiments.studies.compare_split import scenario_plan
 
 
 def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
@@ -11,12 +17,7 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
     """Degree-3 evaluation items of ``n_scenarios`` held-out scenarios (domain-stratified, drawn with ``seed``):
     ``contrasts`` type-1 contrasts per scenario from a balanced cycle, names drawn with ``seed``,
     ``conditions`` only."""
-    from organism.recipe import record_suite, split_scenarios
-    from evenhand.models.policy import matched_items
-    from evenhand.suite.content import load_content
-    from evenhand.suite.generate import degree_valid
 
-    from experiments.studies.compare_split import assign_contrasts, stratified
     rec, suite = record["recipe"], record_suite(record)
     _, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
     content = load_content(suite)
@@ -29,11 +30,7 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
 def item_sets(cfg, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(fitting items from train scenarios, evaluation items from held-out scenarios), both domain-stratified
     (:func:`experiments.studies.compare_split.stratified`); the evaluation by :func:`eval_items` with the config's seed."""
-    from organism.recipe import record_suite, split_scenarios
-    from evenhand.models.policy import matched_items
-    from evenhand.suite.content import load_content
 
-    from experiments.studies.compare_split import scenario_plan
     rec, suite = record["recipe"], record_suite(record)
     train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
     domain_of = {s.id: s.domain for s in load_content(suite).scenarios}

@@ -23,6 +23,8 @@ from evenhand.runs import RunDir
 
 from .items import eval_items
 from .scoring import BASELINE, DoseData, dose_data, known_removal
+from evenhand.runs import write_json_atomic
+from organism.calibration import scenario_multipliers
 
 REPLICATION_STRIDE = 1000
 """Replication ``r`` draws with ``seed + REPLICATION_STRIDE * (r + 1)`` (the main run uses ``seed``)."""
@@ -57,7 +59,6 @@ def check_replication_fields(cfg, run: RunDir | Path, write: bool) -> None:
     :attr:`RunDir.replication_fields_path`, names the field); with ``write``, record them when none were recorded."""
     import json
 
-    from evenhand.runs import write_json_atomic
     fields = {"replication_scenarios": cfg.replication_scenarios,
               "replication_conditions": list(cfg.replication_conditions), "eval_contrasts": cfg.eval_contrasts,
               "seed": cfg.seed, "control_seed": cfg.control_seed, "icc": cfg.icc}
@@ -77,7 +78,6 @@ def decode_replication(dec, record: dict, r: int, arms: list[str], gains: list[f
     cells already written; a progress bar counts the cells."""
     from tqdm import tqdm
 
-    from organism.calibration import scenario_multipliers
 
     cfg = dec.cfg
     cells = replication_cells(arms, len(dec.betas))

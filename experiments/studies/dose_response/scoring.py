@@ -23,6 +23,7 @@ from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
 from evenhand.schema import ensure_valid
 from evenhand.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
                             resample_weights)
+from evenhand.plotting import FULL_WIDTH, paper_style, save
 
 BASELINE = "baseline"
 FULL_ORACLES = ("oracle_inverse", "oracle_project")
@@ -531,7 +532,6 @@ def dose_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg
     full removal."""
     import matplotlib.pyplot as plt
 
-    from evenhand.plotting import FULL_WIDTH, paper_style, save
     pal = paper_style()
     metrics = [m for m in METRICS if m in set(table["metric"].dropna())]
     prompt = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot")

@@ -29,6 +29,35 @@ from experiments.studies.base import Study, register
 from .items import item_sets
 from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, ORACLE_ARMS, ORACLE_FRACTION,
                            PARTIAL_ORACLE, REFUSAL_MARGIN)
+from evenhand.options import ConfigError, Rules, build
+from interventions.registry import load_builtin
+from evenhand.options import read_yaml
+from interventions.registry import get
+from organism.dial import dialled
+from organism.calibration import CALIBRATION_FILE, beta_for, gain_at
+from organism.calibration import letter_logit_diff
+from organism.dial import pressure_sign
+from evenhand.decisions import decide
+from interventions.base import decide_with
+from evenhand.decisions import DecideOptions
+from evenhand.runs import write_json_atomic
+from interventions.fitted import Fitted
+from evenhand.models.loading import load_model
+from organism.calibration import scenario_multipliers
+from organism.dial import DIAL_FILE, Dial
+from .replications import check_replication_fields
+from .replications import decode_replication, replication_cells
+from evenhand.runs import write_table_atomic
+from .replications import replication_data
+from .scoring import (
+    dose_data,
+    dose_figure,
+    replicate,
+    replicate_independent,
+    score_dose,
+    scrambled_controls,
+    summary,
+)
 
 METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot", "caa", "ace", "leace",
            "loreft", "reft_r1")
@@ -129,10 +158,8 @@ class DoseConfig:
 def parse_config(raw: dict, where: str = "config") -> DoseConfig:
     """Check a config mapping with the one config builder (:func:`evenhand.options.build`); errors name the field.
     Its ``kind``, when given, must be ``dose_response``."""
-    from evenhand.options import ConfigError, Rules, build
 
-    from interventions.base import REGISTRY, InterventionError
-    from interventions.registry import load_builtin
+    from interventions.base import REGISTRY, InterventionError  # deferred: a name of this module
     load_builtin()
     rules = Rules(tuple_choices={"train_degrees": (1, 2, 3)},
                   positive=frozenset({"eval_scenarios", "eval_contrasts", "train_scenarios", "train_max_items",
@@ -167,14 +194,12 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
 
 def load_config(path: str | Path) -> DoseConfig:
     """Read and check a dose-response config file."""
-    from evenhand.options import read_yaml
     return parse_config(read_yaml(path), str(path))
 
 
 def arm_names(cfg: DoseConfig) -> list[str]:
     """The baseline, the methods, the random controls of the direction methods, the oracles (the scrambled
     controls are added at scoring time)."""
-    from interventions.registry import get
     methods = [m.name for m in cfg.methods]
     controls = [m + CONTROL_SUFFIX for m in methods if cfg.controls and get(m).has_random_control]
     return [BASELINE, *methods, *controls, *ORACLE_ARMS]
@@ -186,7 +211,6 @@ def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None
     exactly on exit, the oracle's edit first (:func:`organism.dial.dialled`)."""
     import torch
 
-    from organism.dial import dialled
     with contextlib.ExitStack() as stack:
         stack.enter_context(dialled(lm.model, dial, beta))
         if oracle is not None and oracle.kind == "inverse":
@@ -203,7 +227,6 @@ def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None
 def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], list[float | None], list[float]]:
     """(betas, their target FragGaps or None, the dial's gain at each beta) from the config and, for targets,
     the committed calibration curve."""
-    from organism.calibration import CALIBRATION_FILE, beta_for, gain_at
     curve_path = Path(cfg.model) / CALIBRATION_FILE
     curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
     if cfg.betas:
@@ -233,8 +256,6 @@ def measured_gain(lm, dial, items: pd.DataFrame, beta: float, under=None,
     answer token (:func:`organism.calibration.letter_logit_diff`)."""
     import numpy as np
 
-    from organism.calibration import letter_logit_diff
-    from organism.dial import pressure_sign
     under = under or contextlib.nullcontext
     c = pressure_sign(items)
     on, c = items[c != 0], c[c != 0]
@@ -249,8 +270,6 @@ def decide_cell(lm, dial, items: pd.DataFrame, beta: float, multipliers: dict[st
                 method=None, fitted=None, apply_options=None, oracle: Oracle | None = None) -> pd.DataFrame:
     """Decide ``items`` scenario by scenario, scenario ``s`` with the dial at ``beta * multipliers[s]`` in the
     weights, under ``method`` (a fitted intervention; None: as is) or ``oracle``; items' order kept."""
-    from evenhand.decisions import decide
-    from interventions.base import decide_with
     parts = []
     for s, g in items.groupby("scenario_id", sort=False):
         with edited(lm, dial, beta * multipliers[s], oracle):
@@ -266,7 +285,6 @@ class CellDecoder:
 
     def __init__(self, cfg: DoseConfig, lm, dial, train: pd.DataFrame, betas: list[float], progress: bool = True,
                  run: RunDir | None = None):
-        from evenhand.decisions import DecideOptions
         self.cfg, self.lm, self.dial, self.train, self.betas, self.progress = cfg, lm, dial, train, betas, progress
         self.run = run if run is not None else RunDir(cfg.output_dir)
         self.opts = DecideOptions(mode="answer", batch_size=cfg.batch_size, progress=False)
@@ -275,9 +293,7 @@ class CellDecoder:
 
     def fitted(self, name: str, k: int):
         """Method ``name``'s fit on the model dialled at beta index ``k`` (fitted once, then read back)."""
-        from evenhand.runs import write_json_atomic
-        from interventions.fitted import Fitted, InterventionError, fit_key
-        from interventions.registry import get
+        from interventions.fitted import Fitted, InterventionError, fit_key  # deferred: a name of this module
         if (name, k) not in self.fits:
             fdir = self.run.fitted_dir(f"{name}@{k}")
             method = get(name)
@@ -306,8 +322,6 @@ class CellDecoder:
         """The responses of ``arm`` at beta index ``k`` on ``items`` (scenario effects ``multipliers``), read
         from the ``cell`` directory when decoded before, else decoded and written there atomically (a random
         control's direction drawn with ``control_seed``)."""
-        from evenhand.runs import write_json_atomic
-        from interventions.registry import get
         if cell.responses_path.exists():
             return cell.read_responses()
         t0, beta = time.time(), self.betas[k]
@@ -338,9 +352,7 @@ def eraser_norm_rows(run: RunDir | Path, arms: list[str], betas: list[float], co
     """One row per (arm, beta, site) of every eraser arm and its random control: the operator norm of the map's
     linear part (:func:`interventions.steered.eraser_norms`), from the run's saved fits (a control's from the
     same relabelled refit :meth:`random_control` decodes with). Fits not written are left out."""
-    from interventions.fitted import Fitted
-    from interventions.registry import get
-    from interventions.steered import eraser_norms
+    from interventions.steered import eraser_norms  # deferred: pulls in torch
     run = run if isinstance(run, RunDir) else RunDir(run)
     rows = []
     for arm in arms:
@@ -375,7 +387,6 @@ class DoseRun:
 
     def __init__(self, cfg: DoseConfig, progress: bool = True, only: list[int] | None = None, reverse: bool = False,
                  replication_shard: tuple[int, int] | None = None):
-        from evenhand.models.loading import load_model
         self.cfg, self.progress, self.only, self.reverse, self.shard = cfg, progress, only, reverse, replication_shard
         self.run = RunDir(cfg.output_dir)
         self.arms = arm_names(cfg)
@@ -395,10 +406,7 @@ class DoseRun:
 
     def prepare(self, run: RunDir) -> None:
         """The grid stage: the items, the betas and the dial's gains, recorded in ``run``'s manifest."""
-        from organism.calibration import scenario_multipliers
-        from organism.dial import DIAL_FILE, Dial
 
-        from .replications import check_replication_fields
         cfg = self.cfg
         self.record = json.loads((Path(cfg.model) / "organism.json").read_text())
         self.dial = Dial.load(Path(cfg.model) / DIAL_FILE)
@@ -425,7 +433,6 @@ class DoseRun:
 
     def replication_stage(self, r: int) -> FnStage:
         """Decode independent replication ``r``; done once each of its cells is written."""
-        from .replications import decode_replication, replication_cells
         paths = [self.run.replication_cell(r, a, k).responses_path for a, k in replication_cells(self.arms,
                                                                                                   self.n_betas)]
         return FnStage(f"replication r{r:02d}",
@@ -503,18 +510,7 @@ def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | 
 def score_run(cfg: DoseConfig, responses: dict, arms: list[str], betas: list[float],
               targets: list[float | None], run: RunDir | None = None) -> pd.DataFrame:
     """Score the decoded cells and write the table, the replications, the summary and the figure."""
-    from evenhand.runs import write_table_atomic
 
-    from .replications import check_replication_fields, replication_data
-    from .scoring import (
-        dose_data,
-        dose_figure,
-        replicate,
-        replicate_independent,
-        score_dose,
-        scrambled_controls,
-        summary,
-    )
     run = run if run is not None else RunDir(cfg.output_dir)
     scram, shares = scrambled_controls(responses, arms, len(betas), cfg.accuracy_margin, cfg.seed)
     d = dose_data({**responses, **scram}, [*arms, *dict.fromkeys(a for a, _ in scram)], betas)
