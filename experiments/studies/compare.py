@@ -166,8 +166,30 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
     if len(tr) > cfg.train_max_items:
         tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
     val = render(plan.validation, cfg.validation_degrees, 1, cfg.seed + 2)
-    ev = render(plan.heldout, cfg.eval_degrees, cfg.eval_contrasts, cfg.seed)
+    ev = keep_baselines(render(plan.heldout, cfg.eval_degrees, cfg.eval_contrasts, cfg.seed), cfg.eval_baselines,
+                        cfg.seed)
     return ItemSets(tr.reset_index(drop=True), val, ev, plan.heldout_pool, items_version(ev))
+
+
+def keep_baselines(items: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
+    """``items`` with at most ``n`` baseline items per scenario and every item pressuring one of them (None: all):
+    the variants in their order in turn (GTmin, GTmaj, AMB1, AMB2, then again), each time one baseline of that
+    variant drawn with ``seed``."""
+    if n is None or items.empty:
+        return items
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    base = items[items["item_id"] == items["baseline_id"]]
+    keep: list[str] = []
+    for _, b in base.groupby("scenario_id", sort=True):
+        pools = [[str(x) for x in rng.permutation(g["item_id"].to_numpy())] for _, g in b.groupby("variant", sort=False)]
+        chosen: list[str] = []
+        while len(chosen) < n and any(pools):
+            for pool in pools:
+                if pool and len(chosen) < n:
+                    chosen.append(pool.pop(0))
+        keep += chosen
+    return items[items["baseline_id"].isin(keep)].reset_index(drop=True)
 
 
 def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> tuple[dict[str, float], dict[str, str]]:
@@ -249,7 +271,10 @@ def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused)."""
     from evenhand.stages import open_run
     train, val, ev = sets.train, sets.validation, sets.heldout
-    return open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
+    recorded = json.loads(json.dumps(asdict(cfg), default=str))
+    if recorded.get("eval_baselines") is None:  # a config without it records what it did before the field existed
+        recorded.pop("eval_baselines", None)
+    return open_run(cfg.output_dir, {"kind": "compare_interventions", **recorded},
                     n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
                     heldout_pool=sets.heldout_pool,
                     train_scenarios=sorted(train["scenario_id"].unique().tolist()),
