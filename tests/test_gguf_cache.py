@@ -80,3 +80,13 @@ def test_failed_build_leaves_nothing(fake, monkeypatch):
     with pytest.raises(RuntimeError, match="killed"):
         dequantised_copy(gguf, "m", log=io.StringIO())
     assert list(gguf_cache.cache_root().iterdir()) == []
+
+
+def test_existing_copy_only_when_usable(fake):
+    from evenhand.models.gguf_cache import existing_copy
+    gguf, calls = fake
+    assert existing_copy(gguf, "m") is None and calls == []
+    d = dequantised_copy(gguf, "m", log=io.StringIO())
+    assert existing_copy(gguf, "m") == d
+    (d / "config.json").unlink()
+    assert existing_copy(gguf, "m") is None and len(calls) == 1

@@ -129,6 +129,13 @@ def _check_round_trip(model, tok, tmp: Path) -> None:
                                f"{getattr(tok, attr)!r}")
 
 
+def existing_copy(gguf_path: str | Path, name: str) -> Path | None:
+    """The directory of a usable copy of ``gguf_path`` when there is one (None: none, or it fails a check)."""
+    sha = file_sha256(gguf_path)
+    d = cache_dir_for(gguf_path, name, sha)
+    return d if cache_problem(d, sha) is None else None
+
+
 def dequantised_copy(gguf_path: str | Path, name: str, log=None) -> Path:
     """The directory of the float32 copy of ``gguf_path`` (a local ``.gguf`` file), made on first use.
 

@@ -240,6 +240,10 @@ def preset_tokenizer(model: str):
     makes it (with the spec's default chat template when it has none), without loading the weights."""
     spec = resolve_spec(model)
     where, gguf, _ = locate(spec)
+    if gguf:  # the dequantised copy's tokenizer loads in seconds, the GGUF's in minutes
+        from .gguf_cache import existing_copy
+        copy = existing_copy(Path(where) / gguf, display_name(spec))
+        where, gguf = (str(copy), None) if copy else (where, gguf)
     tok = load_tokenizer(where, {"gguf_file": gguf} if gguf else {})
     apply_default_template(tok, spec)
     return tok
