@@ -66,3 +66,20 @@ class ModelState:
         if diff:
             more = f" (+{len(diff) - 5} more)" if len(diff) > 5 else ""
             raise InterventionError(f"{what}: the model is not as it was: {'; '.join(diff[:5])}{more}")
+
+
+def weights_digest(model) -> str:
+    """The sha256 of every parameter and buffer of ``model`` (names, dtypes, shapes and all their bytes): two
+    equal digests mean the weights are bit-identical. Reads every value (about a second per GB on a CPU), so
+    the comparison runs it once per cell (``restore.json``), not on every ``apply``."""
+    import hashlib
+
+    import torch
+    h = hashlib.sha256()
+    with torch.no_grad():
+        for kind, items in (("param", model.named_parameters()), ("buffer", model.named_buffers())):
+            for name, t in items:
+                h.update(f"{kind}\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+                if t.numel():
+                    h.update(t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy())
+    return h.hexdigest()

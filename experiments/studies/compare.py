@@ -4,6 +4,7 @@ More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -119,8 +120,30 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
     if len(tr) > cfg.train_max_items:
         tr = tr.sample(cfg.train_max_items, random_state=cfg.seed).sort_index()
     val = render(plan.validation, cfg.validation_degrees, 1, cfg.seed + 2)
-    ev = render(plan.heldout, cfg.eval_degrees, cfg.eval_contrasts, cfg.seed)
+    ev = keep_baselines(render(plan.heldout, cfg.eval_degrees, cfg.eval_contrasts, cfg.seed), cfg.eval_baselines,
+                        cfg.seed)
     return ItemSets(tr.reset_index(drop=True), val, ev, plan.heldout_pool, items_version(ev))
+
+
+def keep_baselines(items: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
+    """``items`` with at most ``n`` baseline items per scenario and every item pressuring one of them (None: all):
+    the variants in their order in turn (GTmin, GTmaj, AMB1, AMB2, then again), each time one baseline of that
+    variant drawn with ``seed``."""
+    if n is None or items.empty:
+        return items
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    base = items[items["item_id"] == items["baseline_id"]]
+    keep: list[str] = []
+    for _, b in base.groupby("scenario_id", sort=True):
+        pools = [[str(x) for x in rng.permutation(g["item_id"].to_numpy())] for _, g in b.groupby("variant", sort=False)]
+        chosen: list[str] = []
+        while len(chosen) < n and any(pools):
+            for pool in pools:
+                if pool and len(chosen) < n:
+                    chosen.append(pool.pop(0))
+        keep += chosen
+    return items[items["baseline_id"].isin(keep)].reset_index(drop=True)
 
 
 def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> tuple[dict[str, float], dict[str, str]]:
@@ -197,7 +220,10 @@ def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     """The comparison's run directory, opened (or created) for ``cfg`` with its item sets recorded in the
     manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused)."""
     train, val, ev = sets.train, sets.validation, sets.heldout
-    return open_run(cfg.output_dir, {"kind": "compare_interventions", **json.loads(json.dumps(asdict(cfg), default=str))},
+    recorded = json.loads(json.dumps(asdict(cfg), default=str))
+    if recorded.get("eval_baselines") is None:  # a config without it records what it did before the field existed
+        recorded.pop("eval_baselines", None)
+    return open_run(cfg.output_dir, {"kind": "compare_interventions", **recorded},
                     n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
                     heldout_pool=sets.heldout_pool,
                     train_scenarios=sorted(train["scenario_id"].unique().tolist()),
@@ -244,6 +270,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
             engine_model.append(load_engine(spec, cfg.engine, shares_gpu=True))
         return engine_model[0], replace(opts, engine=cfg.engine)
     fitted_cache: dict[str, Fitted] = {}
+    digests: dict[int, tuple] = {}  # id(HF model) -> (model, weights digest before any cell touched it)
     train_ids = train["item_id"].astype(str).tolist()
     swept = swept_arms(cfg)
 
@@ -254,10 +281,15 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         else:
             method = get(cell.arm.name)
             _, apply_opts = method.split_options(cell.options)
+            watched = _watched(lm, model() if method.kind != "prompt" else None, digests)
+            t0 = time.perf_counter()
             fitted = _fitted(method, cell, model(), train, train_ids, run, fitted_cache, tag if progress else None)
             if progress:
                 print(f"{tag}deciding under {cell.key}", flush=True)
+            t1 = time.perf_counter()
             resp = decide_with(method, fitted, items, lm, dopts, apply_opts)
+            _write_restore(path.parent / "restore.json", method, cell, watched, digests, len(items), t1 - t0,
+                           time.perf_counter() - t1)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_table_atomic(path, resp)
         warn_unparseable(resp, run, part=f"{path.parent.parent.name}/{path.parent.name}")  # e.g. cells/caa-...
@@ -378,6 +410,43 @@ def _norm_rows(grid: list[Cell], run: RunDir, train_ids: list[str]) -> list[dict
         for site, norm in eraser_norms(Fitted.load(fdir)).items():
             rows.append({**_identity(c.key, c), "metric": site, "stat": "operator_norm", "value": float(norm)})
     return rows
+
+
+def _watched(lm, fit_lm, digests: dict[int, tuple]) -> list:
+    """The Hugging Face models a cell decides (``lm``) and fits (``fit_lm``) on, each with its weights digest
+    (:func:`interventions.model_state.weights_digest`) taken the first time a cell uses it."""
+    from interventions.model_state import weights_digest
+    out = []
+    for m in (getattr(lm, "model", None), getattr(fit_lm, "model", None)):
+        if hasattr(m, "named_parameters") and all(m is not w for w in out):
+            if id(m) not in digests:
+                digests[id(m)] = (m, weights_digest(m))
+            out.append(m)
+    return out
+
+
+def _write_restore(path: Path, method, cell: Cell, watched: list, digests: dict[int, tuple], n_items: int,
+                   fit_s: float, decide_s: float) -> None:
+    """``restore.json`` of a cell: whether every watched model's weights are bit-identical to when it was loaded
+    (a full digest; the base class's hook and parameter check ran on every fit and ``apply`` and raised on any
+    difference), the hooks left on it, and the cell's fit and decision seconds. A difference raises after the
+    record is written."""
+    from evenhand.runs import write_json_atomic
+    from interventions.model_state import weights_digest
+    checks = []
+    for m in watched:
+        after = weights_digest(m)
+        hooks = sum(len(getattr(mod, k, {}) or {}) for mod in m.modules()
+                    for k in ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks"))
+        checks.append({"model": type(m).__name__, "digest_before": digests[id(m)][1], "digest_after": after,
+                       "bit_identical": after == digests[id(m)][1], "hooks_after": hooks})
+    exact = all(c["bit_identical"] for c in checks) if checks else None
+    write_json_atomic(path, {"cell": cell.key, "intervention": method.name, "kind": method.kind,
+                             "restored_bit_exactly": exact, "checks": checks,
+                             "base_class_check": method.kind != "prompt", "items": n_items,
+                             "fit_seconds": round(fit_s, 3), "decide_seconds": round(decide_s, 3)})
+    if exact is False:
+        raise InterventionError(f"{cell.key}: the model's weights differ from when it was loaded ({path})")
 
 
 def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], run: RunDir,

@@ -49,6 +49,9 @@ class CompareConfig:
     eval_scenarios: int = 16
     eval_contrasts: int = 1
     eval_degrees: tuple[int, ...] = (3,)
+    eval_baselines: int | None = None
+    """At most this many baseline items per evaluation scenario, each with every pressured version of it (one per
+    variant in turn, slots drawn with ``seed``); None: all. For smoke runs on slow models."""
     validation_scenarios: int = 12
     validation_degrees: tuple[int, ...] = (3,)
     select: SelectRule = SelectRule()
@@ -88,6 +91,7 @@ class _Eval:
     scenarios: int = CompareConfig.eval_scenarios
     contrasts: int = CompareConfig.eval_contrasts
     degrees: tuple[int, ...] = CompareConfig.eval_degrees
+    baselines: int | None = CompareConfig.eval_baselines
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
                           f"band is then little more than the controls' range", UserWarning, stacklevel=2)
     split, train, ev = f.split or _Split(), f.train or _Train(), f.eval or _Eval()
     val, select = f.validation or _Validation(), f.select or SelectRule()
+    if ev.baselines is not None and ev.baselines < 1:
+        raise ConfigError(f"{where}: eval.baselines must be at least 1 (or left out: all), got {ev.baselines}")
     if not 0 < split.heldout_fraction < 1:
         raise ConfigError(f"{where}: split.heldout_fraction must be in (0, 1)")
     if refusal(f.engine, mode=f.mode):
@@ -201,7 +207,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         model=f.model, output_dir=f.output_dir, interventions=tuple(arms), split_seed=split.seed,
         heldout_fraction=split.heldout_fraction, train_scenarios=train.scenarios, train_degrees=train.degrees,
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
-        eval_degrees=ev.degrees, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
+        eval_degrees=ev.degrees, eval_baselines=ev.baselines, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
         control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine,
         signs=parse_signs(f.signs, where))

@@ -1,0 +1,63 @@
+"""The comparison's per-cell restore record (``cells/<cell>/restore.json``): a full digest of the weights
+before and after each cell, so that a change the base class's sampled check cannot see is still caught."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from experiments.studies.compare import Arm, Cell, _watched, _write_restore
+from interventions.fitted import InterventionError
+from interventions.model_state import ModelState, weights_digest
+from interventions.registry import get
+
+
+@pytest.fixture()
+def lm():
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 2))
+    net.register_buffer("scale", torch.ones(3))
+    return SimpleNamespace(model=net)
+
+
+def test_unchanged_model_is_recorded_bit_identical(lm, tmp_path):
+    digests: dict = {}
+    watched = _watched(lm, lm, digests)
+    assert len(watched) == 1  # the deciding and the fitting model are one
+    cell = Cell(Arm("caa"), {}, 0, 0)
+    _write_restore(tmp_path / "restore.json", get("caa"), cell, watched, digests, 5, 0.25, 1.5)
+    rec = json.loads((tmp_path / "restore.json").read_text())
+    assert rec["restored_bit_exactly"] is True and rec["intervention"] == "caa" and rec["items"] == 5
+    assert rec["checks"][0]["digest_before"] == rec["checks"][0]["digest_after"]
+    assert rec["checks"][0]["hooks_after"] == 0 and rec["fit_seconds"] == 0.25
+
+
+def test_a_change_between_samples_is_caught(lm, tmp_path):
+    """One weight changed where ModelState's strided sample does not look: its check passes, the digest fails."""
+    digests: dict = {}
+    watched = _watched(lm, None, digests)
+    state = ModelState.capture(lm.model)
+    w = lm.model[0].weight
+    step = max(1, w.numel() // ModelState._SAMPLES)
+    w.data.view(-1)[step // 2] += 1e-3  # through .data: no version bump, not a sampled position
+    assert state.differences(lm.model) == []
+    with pytest.raises(InterventionError, match="differ from when it was loaded"):
+        _write_restore(tmp_path / "restore.json", get("loreft"), Cell(Arm("loreft"), {}, 0, 0), watched, digests,
+                       5, 0.0, 0.0)
+    rec = json.loads((tmp_path / "restore.json").read_text())
+    assert rec["restored_bit_exactly"] is False and not rec["checks"][0]["bit_identical"]
+
+
+def test_digest_sees_buffers_and_a_left_hook_is_counted(lm, tmp_path):
+    before = weights_digest(lm.model)
+    lm.model.scale[1] = 2.0
+    assert weights_digest(lm.model) != before
+    lm.model.scale[1] = 1.0
+    assert weights_digest(lm.model) == before
+    digests: dict = {}
+    watched = _watched(lm, None, digests)
+    lm.model[0].register_forward_hook(lambda *a: None)
+    _write_restore(tmp_path / "restore.json", get("ace"), Cell(Arm("ace"), {}, 0, 0), watched, digests, 1, 0, 0)
+    assert json.loads((tmp_path / "restore.json").read_text())["checks"][0]["hooks_after"] == 1
