@@ -48,8 +48,11 @@ def _shown_path(path: Any) -> str:
 
 def os_error_message(exc: OSError) -> str:
     """One line for an :class:`OSError`: the path it concerns, what went wrong and what to do."""
-    if exc.errno is None:          # raised by our own code with its own words
-        return str(exc)
+    if exc.errno is None:
+        arg = str(exc.args[0]) if len(exc.args) == 1 else ""
+        if isinstance(exc, FileNotFoundError) and arg and not any(c.isspace() for c in arg):
+            return f"{_shown_path(arg)}: {_HINTS[errno.ENOENT]}"   # a library's bare path (pyarrow's)
+        return str(exc)                                              # our own words
     path = _shown_path(exc.filename) if exc.filename is not None else None
     what = exc.strerror or str(exc)
     hint = _HINTS.get(exc.errno, "check the path and its disk")
@@ -112,8 +115,10 @@ _DIR_KINDS = {
     "compare_interventions": ("an interventions comparison (`evenhand compare CONFIG.yaml`)",
                               "its table is compare.csv; `evenhand power DIR` reads it; each cell's run is under cells/"),
     "sweep": ("a sweep of runs", "`evenhand figures DIR` draws it; each run is a subdirectory"),
-    "mode_switch": ("a mode-switch study (`evenhand modes`)", "its table is printed by `evenhand modes` on resume"),
-    "bbq": ("a BBQ run (`evenhand bbq`)", "`evenhand bbq CONFIG.yaml` prints its table on resume"),
+    "mode_switch": ("a mode-switch study (`evenhand modes`)", "its table is mode_switch.csv"),
+    "dose_response": ("a dose-response study", "its table is dose_response.csv (summary.csv beside it)"),
+    "calibration": ("a calibration study", "its curve is in that directory's manifest and figures"),
+    "bbq": ("a BBQ run (`evenhand bbq`)", "its table is bbq_scores.csv"),
     "probe_sweep": ("a probe sweep (`evenhand probe sweep`)", "its table is probes.csv"),
     "name_ablation": ("a name ablation (`evenhand probe ablation`)", "its table is ablation.csv"),
     "logit_attribution": ("a logit attribution (`evenhand probe attribution`)", "its table is attribution.csv"),
