@@ -135,14 +135,20 @@ def test_a_typo_of_a_preset_says_did_you_mean_on_the_command_line(tmp_path, caps
     assert not out.exists()
 
 
-def test_an_interrupted_run_is_listed_as_interrupted(tmp_path, capsys):
-    """Landed before (it was listed as ``failed`` with an empty message): checked through `evenhand runs list`."""
+@pytest.mark.parametrize("git", [True, False])
+def test_an_interrupted_run_is_listed_as_interrupted(tmp_path, capsys, git):
+    """Landed before (it was listed as ``failed`` with an empty message): checked through `evenhand runs list`.
+    A run made outside a git checkout (``git.sha`` None: any pip install) made `runs list` fail with
+    ``'NoneType' object is not subscriptable``."""
+    from evenhand.runs import RunDir
     from evenhand.stages import FnStage, run_study
 
     def stop(run):
         raise KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
         run_study(tmp_path / "r", {}, [FnStage("decide", stop)])
+    if not git:
+        RunDir(tmp_path / "r").update_manifest(git={"sha": None, "dirty": None})
     capsys.readouterr()
     assert main(["runs", "list", str(tmp_path)]) == 0
     row = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("r ") or ln.startswith(". ")
