@@ -1,6 +1,6 @@
 """docs/answer_with_openai.py against a local stub of the OpenAI chat API (no internet): it retries
 failed requests with backoff, resumes (skips the item_ids already in OUT), prints progress, and a refused
-connection ends in one line, not a traceback (issue 30 item 6)."""
+connection ends in one line, not a traceback."""
 from __future__ import annotations
 
 import csv

@@ -1,5 +1,5 @@
 """Output paths are checked before the compute (an unwritable --out fails in a second, not after the work),
-and every remaining raw ``[Errno ...]`` a user could meet prints one line naming the path (issue 30 item 6).
+and every remaining raw ``[Errno ...]`` a user could meet prints one line naming the path.
 The compute of each command is replaced by a recorder: the check must fail before it is called."""
 from __future__ import annotations
 

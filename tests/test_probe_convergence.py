@@ -1,5 +1,5 @@
 """A probe sweep whose fits stop at the iteration limit says so once, in words (what it means, what to
-do), without a RuntimeWarning and its source path, and records the count in its manifest (issue 30 item 7)."""
+do), without a RuntimeWarning and its source path, and records the count in its manifest."""
 from __future__ import annotations
 
 import json
