@@ -31,6 +31,7 @@ from .models.sites import expand, resolve
 from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .runs import RunDir
 from .shards import ShardDir, read_json, write_json
+from .stages import report_progress
 
 Backend = Literal["nnsight", "transformer_lens"]
 """What reads the activations (``backend``): nnsight (one trace of the Hugging Face model) or TransformerLens."""
@@ -217,6 +218,7 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
             meta = {"item_ids": json.dumps([todo[i]["item_id"] for i in idx])}
             shards.atomic_write(lambda tmp: save_file(arrays, tmp, metadata=meta))
             bar.update(len(idx))
+            report_progress(bar.n, bar.total)  # the run's time left in this stage
     bar.close()
     cache = ActivationCache(out)
     ids = cache.item_ids()

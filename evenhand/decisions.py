@@ -26,6 +26,7 @@ from .engine.rows import response_row
 from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .shards import ParquetShards
 from .runs import RunDir
+from .stages import report_progress
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
         else:
             collected.append(df)
         bar.update(len(idx))
+        report_progress(bar.n, bar.total)  # the run's time left in this stage
     bar.close()
     table = shards.read_all() if shards is not None else (pd.concat(collected, ignore_index=True) if collected
                                                           else pd.DataFrame())

@@ -38,6 +38,16 @@ GRADIENT_FLOOR = {"float64": 0.0, "float32": 1e-6}
 ``X v`` over thousands of features leaves gradients of about 1e-7 relative at the optimum)."""
 
 
+class ProbeConvergenceWarning(RuntimeWarning):
+    """Some problems of one :func:`torch_solve` stopped at ``max_iter``: ``problems`` of ``total``.
+    :func:`probes.sweep.probe_sweep` collects these and reports them once per sweep in words (and in its
+    manifest); called directly, :func:`torch_solve` warns with it."""
+
+    def __init__(self, message: str, problems: int = 0, total: int = 0, max_iter: int = 0):
+        super().__init__(message)
+        self.problems, self.total, self.max_iter = problems, total, max_iter
+
+
 @dataclass(frozen=True)
 class SolvePlan:
     """How :func:`torch_solve` streams sites through the device, and the memory it expects."""
@@ -168,7 +178,7 @@ def torch_solve(Xs: Sequence[np.ndarray], y: np.ndarray, masks: list[np.ndarray]
     regularisation path: from the smallest C up, every mask's problems at once, each started from its
     solution at the previous C (warm starts need a few Newton steps where a cold start needs many);
     each solution is the same minimum a cold start reaches (the objective is strictly convex). Warns
-    when a problem stops at ``max_iter``."""
+    (:class:`ProbeConvergenceWarning`) when a problem stops at ``max_iter``."""
     import torch
 
     dev = torch.device(opts.device)
@@ -213,8 +223,11 @@ def torch_solve(Xs: Sequence[np.ndarray], y: np.ndarray, masks: list[np.ndarray]
             work.contractions += 1
         del X, extra
     if work.unconverged:
-        warnings.warn(f"torch probe solver: {work.unconverged} problem(s) stopped at max_iter={opts.max_iter} "
-                      f"before the relative gradient reached {gtol:g} ({dname})", RuntimeWarning, stacklevel=2)
+        total = S * P * K
+        warnings.warn(ProbeConvergenceWarning(
+            f"torch probe solver: {work.unconverged} of {total} problem(s) stopped at max_iter={opts.max_iter} "
+            f"before the relative gradient reached {gtol:g} ({dname}); their weights are near, not at, the "
+            f"optimum", work.unconverged, total, opts.max_iter), stacklevel=2)
     return SolveResult(W_out, b_out, mu_out, sd_out, logits, plan, work.steps, work.contractions,
                        work.unconverged == 0, work.unconverged)
 

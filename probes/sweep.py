@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -130,12 +132,53 @@ def text_rows(ds: ProbeDataset, opts: ProbeOptions, resamples: int) -> list[dict
     return rows
 
 
+@contextmanager
+def collect_unconverged(tally: dict):
+    """Within the block, the solvers' non-convergence warnings (:class:`probes.solver.ProbeConvergenceWarning`,
+    scikit-learn's ``ConvergenceWarning``) are counted into ``tally`` (``fits``: fits stopped at the
+    iteration limit, ``of``: the torch solver's problems, ``sklearn``: scikit-learn fits among them) instead
+    of shown; every other warning passes on."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from .solver import ProbeConvergenceWarning
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProbeConvergenceWarning)
+        warnings.simplefilter("always", ConvergenceWarning)
+        yield tally
+    for w in caught:
+        if issubclass(w.category, ProbeConvergenceWarning):
+            tally["fits"] = tally.get("fits", 0) + w.message.problems
+            tally["of"] = tally.get("of", 0) + w.message.total
+        elif issubclass(w.category, ConvergenceWarning):
+            tally["fits"] = tally.get("fits", 0) + 1
+            tally["sklearn"] = tally.get("sklearn", 0) + 1
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno, w.file, w.line)  # passed its filter
+
+
+def unconverged_text(label: str, unconverged: dict) -> str | None:
+    """The one plain-words note on a sweep's fits that stopped at the iteration limit (None when none did):
+    what it means and what to do."""
+    n = unconverged.get("fits", 0)
+    if not n:
+        return None
+    of = f" of {unconverged['of']:,}" if unconverged.get("of") and not unconverged.get("sklearn") else ""
+    return (f"note: probe sweep {label}: {n:,}{of} probe fit(s) stopped at the iteration limit "
+            f"(max_iter={unconverged['max_iter']}) before converging. Their weights are near, not at, the best "
+            f"fit, so those probes' scores may differ slightly from a converged fit (most often at the largest C "
+            f"on nearly separable features). Usually nothing to do; where a site's number matters, refit with "
+            f"--device cpu (float64) or --solver sklearn and compare, or raise ProbeOptions.max_iter. The count "
+            f"is in the sweep's manifest.json ('unconverged').")
+
+
 def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: bool = True, resamples: int = RESAMPLES,
                 keep_full: bool = False, text: bool = False, progress: bool = False
                 ) -> tuple[pd.DataFrame, dict[str, FoldResult]]:
     """Fit and score a probe per site of ``ds``, the evidence baseline and design + activations probes
     (when ``ds.design`` is set), the control task (``control``) and the text baseline (``text``).
-    Returns (tidy table, fold results by site). ``progress``: a bar over the fits and the sites scored."""
+    Returns (tidy table, fold results by site). ``progress``: a bar over the fits and the sites scored.
+    Fits that stop at the iteration limit are counted (``table.attrs["unconverged"]``, recorded by
+    :func:`write_sweep`) and reported once on stderr in words (:func:`unconverged_text`)."""
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
@@ -144,15 +187,19 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     bar = tqdm(total=1 + 2 * has_design + bool(control) + len(Xs) + bool(text), unit="step",
                disable=not progress, desc=f"probe[{ds.label}]", dynamic_ncols=True)
     bar.set_postfix_str(f"fitting {len(Xs)} sites, {len(ds.y):,} rows")
-    results = fit_sites(Xs, ds.y, ds.groups, opts, keep_full=keep_full)
+    unconverged = {"fits": 0, "max_iter": opts.max_iter}
+    with collect_unconverged(unconverged):
+        results = fit_sites(Xs, ds.y, ds.groups, opts, keep_full=keep_full)
     bar.update()
     evidence, combined = None, [None] * len(Xs)
     if has_design:
         bar.set_postfix_str("evidence baseline")
-        evidence = fit_sites([ds.design], ds.y, ds.groups, opts)[0]
+        with collect_unconverged(unconverged):
+            evidence = fit_sites([ds.design], ds.y, ds.groups, opts)[0]
         bar.update()
         bar.set_postfix_str("design + activations")
-        combined = fit_sites([np.hstack([ds.design, X]) for X in Xs], ds.y, ds.groups, opts)
+        with collect_unconverged(unconverged):
+            combined = fit_sites([np.hstack([ds.design, X]) for X in Xs], ds.y, ds.groups, opts)
         bar.update()
     controls: list[FoldResult | None] = [None] * len(Xs)
     seen = None
@@ -161,7 +208,8 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
         y_c = control_task(ds, opts.seed)
         seen = control_types_seen(ds, opts)
         if len(np.unique(y_c)) > 1:
-            controls = fit_sites(Xs, y_c, ds.groups, opts)
+            with collect_unconverged(unconverged):
+                controls = fit_sites(Xs, y_c, ds.groups, opts)
             for c in controls:
                 c.labels = y_c
         bar.update()
@@ -177,13 +225,18 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
         bar.update()
     if text:
         bar.set_postfix_str("text baseline")
-        rows += text_rows(ds, opts, resamples)
+        with collect_unconverged(unconverged):
+            rows += text_rows(ds, opts, resamples)
         bar.update()
     bar.close()
+    note = unconverged_text(ds.label, unconverged)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     table = pd.DataFrame(rows)
     table.attrs["seconds"] = round(time.perf_counter() - t0, 3)
     table.attrs["solver"] = results[0].solver if results else None
     table.attrs["control_types_seen"] = seen
+    table.attrs["unconverged"] = unconverged
     return table, dict(zip(ds.sites, results))
 
 
@@ -194,7 +247,8 @@ def best_site(table: pd.DataFrame, metric: str = "accuracy") -> str:
 
 
 def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts: ProbeOptions, **info) -> Path:
-    """``out_dir/probes.parquet``, ``probes.csv`` and ``manifest.json`` (atomic writes)."""
+    """``out_dir/probes.parquet``, ``probes.csv`` and ``manifest.json`` (atomic writes; the manifest's
+    ``unconverged`` counts the fits that stopped at the iteration limit)."""
 
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
@@ -205,5 +259,6 @@ def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts
         "clusters": int(len(np.unique(ds.groups))), "dropped_unlabelled": ds.dropped, "options": asdict(opts),
         "seconds": table.attrs.get("seconds"), "solver": table.attrs.get("solver"),
         "intervals": {"accuracy, auroc": POINT_INTERVAL, "gain, selectivity": PAIRED_INTERVAL},
-        "control_types_seen": table.attrs.get("control_types_seen"), **info})
+        "control_types_seen": table.attrs.get("control_types_seen"),
+        "unconverged": table.attrs.get("unconverged"), **info})
     return out.path

@@ -30,15 +30,54 @@ def test_stage_report_prints_headers_counts_and_the_time_left(tmp_path, monkeypa
               FnStage("figures", takes(5))]
     out = io.StringIO()
     run_study(tmp_path / "r", {}, stages, StageReport("run r", stream=out))
-    # decide took 10 s for 100 items: the cache's 200 items are about 20 s
+    # decide took 10 s for 100 items: at that rate the cache's 200 items are about 20 s, said as a guess
     assert out.getvalue().splitlines() == ["[1/3] decide: 100 items, answer mode (elapsed 0m00s)",
-                                           "[2/3] cache: 100 items, sites residual (elapsed 0m10s, about 0m20s left)",
+                                           "[2/3] cache: 100 items, sites residual (elapsed 0m10s; a guess from "
+                                           "decide's rate, 10.0 items/s: about 0m20s for the 200 items left, "
+                                           "stages differ per item)",
                                            "[3/3] figures (elapsed 0m30s)", "run r: done in 0m35s"]
     out = io.StringIO()
     run_study(tmp_path / "r", {}, stages, StageReport(stream=out))  # resumed: finished stages are skipped
     assert out.getvalue().splitlines() == ["[1/3] decide: 100 items, answer mode (done, skipped)",
                                            "[2/3] cache: 100 items, sites residual (done, skipped)",
                                            "[3/3] figures (elapsed 0m00s)", f"{tmp_path / 'r'}: done in 0m05s"]
+
+
+def test_the_time_left_in_a_stage_comes_from_its_own_measured_rate(tmp_path, monkeypatch):
+    """decide runs at 10 items/s, the cache at 2 items/s (a different cost per item). The old report
+    estimated the cache from decide's rate: 200 items -> 0m20s, 5x short of the 1m40s it takes. Reported
+    progress gives the cache's own rate: after 50 of its 200 items in 25 s, 150 left at 2/s are 1m15s."""
+    from evenhand.stages import report_progress
+    now = [0.0]
+    monkeypatch.setattr("evenhand.stages.time.perf_counter", lambda: now[0])
+
+    def items(n: int, per_second: float, start: int = 0):
+        def go(run) -> None:
+            for k in range(start, n + 1):
+                if k > start:
+                    now[0] += 1 / per_second
+                report_progress(k, n)
+        return go
+    stages = [FnStage("decide", items(100, 10), about="100 items", work=100),
+              FnStage("cache", items(200, 2), about="200 items", work=200)]
+    out = io.StringIO()
+    run_study(tmp_path / "r", {}, stages, StageReport("run r", stream=out, every=25))
+    lines = out.getvalue().splitlines()
+    cache = [ln for ln in lines if ln.startswith("[2/2] cache: ") and "items/s" in ln and "guess" not in ln]
+    assert cache[0] == "[2/2] cache: 50/200 items, 2.0 items/s: about 1m15s left in this stage", lines
+    decide = [ln for ln in lines if ln.startswith("[1/2] decide: ") and "items/s" in ln]
+    assert decide == [], lines                      # 10 s in all, under every=25: no line
+    assert lines[-1] == "run r: done in 1m50s"
+
+    out = io.StringIO()                  # a resumed stage: items done before it started do not count
+    report = StageReport(stream=out, every=0)
+    run_study(tmp_path / "s", {}, [FnStage("cache", items(200, 4, start=120), work=200)], report)
+    assert "[1/1] cache: 121/200 items, 4.0 items/s: about 0m20s left in this stage" in out.getvalue().splitlines()
+
+
+def test_report_progress_outside_a_run_does_nothing():
+    from evenhand.stages import report_progress
+    report_progress(5, 10)
 
 
 @pytest.fixture

@@ -2,20 +2,9 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from evenhand.messages import writable_dir
 
 from .common import bootstrap_flags
-
-
-def writable_dir(path: str | Path) -> Path:
-    """Create the directory ``path`` and prove it can be written, before any long work; an OSError
-    naming the path otherwise (the command prints it on one line)."""
-    p = Path(path)
-    p.mkdir(parents=True, exist_ok=True)
-    probe = p / ".evenhand-write-test"
-    probe.write_text("ok")
-    probe.unlink()
-    return p
 
 
 def _figures(a) -> int:

@@ -83,7 +83,7 @@ def _message(exc: BaseException, args: argparse.Namespace) -> str:
         return str(exc.args[0])
     if isinstance(exc, UnicodeDecodeError):
         return unicode_error_message(exc, _input_files(args))
-    if isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+    if isinstance(exc, OSError):
         return os_error_message(exc)
     return str(exc)
 

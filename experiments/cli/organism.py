@@ -6,6 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from evenhand.messages import writable_dir, writable_file
+
 from .common import bootstrap_flags, json_flag, progress_flag
 from .formatting import eval_text
 
@@ -19,6 +21,7 @@ def _organism_train(a) -> int:
     recipe = replace(RECIPES[a.recipe], seed=a.seed)
     recipe = recipe if a.steps is None else replace(recipe, steps=a.steps)
     out = Path(a.out) if a.out else {"planted": COMMITTED, "fair": FAIR}[a.recipe]
+    writable_dir(out)
     record = train(recipe, out)
     print(f"trained in {record['train_seconds']:.0f}s ({record['parameters']:,} parameters, "
           f"{record['train_examples']:,} examples); final answer loss {record['curve'][-1]['loss']:.4f}; wrote {out}")
@@ -55,8 +58,9 @@ def _organism_eval(a) -> int:
 
 
 def _organism_items(a) -> int:
-    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
-    from organism import COMMITTED, heldout_items  # deferred: keeps the CLI's start fast
+    from evenhand.runs import write_table_atomic
+    from organism import COMMITTED, heldout_items
+    writable_file(a.out)
     record = json.loads((Path(a.path) if a.path else COMMITTED).joinpath("organism.json").read_text())
     items = heldout_items(record, a.scenarios, a.degrees, a.seed)
     out = Path(a.out)
@@ -69,6 +73,7 @@ def _organism_fit_dial(a) -> int:
     from organism import FAIR  # deferred: keeps the CLI's start fast
     from organism.dial import DIAL_FILE, fit_dial  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
+    writable_file(Path(a.out) if a.out else path / DIAL_FILE)
     dial = fit_dial(path, layer=a.layer, seed=a.seed, n_fit=a.fit_scenarios, n_check=a.check_scenarios)
     out = dial.save(Path(a.out) if a.out else path / DIAL_FILE)
     print(f"dial at layer {dial.layer} ({dial.weight_name}); fit R^2 {dial.fit['r2']:.3f} on {dial.fit['items']:,} items "
@@ -86,6 +91,7 @@ def _organism_dial(a) -> int:
         raise SystemExit("give exactly one of --beta and --fraggap")
     beta = a.beta if a.beta is not None else beta_for(
         json.loads((path / CALIBRATION_FILE).read_text()), a.fraggap / 100)
+    writable_dir(a.out)
     out = write_dialled(beta, a.out, path)
     print(f"wrote the organism at {path} with the dial at beta={beta:.4g} folded into its weights to {out}")
     return 0
@@ -98,6 +104,7 @@ def _organism_calibrate(a) -> int:
 
     from ..studies.calibration import calibration_text, write_curve  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
+    writable_file(Path(a.out) if a.out else path / CALIBRATION_FILE)
     curve = calibrate(a.betas, path, n_scenarios=a.scenarios, resamples=a.resamples, seed=a.seed)
     out = Path(a.out) if a.out else path / CALIBRATION_FILE
     write_curve(curve, out)
@@ -112,7 +119,9 @@ def _organism_dial_probe(a) -> int:
     from organism.probe import DIAL_TARGETS, dial_probe_study  # deferred: keeps the CLI's start fast
     from probes.logistic import ProbeOptions  # deferred: keeps the CLI's start fast
 
-    from .formatting import dial_probe_text  # deferred: keeps the CLI's start fast
+    from .formatting import dial_probe_text
+    if a.out:
+        writable_dir(a.out)
     study = dial_probe_study(a.betas, a.path, n_scenarios=a.scenarios, degrees=a.degrees,
                              targets=a.targets or DIAL_TARGETS,
                              sites=a.sites, opts=ProbeOptions(seed=a.seed), resamples=a.resamples, seed=a.seed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from evenhand.messages import writable_dir
 from evenhand.options import add_flags, options_from_args
 from evenhand.runs import RunDir
 from evenhand.suite.subsets import CONDITIONS
@@ -44,8 +45,8 @@ def _probe_sweep(a) -> int:
     from probes.sweep import probe_sweep, write_sweep  # deferred: keeps the CLI's start fast
     ds = from_run(a.run_dir, a.label, a.sites, probe_filters(a))
     opts = probe_options(a)
+    out = writable_dir(Path(a.out) if a.out else RunDir(a.run_dir).probe_dir(a.label).path)
     table, _ = probe_sweep(ds, opts, control=not a.no_control, resamples=a.resamples, text=a.text)
-    out = Path(a.out) if a.out else RunDir(a.run_dir).probe_dir(a.label).path
     write_sweep(table, out, ds, opts, run_dir=str(a.run_dir))
     print(probe_text(table, ds))
     print(f"\nwrote {out}/probes.parquet (+ .csv, manifest.json) in {table.attrs['seconds']:.1f}s")
@@ -53,8 +54,13 @@ def _probe_sweep(a) -> int:
 
 
 def _probe_ablation(a) -> int:
-    from probes.ablation import name_ablation  # deferred: keeps the CLI's start fast
+    from evenhand.messages import not_a_run_message
+    from probes.ablation import name_ablation
+    if not RunDir(a.run_dir).responses_path.is_file():
+        raise ValueError(not_a_run_message(a.run_dir, "probe ablation", "responses.parquet"))
     out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
+    if a.out or Path(a.run_dir).is_dir():  # before the compute; a missing RUN_DIR is named by the command
+        writable_dir(out)
     table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, probe_options(a), a.resamples,
                           a.batch_size, minority_slot=a.minority_slot)
     text = ablation_text(table)
@@ -67,6 +73,8 @@ def _probe_ablation(a) -> int:
 def _probe_attribution(a) -> int:
     from probes.attribution import run_attribution  # deferred: keeps the CLI's start fast
     out = Path(a.out) if a.out else RunDir(a.run_dir).attribution_dir.path
+    if a.out or Path(a.run_dir).is_dir():
+        writable_dir(out)
     table = run_attribution(a.run_dir, out, a.degree, a.batch_size, a.resamples, a.seed, progress=not a.no_progress)
     print(attribution_text(table))
     print(f"\nwrote {out}/attribution.parquet (+ .csv, attribution_items.parquet, manifest.json, figures)")

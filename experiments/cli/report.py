@@ -7,7 +7,12 @@ from .common import bootstrap_flags
 
 
 def _report_page(a) -> int:
-    from experiments.report import write_report  # deferred: keeps the CLI's start fast
+    from evenhand.messages import not_a_run_message, writable_dir
+    from evenhand.runs import RunDir
+    from experiments.report import write_report
+    if not RunDir(a.run_dir).metrics_path.is_file():
+        raise ValueError(not_a_run_message(a.run_dir, "report"))
+    writable_dir(a.run_dir)
     md, page = write_report(a.run_dir, a.resamples)
     print(md.read_text().split("## By degree")[0].rstrip())
     print(f"\nwrote {md} and {page}")

@@ -19,7 +19,7 @@ def _runs_list(a) -> int:
         secs = sum(v for v in (man.get("timings") or {}).values() if isinstance(v, (int, float)))
         rows.append((str(m.parent.relative_to(root)) or ".", man.get("status"), model or "-",
                      man.get("n_items", man.get("n_eval_items", "-")), f"{secs:.0f}s",
-                     (man.get("git") or {}).get("sha", "-")[:10] if isinstance(man.get("git"), dict) else "-"))
+                     ((man.get("git") or {}).get("sha") or "-")[:10] if isinstance(man.get("git"), dict) else "-"))
     if not rows:
         print(f"no runs under {root}")
         return 0

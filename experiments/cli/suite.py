@@ -29,7 +29,9 @@ def _suite_stats(a) -> int:
 
 
 def _suite_export(a) -> int:
-    from evenhand.suite.export import items_for, write_items  # deferred: keeps the CLI's start fast
+    from evenhand.messages import writable_file
+    from evenhand.suite.export import items_for, write_items
+    writable_file(a.out)
     t0 = time.perf_counter()
     n = write_items(items_for(a.subset, a.seed, a.suite), a.out, a.limit)
     print(f"wrote {n:,} items of {a.subset!r} (seed {a.seed}) to {a.out} in {time.perf_counter() - t0:.1f}s")
@@ -51,8 +53,11 @@ def _suite_show(a) -> int:
 
 
 def _suite_datasheet(a) -> int:
-    from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
-    from evenhand.suite.datasheet import datasheet  # deferred: keeps the CLI's start fast
+    from evenhand.suite.content import load_content
+    from evenhand.suite.datasheet import datasheet
+    if a.out:
+        from evenhand.messages import writable_file
+        writable_file(a.out)
     text = datasheet(load_content(a.suite))
     if a.out:
         from evenhand.runs import atomic_path
@@ -97,8 +102,10 @@ def _suite_validate(a) -> int:
 
 
 def _suite_import(a) -> int:
-    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
-    from evenhand.fairstress import load_fairstress, released_disagreements  # deferred: keeps the CLI's start fast
+    from evenhand.runs import write_table_atomic
+    from evenhand.fairstress import load_fairstress, released_disagreements
+    from evenhand.messages import writable_file
+    writable_file(a.out)
     df = load_fairstress(a.rows, a.corrections)
     write_table_atomic(Path(a.out), df)
     ex = df["exclusion_reason"].value_counts().to_dict()
