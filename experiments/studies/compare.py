@@ -332,7 +332,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
         from .compare_figures import compare_latex, frontier_figure
-        frontier_figure(t, run.frontier_stem)
+        frontier_figure(t, run.frontier_stem, model=cfg.model)
         run.compare_tex.write_text(compare_latex(t))
         return t
 
