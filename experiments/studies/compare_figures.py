@@ -161,8 +161,10 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     if not ctl_flagged.empty:  # a control whose refusals rose past the margin: its change is no edit's effect
         ax.scatter(ctl_flagged["value_loss"], ctl_flagged["value_change"], s=10, marker="x", color="#c0392b",
                    lw=0.6, zorder=3, label="Control: refusals up")
-    step = 0.012 * (float(pts["value_loss"].max()) - float(pts["value_loss"].min()) or 1.0)
-    methods = methods.assign(value_loss=_dodge(methods["value_loss"], methods["value_change"], step))
+    step = 0.03 * (float(pts["value_loss"].max()) - float(pts["value_loss"].min()) or 1.0)
+    dodged = _dodge(methods["value_loss"], methods["value_change"], step)
+    moved = bool((dodged != methods["value_loss"]).any())
+    methods = methods.assign(value_loss=dodged)
     for name in names:
         colour = colour_of[name]
         sub = methods[methods["intervention"] == name]
@@ -204,13 +206,18 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     ax.autoscale_view()
     ax.set_xlabel("Accuracy loss on GT items (pp; + = less accurate)")
     ax.set_ylabel(f"{gap_name(metric)} reduction (pp)\n+ = gap moved toward 0")
-    ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=3,
-              handletextpad=0.3, columnspacing=0.8)
+    legend = ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=3,
+                       handletextpad=0.3, columnspacing=0.8)
     _control_panel(bx, methods, by_method, metric)
     title = f"Intervention frontier: {metric_name(metric)}" + (f", {model_name(model)}" if model else "")
     sizes = _sizes(table, metric)
     fig.suptitle(title + (f"\nBaseline {sizes}" if sizes else ""), fontsize=7)
     fig.tight_layout()
+    if moved:
+        fig.canvas.draw()
+        y = legend.get_window_extent().transformed(fig.transFigure.inverted()).y0 - 0.02
+        fig.text(0.01, y, f"Method cells at the same point are drawn {step:.1f} pp apart along the x axis, so that "
+                 "each stays visible.", ha="left", va="top", fontsize=5.5, color="0.3")
     return save(fig, stem, formats)
 
 
