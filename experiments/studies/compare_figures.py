@@ -4,8 +4,11 @@ Left panel, one point per method cell (intervention x options x seed): the signe
 change of an asymmetry metric (positive = toward zero; :mod:`evenhand.paired`)
 against the accuracy loss on GT items, each with its 95% CI as a crosshair. Each
 method's random controls (what an edit of the same sites, norm and strength in a
-random direction does) are small hollow points inside a shaded box in the method's
-colour: their 2.5-97.5% range of change and of accuracy loss. The dotted line is the
+random direction does) are hollow squares inside a shaded box in the method's
+colour: their 2.5-97.5% range of change and of accuracy loss (no box where the
+controls coincide). Method cells at the same point are drawn a little apart (a
+note under the legend says by how much). The title names the metric, the model
+and the baseline's items. The dotted line is the
 baseline's whole gap (a point above it removed more than the gap). A cell whose
 refusal rate rose past the margin is crossed out in red, an overshoot (the remaining
 gap's CI wholly past zero) is a downward triangle; neither is a reduction. Cells of
