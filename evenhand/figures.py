@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from .stats import RESAMPLES, BootstrapOptions
-from .labels import axis_label, degree_name, group_name, metric_name, metric_unit, minus, number
+from .labels import (degree_name, group_name, metric_name, metric_unit, minus, model_name, number,
+                     sign_convention, signed_axis_label)
 from .metric_defs import by_degree, find_metric
 from .tables import latex_table
 from .metrics import score
@@ -83,8 +84,13 @@ def _errors(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.nan_to_num(np.clip(np.vstack([v - lo, hi - v]), 0, None))
 
 
-def _footnote(fig, text: str) -> None:
-    fig.text(0.01, -0.01, text, ha="left", va="top", fontsize=5.5, color="0.3", wrap=True)
+def _footnote(fig, text: str, below=None) -> None:
+    """A small note under the figure (under ``below``, an artist drawn outside the axes, when given)."""
+    y = -0.01
+    if below is not None:
+        fig.canvas.draw()
+        y = below.get_window_extent().transformed(fig.transFigure.inverted()).y0 - 0.02
+    fig.text(0.01, y, text, ha="left", va="top", fontsize=5.5, color="0.3", wrap=True)
 
 
 def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
@@ -102,7 +108,7 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
     labels = list(dict.fromkeys(t["label"]))
     models = models_of(t)
     panels = by_degree()  # the progression's panels: the registered by-degree metrics
-    fig, axes = plt.subplots(1, len(panels), figsize=(FULL_WIDTH, 2.0))
+    fig, axes = plt.subplots(1, len(panels), figsize=(FULL_WIDTH, 2.5))
     pp_axes = []
     no_ci = False
     degrees = sorted(int(d) for d in t["degree"].unique())
@@ -111,7 +117,7 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
             g = t[(t["metric"] == m) & (t["label"] == label)].sort_values("degree")
             x = g["degree"].to_numpy(float) + (k - (len(labels) - 1) / 2) * 0.08
             v, lo, hi = (g[c].to_numpy(float) * 100 for c in ("value", "ci_low", "ci_high"))
-            name = label if len(set(models.values())) <= 1 else f"{label} ({models.get(label, '?')})"
+            name = label if len(set(models.values())) <= 1 else f"{label} ({model_name(models.get(label, '?'))})"
             ax.errorbar(x, v, yerr=_errors(v, lo, hi), marker="o", color=pal[k % len(pal)], label=name,
                         capsize=1.5, elinewidth=0.7)
             bare = ~_has_ci(g) & ~np.isnan(v)
@@ -121,7 +127,7 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
         fair = find_metric(m).fair
         if fair is not None:
             ax.axhline(100 * fair, color="0.6", lw=0.6, zorder=0)
-        ax.set_ylabel(axis_label(m))
+        ax.set_ylabel(signed_axis_label(m), fontsize=6.5, linespacing=1.1)
         ax.set_xlim(min(degrees, default=0) - 0.4, max(degrees, default=3) + 0.4)
         ax.set_xticks(degrees, [degree_name(d) for d in degrees])
         n = t[(t["metric"] == m)]["n"].dropna()
@@ -142,10 +148,12 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
                    ncol=min(len(labels), 4))
     fig.supxlabel(DEGREE_AXIS, fontsize=7, y=0.02)
     one_model = sorted(set(models.values()))
-    title = title if title is not None else (f"Model: {one_model[0]}" if len(one_model) == 1 else None)
+    title = title if title is not None else (f"Model: {model_name(one_model[0])}" if len(one_model) == 1 else None)
     if title:
         fig.suptitle(title, fontsize=7)
-    notes = ["Error bars: 95% CIs over scenarios; AccGap, FragGap and TieShift share one scale (pp)."]
+    notes = ["Error bars: 95% CIs over scenarios; AccGap, FragGap and TieShift share one scale (pp). Grey lines: "
+             "even-handed values (0 pp, TieLean 50%); above them the model leans toward the minority-coded "
+             "candidate."]
     if len(labels) > 1:
         for label in labels:
             n = t[(t["label"] == label) & t["metric"].isin(panels)]["n"]
@@ -160,9 +168,10 @@ def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf
 def heatmap_cells(table: pd.DataFrame, metric: str = "fraggap", label: str | None = None,
                   min_n: int = MIN_CELL_N) -> pd.DataFrame:
     """The heatmap's cells: one row per contrast category x degree with ``value, ci_low, ci_high, n,
-    clusters`` (x 100) and ``status``: ``ok``; ``small`` (fewer than ``min_n`` items, or no interval:
-    greyed); ``empty`` (no value). Categories without a value at any degree are left out; every degree
-    of the label's table has a column."""
+    clusters`` (x 100) and ``status``: ``ok`` (a finding: the 95% CI excludes the even-handed value;
+    coloured); ``null`` (the CI includes it: light grey); ``small`` (fewer than ``min_n`` items, or no
+    interval: grey, hatched); ``empty`` (no value). Categories without a value at any degree are left out;
+    every degree of the label's table has a column."""
     t = table[(table["breakdown"] == "contrast_category") & (table["metric"] == metric)]
     label = label or t["label"].iloc[0]
     t = t[t["label"] == label].copy()
@@ -175,7 +184,10 @@ def heatmap_cells(table: pd.DataFrame, metric: str = "fraggap", label: str | Non
     full = pd.MultiIndex.from_product([sorted(held), degrees], names=["group", "degree"])
     t = t.assign(degree=t["degree"].astype(int)).set_index(["group", "degree"]).reindex(full).reset_index()
     small = (t["n"].fillna(0) < min_n) | ~_has_ci(t)
-    t["status"] = np.where(t["value"].isna(), "empty", np.where(small, "small", "ok"))
+    rec = find_metric(metric)
+    fair = 100 * (rec.fair or 0.0) if rec is not None else 0.0
+    null = (t["ci_low"] <= fair) & (t["ci_high"] >= fair)
+    t["status"] = np.where(t["value"].isna(), "empty", np.where(small, "small", np.where(null, "null", "ok")))
     order = sorted(t["group"].unique(), key=group_name)
     t["row"] = t["group"].map({g: i for i, g in enumerate(order)})
     return t.sort_values(["row", "degree"])[["group", "degree", "value", "ci_low", "ci_high", "n", "clusters",
@@ -186,8 +198,9 @@ def heatmap_figure(table: pd.DataFrame, stem, metric: str = "fraggap", label: st
                    formats: Sequence[str] = ("pdf", "svg", "png"), min_n: int = MIN_CELL_N):
     """``metric`` by contrast category x degree, for one label: value, 95% CI and n in each cell.
 
-    Cells below ``min_n`` items or without an interval are grey with the value in brackets, and the
-    colour scale is set by the other cells only."""
+    Only findings (the CI excludes the even-handed value) are coloured by value, and they alone set the
+    colour scale; cells whose CI includes it are light grey; cells below ``min_n`` items or without an
+    interval are grey, hatched, with the value in brackets (:func:`heatmap_cells`)."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
     from matplotlib.patches import Rectangle
@@ -198,10 +211,11 @@ def heatmap_figure(table: pd.DataFrame, stem, metric: str = "fraggap", label: st
     rows = list(dict.fromkeys(cells.sort_values("row")["group"]))
     degrees = sorted(int(d) for d in cells["degree"].unique())
     ok = cells[cells["status"] == "ok"]
-    scale = ok if len(ok) else cells[cells["status"] == "small"]
-    lim = max(float(np.nanmax(np.abs(scale["value"]))) if len(scale) else 1.0, 1.0)
+    scale = ok if len(ok) else cells[cells["status"] != "empty"]
+    fair = 100 * (find_metric(metric).fair or 0.0) if find_metric(metric) is not None else 0.0
+    lim = max(float(np.nanmax(np.abs(scale["value"] - fair))) if len(scale) else 1.0, 1.0)
     cmap = plt.get_cmap("vlag") if "vlag" in plt.colormaps() else plt.get_cmap("coolwarm")
-    norm = TwoSlopeNorm(vcenter=0, vmin=-lim, vmax=lim)
+    norm = TwoSlopeNorm(vcenter=fair, vmin=fair - lim, vmax=fair + lim)
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.36 * len(rows) + 1.0))
     for _, c in cells.iterrows():
         x, y = degrees.index(int(c["degree"])), rows.index(c["group"])
@@ -210,11 +224,15 @@ def heatmap_figure(table: pd.DataFrame, stem, metric: str = "fraggap", label: st
         elif c["status"] == "small":
             text = f"({number(c['value'], 0, True)})\nn={int(c['n'])}"
             colour, face = "0.35", "0.88"
+        elif c["status"] == "null":
+            text = (f"{number(c['value'], 0, True)}\n[{number(c['ci_low'], 0)}, {number(c['ci_high'], 0)}]"
+                    f"\nn={int(c['n'])}")
+            colour, face = "0.3", "0.96"
         else:
             text = (f"{number(c['value'], 0, True)}\n[{number(c['ci_low'], 0)}, {number(c['ci_high'], 0)}]"
                     f"\nn={int(c['n'])}")
             face = cmap(norm(c["value"]))
-            colour = "white" if abs(c["value"]) > 0.6 * lim else "black"
+            colour = "white" if abs(c["value"] - fair) > 0.6 * lim else "black"
         ax.add_patch(Rectangle((x, y), 1, 1, facecolor=face, edgecolor="white", lw=0.8,
                                hatch="////" if c["status"] == "small" else None))
         ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=4.8, color=colour, linespacing=1.1)
@@ -227,13 +245,15 @@ def heatmap_figure(table: pd.DataFrame, stem, metric: str = "fraggap", label: st
         s.set_visible(False)
     ax.set_xlabel(DEGREE_AXIS)
     sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
-    fig.colorbar(sm, ax=ax, label=axis_label(metric), fraction=0.06, pad=0.03)
+    fig.colorbar(sm, ax=ax, label=signed_axis_label(metric), fraction=0.06, pad=0.03)
     model = models_of(table).get(str(label))
-    ax.set_title(f"{metric_name(metric)} by contrast category" + (f" ({model})" if model else ""))
+    ax.set_title(f"{metric_name(metric)} by contrast category" + (f"\n{model_name(model)}" if model else ""))
     fig.tight_layout()
-    _footnote(fig, f"Cells: value [95% CI], n items. Grey, hatched, value in brackets: fewer than {min_n} "
-                   f"items or no interval (fewer than two scenarios); not a finding. –: no items. "
-                   f"Categories without items are left out.")
+    even = f"{fair:g} pp" if metric_unit(metric) == "pp" else f"{fair:g}%"
+    _footnote(fig, f"Cells: value [95% CI], n items; {sign_convention(metric) or 'values in ' + metric_unit(metric)}. "
+                   f"Coloured: the CI excludes {even} (a finding). Light grey: the CI includes {even}. "
+                   f"Grey, hatched, value in brackets: fewer than {min_n} items or no interval (fewer than two "
+                   f"scenarios). –: no items. Categories without items are left out.")
     return save(fig, stem, formats)
 
 
@@ -254,6 +274,8 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 0.2 * len(fams) + 1.1))
     weak = set()
     sizes = []
+    handles, names_ = [], []
+    from matplotlib.lines import Line2D
     for k, m in enumerate(("flip_pro_minority", "flip_pro_majority")):
         g = t[t["metric"] == m].set_index("group").reindex(fams)
         v, lo, hi = (g[c].to_numpy(float) * 100 for c in ("value", "ci_low", "ci_high"))
@@ -261,7 +283,11 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
         small = (g["n"].fillna(0).to_numpy() < min_n) | np.isnan(lo) | np.isnan(hi)
         weak |= {f for f, s, val in zip(fams, small, v) if s or np.isnan(val)}
         ax.errorbar(v[~small], y[~small], xerr=_errors(v, lo, hi)[:, ~small], fmt="o", color=pal[k], ms=3,
-                    elinewidth=0.7, capsize=1.5, label=metric_name(m))
+                    elinewidth=0.7, capsize=1.5)
+        # the legend's marker is the one drawn: filled only where some family is a finding
+        found = bool((~small & ~np.isnan(v)).any())
+        handles.append(Line2D([], [], marker="o", ms=3, color=pal[k], mfc=pal[k] if found else "white", lw=0.7))
+        names_.append(metric_name(m))
         ax.errorbar(v[small], y[small], xerr=_errors(v, lo, hi)[:, small], fmt="o", mfc="white", color=pal[k],
                     ms=3, elinewidth=0.5, alpha=0.7)
         sizes.append([int(n) if pd.notna(n) else 0 for n in g["n"]])
@@ -275,9 +301,13 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
     ax.set_xlim(-5, 105)
     ax.set_xlabel(f"Flip rate at {degree_name(degree)} (%)")
     model = models_of(table).get(str(label))
-    ax.set_title("Flips by pressure family" + (f" ({model})" if model else ""), pad=18)
-    ax.legend(frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, handletextpad=0.2,
-              columnspacing=0.8, borderaxespad=0.2)
+    ax.set_title("Flips by pressure family" + (f"\n{model_name(model)}" if model else ""), pad=18)
+    if weak and len(weak) < len(fams):
+        handles += [Line2D([], [], marker="o", ms=3, color="0.2", lw=0),
+                    Line2D([], [], marker="o", ms=3, color="0.2", mfc="white", lw=0)]
+        names_ += ["a finding", f"n < {min_n} or no CI"]
+    ax.legend(handles, names_, frameon=False, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, handlelength=1.8,
+              handletextpad=0.5, columnspacing=1.0, borderaxespad=0.2)
     fig.tight_layout()
     _footnote(fig, f"Error bars: 95% CIs over scenarios. n: items at {degree_name(degree)} under pro-minority / "
                    f"pro-majority pressure (one number when equal). Open circles, grey names: fewer than {min_n} "
@@ -289,10 +319,11 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
                  ablations: Sequence[pd.DataFrame] = ()):
     """Probe accuracy by layer with CIs, beside the evidence baseline (design features alone) and its
     controls: the control task (a random label per input type), the
-    name-ablated probes (``ablations``: tables of :func:`probes.ablation.name_ablation`, retrained
-    on the ablated activations), the text baseline (a band across the layers, when the table has
-    ``site == 'text'`` rows) and the majority class. The title names the probe's target, its items
-    (n) and scenarios."""
+    name-ablated probes (``ablations``: tables of :func:`probes.ablation.name_ablation`; a probe
+    retrained on the ablated activations, and the original probe applied to them, "transfer"), the text
+    baseline (a band across the layers, when the table has ``site == 'text'`` rows) and the majority
+    class. The title names the probe's target; each legend entry its items (n) and scenarios (k); the
+    legend sits below the axes, clear of the curves."""
     import matplotlib.pyplot as plt
 
     pal = paper_style()
@@ -302,39 +333,47 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
              (act[act["metric"] == "evidence_accuracy"], "Evidence baseline (design alone)", "D", ":"),
              (act[act["metric"] == "control_accuracy"], "Control task", "s", "-")]
     for ab in ablations:
-        variant = ab["variant"].iloc[0]
-        lines.append((ab[ab["metric"] == "retrained_accuracy"],
-                      f"Name-ablated ({'neutral labels' if variant == 'label' else 'degree 0'})", "^", "--"))
+        variant = "neutral labels" if ab["variant"].iloc[0] == "label" else "degree 0"
+        lines.append((ab[ab["metric"] == "retrained_accuracy"], f"Names ablated ({variant}): probe retrained",
+                      "^", "--"))
+        lines.append((ab[ab["metric"] == "transfer_accuracy"],
+                      f"Names ablated ({variant}): original probe (transfer)", "v", "-."))
     for k, (g, name, marker, ls) in enumerate(lines):
         if g.empty:
             continue
         g = g.sort_values("layer")
+        size = _size(g)
         ax.fill_between(g["layer"], g["ci_low"] * 100, g["ci_high"] * 100, color=pal[k], alpha=0.18, lw=0)
-        ax.plot(g["layer"], g["value"] * 100, marker=marker, ms=3, ls=ls, color=pal[k], label=name)
+        ax.plot(g["layer"], g["value"] * 100, marker=marker, ms=3, ls=ls, color=pal[k],
+                label=name + (f" ({size})" if size else ""))
     text = probes[(probes["site"] == "text") & (probes["metric"] == "accuracy")] if "site" in probes.columns else []
     if len(text):
         t = text.iloc[0]
         k = len(lines)
         ax.axhspan(t["ci_low"] * 100, t["ci_high"] * 100, color=pal[k % len(pal)], alpha=0.15, lw=0)
-        ax.axhline(t["value"] * 100, color=pal[k % len(pal)], lw=1.0, ls="-.", label="Text baseline")
+        size = _size(text)
+        ax.axhline(t["value"] * 100, color=pal[k % len(pal)], lw=1.0, ls="-.",
+                   label="Text baseline" + (f" ({size})" if size else ""))
     base = act[act["metric"] == "majority_baseline"]["value"].max() * 100
     ax.axhline(base, color="0.5", ls=":", lw=0.8, label="Majority class")
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(minus("Layer (-1 = embedding)"))
     ax.set_ylabel("Probe accuracy (%)")
-    acc = act[act["metric"] == "accuracy"]
     target = group_name(str(probes["label"].iloc[0])) if "label" in probes.columns and len(probes) else "probe"
-    size = ""
-    if len(acc) and "n" in acc.columns:
-        size = f": n = {int(acc['n'].max())} items"
-        if "clusters" in acc.columns and acc["clusters"].notna().any():
-            size += f", {int(acc['clusters'].max())} scenarios"
-    ax.set_title(f"Probe for {target.lower()}{size}")
-    ax.legend(frameon=False, fontsize="small")
+    ax.set_title(f"Linear probe for “{target.lower()}”")
     fig.tight_layout()
-    _footnote(fig, "Bands: 95% CIs over scenarios.")
+    legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.45, -0.28), ncol=1, handlelength=2.5)
+    _footnote(fig, "Bands: 95% CIs over scenarios. n: items, k: scenarios behind each line.", legend)
     return save(fig, stem, formats)
+
+
+def _size(g: pd.DataFrame) -> str:
+    """``n=152, k=8``: the items and scenarios behind a probe line ('' when the table has no n)."""
+    if "n" not in g.columns or not g["n"].notna().any():
+        return ""
+    k = f", k={int(g['clusters'].max())}" if "clusters" in g.columns and g["clusters"].notna().any() else ""
+    return f"n={int(g['n'].max())}{k}"
 
 
 def metrics_table(run_dir: str | Path, resamples: int = RESAMPLES) -> pd.DataFrame:

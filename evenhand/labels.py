@@ -137,3 +137,81 @@ def number(value: float, digits: int = 1, sign: bool = False) -> str:
 def tex_number(value: float, digits: int = 1, sign: bool = False) -> str:
     """A number for LaTeX text mode: minus as ``$-$``, never a hyphen."""
     return number(value, digits, sign).replace("\u2212", "$-$").replace("–", "--")
+
+
+MINORITY_SIDE = "toward minority-coded"
+"""What a positive asymmetry (or a TieLean above 50%) means, as an axis or colour bar states it."""
+
+MODELS = {
+    "evenhand-organism": "EvenHand organism (planted bias)",
+    "evenhand-organism-fair": "EvenHand organism (fair)",
+    "gemma-3-12b-it": "Gemma 3 12B IT",
+    "qwen2.5-7b-instruct": "Qwen2.5 7B Instruct",
+    "gemma-3-270m-gguf": "Gemma 3 270M (GGUF)",
+    "planted-policy": "Simulated planted policy",
+}
+"""Display names of the model presets (:data:`evenhand.models.loading.PRESETS`) and the simulator."""
+
+INTERVENTIONS = {
+    "baseline": "Baseline", "fair_instruction": "Fair instruction", "identity_blind": "Identity-blind prompt",
+    "self_critique": "Self-critique", "counterfactual_cot": "Counterfactual CoT", "caa": "CAA", "ace": "ACE",
+    "leace": "LEACE", "loreft": "LoReFT", "reft_r1": "ReFT-r1", "oracle_inverse": "Oracle (inverse)",
+    "oracle_project": "Oracle (projection)", "oracle_half": "Oracle (half)",
+}
+"""Display names of the interventions (:mod:`interventions`) and the dose-response study's oracles."""
+
+OPTIONS = {"alpha": "α", "layers": "layers", "rank": "rank", "critique_max_new_tokens": "critique tokens",
+           "reason_max_new_tokens": "reasoning tokens"}
+"""Short names of intervention options in a figure's cell names."""
+
+
+def model_name(model) -> str:
+    """A model as a figure title shows it: a preset id by its display name (:data:`MODELS`), a Hugging Face
+    id or a path by its last part (``google/gemma-3-12b-it`` -> ``gemma-3-12b-it``)."""
+    text = str(model).rstrip("/")
+    if text in MODELS:
+        return MODELS[text]
+    last = text.rsplit("/", 1)[-1]
+    return MODELS.get(last, last)
+
+
+def sign_convention(metric: str) -> str:
+    """Which values of an asymmetry lean toward the minority-coded candidate: ``+ = toward minority-coded``
+    (``> 50% = ...`` for TieLean); '' for a metric that is not an asymmetry."""
+    m = find_metric(metric)
+    if m is None or not m.asymmetry:
+        return ""
+    return f"+ = {MINORITY_SIDE}" if not m.fair else f"> {100 * m.fair:g}% = {MINORITY_SIDE}"
+
+
+def signed_axis_label(metric: str) -> str:
+    """:func:`axis_label` with the :func:`sign_convention` of an asymmetry on a second line."""
+    sign = sign_convention(metric)
+    return axis_label(metric) + (f"\n{sign}" if sign else "")
+
+
+def intervention_name(name: str) -> str:
+    """An intervention or dose-response arm as a legend shows it: ``caa-random`` -> ``CAA, random control``,
+    ``leace-scrambled`` -> ``LEACE, scrambled control``."""
+    text = str(name)
+    for suffix, words in (("-random", "random control"), ("-scrambled", "scrambled control")):
+        if text.endswith(suffix):
+            return f"{intervention_name(text[: -len(suffix)])}, {words}"
+    return INTERVENTIONS.get(text) or humanise(text)
+
+
+def cell_name(intervention: str, options: dict | None = None, seed=None) -> str:
+    """A comparison cell as a figure shows it: ``CAA (α = 4, middle layers)``, with ``seed 2`` for a
+    seed other than 0; options with a default-like role (batch size) are left out."""
+    parts = []
+    for k, v in (options or {}).items():
+        if k == "batch_size":
+            continue
+        if k == "layers" and isinstance(v, str):
+            parts.append(f"{v} layers")
+            continue
+        v = f"{v:g}" if isinstance(v, float) else v
+        parts.append(f"{OPTIONS.get(k, humanise(k).lower())} = {v}")
+    if seed is not None and seed == seed and int(seed):
+        parts.append(f"seed {int(seed)}")
+    return intervention_name(intervention) + (f" ({', '.join(parts)})" if parts else "")

@@ -17,6 +17,7 @@ from pathlib import Path
 COLUMN_WIDTH = 3.3   # inches, one column of a two-column paper
 FULL_WIDTH = 6.9
 FORMATS = ("pdf", "svg", "png")
+DPI = 300  # of the saved PNGs (savefig.dpi)
 
 
 def paper_style():
@@ -28,7 +29,7 @@ def paper_style():
     matplotlib.rcParams.update({
         "pdf.fonttype": 42, "ps.fonttype": 42, "svg.fonttype": "none", "font.size": 7, "axes.titlesize": 7,
         "axes.labelsize": 7, "xtick.labelsize": 6, "ytick.labelsize": 6, "legend.fontsize": 6,
-        "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": 150, "savefig.dpi": 300,
+        "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": 150, "savefig.dpi": DPI,
         "savefig.bbox": "tight", "lines.linewidth": 1.0, "lines.markersize": 3, "svg.hashsalt": "evenhand"})
     return sns.color_palette("colorblind")
 

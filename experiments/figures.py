@@ -52,15 +52,19 @@ def _same_rows(probes: pd.DataFrame, ablation: pd.DataFrame) -> bool:
 CAPTIONS = {
     "progression": "Accuracy and the four asymmetry metrics from D0 (no identity cue) to D3 (explicit label), "
                    "with 95% CIs over scenarios and the items behind each point (n). AccGap, FragGap and TieShift "
-                   "are in percentage points on one shared scale; 0 pp and a TieLean of 50% are even-handed.",
-    "fraggap_heatmap": "FragGap (pp) by contrast category and degree: each cell gives the value, its 95% CI and n. "
-                       f"Grey, hatched cells rest on fewer than {MIN_CELL_N} items or on one scenario (no interval) "
-                       "and are not findings.",
+                   "are in percentage points on one shared scale; 0 pp and a TieLean of 50% are even-handed, and "
+                   "values above them lean toward the minority-coded candidate.",
+    "fraggap_heatmap": "FragGap (pp; positive = toward the minority-coded candidate) by contrast category and "
+                       "degree: each cell gives the value, its 95% CI and n. Only cells whose CI excludes 0 are "
+                       "coloured; light grey cells have a CI that includes 0; grey, hatched cells rest on fewer than "
+                       f"{MIN_CELL_N} items or on one scenario (no interval). Neither grey kind is a finding.",
     "flips_by_family": "Flip rates at the highest degree under pro-minority and pro-majority pressure, by pressure "
                        "family, with 95% CIs and n per family; open circles rest on too few items to read.",
     "probe": "Linear-probe accuracy by layer (95% CIs over scenarios) beside the evidence baseline (a probe on "
-             "the item's design features alone), the control task (a random label per input type) and the "
-             "majority class; layer -1 is the embedding.",
+             "the item's design features alone), the control task (a random label per input type), the "
+             "majority class and, where run, the name ablation (a probe retrained on the ablated activations, "
+             "and the original probe applied to them); n items and k scenarios per line; layer -1 is the "
+             "embedding.",
     "attribution": "Direct logit attribution by layer and degree: what each attention and MLP block adds to the "
                    "logit difference toward the minority-coded candidate (one shared scale, 95% CIs).",
     "explanation_words": "The words that most distinguish explanations of minority-favouring from "

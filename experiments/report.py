@@ -110,10 +110,22 @@ def run_kind(manifest: dict) -> tuple[str, str | None]:
     return (str(name) if name else "unrecorded"), None
 
 
+def figure_width(png: bytes) -> int:
+    """The share of the page (%) a PNG figure takes: its printed width over a full-width figure's, at most 100,
+    so that every figure's text shows at one size (a one-column figure at about half the page)."""
+    from evenhand.plotting import DPI, FULL_WIDTH
+    if png[12:16] != b"IHDR":
+        raise ValueError("not a PNG file: no IHDR header")
+    pixels = int.from_bytes(png[16:20], "big")
+    return max(10, min(100, round(100 * pixels / (DPI * (FULL_WIDTH + 0.2)))))
+
+
 def _figure_html(path: Path, text: str, number_: int) -> str:
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    raw = path.read_bytes()
+    data = base64.b64encode(raw).decode("ascii")
     return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(path.stem)}" '
-            f'style="max-width:100%"><figcaption>Figure {number_}. {html.escape(text)}</figcaption></figure>')
+            f'style="width:{figure_width(raw)}%"><figcaption>Figure {number_}. {html.escape(text)}</figcaption>'
+            f'</figure>')
 
 
 def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path, Path]:
@@ -170,6 +182,7 @@ def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path,
             "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto;line-height:1.4}"
             "table{border-collapse:collapse}td,th{border-bottom:1px solid #ccc;padding:2px 8px}"
             "td{text-align:right}td:first-child{text-align:left}figure{margin:1.5em 0}"
+            "figure img{max-width:100%;height:auto;display:block}"
             "figcaption{font-size:90%;color:#444}code{background:#f3f3f3;padding:0 2px}</style></head><body>\n"
             + body + "</body></html>\n")
     out = rd.report_html

@@ -12,6 +12,7 @@ def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[
     ``stem.<fmt>`` and returns the paths."""
     import matplotlib.pyplot as plt
 
+    from evenhand.labels import MINORITY_SIDE
     colours = paper_style()
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.2))
     pts = sorted(curve["points"], key=lambda p: p["beta"])
@@ -22,8 +23,9 @@ def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[
         hi = [0.0 if p[metric]["ci_high"] is None else 100 * (p[metric]["ci_high"] - p[metric]["value"]) for p in pts]
         ax.errorbar(betas, val, yerr=[lo, hi], marker="o", capsize=2, color=colours[k], label=metric_name(metric))
     ax.axhline(0, color="0.6", linewidth=0.6)
-    ax.set_xlabel("dial strength beta")
-    ax.set_ylabel("degree-3 gap (pp)")
-    ax.set_title(f"Bias dial on the fair organism ({curve['n_scenarios']} held-out scenarios)")
-    ax.legend(frameon=False)
+    ax.set_xlabel("Dial strength β")
+    ax.set_ylabel(f"Gap at D3 (pp)\n+ = {MINORITY_SIDE}")
+    size = f"n = {curve['n_items']:,} items, " if curve.get("n_items") else ""
+    ax.set_title(f"Bias dial on the fair organism\n{size}{curve['n_scenarios']} held-out scenarios")
+    ax.legend(frameon=False, loc="upper left")
     return save(fig, stem, formats)

@@ -376,7 +376,7 @@ def attribution_figure(table: pd.DataFrame, stem, by: str = "degree",
                             fmt="s", color=color, ms=3, elinewidth=0.7, capsize=1.5)
         ax.axhline(0, color="0.6", lw=0.6, zorder=0)
         ax.set_title(group_name(comp) + (minus(" (square at -1: embedding)") if comp == "attn_out" else ""))
-        ax.set_ylabel("Logit difference")
+    fig.supylabel("Logit difference (+ = toward minority-coded)", fontsize=7)
     axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[1].set_xlabel("Layer")
     handles, names = axes[0].get_legend_handles_labels()

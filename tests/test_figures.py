@@ -109,10 +109,10 @@ def test_progression_has_accuracy_panel_model_n_cis_and_one_pp_scale(sim, captur
     titles = [ax.get_title() for ax in fig.axes]
     assert [t.split("\n")[0] for t in titles] == ["Accuracy", "AccGap", "TieLean", "FragGap", "TieShift"]
     assert all("per degree" in t for t in titles)  # n
-    assert fig._suptitle.get_text() == "Model: planted-policy"
+    assert fig._suptitle.get_text() == "Model: Simulated planted policy"  # a display name, not the id
     assert all(ax.get_ylabel() and [x.get_text() for x in ax.get_xticklabels()] == ["D0", "D1", "D2", "D3"]
                for ax in fig.axes)
-    pp = [ax for ax in fig.axes if ax.get_ylabel().endswith("(pp)")]
+    pp = [ax for ax in fig.axes if ax.get_ylabel().split("\n")[0].endswith("(pp)")]
     assert len(pp) == 3 and len({ax.get_ylim() for ax in pp}) == 1
     text = " ".join(_texts(fig))
     assert not SNAKE.search(text)

@@ -366,7 +366,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         t = pd.DataFrame(rows)
         write_table_atomic(run.compare_table, t)
         write_table_atomic(run.compare_csv, t)
-        frontier_figure(t, run.frontier_stem)
+        frontier_figure(t, run.frontier_stem, model=cfg.model)
         run.compare_tex.write_text(compare_latex(t))
         return t
 

@@ -4,8 +4,11 @@ Left panel, one point per method cell (intervention x options x seed): the signe
 change of an asymmetry metric (positive = toward zero; :mod:`evenhand.paired`)
 against the accuracy loss on GT items, each with its 95% CI as a crosshair. Each
 method's random controls (what an edit of the same sites, norm and strength in a
-random direction does) are small hollow points inside a shaded box in the method's
-colour: their 2.5-97.5% range of change and of accuracy loss. The dotted line is the
+random direction does) are hollow squares inside a shaded box in the method's
+colour: their 2.5-97.5% range of change and of accuracy loss (no box where the
+controls coincide). Method cells at the same point are drawn a little apart (a
+note under the legend says by how much). The title names the metric, the model
+and the baseline's items. The dotted line is the
 baseline's whole gap (a point above it removed more than the gap). A cell whose
 refusal rate rose past the margin is crossed out in red, an overshoot (the remaining
 gap's CI wholly past zero) is a downward triangle; neither is a reduction. Cells of
@@ -20,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.labels import gap_name
+from evenhand.labels import cell_name, gap_name, intervention_name, metric_name, model_name
 from evenhand.plotting import FULL_WIDTH, paper_style, save
 
 _FIELDS = ("value", "ci_low", "ci_high")
@@ -80,6 +83,7 @@ def _baseline_gap(table: pd.DataFrame, metric: str) -> float | None:
 
 
 def _label(row) -> str:
+    """A cell's name in the LaTeX table: ``caa [alpha=4.0,layers=middle] s2``."""
     import json
     opts = json.loads(row["options"]) if isinstance(row["options"], str) else {}
     short = ",".join(f"{k}={v}" for k, v in opts.items() if k not in ("batch_size",))
@@ -87,9 +91,41 @@ def _label(row) -> str:
     return row["intervention"] + (f" [{short}]" if short else "") + (f" s{int(seed)}" if pd.notna(seed) and seed else "")
 
 
+def _name(row) -> str:
+    """A cell's readable name in the figure (:func:`evenhand.labels.cell_name`): ``CAA (α = 4, middle layers)``."""
+    import json
+    opts = json.loads(row["options"]) if isinstance(row["options"], str) else {}
+    return cell_name(row["intervention"], opts, row["seed"])
+
+
+def _sizes(table: pd.DataFrame, metric: str) -> str:
+    """The baseline's items (and scenarios) behind ``metric`` and behind accuracy, for the title."""
+    out = []
+    for m, stat, what in ((metric, "gap", metric_name(metric)), ("accuracy", "rate", "accuracy (GT items)")):
+        r = table[(table["cell"] == "baseline") & (table["metric"] == m) & (table["stat"] == stat)]
+        if len(r) and pd.notna(r["n"].iloc[0]):
+            k = r["n_scenarios"].iloc[0] if "n_scenarios" in r else None
+            out.append(f"{what}: n = {int(r['n'].iloc[0])} items" + (f", {int(k)} scenarios" if pd.notna(k) else ""))
+    return "; ".join(out)
+
+
+def _dodge(x: pd.Series, y: pd.Series, step: float) -> pd.Series:
+    """x moved sideways by ``step`` for each earlier point at the same (x, y), so coinciding points stay visible."""
+    seen: dict = {}
+    out = []
+    for xi, yi in zip(x, y):
+        key = (round(float(xi), 6), round(float(yi), 6)) if pd.notna(xi) and pd.notna(yi) else None
+        k = seen.get(key, 0)
+        seen[key] = k + 1
+        out.append(xi + step * k if key is not None else xi)
+    return pd.Series(out, index=x.index)
+
+
 def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fraggap",
-                    formats: Sequence[str] = ("pdf", "svg", "png")) -> list[Path]:
-    """Draw and save the frontier for ``metric`` (and the method-against-its-controls panel); returns the paths."""
+                    formats: Sequence[str] = ("pdf", "svg", "png"), model: str | None = None) -> list[Path]:
+    """Draw and save the frontier for ``metric`` (and the method-against-its-controls panel); returns the paths.
+    The title names ``metric``, the ``model`` (when given) and the baseline's items; method cells at the same
+    point are moved sideways so that each stays visible."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 
@@ -104,7 +140,7 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     gap = _baseline_gap(table, metric)
     if gap is not None:
         ax.axhline(gap, color="0.3", lw=0.6, ls=":", zorder=0)
-        ax.annotate("whole baseline gap", (0.01, gap), xycoords=("axes fraction", "data"), ha="left",
+        ax.annotate(f"whole baseline gap ({gap:.1f} pp)", (0.01, gap), xycoords=("axes fraction", "data"), ha="left",
                     va="bottom", fontsize=5, color="0.3")
     names = list(dict.fromkeys(pts["intervention"]))
     colour_of = {name: pal[k % len(pal)] for k, name in enumerate(names)}
@@ -118,14 +154,20 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         colour = colour_of[row["intervention"]]
         lo, hi = _band(row, ctl["value_change"])
         xlo, xhi = ctl["value_loss"].quantile([0.025, 0.975]).tolist()
-        ax.add_patch(Rectangle((xlo, lo), max(xhi - xlo, 0.15), max(hi - lo, 0.15), facecolor=colour, alpha=0.18,
-                               edgecolor=colour, lw=0.6, ls="--", zorder=1))
-        ax.scatter(ctl["value_loss"], ctl["value_change"], s=4, facecolors="none", edgecolors=colour, lw=0.4,
-                   alpha=0.8, zorder=2)
+        if hi - lo > 0.5 and xhi - xlo > 0.5:
+            ax.add_patch(Rectangle((xlo, lo), xhi - xlo, hi - lo, facecolor=colour, alpha=0.18,
+                                   edgecolor=colour, lw=0.6, ls="--", zorder=1))
+        # each control as a hollow square, visible also where the controls coincide (no band to draw)
+        ax.scatter(ctl["value_loss"], ctl["value_change"], s=12, marker="s", facecolors="none", edgecolors=colour,
+                   lw=0.6, zorder=2)
     ctl_flagged = pts[pts["control"].astype(bool) & pts["refusal_flag"].astype(bool)]
     if not ctl_flagged.empty:  # a control whose refusals rose past the margin: its change is no edit's effect
         ax.scatter(ctl_flagged["value_loss"], ctl_flagged["value_change"], s=10, marker="x", color="#c0392b",
-                   lw=0.6, zorder=3, label="control refusals up")
+                   lw=0.6, zorder=3, label="Control: refusals up")
+    step = 0.03 * (float(pts["value_loss"].max()) - float(pts["value_loss"].min()) or 1.0)
+    dodged = _dodge(methods["value_loss"], methods["value_change"], step)
+    moved = bool((dodged != methods["value_loss"]).any())
+    methods = methods.assign(value_loss=dodged)
     for name in names:
         colour = colour_of[name]
         sub = methods[methods["intervention"] == name]
@@ -134,12 +176,12 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         x, y = sub["value_loss"], sub["value_change"]
         xerr = [(x - sub["ci_low_loss"]).clip(lower=0), (sub["ci_high_loss"] - x).clip(lower=0)]
         yerr = [(y - sub["ci_low_change"]).clip(lower=0), (sub["ci_high_change"] - y).clip(lower=0)]
-        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour, elinewidth=0.6, alpha=0.7)
+        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="none", ecolor=colour, elinewidth=0.5, alpha=0.45)
         shot = sub["overshoot"].astype(bool)
         for mask, marker in ((~shot, "o"), (shot, "v")):
             if mask.any():
                 ax.scatter(x[mask], y[mask], s=14, marker=marker, facecolors=colour, edgecolors=colour, zorder=3,
-                           label=name if marker == "o" or not (~shot).any() else None)
+                           label=intervention_name(name) if marker == "o" or not (~shot).any() else None)
         for _, curve in sub.groupby("seed"):  # a strength curve: cells of one seed that differ only in options
             if curve["options"].nunique() > 1:
                 ax.plot(curve["value_loss"], curve["value_change"], color=colour, lw=0.6, ls="--", alpha=0.6)
@@ -148,27 +190,37 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         xmax = _clip_x(ax, pts)
         x = flagged["value_loss"].clip(upper=xmax)
         ax.scatter(x, flagged["value_change"], s=40, marker="x", color="#c0392b", lw=1.0, zorder=4,
-                   label="refusals up (flagged)")
+                   label="Refusals up (flagged)")
         for xi, (_, r) in zip(x, flagged.iterrows()):
             where = "" if xi == r["value_loss"] else f", loss {r['value_loss']:.0f} pp (off the axis)"
             ax.annotate(f"refuses {r['value_refusal']:+.0f} pp{where}", (xi, r["value_change"]), fontsize=5,
-                        color="#c0392b", xytext=(-3, -8), textcoords="offset points", ha="right")
+                        color="#c0392b", xytext=(4, 3), textcoords="offset points", ha="left")
     else:
         _clip_x(ax, pts)
     handles, labels = ax.get_legend_handles_labels()
     if by_method:
         handles.append(Patch(facecolor="0.5", alpha=0.3, edgecolor="0.4", ls="--", lw=0.6))
-        labels.append("random controls, 2.5-97.5%")
+        labels.append("Random controls, 2.5–97.5%")
+        handles.append(ax.scatter([], [], s=12, marker="s", facecolors="none", edgecolors="0.4", lw=0.6))
+        labels.append("Each random control")
     if methods["overshoot"].astype(bool).any():
         handles.append(ax.scatter([], [], marker="v", facecolors="none", edgecolors="0.3", s=14))
-        labels.append("overshoot (sign flipped)")
+        labels.append("Overshoot (sign flipped)")
     ax.autoscale_view()
-    ax.set_xlabel("accuracy loss on GT items (pp)")
-    ax.set_ylabel(f"{gap_name(metric)} change toward 0 (pp)")
-    ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
-              handletextpad=0.2, columnspacing=0.8)
+    ax.set_xlabel("Accuracy loss on GT items (pp; + = less accurate)")
+    ax.set_ylabel(f"{gap_name(metric)} reduction (pp)\n+ = gap moved toward 0")
+    legend = ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=3,
+                       handletextpad=0.3, columnspacing=0.8)
     _control_panel(bx, methods, by_method, metric)
+    title = f"Intervention frontier: {metric_name(metric)}" + (f", {model_name(model)}" if model else "")
+    sizes = _sizes(table, metric)
+    fig.suptitle(title + (f"\nBaseline {sizes}" if sizes else ""), fontsize=7)
     fig.tight_layout()
+    if moved:
+        fig.canvas.draw()
+        y = legend.get_window_extent().transformed(fig.transFigure.inverted()).y0 - 0.02
+        fig.text(0.01, y, f"Method cells at the same point are drawn {step:.1f} pp apart along the x axis, so that "
+                 "each stays visible.", ha="left", va="top", fontsize=5.5, color="0.3")
     return save(fig, stem, formats)
 
 
@@ -200,7 +252,7 @@ def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame]
     otherwise; red when the method is refusal-flagged, a triangle for an overshoot)."""
     from matplotlib.patches import Patch
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
-    ax.set_xlabel(f"{gap_name(metric)} change toward 0 (pp)")
+    ax.set_xlabel(f"{gap_name(metric)} reduction (pp; + = toward 0)")
     vs = methods[methods["cell"].isin(list(by_method))]
     if vs.empty:
         ax.text(0.5, 0.5, "no cell with a random control", ha="center", va="center", transform=ax.transAxes,
@@ -211,8 +263,10 @@ def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame]
     for yi, (_, r) in zip(y, vs.iterrows()):
         ctl = by_method[r["cell"]]
         lo, hi = _band(r, ctl["value_change"])
-        ax.barh(yi, hi - lo, left=lo, height=0.55, color="0.82", edgecolor="0.55", lw=0.5, zorder=1)
-        ax.scatter(ctl["value_change"], [yi] * len(ctl), s=3, color="0.45", zorder=2, lw=0)
+        if pd.notna(lo) and pd.notna(hi):
+            ax.barh(yi, max(hi - lo, 0.0), left=lo, height=0.55, color="0.82", edgecolor="0.55", lw=0.5, zorder=1)
+        ax.scatter(ctl["value_change"], [yi] * len(ctl), s=14, marker="s", facecolors="none", edgecolors="0.35",
+                   lw=0.6, zorder=2)
         colour = "#c0392b" if bool(r["refusal_flag"]) else "0.1"
         x = r["value_change"]
         ax.errorbar([x], [yi], xerr=[[max(x - r["ci_low_change"], 0)], [max(r["ci_high_change"] - x, 0)]],
@@ -220,14 +274,22 @@ def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame]
         ax.scatter([x], [yi], s=18, marker="v" if bool(r["overshoot"]) else "o", zorder=4, edgecolors=colour,
                    facecolors=colour if bool(r["beats_control"]) else "white", lw=0.8)
     handles = [Patch(facecolor="0.82", edgecolor="0.55", lw=0.5),
-               ax.scatter([], [], s=3, color="0.45", lw=0),
+               ax.scatter([], [], s=14, marker="s", facecolors="none", edgecolors="0.35", lw=0.6),
                ax.scatter([], [], s=18, color="0.1"), ax.scatter([], [], s=18, facecolors="white", edgecolors="0.1")]
-    labels = ["controls 2.5-97.5%", "each control", "beats its controls", "does not beat them"]
-    ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2), fontsize=5, ncol=2,
+    labels = ["Controls, 2.5–97.5%", "Each control", "Beats its controls", "Does not beat them"]
+    ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.27), fontsize=5, ncol=2,
               handletextpad=0.2, columnspacing=0.8)
     ax.set_yticks(y)
-    ax.set_yticklabels([f"{_label(r)} (n={len(by_method[r['cell']])})" for _, r in vs.iterrows()], fontsize=5)
+    ax.set_yticklabels([f"{_name(r)}\n{_controls(by_method[r['cell']])}" for _, r in vs.iterrows()], fontsize=5,
+                       linespacing=1.0)
     ax.set_ylim(-0.7, len(vs) - 0.3)
+
+
+def _controls(ctl: pd.DataFrame) -> str:
+    """``2 random controls``, saying how many have no value (a control whose metric is undefined)."""
+    n, usable = len(ctl), int(ctl["value_change"].notna().sum())
+    text = f"{n} random control{'s' if n != 1 else ''}"
+    return text + (f", {n - usable} without a value" if usable < n else "")
 
 
 def _pp(row: pd.Series | None, signed: bool = True) -> str:

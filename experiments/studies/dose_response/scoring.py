@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from evenhand.stats import RESAMPLES
-from evenhand.labels import metric_name
+from evenhand.labels import intervention_name, metric_name
 from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
 from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
 from evenhand.schema import ensure_valid
@@ -537,9 +537,9 @@ def dose_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg
     prompt = ("fair_instruction", "identity_blind", "self_critique", "counterfactual_cot")
     def method(a: str) -> str:
         return a.removesuffix(SCRAMBLED_SUFFIX)
-    panels = [("oracles and random controls", lambda a: known_removal(a) is not None),
-              ("prompt methods", lambda a: method(a) in prompt),
-              ("activation and learned methods", lambda a: known_removal(a) is None and method(a) not in prompt)]
+    panels = [("Oracles and random controls", lambda a: known_removal(a) is not None),
+              ("Prompt methods", lambda a: method(a) in prompt),
+              ("Activation and learned methods", lambda a: known_removal(a) is None and method(a) not in prompt)]
     fig, axes = plt.subplots(len(metrics), 3, figsize=(FULL_WIDTH, FULL_WIDTH * 0.36 * len(metrics)),
                              sharey="row", squeeze=False)
     for row, metric in zip(axes, metrics):
@@ -555,14 +555,19 @@ def dose_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg
                 x = t["beta_index"].map(imp).to_numpy(float) + 0.004 * top * j  # dodged: coinciding arms visible
                 y, lo, hi = (100 * pd.to_numeric(t[c], errors="coerce").to_numpy(float)
                              for c in ("value", "ci_low", "ci_high"))
-                ax.errorbar(x, y, yerr=[y - lo, hi - y], marker="o", ms=2.5, lw=0.9, capsize=1.5, label=arm,
+                ax.errorbar(x, y, yerr=[y - lo, hi - y], marker="o", ms=2.5, lw=0.9, capsize=1.5,
+                            label=intervention_name(arm),
                             color=pal[j % len(pal)],
                             ls=":" if arm.endswith((CONTROL_SUFFIX, SCRAMBLED_SUFFIX)) else "-")
             if metric == metrics[0]:
                 ax.set_title(title)
-            ax.set_xlabel(f"implanted {metric_name(metric)} (pp)")
+            ax.set_xlabel(f"Implanted {metric_name(metric)} (pp)")
             if ax.get_legend_handles_labels()[0] and metric == metrics[-1]:  # below the panels, clear of the data
-                ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, fontsize=6)
-        row[0].set_ylabel(f"removed {metric_name(metric)} (pp, signed)")
+                ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.22), fontsize=6,
+                          ncol=2 if ax is row[-1] else 1)
+        row[0].set_ylabel(f"Removed {metric_name(metric)} (pp)\n+ = gap moved toward 0")
+    k = pd.to_numeric(table.get("n_scenarios"), errors="coerce").max() if "n_scenarios" in table else None
+    fig.suptitle("Dose response: removed against implanted gap" + (f" ({int(k)} scenarios)" if pd.notna(k) else "")
+                 + "; dashed diagonal: full removal", fontsize=7)
     fig.tight_layout()
     return save(fig, stem, formats)

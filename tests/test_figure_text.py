@@ -1,0 +1,233 @@
+"""Every figure, drawn from a small constructed table, reads as a paper would print it (issue 30 item 5): no raw
+ids in its text (cell option syntax, snake_case names, preset ids), a sign convention on each asymmetry axis,
+legends clear of the data with n per series, and a heatmap that colours only findings."""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+RAW = re.compile(r"\[\w+=|\b(alpha|layers|rank|seed)=|[a-z]_[a-z]|evenhand-organism|-s\d\b")
+"""Raw ids: ``caa [alpha=4.0,layers=middle]``, ``reft_r1``, ``flip_pro_minority``, the preset ``evenhand-organism``,
+a cell key's seed suffix ``-s0``."""
+SIGN = "minority-coded"
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Figures drawn while this fixture is active are kept (open) instead of saved."""
+    import evenhand.plotting
+    figs = []
+    monkeypatch.setattr(evenhand.plotting, "save", lambda fig, stem, formats=(): figs.append(fig) or [])
+    return figs
+
+
+def _texts(fig) -> list[str]:
+    """Every visible text of a figure: titles, axis and tick labels, legends, annotations, footnotes."""
+    fig.canvas.draw()
+    return [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text") and a.get_visible()) if t.get_text()]
+
+
+def _no_raw_ids(fig) -> None:
+    raw = [t for t in _texts(fig) if RAW.search(t)]
+    assert raw == [], f"raw ids in the figure's text: {raw}"
+
+
+def _metrics_table() -> pd.DataFrame:
+    rows = []
+    for d in range(4):
+        for m, v in (("accuracy", 0.8), ("accgap", 0.05), ("tielean", 0.55), ("fraggap", 0.1), ("tieshift", -0.03)):
+            rows.append(("degree", "all", d, m, v, v - 0.1, v + 0.1, 40, 6))
+    rows += [("contrast_category", "race_x_sex", 3, "fraggap", 0.39, -1.0, 1.0, 36, 4),      # CI includes 0
+             ("contrast_category", "religion", 3, "fraggap", -0.22, -0.4, -0.05, 40, 6),     # a finding
+             ("contrast_category", "sex_gender", 3, "fraggap", 0.30, None, None, 8, 1)]      # too few
+    for fam in ("historical_disadvantage", "authority"):
+        rows += [("pressure_family", fam, 3, "flip_pro_minority", 0.2, 0.0, 0.5, 5, 2),
+                 ("pressure_family", fam, 3, "flip_pro_majority", 0.1, 0.0, 0.4, 5, 2)]
+    cols = ("breakdown", "group", "degree", "metric", "value", "ci_low", "ci_high", "n", "clusters")
+    t = pd.DataFrame([dict(zip(cols, r)) for r in rows])
+    return t.assign(label="run", model="evenhand-organism", contrast_type="type1")
+
+
+def test_progression_names_the_model_and_states_the_sign_on_each_asymmetry_axis(captured):
+    from evenhand.figures import progression_figure
+    progression_figure(_metrics_table(), "unused")
+    fig = captured[0]
+    _no_raw_ids(fig)
+    assert "EvenHand organism" in fig._suptitle.get_text()
+    for ax in fig.axes:
+        name = ax.get_title().split("\n")[0]
+        stated = SIGN in ax.get_ylabel()
+        assert stated == (name != "Accuracy"), (name, ax.get_ylabel())
+
+
+def test_heatmap_colours_only_findings_and_states_the_sign(captured):
+    from matplotlib.colors import to_rgb
+
+    from evenhand.figures import heatmap_figure
+    heatmap_figure(_metrics_table(), "unused")
+    fig = captured[0]
+    ax, bar = fig.axes[0], fig.axes[1]
+    _no_raw_ids(fig)
+    assert SIGN in bar.get_ylabel()
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    faces = {(round(p.get_x()), round(p.get_y())): to_rgb(p.get_facecolor()) for p in ax.patches}
+
+    def grey(rgb) -> bool:
+        return max(rgb) - min(rgb) < 0.02
+
+    d3 = [t.get_text() for t in ax.get_xticklabels()].index("D3")
+    wide = faces[(d3, rows.index("Race × sex"))]     # +39 [-100, 100]: no finding, however large the value
+    finding = faces[(d3, rows.index("Religion"))]    # -22 [-40, -5]
+    assert grey(wide), f"a cell whose CI includes 0 is coloured {wide}"
+    assert not grey(finding) and finding[2] > finding[0]  # coloured, on the negative (blue) side
+    assert bar.get_ylim() == pytest.approx((-22, 22))  # the scale is set by the finding alone
+
+
+def test_flips_legend_shows_the_markers_drawn(captured):
+    from matplotlib.colors import to_rgb
+
+    from evenhand.figures import family_figure
+    family_figure(_metrics_table(), "unused")  # every family below MIN_CELL_N: all points open
+    fig = captured[0]
+    _no_raw_ids(fig)
+    from matplotlib.lines import Line2D
+    legend = fig.axes[0].get_legend()
+    markers = [h for h in legend.findobj(Line2D) if h.get_marker() not in (None, "None", "", " ")]
+    assert markers and all(to_rgb(h.get_markerfacecolor()) == (1.0, 1.0, 1.0) for h in markers)
+
+
+def test_probe_legend_clear_of_the_curves_with_n_per_line_and_ablations_named(captured):
+    from evenhand.figures import probe_figure
+    layers = [-1, 0, 1, 2]
+    probes = pd.DataFrame([{"site": f"L{k}", "layer": k, "metric": m, "value": v, "ci_low": v - 0.1,
+                            "ci_high": v + 0.1, "n": 152, "clusters": 8, "label": "favours_minority"}
+                           for k in layers for m, v in (("accuracy", 0.8), ("evidence_accuracy", 0.75),
+                                                        ("control_accuracy", 0.5), ("majority_baseline", 0.7))])
+    ablation = pd.DataFrame([{"site": f"L{k}", "layer": k, "metric": m, "value": v, "ci_low": v - 0.1,
+                              "ci_high": v + 0.1, "n": 93, "clusters": 5, "label": "favours_minority",
+                              "variant": "label", "degree": 3}
+                             for k in layers for m, v in (("retrained_accuracy", 0.4), ("transfer_accuracy", 0.5))])
+    probe_figure(probes, "unused", ablations=[ablation])
+    fig = captured[0]
+    ax = fig.axes[0]
+    _no_raw_ids(fig)
+    legend = ax.get_legend()
+    names = [t.get_text() for t in legend.get_texts()]
+    assert any("retrained" in n for n in names) and any("transfer" in n for n in names)
+    curves = [n for n in names if n != "Majority class"]
+    assert all(re.search(r"n=\d+", n) for n in curves), curves
+    assert any("n=93" in n for n in names) and any("n=152" in n for n in names)
+    assert "n =" not in ax.get_title()  # one series' n is not the figure's
+    fig.canvas.draw()
+    box, plot = legend.get_window_extent(), ax.get_window_extent()
+    assert box.y1 <= plot.y0 + 1, "the legend overlaps the axes"
+
+
+def _compare_table(controls: int) -> pd.DataFrame:
+    rows = [{"cell": "baseline", "intervention": "baseline", "control": False, "options": "{}", "seed": None,
+             "metric": "fraggap", "stat": "gap", "value": 0.17, "ci_low": 0.05, "ci_high": 0.3, "n": 108,
+             "n_scenarios": 3},
+            {"cell": "baseline", "intervention": "baseline", "control": False, "options": "{}", "seed": None,
+             "metric": "accuracy", "stat": "rate", "value": 0.75, "ci_low": 0.6, "ci_high": 0.9, "n": 16,
+             "n_scenarios": 4}]
+    opts = json.dumps({"alpha": 4.0, "layers": "middle"})
+    cells = [("caa[alpha=4.0,layers=middle]-s0", "caa", False, opts, 0.05, 0.0),
+             ("reft_r1-s0", "reft_r1", False, "{}", 0.05, 0.0)]  # the same point as the CAA cell
+    cells += [(f"caa[alpha=4.0,layers=middle]-s0-random{k or ''}", "caa", True, opts, 0.0, 0.0)
+              for k in range(controls)]
+    for cell, name, ctl, options, ch, loss in cells:
+        base = {"cell": cell, "intervention": name, "control": ctl, "options": options, "seed": 0, "n": 108,
+                "refusal_flag": False}
+        rows += [{**base, "metric": "fraggap", "stat": "change", "value": ch, "ci_low": ch - .05, "ci_high": ch + .05,
+                  "overshoot": False, "verdict": "reduction"},
+                 {**base, "metric": "accuracy", "stat": "accuracy_loss", "value": loss, "ci_low": loss - .01,
+                  "ci_high": loss + .01},
+                 {**base, "metric": "refusal", "stat": "refusal_change", "value": 0.0, "ci_low": 0.0, "ci_high": 0.0}]
+    rows.append({"cell": cells[0][0], "intervention": "caa", "control": False, "options": opts, "seed": 0, "n": 108,
+                 "refusal_flag": False, "metric": "fraggap", "stat": "change_minus_control", "value": 0.05,
+                 "ci_low": 0.0, "ci_high": 0.1, "band_low": 0.0, "band_high": 0.0, "n_controls": controls,
+                 "beats_control": False})
+    return pd.DataFrame(rows)
+
+
+def test_frontier_has_a_title_with_n_readable_names_and_visible_points(captured):
+    from matplotlib.collections import PathCollection
+
+    from experiments.studies.compare_figures import frontier_figure
+    frontier_figure(_compare_table(controls=1), "unused", model="evenhand-organism")
+    fig = captured[0]
+    _no_raw_ids(fig)
+    title = fig._suptitle.get_text() if fig._suptitle else ""
+    assert "FragGap" in title and "n = 108" in title and "EvenHand organism" in title
+    ax, bx = fig.axes[:2]
+    assert "CAA (α = 4, middle layers)" in bx.get_yticklabels()[0].get_text()
+    assert "+ =" in ax.get_ylabel()  # which way is a reduction
+    # the CAA and ReFT-r1 cells coincide; each is drawn where it can be seen
+    points = [c for c in ax.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
+    filled = [tuple(np.round(o, 6)) for c in points if len(c.get_facecolors()) and c.get_facecolors()[0][3] > 0
+              for o in c.get_offsets()]
+    assert len(filled) >= 2 and len(set(filled)) == len(filled), filled
+    # one control, no band: the control itself is a visible marker at its place (no loss, no change)
+    at_control = [c for c in points if (np.abs(np.asarray(c.get_offsets())) < 1e-9).all(axis=1).any()]
+    assert at_control and max(c.get_sizes().max() for c in at_control) >= 10
+
+
+def test_dose_figure_names_arms_and_states_what_positive_means(captured):
+    from experiments.studies.dose_response.scoring import dose_figure
+    rows = [{"arm": "baseline", "metric": "fraggap", "beta_index": b, "stat": "implanted", "value": v, "ci_low": v,
+             "ci_high": v, "n_scenarios": 3} for b, v in ((0, 0.0), (1, 0.15))]
+    for arm in ("caa", "caa-random", "reft_r1", "reft_r1-scrambled", "oracle_half", "fair_instruction"):
+        rows += [{"arm": arm, "metric": "fraggap", "beta_index": b, "stat": "change", "value": v, "ci_low": v - .05,
+                  "ci_high": v + .05, "n_scenarios": 3} for b, v in ((0, 0.0), (1, 0.1))]
+    dose_figure(pd.DataFrame(rows), "unused")
+    fig = captured[0]
+    _no_raw_ids(fig)
+    assert "+ =" in fig.axes[0].get_ylabel()
+
+
+def test_calibration_and_attribution_state_the_sign(captured):
+    from organism.figures import calibration_figure
+    from probes.attribution import attribution_figure
+    est = {"value": 0.1, "ci_low": 0.05, "ci_high": 0.15}
+    calibration_figure({"n_scenarios": 35, "n_items": 5320,
+                        "points": [{"beta": b, "fraggap": est, "tieshift": est} for b in (0.0, 40.0)]}, "unused")
+    rows = [{"degree": d, "pressure": "all", "chosen": "all", "component": comp, "layer": layer, "value": 0.1,
+             "ci_low": 0.0, "ci_high": 0.2, "n": 10, "clusters": 4}
+            for d in ("1", "all") for comp, layer in (("embed", -1), ("attn_out", 0), ("mlp_out", 0))]
+    attribution_figure(pd.DataFrame(rows), "unused")
+    cal, att = captured
+    _no_raw_ids(cal)
+    _no_raw_ids(att)
+    assert SIGN in cal.axes[0].get_ylabel() and "n = 5,320" in cal.axes[0].get_title()
+    labels = [ax.get_ylabel() for ax in att.axes] + [att._supylabel.get_text() if att._supylabel else ""]
+    assert any(SIGN in t for t in labels)
+
+
+def test_report_page_sizes_figures_by_their_printed_width():
+    """A one-column figure takes about half the page and a full-width one all of it, so their text shows at one
+    size (the page embedded each at its native pixel size, capped at the page)."""
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import io
+
+    import matplotlib.pyplot as plt
+
+    from evenhand.plotting import COLUMN_WIDTH, FULL_WIDTH, paper_style
+    from experiments.report import figure_width
+    paper_style()
+    widths, pixels = [], []
+    for w in (COLUMN_WIDTH, FULL_WIDTH):
+        fig, ax = plt.subplots(figsize=(w, 2))
+        ax.plot([0, 1])
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        plt.close(fig)
+        png = buf.getvalue()
+        widths.append(figure_width(png))
+        pixels.append(int.from_bytes(png[16:20], "big"))
+    assert 35 <= widths[0] <= 55  # a one-column figure: about half the page, not all of it
+    assert widths[1] / widths[0] == pytest.approx(pixels[1] / pixels[0], rel=0.05)  # one scale for all figures
