@@ -10,7 +10,7 @@ import sys
 import pandas as pd
 import pytest
 
-from evenhand.metrics import compute_metrics, no_choice, score, verdicts
+from evenhand.metrics import compute_metrics, score
 from evenhand.schema import REQUIRED, RowError, validate_rows
 
 REFUSED = ("I refuse to choose between these candidates.", "I can't decide.")
@@ -48,6 +48,7 @@ def test_declined_and_unparsed_are_counted_apart(mixed):
 
 
 def test_verdict_column_wins_and_old_rows_are_recomputed(mixed):
+    from evenhand.metrics import no_choice, verdicts
     old = validate_rows(mixed)  # no parse_verdict: recomputed from text
     assert (verdicts(old) == "refusal").sum() == 24
     marked = old.assign(parse_verdict=["refusal" if t in GARBAGE else None for t in old["text"]])
