@@ -63,8 +63,12 @@ def warn_unparseable(responses: "pd.DataFrame", run: Any = None,
     if share <= limit:
         return None
     where = (f" of {part}" if part else "") + (f" in {run.path}" if run is not None else "")
+    kinds = ""
+    if "parse_verdict" in responses.columns:
+        v = responses["parse_verdict"]
+        kinds = f"; {(v == 'refusal').mean():.0%} declined, {(v == 'unparsed').mean():.0%} with no verdict found"
     msg = (f"{share:.0%} of {len(responses):,} answers{where} have no parseable A/B choice (more than "
-           f"{limit:.0%}): the model is not answering the questions (garbage or wrong weights, a base model, a "
+           f"{limit:.0%}{kinds}): the model is not answering the questions (garbage or wrong weights, a base model, a "
            f"wrong chat template or too few new tokens?); the metrics rest on the few that parse")
     bar = "!" * 78
     print(f"\n{bar}\nWARNING: {msg}\n{bar}\n", file=sys.stderr, flush=True)

@@ -142,3 +142,13 @@ def test_an_own_suite_is_scored_with_the_flag_only(tmp_path, smoke_items):
 def test_metrics_unchanged_by_the_split(mixed):
     m = compute_metrics(mixed, resamples=20)
     assert m["refusal"].n == 240 and m["refusal"].value == pytest.approx(60 / 240)
+
+
+def test_the_unparseable_warning_splits_declined_from_no_verdict(capsys):
+    from evenhand.messages import warn_unparseable
+    rows = pd.DataFrame({"choice": ["A", None, None, None], "parse_verdict": ["choice", "refusal", "unparsed",
+                                                                              "unparsed"]})
+    msg = warn_unparseable(rows)
+    assert msg.startswith("75% of 4 answers") and "25% declined, 50% with no verdict found" in msg
+    assert "declined" not in warn_unparseable(rows.drop(columns=["parse_verdict"]))  # older rows: no split
+
