@@ -104,8 +104,13 @@ def _subset_ids(responses: "pd.DataFrame") -> tuple[str, set] | None:
             from .suite.content import suite_major
             if suite_major(content.version) != suite_major(ORGANISM_SUITE):
                 continue
-            from .suite import items
-            sub = items(name)
+            import json
+
+            from .suite.matched import ORGANISM_DIR, heldout_items
+            record = json.loads((ORGANISM_DIR / "organism.json").read_text())
+            if not set(responses["scenario_id"]) <= set(record["heldout_ids"]):
+                continue  # rendering the held-out set costs seconds: only when the scenarios fit
+            sub = heldout_items(record)
             found = dict(zip(sub["item_id"], sub["contrast_type"]))
         else:
             found = {it["item_id"]: it["contrast_type"] for it in iter_subset(name, 0, content)}
