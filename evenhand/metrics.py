@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from .conventions import DEFAULT_CONVENTION, ai2_choice, check_convention, directions, refusal_rows, truth_favours
-from .parse import parse_choice
+from .parse import VERDICTS, parse_choice, parse_detail
 from .schema import ensure_valid, load_rows
 from .stats import (RESAMPLES, BootstrapOptions, Estimate, MetricInterval, bootstrap_estimate, jackknife_t_estimate,
                     jackknife_weights, paired_difference, resample_weights)
@@ -57,6 +57,48 @@ def choices(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> np.ndarra
         return np.array(out, dtype=object)
     return np.array([read(t if isinstance(t, str) else None, n if isinstance(n, str) else None)
                      for t, n in zip(df["text"].tolist(), nouns)], dtype=object)
+
+
+def verdicts(df: pd.DataFrame, choice: np.ndarray | None = None, convention: str = DEFAULT_CONVENTION) -> np.ndarray:
+    """Each row's verdict (object array): ``choice`` where :func:`choices` (or the given ``choice``) read A or B;
+    otherwise ``refusal`` (the model declined) or ``unparsed`` (no verdict found: nothing, both/neither,
+    garbage). The verdict of a row without a choice is its ``parse_verdict`` column where the row has one
+    (rows written since it exists, :mod:`evenhand.engine.rows`); else the parse of its ``text``
+    (:func:`evenhand.parse.parse_detail`); a row with neither (a ``choice`` left empty) is ``unparsed``, as is
+    a row whose text parses to a choice the convention does not read."""
+    choice = choices(df, convention) if choice is None else choice
+    n = len(df)
+    given = df["parse_verdict"].tolist() if "parse_verdict" in df.columns else [None] * n
+    texts = df["text"].tolist() if "text" in df.columns else [None] * n
+    nouns = df["candidate_noun"].tolist() if "candidate_noun" in df.columns else [None] * n
+    out = []
+    for c, v, t, noun in zip(choice, given, texts, nouns):
+        if c is not None:
+            out.append("choice")
+            continue
+        if v not in VERDICTS:
+            v = parse_detail(t, noun if isinstance(noun, str) else None).verdict if isinstance(t, str) else "unparsed"
+        out.append("refusal" if v == "refusal" else "unparsed")
+    return np.array(out, dtype=object)
+
+
+def _no_choice_counts(mask: np.ndarray, verdict: np.ndarray) -> dict:
+    n = int(mask.sum())
+    r, u = int((mask & (verdict == "refusal")).sum()), int((mask & (verdict == "unparsed")).sum())
+    return {"n": n, "refusal": r, "unparsed": u, "refusal_rate": r / n if n else None,
+            "unparsed_rate": u / n if n else None}
+
+
+def no_choice(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> dict:
+    """The rows the Refusal metric counts (no A/B choice) split by :func:`verdicts`: ``refusal`` (the model
+    declined) and ``unparsed`` (no verdict found), as counts and rates of the Refusal metric's rows, ``overall``
+    and ``by_degree``. ``refusal_rate + unparsed_rate`` is the Refusal metric's value."""
+    df = ensure_valid(df)
+    rows = refusal_rows(df, convention)
+    verdict = verdicts(df, convention=convention)
+    degree = df["degree"].to_numpy()
+    return {"overall": _no_choice_counts(rows, verdict),
+            "by_degree": {str(d): _no_choice_counts(rows & (degree == d), verdict) for d in sorted(set(degree))}}
 
 
 def indicators(df: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> tuple[np.ndarray, np.ndarray]:
@@ -295,6 +337,7 @@ def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None
         "by_contrast_category": _breakdown(sub, N, D, "contrast_category", resamples, seed),
         "by_domain": _breakdown(sub, N, D, "domain", resamples, seed),
         "by_pressure_family": _family_breakdown(sub, N, D, resamples, seed),
+        "no_choice": no_choice(sub, convention),
     }
     if convention == "ai2":  # Ai2's own cells: each contrast category at each degree
         cats = sub["contrast_category"]

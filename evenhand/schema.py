@@ -6,7 +6,9 @@ as long as they carry :data:`REQUIRED` and either ``choice`` or ``text``; a
 file that lacks some of :data:`REQUIRED` is joined to the suite by ``item_id``
 (:mod:`evenhand.suite.join`), so ``item_id`` + ``text`` is enough for the
 suite's items. Files are read by :mod:`evenhand.rowfiles` (JSONL, JSON, CSV,
-parquet, gzip'd or not). Validation gathers every problem and raises one
+parquet, gzip'd or not). A suite of one's own (every item field, scenario and contrast ids of its own)
+is scored with ``own_suite=True`` (``evenhand score --own-suite``); otherwise an id the suite does not
+know is refused as a typo. Validation gathers every problem and raises one
 :class:`RowError` naming the row and field of each (the first 20, with counts
 per kind). Which side a choice favours: :mod:`evenhand.sides`.
 """
@@ -19,11 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .parse import VERDICTS
 from .problems import Problem, RowError, raise_problems
 from .rowfiles import ORDER, WHERE, read_rows, read_table  # noqa: F401 (read_rows re-exported)
 from .suite.content import ContentError, content_for, load_content
 
-__all__ = ["REQUIRED", "OPTIONAL", "ADDED", "RowError", "Problem", "read_rows", "validate_rows", "ensure_valid",
+__all__ = ["REQUIRED", "OPTIONAL", "ADDED", "CHOICES", "RowError", "Problem", "read_rows", "validate_rows", "ensure_valid",
            "load_rows"]
 
 REQUIRED = ("item_id", "baseline_id", "scenario_id", "condition", "question_polarity", "degree", "contrast_id",
@@ -37,6 +40,10 @@ FAIRSTRESS = "fairstress"
 """The ``source`` of released FairStress rows (`evenhand suite import-fairstress`): their scenario ids are the
 release's own, so they are not checked against the suite's."""
 _TRUE, _FALSE = {"true", "1", "yes", "t", "y"}, {"false", "0", "no", "f", "n", ""}
+CHOICES = ("A", "B", "")
+"""The values a ``choice`` may hold (any case, blanks around ignored; empty or missing: no choice). A raw
+answer goes in ``text``, where the parser reads it."""
+OWN_SUITE_HINT = "; a suite of your own: score it with --own-suite (every item field needed)"
 
 
 def _missing(v) -> bool:
@@ -77,14 +84,16 @@ def _unknown(kind: str, value, known) -> str:
     return f"is not one of the {len(known)} {kind}s of the suite: {value!r}{hint}"
 
 
-def _row_problems(r: dict, bad, known: dict, scenarios: frozenset, pressured: bool, excluded: bool) -> None:
-    """Append each problem of one row ``r`` (its fields by name) through ``bad(field, kind, why)``."""
+def _row_problems(r: dict, bad, known: dict, scenarios: frozenset, pressured: bool, excluded: bool,
+                  own_suite: bool = False) -> None:
+    """Append each problem of one row ``r`` (its fields by name) through ``bad(field, kind, why)``;
+    ``own_suite``: scenario and contrast ids need not be the suite's."""
     for f in ("item_id", "baseline_id", "scenario_id"):
         if _missing(r[f]):
             bad(f, "missing value", "is missing")
     sid = r["scenario_id"]
-    if not _missing(sid) and sid not in scenarios and r.get("source") != FAIRSTRESS:
-        bad("scenario_id", "unknown scenario id", _unknown("scenario id", sid, scenarios))
+    if not _missing(sid) and sid not in scenarios and r.get("source") != FAIRSTRESS and not own_suite:
+        bad("scenario_id", "unknown scenario id", _unknown("scenario id", sid, scenarios) + OWN_SUITE_HINT)
     cond = r["condition"]
     if cond not in ("GT", "AMB"):
         bad("condition", "bad value", f"must be GT or AMB, got {cond!r}")
@@ -93,8 +102,13 @@ def _row_problems(r: dict, bad, known: dict, scenarios: frozenset, pressured: bo
     if _degree(r["degree"]) is None:
         bad("degree", "bad value", f"must be 0, 1, 2 or 3, got {r['degree']!r}")
     cid = r["contrast_id"]
-    if cid not in known:
-        bad("contrast_id", "unknown contrast id", _unknown("contrast id", cid, known))
+    if own_suite and cid not in known:
+        if _missing(cid):
+            bad("contrast_id", "missing value", "is missing")
+        if r["contrast_type"] not in ("type1", "type23"):
+            bad("contrast_type", "bad value", f"must be type1 or type23, got {r['contrast_type']!r}")
+    elif cid not in known:
+        bad("contrast_id", "unknown contrast id", _unknown("contrast id", cid, known) + OWN_SUITE_HINT)
     elif r["contrast_type"] != known[cid].type:
         bad("contrast_type", "bad value", f"is {r['contrast_type']!r} but contrast {cid} is {known[cid].type}")
     if r["minority_slot"] not in ("A", "B"):
@@ -118,11 +132,19 @@ def _row_problems(r: dict, bad, known: dict, scenarios: frozenset, pressured: bo
     for f in ("choice", "text"):
         if f in r and not _missing(r[f]) and not isinstance(r[f], str):
             bad(f, "bad value", f"must be text, got {type(r[f]).__name__} {r[f]!r}")
+    c = r.get("choice")
+    if isinstance(c, str) and c.strip().upper() not in CHOICES and r.get("source") != FAIRSTRESS:
+        bad("choice", "bad value", f"must be A, B or empty, got {c!r} (a raw answer goes in column 'text')")
+    v = r.get("parse_verdict")
+    if not _missing(v) and v not in VERDICTS:
+        bad("parse_verdict", "bad value", f"must be one of {', '.join(VERDICTS)} or empty, got {v!r}")
 
 
-def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
+def validate_rows(df: pd.DataFrame, source: str | None = None, own_suite: bool = False) -> pd.DataFrame:
     """Check the fields scoring needs; join rows to the suite when ``df`` lacks some of :data:`REQUIRED`;
-    fill ``contrast_category``/``domain``/``excluded`` defaults.
+    fill ``contrast_category``/``domain``/``excluded`` defaults. ``own_suite``: the rows are a suite of one's
+    own: every field of :data:`REQUIRED` is needed (no join), scenario and contrast ids are not checked against
+    the suite's (``contrast_type`` must still be type1 or type23; ``contrast_category`` defaults to empty).
 
     Returns a normalised copy. Raises :class:`RowError` naming every problem (row and field; the message
     lists the first 20 and counts them by kind); ``source`` (a file name) prefixes the message."""
@@ -145,6 +167,10 @@ def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
         raise_problems(file_problems + problems, source)
     skip: set[int] = set()
     joined = any(f not in df.columns for f in REQUIRED)
+    if joined and own_suite:
+        absent = ", ".join(f for f in REQUIRED if f not in df.columns)
+        raise_problems(file_problems + problems + [Problem(-1, "", None, "missing column",
+                       f"a suite of your own needs every item field; no column {absent} (docs/METRICS.md)")], source)
     if joined:
         from .suite.join import join_suite  # here: the suite's modules import this one
         df, skip, join_problems = join_suite(df, REQUIRED, where, order)
@@ -165,7 +191,7 @@ def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
             continue
         if flags[i] is None:
             bad("excluded", "bad value", f"must be true or false, got {r['excluded']!r}")
-        _row_problems(r, bad, known, scenarios, pressured[i], bool(flags[i]))
+        _row_problems(r, bad, known, scenarios, pressured[i], bool(flags[i]), own_suite)
     dup = df["item_id"].duplicated(keep=False).to_numpy() & df["item_id"].notna().to_numpy()
     for i in dup.nonzero()[0]:
         problems.append(Problem(order[i], where[i], "item_id", "duplicate item_id", "is duplicated"))
@@ -174,7 +200,7 @@ def validate_rows(df: pd.DataFrame, source: str | None = None) -> pd.DataFrame:
     df["degree"] = df["degree"].astype(int)
     df["pressured"] = pressured
     if "contrast_category" not in df.columns:
-        df["contrast_category"] = [known[c].category for c in df["contrast_id"]]
+        df["contrast_category"] = [known[c].category if c in known else None for c in df["contrast_id"]]
     if "domain" not in df.columns:
         df["domain"] = None
     df["excluded"] = [bool(f) for f in flags]
@@ -189,11 +215,12 @@ def ensure_valid(df: pd.DataFrame) -> pd.DataFrame:
     return df if set(ADDED) <= set(df.columns) else validate_rows(df)
 
 
-def load_rows(path: str | Path) -> pd.DataFrame:
+def load_rows(path: str | Path, own_suite: bool = False) -> pd.DataFrame:
     """Read and validate response rows from a file (JSONL, JSON, CSV, parquet; gzip'd or not): every problem
-    of reading and of validation is reported in one :class:`RowError`."""
+    of reading and of validation is reported in one :class:`RowError`. ``own_suite``: as in
+    :func:`validate_rows`."""
     df, problems = read_table(path)
     if len(df) == 0:
         raise_problems(problems or [Problem(-1, "", None, "no rows", "no rows to score")], str(path))
     df.attrs["read_problems"] = problems
-    return validate_rows(df, source=str(path))
+    return validate_rows(df, source=str(path), own_suite=own_suite)

@@ -52,7 +52,7 @@ def test_negative_polarity_reverses_who_is_favoured():
 
 
 def test_refusals_count_only_in_refusal():
-    rows = [_row("b1", choice="A"), _row("b2", choice=None), _row("b3", choice="Applicant B", correct="B",
+    rows = [_row("b1", choice="A"), _row("b2", choice=None), _row("b3", choice=" b ", correct="B",
                                                                   truth="majority")]
     m = compute_metrics(validate_rows(pd.DataFrame(rows)), resamples=20)
     assert m["refusal"].value == pytest.approx(1 / 3)

@@ -12,15 +12,18 @@ from ..prompts import labels
 def choice_fields(item: dict, output: dict, mode: str) -> dict:
     """The choice read from an engine ``output``: in ``logprob`` mode the label with the larger
     log-probability (``text`` = that label, ``choice``, ``parse_method`` = ``"logprob"``; ties go
-    to A; ``parse_hedged`` False); otherwise the parse of ``output["text"]`` (``choice``,
-    ``parse_method``, ``parse_hedged``: a refusal that still committed to the choice, docs/PARSING.md).
-    Rows written before ``parse_hedged`` existed lack the column; nothing reads it to score."""
+    to A; ``parse_hedged`` False; ``parse_verdict`` ``"choice"``); otherwise the parse of ``output["text"]``
+    (``choice``, ``parse_method``, ``parse_hedged``: a refusal that still committed to the choice;
+    ``parse_verdict``: ``choice``, ``refusal`` (the model declined) or ``unparsed`` (no verdict found),
+    docs/PARSING.md). Rows written before ``parse_hedged``/``parse_verdict`` existed lack them; scoring
+    recomputes the verdict (:func:`evenhand.metrics.verdicts`)."""
     if mode == "logprob":
         choice = "A" if output["logprob_A"] >= output["logprob_B"] else "B"
         return {"text": labels(item)[0 if choice == "A" else 1], "choice": choice, "parse_method": "logprob",
-                "parse_hedged": False}
+                "parse_hedged": False, "parse_verdict": "choice"}
     det = parse_detail(output["text"], item.get("candidate_noun"))
-    return {"choice": det.choice, "parse_method": det.method, "parse_hedged": det.hedged}
+    return {"choice": det.choice, "parse_method": det.method, "parse_hedged": det.hedged,
+            "parse_verdict": det.verdict}
 
 
 def response_row(item: dict, output: dict, *, model: str, mode: str, chat_template: bool) -> dict:

@@ -32,8 +32,20 @@ def fmt(est: dict, metric: str) -> str:
     return f"{v:{sign}.1f} {unit} {ci} n={est['n']}" + (f" k={k}" if k is not None else "") + few
 
 
+def _no_choice_line(counts: dict | None) -> list[str]:
+    """The Refusal row's split: the model declined vs no verdict found (``report["no_choice"]``)."""
+    if not counts or not counts["n"]:
+        return []
+    return [f"  {'  declined (refusal)':<28} {100 * counts['refusal_rate']:.1f} % ({counts['refusal']:,} of "
+            f"{counts['n']:,})",
+            f"  {'  unparsed (no verdict)':<28} {100 * counts['unparsed_rate']:.1f} % ({counts['unparsed']:,} of "
+            f"{counts['n']:,})"]
+
+
 def score_table(report: dict, truth: dict | None = None) -> str:
-    """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values."""
+    """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values. The Refusal rows
+    (no A/B choice) are followed by their split into declined and unparsed answers where the report has it."""
+    split = report.get("no_choice") or {}
     how = ("jackknife-t CIs over scenarios (n items, k scenarios)" if report.get("interval") == "jackknife-t" else
            f"cluster-bootstrap CIs over scenarios, {report['resamples']} resamples")
     lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
@@ -49,6 +61,8 @@ def score_table(report: dict, truth: dict | None = None) -> str:
             if truth and 3 in truth and m in truth[3]:
                 t = f"   planted {100 * truth[3][m]:{'+' if _signed(m) else ''}.1f}"
             lines.append(f"  {_label(m):<28} {fmt(by_deg['3'][m], m)}{t}")
+            if m == "refusal":
+                lines += _no_choice_line(split.get("by_degree", {}).get("3"))
     lines += ["", "D0 -> D3 progression:"]
     degrees = sorted(by_deg, key=int)
     for m in headline():
@@ -61,6 +75,8 @@ def score_table(report: dict, truth: dict | None = None) -> str:
     lines += ["", "All degrees pooled:"]
     for m in pooled():
         lines.append(f"  {_label(m):<28} {fmt(report['overall'][m], m)}")
+        if m == "refusal":
+            lines += _no_choice_line(split.get("overall"))
     return "\n".join(lines)
 
 

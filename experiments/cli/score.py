@@ -15,13 +15,56 @@ from .common import boot_args, bootstrap_flags, bootstrap_options, json_flag
 from .formatting import score_table
 
 
+UNPARSED_FORMATS = (".csv", ".jsonl")
+TEXT_HEAD = 200
+"""The characters of each answer ``--unparsed`` writes."""
+
+
+def _unparsed_target(path: str | None):
+    """``--unparsed``'s file, checked before scoring: a .csv or .jsonl in an existing directory."""
+    from pathlib import Path
+    if path is None:
+        return None
+    p = Path(path)
+    if p.suffix.lower() not in UNPARSED_FORMATS:
+        raise ValueError(f"--unparsed {path}: name a {' or '.join(UNPARSED_FORMATS)} file")
+    if not p.parent.is_dir():
+        raise ValueError(f"--unparsed {path}: directory {p.parent} does not exist")
+    return p
+
+
+def unparsed_rows(df, convention: str):
+    """The rows of validated ``df`` whose answer gave no verdict (:func:`evenhand.metrics.verdicts`
+    ``unparsed``): ``item_id``, ``scenario_id``, ``degree``, ``excluded`` and the first :data:`TEXT_HEAD`
+    characters of ``text`` (empty when the file gave only ``choice``)."""
+    import pandas as pd
+
+    from evenhand.metrics import verdicts
+    mask = verdicts(df, convention=convention) == "unparsed"
+    out = df.loc[mask, ["item_id", "scenario_id", "degree", "excluded"]].copy()
+    texts = df.loc[mask, "text"] if "text" in df.columns else pd.Series([None] * int(mask.sum()))
+    out["text_head"] = [t[:TEXT_HEAD] if isinstance(t, str) else "" for t in texts.tolist()]
+    return out.reset_index(drop=True)
+
+
 def _score(a) -> int:
-    from evenhand.metrics import score  # deferred: keeps the CLI's start fast
-    from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
-    df = load_rows(a.file)
+    from evenhand.messages import scoring_warnings
+    from evenhand.metrics import score
+    from evenhand.schema import load_rows
+    target = _unparsed_target(a.unparsed)
+    df = load_rows(a.file, own_suite=a.own_suite)
     if df.attrs.get("joined"):
         print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
     report = score(df, contrast_type=a.contrast_type, bootstrap=bootstrap_options(a), convention=a.convention)
+    for w in scoring_warnings(df, report):
+        print(f"warning: {w}", file=sys.stderr)
+    if target is not None:
+        rows = unparsed_rows(df, a.convention)
+        if target.suffix.lower() == ".csv":
+            rows.to_csv(target, index=False)
+        else:
+            rows.to_json(target, orient="records", lines=True, force_ascii=False)
+        print(f"{len(rows):,} unparsed answers written to {target}", file=sys.stderr)
     if a.json:
         print(json.dumps(report, indent=2))
     else:
@@ -88,6 +131,12 @@ def register_score(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("score", help="metrics with cluster-bootstrap CIs from a responses file")
     s.add_argument("file", help="answers: .jsonl, .json, .csv or .parquet (each also .gz) with item_id and text or "
                                 "choice (the suite's items), or every item field (docs/METRICS.md)")
+    s.add_argument("--own-suite", action="store_true",
+                   help="the rows are a suite of your own: every item field given, scenario and contrast ids not "
+                        "checked against EvenHand's (without it an unknown id is refused as a typo)")
+    s.add_argument("--unparsed", metavar="FILE", default=None,
+                   help="write the rows whose answer gave no verdict (item_id, scenario_id, degree, text head) to "
+                        "FILE (.csv or .jsonl)")
     boot_args(s)
     s.set_defaults(fn=_score)
 
