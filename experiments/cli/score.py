@@ -48,7 +48,7 @@ def unparsed_rows(df, convention: str):
 
 
 def _score(a) -> int:
-    from evenhand.messages import scoring_warnings
+    from evenhand.score_warnings import scoring_warnings
     from evenhand.metrics import score
     from evenhand.schema import load_rows
     target = _unparsed_target(a.unparsed)
