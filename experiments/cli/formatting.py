@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from evenhand.labels import metric_name
 from evenhand.metric_defs import asymmetry, find_metric, get_metric, headline, pooled, score_rows
+from evenhand.score_report import format_estimate as fmt, interval_name
 
 
 def _signed(metric: str) -> bool:
@@ -18,24 +19,9 @@ def _label(metric: str) -> str:
     return get_metric(metric).label
 
 
-def fmt(est: dict, metric: str) -> str:
-    """'+12.3 pp [4.1, 20.0] n=240 k=31' (TieLean and rates as %, gaps as signed pp; n items, k scenarios;
-    the estimate's note, such as a warning that it rests on few scenarios, in brackets)."""
-    if est["value"] is None:
-        return f"NaN ({est['note'] or 'insufficient'})"
-    sign = "+" if _signed(metric) else ""
-    unit = "pp" if _signed(metric) else "%"
-    v, lo, hi = (None if x is None else 100 * x for x in (est["value"], est["ci_low"], est["ci_high"]))
-    ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None else "[no CI]"
-    k = est.get("clusters")
-    few = f" ({est['note']})" if est.get("note") else ""
-    return f"{v:{sign}.1f} {unit} {ci} n={est['n']}" + (f" k={k}" if k is not None else "") + few
-
-
 def score_table(report: dict, truth: dict | None = None) -> str:
     """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values."""
-    how = ("jackknife-t CIs over scenarios (n items, k scenarios)" if report.get("interval") == "jackknife-t" else
-           f"cluster-bootstrap CIs over scenarios, {report['resamples']} resamples")
+    how = f"CIs: {interval_name(report.get('interval'))} (n items, k scenarios)"
     lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
              f"scenarios; 95% {how})",
              f"Convention: {report.get('convention', 'evenhand')}"]
@@ -68,14 +54,15 @@ def compare_table(result: dict) -> str:
     """A two-run paired comparison (other - base) with McNemar and the intervention score."""
     lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
              f"({result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
-             f"95% paired cluster-bootstrap CIs"]
+             f"95% paired CIs: {interval_name(result.get('interval'))}"]
     for m in headline():
         lines.append(f"  {_label(m):<28} {fmt(result['difference'][m], 'accgap')}")
     mc = result["mcnemar"]
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
     lines.append("Intervention score (evenhand.paired, EvenHand's convention: refusals counted; change = the gap's "
-                 "move toward zero for a gap of the aligned sign, +1 by default (toward the minority); jackknife-t CIs):")
+                 "move toward zero for a gap of the aligned sign, +1 by default (toward the minority); CIs: "
+                 f"{interval_name('jackknife-t')}):")
     rows = {(r["metric"], r["stat"]): r for r in result["score"]}
     for m in asymmetry():
         r = rows.get((m, "change"))

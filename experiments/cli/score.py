@@ -7,11 +7,12 @@ import json
 import sys
 
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
-from evenhand.metrics import INTERVALS
+from evenhand.metrics import INTERVAL, INTERVALS
+from evenhand.stats import INTERVAL_NAMES
 from evenhand.models.simulated import PlantedBias
 from evenhand.options import add_flags
 
-from .common import boot_args, bootstrap_flags, bootstrap_options, json_flag
+from .common import boot_args, bootstrap_flags, json_flag
 from .formatting import score_table
 
 
@@ -21,7 +22,7 @@ def _score(a) -> int:
     df = load_rows(a.file)
     if df.attrs.get("joined"):
         print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
-    report = score(df, contrast_type=a.contrast_type, bootstrap=bootstrap_options(a), convention=a.convention)
+    report = score(df, contrast_type=a.contrast_type, convention=a.convention)
     if a.json:
         print(json.dumps(report, indent=2))
     else:
@@ -85,10 +86,10 @@ def _coverage(a) -> int:
 
 def register_score(sub: argparse._SubParsersAction) -> None:
     """Add `score` to the top-level subparsers ``sub``."""
-    s = sub.add_parser("score", help="metrics with cluster-bootstrap CIs from a responses file")
+    s = sub.add_parser("score", help=f"metrics with 95% CIs ({INTERVAL_NAMES[INTERVAL]}) from a responses file")
     s.add_argument("file", help="answers: .jsonl, .json, .csv or .parquet (each also .gz) with item_id and text or "
                                 "choice (the suite's items), or every item field (docs/METRICS.md)")
-    boot_args(s)
+    boot_args(s, resampled=False)
     s.set_defaults(fn=_score)
 
 
