@@ -123,7 +123,11 @@ def test_demo_at_beta_zero_prints_truth_zero_covered(tmp_path, capsys):
 
     from experiments.cli import main
     assert main(["demo", "--beta", "0", "--out", str(tmp_path / "demo"), "--scenarios", "3", "--no-progress"]) == 0
-    text = capsys.readouterr().out
+    printed = capsys.readouterr()
+    text = printed.out
+    # the metrics' interval is named once: the score stage and the table say jackknife-t, no "bootstrap resamples"
+    assert "bootstrap" not in (printed.out + printed.err).split("probe favours_minority")[0].lower()
+    assert "score: 1,824 responses, 95% CIs: jackknife-t over scenarios" in printed.out + printed.err
     line = _fraggap_d3_line(text)
     assert "+0.0 pp fair policy" in line and line.rstrip().endswith("yes")
     assert "NOT covered" not in text
