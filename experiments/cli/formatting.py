@@ -136,6 +136,7 @@ def probe_text(table, ds) -> str:
              "  probe: activations alone; evidence: the item design alone; gain: design+activations minus "
              "evidence (95% CI);\n  control: Hewitt & Liang control task (a random label per input type); "
              "selectivity: probe - control",
+             f"  95% CIs: probe {interval_name('percentile')}; gain and selectivity {interval_name('jackknife-t')}",
              PROBE_HEADER]
     return "\n".join(lines + _probe_site_lines(table))
 
@@ -213,7 +214,7 @@ def eval_text(res: dict) -> str:
 def bbq_text(table, model: str) -> str:
     """BBQ's pooled accuracy and bias scores by configuration (95% CIs over templates)."""
     t = table[(table["category"] == "all")]
-    lines = [f"BBQ on {model}: all categories pooled (95% CIs over templates)",
+    lines = [f"BBQ on {model}: all categories pooled (95% CIs: cluster bootstrap over templates)",
              f"{'configuration':<18}{'acc ambig':>12}{'acc disamb':>12}{'bias ambig [CI]':>24}{'bias disamb [CI]':>24}"]
     for conf, g in t.groupby("configuration", sort=False):
         v = g.set_index("metric")
