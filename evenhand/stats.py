@@ -3,12 +3,10 @@
 Every interval in EvenHand is over *clusters* (scenarios; templates for BBQ), 95% by default, and is one
 of :data:`INTERVAL_NAMES`: the suite's metrics, their paired differences and the probes' paired gains use
 the jackknife-t over scenarios (:func:`jackknife_t_estimate`); the probes' accuracies and AUROC, the
-attribution means and BBQ use the percentile cluster bootstrap. One bootstrap resample
-draws the k clusters with replacement: a multinomial(k; 1/k, ..., 1/k) vector of
-cluster multiplicities. A statistic that is a function of per-cluster sums is then,
-for all resamples at once, one matrix product ``weights (R x k) @ sums (k x C)``
-(:func:`resample_weights`, :func:`cluster_sums`); a statistic over rows takes each
-row's cluster multiplicity (:func:`row_weights`).
+attribution means and BBQ use the percentile cluster bootstrap. One bootstrap resample draws the k clusters
+with replacement (a multinomial vector of cluster multiplicities); a statistic of per-cluster sums is then,
+for all resamples at once, one matrix product ``weights (R x k) @ sums (k x C)`` (:func:`resample_weights`,
+:func:`cluster_sums`); a statistic over rows takes each row's cluster multiplicity (:func:`row_weights`).
 
 A paired comparison (:func:`paired_difference`) evaluates two arms on the *same*
 resampled clusters, so what the arms share cancels out of the interval.
