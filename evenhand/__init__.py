@@ -6,7 +6,8 @@ The public API, for a notebook (``import evenhand as eh``)::
     items = eh.suite.items("smoke", n=200)          # suite items, spread across scenarios
     responses = eh.decide(items, lm, eh.DecideOptions(mode="answer"))
     cache = eh.cache(items, lm, eh.CacheOptions(), out_dir="activations")
-    report = eh.score(responses)                    # FairStress metrics with cluster-bootstrap CIs
+    report = eh.score(responses)                    # FairStress metrics, 95% CIs: jackknife-t over scenarios
+    print(report); report.to_frame()                # the degree-3 headline with n and k; every estimate, tidy
 
 Names load on first use (PEP 562), so ``import evenhand`` imports neither torch nor transformers.
 ``eh.decide`` is the function :func:`evenhand.decisions.decide` (its module is named ``decisions`` so
@@ -35,7 +36,7 @@ _EXPORTS = {
     "cache": ".activations:cache_activations", "cache_activations": ".activations",
     "CacheOptions": ".activations", "ActivationCache": ".activations",
     # scoring
-    "score": ".metrics", "compare": ".metrics", "HEADLINE": ".metrics",
+    "score": ".metrics", "compare": ".metrics", "HEADLINE": ".metrics", "ScoreReport": ".score_report",
     "validate_rows": ".schema", "read_rows": ".schema", "load_rows": ".schema", "RowError": ".schema",
     "load_fairstress": ".fairstress",
     # run directories
@@ -57,4 +58,5 @@ if TYPE_CHECKING:
     from .models.policy import PlantedPolicy
     from .models.simulated import SimulatedModel
     from .runs import RunDir, RunError
+    from .score_report import ScoreReport
     from .schema import RowError, load_rows, read_rows, validate_rows

@@ -13,6 +13,7 @@ More in docs/ARCHITECTURE.md, "Module notes"."""
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .shards import ParquetShards
 from .runs import RunDir
 from .stages import report_progress
+from .suite.matched import suite_mismatch
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,9 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
     engine = registry.get(opts.engine)
 
     records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
+    mismatch = suite_mismatch(lm, records)
+    if mismatch:  # stated, not refused: the organism on any items is the plumbing check tests and smoke runs use
+        warnings.warn(mismatch, UserWarning, stacklevel=2)
     order = {r["item_id"]: i for i, r in enumerate(records)}
     if len(order) != len(records):
         raise ValueError("items contain duplicate item_id values")

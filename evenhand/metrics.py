@@ -2,8 +2,9 @@
 component is declared once, as a record in :mod:`evenhand.metric_defs`; this module computes them.
 
 Every metric is a function of per-scenario *component sums* (numerator and
-denominator counts), so the cluster bootstrap over ``scenario_id`` is one
-matrix product: resample weights (R x S) @ per-scenario sums (S x C).
+denominator counts), so the interval, the jackknife-t over scenarios (:data:`INTERVAL`), is one
+matrix product: delete-one-scenario weights (S x S) @ per-scenario sums (S x C) (the percentile
+cluster bootstrap, an option, uses resample weights (R x S) the same way).
 
 More in docs/METRICS.md, "Module notes"."""
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pandas as pd
 from .conventions import DEFAULT_CONVENTION, ai2_choice, check_convention, directions, refusal_rows, truth_favours
 from .parse import VERDICTS, parse_choice, parse_detail
 from .schema import ensure_valid, load_rows
+from .score_report import ScoreReport
 from .stats import (RESAMPLES, BootstrapOptions, Estimate, MetricInterval, bootstrap_estimate, jackknife_t_estimate,
                     jackknife_weights, paired_difference, resample_weights)
 from .stats import cluster_sums as _sum_by_cluster
@@ -290,8 +292,9 @@ def select_contrast_type(df: pd.DataFrame, contrast_type: str | None) -> tuple[p
     if contrast_type is None:
         contrast_type = "type1" if "type1" in present else present[0]
         if len(present) > 1:
-            note = f"rows of {', '.join(t for t in present if t != contrast_type)} not pooled; score them with " \
-                   f"--contrast-type"
+            others = [t for t in present if t != contrast_type]
+            note = (f"rows of {', '.join(others)} not pooled; score them with contrast_type={others[0]!r} "
+                    f"(evenhand score --contrast-type {others[0]})")
     if contrast_type not in ("type1", "type23"):
         raise ValueError(f"contrast type must be type1 or type23, got {contrast_type!r}")
     return df[df["contrast_type"] == contrast_type], contrast_type, note
@@ -308,16 +311,18 @@ def _bootstrap(bootstrap: BootstrapOptions | None, resamples: int | None, seed: 
 
 def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None, resamples: int | None = None,
           seed: int | None = None, convention: str = DEFAULT_CONVENTION,
-          bootstrap: BootstrapOptions | None = None) -> dict:
-    """The full report: overall metrics and breakdowns, for one contrast type.
+          bootstrap: BootstrapOptions | None = None) -> ScoreReport:
+    """The full report: overall metrics and breakdowns, for one contrast type, with 95% CIs by the
+    jackknife-t over scenarios (:data:`INTERVAL`). A :class:`~evenhand.score_report.ScoreReport`: a dict
+    that prints its degree-3 headline and gives ``.to_frame()``.
 
     ``df``: response rows, raw decide output or validated (:func:`evenhand.schema.ensure_valid`), or the path
     of a file of rows (:func:`evenhand.schema.load_rows`: ``item_id`` + ``text`` or ``choice`` is enough for
     the suite's items). ``convention``: ``evenhand`` (default; directions are about who is favoured) or
     ``ai2`` (Ai2's reference scorer; :mod:`evenhand.conventions`); the report records it. Under ``ai2`` the
     report also has Ai2's own cells, ``by_contrast_category_and_degree`` (category -> degree -> metrics).
-    ``bootstrap``: the resamples and seed (:class:`~evenhand.stats.BootstrapOptions`; ``resamples=`` and
-    ``seed=`` still work and win)."""
+    ``bootstrap``/``resamples=``/``seed=`` are accepted (a config shares them with bootstrap intervals) but
+    the jackknife-t reads neither, so the report does not record them."""
     boot = _bootstrap(bootstrap, resamples, seed)
     resamples, seed = boot.resamples, boot.seed
     check_convention(convention)
@@ -331,7 +336,7 @@ def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None
     report = {
         "contrast_type": ctype, "convention": convention, "n_items": int(len(sub)),
         "n_scenarios": int(sub["scenario_id"].nunique()),
-        "resamples": resamples, "seed": seed, "note": note, "interval": INTERVAL,
+        "note": note, "interval": INTERVAL,  # the jackknife-t reads no resamples or seed: neither is recorded
         "overall": {m: e.as_dict(*FIELDS) for m, e in overall.items()},
         "by_degree": _breakdown(sub, N, D, "degree", resamples, seed),
         "by_contrast_category": _breakdown(sub, N, D, "contrast_category", resamples, seed),
@@ -344,7 +349,7 @@ def score(df: pd.DataFrame | str | os.PathLike, contrast_type: str | None = None
         report["by_contrast_category_and_degree"] = {
             str(c): _breakdown(sub[m], N[m], D[m], "degree", resamples, seed)
             for c in sorted(cats.dropna().unique(), key=str) for m in [(cats == c).to_numpy()]}
-    return report
+    return ScoreReport(report)
 
 
 # ---------------------------------------------------------------- paired comparison

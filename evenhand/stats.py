@@ -1,12 +1,12 @@
-"""Estimates with confidence intervals: the cluster bootstrap and the paired comparison.
+"""Estimates with confidence intervals: the jackknife-t and the cluster bootstrap, and the paired comparison.
 
-Every interval in EvenHand is a percentile bootstrap over *clusters* (scenarios for
-the suite's metrics and the probes, templates for BBQ), 95% by default. One resample
-draws the k clusters with replacement: a multinomial(k; 1/k, ..., 1/k) vector of
-cluster multiplicities. A statistic that is a function of per-cluster sums is then,
-for all resamples at once, one matrix product ``weights (R x k) @ sums (k x C)``
-(:func:`resample_weights`, :func:`cluster_sums`); a statistic over rows takes each
-row's cluster multiplicity (:func:`row_weights`).
+Every interval in EvenHand is over *clusters* (scenarios; templates for BBQ), 95% by default, and is one
+of :data:`INTERVAL_NAMES`: the suite's metrics, their paired differences and the probes' paired gains use
+the jackknife-t over scenarios (:func:`jackknife_t_estimate`); the probes' accuracies and AUROC, the
+attribution means and BBQ use the percentile cluster bootstrap. One bootstrap resample draws the k clusters
+with replacement (a multinomial vector of cluster multiplicities); a statistic of per-cluster sums is then,
+for all resamples at once, one matrix product ``weights (R x k) @ sums (k x C)`` (:func:`resample_weights`,
+:func:`cluster_sums`); a statistic over rows takes each row's cluster multiplicity (:func:`row_weights`).
 
 A paired comparison (:func:`paired_difference`) evaluates two arms on the *same*
 resampled clusters, so what the arms share cancels out of the interval.
@@ -38,16 +38,22 @@ ProbeInterval = Literal[PairedInterval, "studentized"]
 Interval = Literal[MetricInterval, ProbeInterval]
 """Every interval method; each estimate takes the ones its type above lists."""
 INTERVALS = get_args(Interval)
+INTERVAL_NAMES = {"jackknife-t": "jackknife-t over scenarios",
+                  "percentile": "percentile cluster bootstrap over scenarios",
+                  "studentized": "studentized cluster bootstrap over scenarios",
+                  "iid": "iid binomial (ignores scenarios)"}
+"""Each interval's name in help, printouts, pages and manifests (one name per interval)."""
 
 
 @dataclass(frozen=True)
 class BootstrapOptions:
-    """How an estimate's interval is drawn: the cluster bootstrap's resamples and seed, and the method. The
-    one home of their defaults and of the ``--resamples``/``--seed``/``--interval`` flags."""
+    """How an estimate's interval is drawn: the method, and the cluster bootstrap's resamples and seed (read
+    only by bootstrap intervals; the jackknife-t takes none). The one home of their defaults and of the
+    ``--resamples``/``--seed``/``--interval`` flags."""
     resamples: int = 1000
-    """Bootstrap resamples."""
+    """Cluster-bootstrap resamples (bootstrap intervals only; the jackknife-t resamples nothing)."""
     seed: int = 0
-    """Seed of the bootstrap."""
+    """Seed of the cluster bootstrap (bootstrap intervals only)."""
     interval: Interval | None = None
     """Interval method: jackknife-t | percentile | iid | studentized (default: the estimate's own)."""
 

@@ -15,7 +15,7 @@ import base64
 import html
 from pathlib import Path
 
-from evenhand.stats import RESAMPLES
+from evenhand.stats import INTERVAL_NAMES, RESAMPLES
 from evenhand.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number, units_phrase
 from evenhand.metric_defs import asymmetry, by_degree, get_metric
 from evenhand.runs import RunDir
@@ -23,8 +23,7 @@ from probes.sweep import best_site
 from evenhand import ORGANISM
 from .figures import caption, run_figures
 
-INTERVALS = {"jackknife-t": "delete-one-scenario jackknife with a t quantile",
-             "percentile": "percentile cluster bootstrap over scenarios"}
+INTERVALS = INTERVAL_NAMES
 CAVEATS = {
     "organism": "Caveat: these numbers come from EvenHand's model organism, a small model trained to follow a "
                 "planted policy. They check that the tool recovers what was planted; they are not findings about "
@@ -141,7 +140,7 @@ def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path,
     degrees = sorted(metrics["by_degree"], key=int)
     top = degrees[-1]
     model, kind = run_kind(man)
-    interval = INTERVALS.get(metrics.get("interval"), "percentile cluster bootstrap over scenarios")
+    interval = INTERVALS[metrics.get("interval", "percentile")]  # a metrics.json without one predates the jackknife-t
     git = man.get("git") or {}
     ctype = CONTRAST_TYPES.get(metrics["contrast_type"], metrics["contrast_type"])
     lines = [f"# EvenHand report: {run.name}", ""]

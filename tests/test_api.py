@@ -118,7 +118,7 @@ def test_load_model_by_preset_with_options_and_by_path():
 @pytest.fixture(scope="module")
 def organism_responses():
     lm = eh.load_model(eh.ORGANISM)
-    items = eh.suite.items("smoke", n=96)
+    items = eh.suite.items("smoke", n=96, version="1")  # the organism's own suite version
     return eh.decide(items, lm, eh.DecideOptions(batch_size=32, progress=False))
 
 
@@ -138,6 +138,70 @@ def test_score_names_a_bad_row(organism_responses):
         eh.score(bad, resamples=10)
 
 
+# ------------------------------------------------------------------ the score report
+
+@pytest.fixture(scope="module")
+def simulated_report(smoke_items):
+    from evenhand.models.simulated import PlantedBias, SimulatedModel
+    return eh.score(SimulatedModel(PlantedBias(), seed=0).decide(smoke_items))
+
+
+def test_score_report_prints_the_degree3_headline_with_n_and_k(simulated_report):
+    from evenhand.metric_defs import get_metric, score_rows
+    from experiments.cli.formatting import score_table
+    text = str(simulated_report)
+    assert repr(simulated_report) == text
+    assert "Headline (degree 3, explicit labels); 95% CIs: jackknife-t over scenarios; n items, k scenarios" in text
+    d3 = simulated_report["by_degree"]["3"]
+    lines = [line for line in text.splitlines() if line.startswith("  ")]
+    assert [line.split()[0] for line in lines] == [get_metric(m).label.split()[0] for m in score_rows()]
+    for m, line in zip(score_rows(), lines):
+        assert f"n={d3[m]['n']} k={d3[m]['clusters']}" in line, line
+    fraggap = next(line for line in lines if line.strip().startswith("FragGap"))
+    v, lo, hi = (100 * d3["fraggap"][f] for f in ("value", "ci_low", "ci_high"))
+    assert f"{v:+.1f} pp [{lo:+.1f}, {hi:+.1f}]" in fraggap
+    cli = score_table(simulated_report).splitlines()  # the same lines `evenhand score` prints
+    assert all(line in cli for line in lines)
+    assert "D1" not in text and "All degrees pooled" not in text  # the headline only
+
+
+def test_score_report_to_frame_is_tidy_and_matches_the_dict(simulated_report):
+    from evenhand.metric_defs import metric_names
+    df = simulated_report.to_frame()
+    assert list(df.columns) == ["metric", "degree", "estimate", "low", "high", "n", "k", "interval"]
+    assert len(df) == (len(simulated_report["by_degree"]) + 1) * len(metric_names())
+    assert set(df["interval"]) == {"jackknife-t over scenarios"}
+    row = df[(df["metric"] == "fraggap") & (df["degree"] == 3)].iloc[0]
+    est = simulated_report["by_degree"]["3"]["fraggap"]
+    assert (row["estimate"], row["low"], row["high"], row["n"], row["k"]) == (
+        est["value"], est["ci_low"], est["ci_high"], est["n"], est["clusters"])
+    pooled = df[df["degree"].isna() & (df["metric"] == "accuracy")].iloc[0]
+    assert pooled["estimate"] == simulated_report["overall"]["accuracy"]["value"]
+
+
+def test_score_report_keeps_dict_access_and_records_no_unused_resamples(simulated_report, smoke_items):
+    import json
+    rep = simulated_report
+    assert isinstance(rep, dict) and isinstance(rep, eh.ScoreReport)
+    assert rep["overall"]["accuracy"]["value"] is not None and rep["by_degree"]["3"]["fraggap"]["n"] > 0
+    assert json.loads(json.dumps(rep)) == rep == rep.to_dict() and type(rep.to_dict()) is dict
+    assert rep["interval"] == "jackknife-t" and "resamples" not in rep and "seed" not in rep
+    from evenhand.models.simulated import PlantedBias, SimulatedModel
+    rows = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
+    assert eh.score(rows, resamples=10) == eh.score(rows, resamples=500, seed=3) == rep  # the jackknife-t reads neither
+
+
+def test_an_organism_on_another_suite_version_is_stated():
+    lm = eh.load_model(eh.ORGANISM)
+    with pytest.warns(UserWarning, match=r"trained on suite version 1, but these items are of suite 2\.") as got:
+        eh.decide(eh.suite.items("smoke", n=4), lm, eh.DecideOptions(progress=False))
+    assert 'version="1"' in str(got[0].message)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        eh.decide(eh.suite.items("smoke", n=4, version="1"), lm, eh.DecideOptions(progress=False))
+
+
 # ------------------------------------------------------------------ the README example
 
 def readme_example(readme: str, heading: str = "## Python API") -> str:
@@ -154,6 +218,9 @@ def test_readme_example_runs_as_written(tmp_path):
     r = _python(code, cwd=tmp_path, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "control_accuracy" in r.stdout and "fraggap" in r.stdout
+    assert "Headline (degree 3" in r.stdout and " n=" in r.stdout and " k=" in r.stdout  # print(report)
+    assert "estimate" in r.stdout and "jackknife-t over scenarios" in r.stdout  # report.to_frame()
+    assert "trained on suite version" not in r.stderr  # the example gives the organism its own version's items
     assert (tmp_path / "activations" / "index.json").exists()
 
 

@@ -123,7 +123,10 @@ def test_demo_at_beta_zero_prints_truth_zero_covered(tmp_path, capsys):
 
     from experiments.cli import main
     assert main(["demo", "--beta", "0", "--out", str(tmp_path / "demo"), "--scenarios", "3", "--no-progress"]) == 0
-    text = capsys.readouterr().out
+    printed = capsys.readouterr()
+    text = printed.out
+    # the metrics' interval is named once: the score stage and the table say jackknife-t, no "bootstrap resamples"
+    assert "bootstrap" not in (printed.out + printed.err).split("probe favours_minority")[0].lower()
     line = _fraggap_d3_line(text)
     assert "+0.0 pp fair policy" in line and line.rstrip().endswith("yes")
     assert "NOT covered" not in text
@@ -135,6 +138,16 @@ def test_demo_at_beta_zero_prints_truth_zero_covered(tmp_path, capsys):
     assert set(truth) == {"dial_beta", "0", "1", "2", "3"}
     assert len(pd.read_parquet(d / "responses.parquet")) == 3 * 608  # the matched set: 608 items per scenario
     assert (d / "probes" / "favours_minority" / "probes.parquet").exists()
+
+
+def test_the_score_stage_names_the_metrics_interval(tmp_path):
+    """The stage line the demo (and every run) prints before scoring names the jackknife-t, not resamples."""
+    from evenhand.models.loading import ModelSpec
+    from experiments.studies.run_config import RunConfig
+    from experiments.studies.run_local import finish_stages
+    cfg = RunConfig(model=ModelSpec("m"), output_dir=str(tmp_path / "run"))
+    score = next(s for s in finish_stages(cfg, None, [{}] * 1824, None, None, False) if s.name == "score")
+    assert score.about == "1,824 responses, 95% CIs: jackknife-t over scenarios"
 
 
 def test_demo_against_a_wrong_curve_reports_not_covered(tmp_path, capsys):

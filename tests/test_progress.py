@@ -100,7 +100,7 @@ def test_evenhand_run_prints_stage_headers_and_quiet_prints_none(tiny_config, ca
     assert main(["run", config]) == 0
     err = capfd.readouterr().err
     for header in (r"\[1/4\] load_model: \S+ \(elapsed", r"\[2/4\] decide: 6 items, answer mode \(elapsed",
-                   r"\[3/4\] score: 6 responses, 50 bootstrap resamples", r"\[4/4\] cache: 6 items, sites residual",
+                   r"\[3/4\] score: 6 responses, 95% CIs: jackknife-t over scenarios", r"\[4/4\] cache: 6 items, sites residual",
                    r"decide\[answer\]", r"cache\[nnsight\]", r"run \S+loud: done in \dm\d\ds"):
         assert re.search(header, err), header
     assert main(["run", config]) == 0  # resumed

@@ -163,9 +163,11 @@ def test_a_run_config_resumes_with_new_resamples_and_refuses_a_new_mode(tmp_path
     decided, real = [], engine.decide
     monkeypatch.setattr(engine, "decide", lambda *a, **k: decided.append(1) or real(*a, **k))
     run, _ = run_config(cfg, progress=False)
+    scored = run.metrics_path.stat().st_mtime_ns
     run, report = run_config(replace(cfg, resamples=80), progress=False)
     m = run.manifest()
-    assert report["resamples"] == 80 and run.read_metrics()["resamples"] == 80  # rescored with the new value
+    assert run.metrics_path.stat().st_mtime_ns > scored  # rescored (the jackknife-t records no resamples)
+    assert "resamples" not in report and m["intervals"] == {"metrics": "jackknife-t over scenarios"}
     assert len(decided) == 1 and m["config"]["resamples"] == 80 and m["status"] == "done"
     assert m["config_changes"][-1]["fields"] == {"resamples": {"old": 50, "new": 80}} and "score" in m["stages_done"]
     with pytest.raises(RunError, match=r"fields that differ: mode\)"):

@@ -46,7 +46,7 @@ def test_score_json_on_minimal_foreign_rows(tmp_path, responses):
     for r, old in zip(rows, responses["baseline_id"]):
         r["baseline_id"] = ren[old]
     _write_jsonl(f, rows)
-    r = _cli("score", str(f), "--json", "--resamples", "50")
+    r = _cli("score", str(f), "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert set(rep["overall"]) >= {"accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal"}
@@ -54,7 +54,7 @@ def test_score_json_on_minimal_foreign_rows(tmp_path, responses):
     # identical numbers to scoring the suite's own rows
     f2 = tmp_path / "own.parquet"
     responses.to_parquet(f2)
-    rep2 = json.loads(_cli("score", str(f2), "--json", "--resamples", "50").stdout)
+    rep2 = json.loads(_cli("score", str(f2), "--json").stdout)
     for m in ("accuracy", "fraggap", "tieshift", "tielean", "accgap", "refusal"):
         assert rep["overall"][m]["value"] == rep2["overall"][m]["value"]
 
@@ -62,9 +62,34 @@ def test_score_json_on_minimal_foreign_rows(tmp_path, responses):
 def test_score_human_output(tmp_path, responses):
     f = tmp_path / "r.parquet"
     responses.to_parquet(f)
-    r = _cli("score", str(f), "--resamples", "50")
+    r = _cli("score", str(f))
     assert r.returncode == 0, r.stderr
     assert "Headline (degree 3" in r.stdout and "D0 -> D3" in r.stdout and "n=" in r.stdout
+
+
+def test_score_refuses_resamples_and_seed_the_jackknife_never_reads(tmp_path, responses):
+    f = tmp_path / "r.parquet"
+    responses.to_parquet(f)
+    for flag in ("--resamples", "--seed"):
+        r = _cli("score", str(f), flag, "10")
+        assert r.returncode == 2 and f"{flag} sets the cluster bootstrap" in r.stderr, r.stderr
+        assert "jackknife-t over scenarios" in r.stderr and r.stdout == ""
+    assert "--resamples" not in _cli("score", "--help").stdout
+
+
+def test_help_and_printouts_name_the_metrics_interval_one_way(tmp_path, responses, smoke_items):
+    """Where the interval is the jackknife-t, no help text or printout calls it a bootstrap."""
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    responses.to_parquet(a)
+    SimulatedModel(PlantedBias(flip_pro_minority=0.15), seed=0).decide(smoke_items).to_parquet(b)
+    texts = {"--help": _cli("--help").stdout, "score --help": _cli("score", "--help").stdout,
+             "score": _cli("score", str(a)).stdout, "compare-runs": _cli("compare-runs", str(a), str(b)).stdout}
+    for where, text in texts.items():
+        assert "bootstrap" not in text.lower(), where
+    for where in ("score --help", "score", "compare-runs"):
+        assert "jackknife-t over scenarios" in " ".join(texts[where].split()), where  # help wraps lines
+    desc = _cli("compare-runs", "--help").stdout
+    assert "paired 95% CI (jackknife-t over scenarios)" in " ".join(desc.split())
 
 
 @pytest.mark.parametrize("mutate, expect", [
@@ -147,7 +172,7 @@ def test_compare_takes_a_config_and_the_old_two_file_form_names_compare_runs(tmp
     r = _cli("compare", str(cfg))  # the config form reaches the config check (names the missing field)
     assert r.returncode == 2 and "c.yaml: config field 'output_dir' is required" in r.stderr, r.stderr
     r = _cli("compare-runs", "--help")
-    assert r.returncode == 0 and "evenhand compare CONFIG.yaml" in r.stdout
+    assert r.returncode == 0 and "evenhand compare CONFIG.yaml" in " ".join(r.stdout.split())  # help wraps lines
 
 
 def test_coverage_cli_with_scenario_effects():

@@ -28,6 +28,41 @@ def record_suite(record: dict) -> str:
     return str(record.get("recipe", {}).get("suite", ORGANISM_SUITE))
 
 
+def trained_suite(model: object) -> str | None:
+    """The suite version (major) a model was trained on when it is an organism (a loaded model, a spec or a
+    path whose directory holds ``organism.json``), else None."""
+    import json
+    spec = getattr(model, "spec", model)
+    path = getattr(spec, "model", spec)
+    if not isinstance(path, (str, Path)):
+        return None
+    record = Path(path) / "organism.json"
+    if not record.is_file():
+        return None
+    from .content import suite_major
+    return suite_major(record_suite(json.loads(record.read_text(encoding="utf-8"))))
+
+
+def suite_mismatch(model: object, items) -> str | None:
+    """What is wrong when ``model``, an organism, is given ``items`` of another suite version than it was
+    trained on (None when it is no organism or the versions agree); :func:`evenhand.decisions.decide`
+    states it as a warning."""
+    trained = trained_suite(model)
+    if trained is None:
+        return None
+    from .content import ContentError, items_version, suite_major
+    try:
+        have = items_version(items)
+    except ContentError:
+        return None  # mixed versions: refused where the rows are scored
+    if suite_major(have) == trained:
+        return None
+    name = getattr(model, "name", None) or str(model)
+    return (f"{name} is an organism trained on suite version {trained}, but these items are of suite {have}: its "
+            f"answers to a suite it never saw check the plumbing, not its planted policy; to check against that, "
+            f"decide its own version's items (eh.suite.items(..., version=\"{trained}\"))")
+
+
 def pressure_by_family(content) -> dict[str, list]:
     """The suite's pressure sentences grouped by family, in content order."""
     out: dict[str, list] = {}

@@ -12,7 +12,8 @@ from evenhand.decisions import DecideOptions
 from evenhand.engine.registry import DEFAULT
 from evenhand.models.loading import ModelSpec
 from evenhand.options import add_flags, options_from_args
-from evenhand.stats import BootstrapOptions
+from evenhand.metrics import INTERVAL
+from evenhand.stats import INTERVAL_NAMES, BootstrapOptions
 from evenhand.suite.subsets import CONTRAST_TYPES
 from experiments.studies.run_config import SuiteConfig
 
@@ -46,15 +47,22 @@ def progress_flag(x: argparse.ArgumentParser) -> None:
     x.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
-def boot_args(x: argparse.ArgumentParser) -> None:
-    """The flags of the commands that score with a cluster bootstrap (`score`, `compare-runs`)."""
+def boot_args(x: argparse.ArgumentParser, resampled: bool = True) -> None:
+    """The flags of the commands that score the metrics (`score`, `compare-runs`); their intervals are the
+    jackknife-t over scenarios. ``resampled``: whether something the command prints still resamples (the
+    sign-flip test of `compare-runs`), so that ``--resamples``/``--seed`` are taken; else they are refused."""
     x.add_argument("--contrast-type", choices=list(CONTRAST_TYPES), default=None,
                    help="never pooled; default type1 when present")
     x.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="evenhand (default): directions are about who is favoured; ai2: Ai2's reference scorer "
                         "(naming the minority counts as leaning toward it on negative questions too; docs/METRICS.md)")
     json_flag(x)
-    bootstrap_flags(x)
+    if resampled:
+        bootstrap_flags(x)
+        return
+    for flag in ("--resamples", "--seed"):
+        refused_flag(x, flag, f"{flag} sets the cluster bootstrap, and the metrics' 95% CIs are the "
+                              f"{INTERVAL_NAMES[INTERVAL]}, which resamples nothing: drop {flag}")
 
 
 def model_args(x: argparse.ArgumentParser) -> None:
@@ -74,6 +82,15 @@ def items(a: argparse.Namespace):
     """The suite items the subset flags select."""
     from experiments.studies.run_local import suite_items  # deferred: keeps the CLI's start fast
     return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
+
+
+def refused_flag(x: argparse.ArgumentParser, flag: str, why: str) -> None:
+    """Make ``flag`` (one that would do nothing here) an error saying ``why``, not an unknown flag; hidden
+    from help."""
+    class Refused(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            parser.error(why)
+    x.add_argument(flag, action=Refused, help=argparse.SUPPRESS)
 
 
 def renamed_flag(x: argparse.ArgumentParser, old: str, new: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from evenhand.labels import metric_name
 from evenhand.metric_defs import asymmetry, find_metric, get_metric, headline, pooled, score_rows
+from evenhand.score_report import format_estimate as fmt, interval_name
 
 
 def _signed(metric: str) -> bool:
@@ -16,20 +17,6 @@ def _signed(metric: str) -> bool:
 def _label(metric: str) -> str:
     """A metric's row label (:attr:`evenhand.metric_defs.Metric.label`)."""
     return get_metric(metric).label
-
-
-def fmt(est: dict, metric: str) -> str:
-    """'+12.3 pp [4.1, 20.0] n=240 k=31' (TieLean and rates as %, gaps as signed pp; n items, k scenarios;
-    the estimate's note, such as a warning that it rests on few scenarios, in brackets)."""
-    if est["value"] is None:
-        return f"NaN ({est['note'] or 'insufficient'})"
-    sign = "+" if _signed(metric) else ""
-    unit = "pp" if _signed(metric) else "%"
-    v, lo, hi = (None if x is None else 100 * x for x in (est["value"], est["ci_low"], est["ci_high"]))
-    ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None else "[no CI]"
-    k = est.get("clusters")
-    few = f" ({est['note']})" if est.get("note") else ""
-    return f"{v:{sign}.1f} {unit} {ci} n={est['n']}" + (f" k={k}" if k is not None else "") + few
 
 
 def _no_choice_line(counts: dict | None) -> list[str]:
@@ -46,8 +33,7 @@ def score_table(report: dict, truth: dict | None = None) -> str:
     """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values. The Refusal rows
     (no A/B choice) are followed by their split into declined and unparsed answers where the report has it."""
     split = report.get("no_choice") or {}
-    how = ("jackknife-t CIs over scenarios (n items, k scenarios)" if report.get("interval") == "jackknife-t" else
-           f"cluster-bootstrap CIs over scenarios, {report['resamples']} resamples")
+    how = f"CIs: {interval_name(report.get('interval'))} (n items, k scenarios)"
     lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
              f"scenarios; 95% {how})",
              f"Convention: {report.get('convention', 'evenhand')}"]
@@ -84,14 +70,15 @@ def compare_table(result: dict) -> str:
     """A two-run paired comparison (other - base) with McNemar and the intervention score."""
     lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
              f"({result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
-             f"95% paired cluster-bootstrap CIs"]
+             f"95% paired CIs: {interval_name(result.get('interval'))}"]
     for m in headline():
         lines.append(f"  {_label(m):<28} {fmt(result['difference'][m], 'accgap')}")
     mc = result["mcnemar"]
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
     lines.append("Intervention score (evenhand.paired, EvenHand's convention: refusals counted; change = the gap's "
-                 "move toward zero for a gap of the aligned sign, +1 by default (toward the minority); jackknife-t CIs):")
+                 "move toward zero for a gap of the aligned sign, +1 by default (toward the minority); CIs: "
+                 f"{interval_name('jackknife-t')}):")
     rows = {(r["metric"], r["stat"]): r for r in result["score"]}
     for m in asymmetry():
         r = rows.get((m, "change"))
@@ -165,6 +152,7 @@ def probe_text(table, ds) -> str:
              "  probe: activations alone; evidence: the item design alone; gain: design+activations minus "
              "evidence (95% CI);\n  control: Hewitt & Liang control task (a random label per input type); "
              "selectivity: probe - control",
+             f"  95% CIs: probe {interval_name('percentile')}; gain and selectivity {interval_name('jackknife-t')}",
              PROBE_HEADER]
     return "\n".join(lines + _probe_site_lines(table))
 
@@ -242,7 +230,7 @@ def eval_text(res: dict) -> str:
 def bbq_text(table, model: str) -> str:
     """BBQ's pooled accuracy and bias scores by configuration (95% CIs over templates)."""
     t = table[(table["category"] == "all")]
-    lines = [f"BBQ on {model}: all categories pooled (95% CIs over templates)",
+    lines = [f"BBQ on {model}: all categories pooled (95% CIs: cluster bootstrap over templates)",
              f"{'configuration':<18}{'acc ambig':>12}{'acc disamb':>12}{'bias ambig [CI]':>24}{'bias disamb [CI]':>24}"]
     for conf, g in t.groupby("configuration", sort=False):
         v = g.set_index("metric")

@@ -7,11 +7,12 @@ import json
 import sys
 
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
-from evenhand.metrics import INTERVALS
+from evenhand.metrics import INTERVAL, INTERVALS
+from evenhand.stats import INTERVAL_NAMES
 from evenhand.models.simulated import PlantedBias
 from evenhand.options import add_flags
 
-from .common import boot_args, bootstrap_flags, bootstrap_options, json_flag
+from .common import boot_args, bootstrap_flags, json_flag
 from .formatting import score_table
 
 
@@ -55,7 +56,7 @@ def _score(a) -> int:
     df = load_rows(a.file, own_suite=a.own_suite)
     if df.attrs.get("joined"):
         print(f"{a.file}: {len(df):,} rows joined to suite {df.attrs['joined']} by item_id", file=sys.stderr)
-    report = score(df, contrast_type=a.contrast_type, bootstrap=bootstrap_options(a), convention=a.convention)
+    report = score(df, contrast_type=a.contrast_type, convention=a.convention)
     for w in scoring_warnings(df, report):
         print(f"warning: {w}", file=sys.stderr)
     if target is not None:
@@ -128,7 +129,11 @@ def _coverage(a) -> int:
 
 def register_score(sub: argparse._SubParsersAction) -> None:
     """Add `score` to the top-level subparsers ``sub``."""
-    s = sub.add_parser("score", help="metrics with cluster-bootstrap CIs from a responses file")
+    s = sub.add_parser("score", help=f"metrics with 95% CIs ({INTERVAL_NAMES[INTERVAL]}) from a responses file",
+                       description=f"Score a file of answers: every metric with its 95% CI ({INTERVAL_NAMES[INTERVAL]}), "
+                                   "n items and k scenarios; the degree-3 headline, the D0 -> D3 progression, all "
+                                   "degrees pooled. In Python: eh.score(path), a report that prints the headline and "
+                                   "gives .to_frame().")
     s.add_argument("file", help="answers: .jsonl, .json, .csv or .parquet (each also .gz) with item_id and text or "
                                 "choice (the suite's items), or every item field (docs/METRICS.md)")
     s.add_argument("--own-suite", action="store_true",
@@ -137,7 +142,7 @@ def register_score(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--unparsed", metavar="FILE", default=None,
                    help="write the rows whose answer gave no verdict (item_id, scenario_id, degree, text head) to "
                         "FILE (.csv or .jsonl)")
-    boot_args(s)
+    boot_args(s, resampled=False)
     s.set_defaults(fn=_score)
 
 

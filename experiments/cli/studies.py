@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from evenhand.metrics import INTERVAL
 from evenhand.options import options_from_args
+from evenhand.stats import INTERVAL_NAMES
 
 from .common import (SUITE_FLAGS, boot_args, bootstrap_flags, bootstrap_options, json_flag, model_args, model_spec,
                      progress_flag)
@@ -101,9 +103,11 @@ def register_compare(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("compare-runs", help="two response files (BASE OTHER) paired item by item: the difference "
                                             "of every metric (other - base), McNemar and the intervention score",
                        description="Compare two runs' responses on their shared items: each metric's paired "
-                                   "difference (other - base) with a paired cluster-bootstrap CI, McNemar on the GT "
-                                   "baseline items, and the intervention score (change toward zero, accuracy loss, "
-                                   "refusal change; evenhand.paired). An interventions comparison config is run with "
+                                   f"difference (other - base) with a paired 95% CI ({INTERVAL_NAMES[INTERVAL]}), McNemar "
+                                   "on the GT baseline items, and the intervention score (change toward zero, accuracy "
+                                   "loss, refusal change; evenhand.paired). --resamples and --seed set only the "
+                                   "random sign patterns of the accuracy loss's sign-flip test (more than 16 "
+                                   "scenarios). An interventions comparison config is run with "
                                    "`evenhand compare CONFIG.yaml`.")
     s.add_argument("base", help="the base run's responses (.parquet, .jsonl or .csv; a run directory's "
                                 "responses.parquet)")

@@ -168,9 +168,10 @@ class RunConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     """Activation cache settings."""
     resamples: int = BootstrapOptions.resamples
-    """Bootstrap resamples for the metrics."""
+    """Cluster-bootstrap resamples of the probes' accuracies, the attribution and the figures (the metrics'
+    CIs are the jackknife-t over scenarios, which resamples nothing)."""
     bootstrap_seed: int = BootstrapOptions.seed
-    """Seed of the bootstrap."""
+    """Seed of the cluster bootstrap (the probes' accuracies, the attribution)."""
     contrast_type: ContrastType | None = None
     """type1 | type23 for the printed summary (default type1 when present)."""
     convention: Convention = DEFAULT_CONVENTION

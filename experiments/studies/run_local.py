@@ -13,8 +13,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from evenhand.messages import warn_unparseable
+from evenhand.metrics import INTERVAL
 from evenhand.models.loading import locate, resolve_spec
 from evenhand.runs import RunDir, RunError
+from evenhand.stats import INTERVAL_NAMES
 from evenhand.stages import LoadModel, Stage, StageReport, FnStage, finished_with, open_run, run_stages
 
 from .run_config import RENAMED, RunConfig, SuiteConfig, options_for
@@ -76,7 +78,7 @@ def finish_stages(cfg: RunConfig, spec, items, decided: FnStage, get_model, prog
     (when enabled) cache activations with the model ``get_model()`` returns, or with
     ``cache_with(options, out_dir, suite_version, backend)`` when given (the Ray backend's workers)."""
     stages = [FnStage("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path),
-                   about=f"{len(items):,} responses, {cfg.resamples:,} bootstrap resamples")]
+                   about=f"{len(items):,} responses, 95% CIs: {INTERVAL_NAMES[INTERVAL]}")]
     if cfg.cache.enabled:
         from evenhand.activations import CacheOptions, cache_activations
         from evenhand.suite.content import items_version
@@ -149,7 +151,8 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
 def run_info(cfg: RunConfig, items) -> dict:
     """What a run's manifest records about its items beside the config."""
     return {"suite_version": items_version(items), "n_items": len(items),
-            "seeds": {"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed}}
+            "seeds": {"suite": cfg.suite.seed, "bootstrap": cfg.bootstrap_seed},
+            "intervals": {"metrics": INTERVAL_NAMES[INTERVAL]}}
 
 
 def local_stages(cfg: RunConfig, spec, items, progress: bool = True) -> list[Stage]:

@@ -1,0 +1,87 @@
+"""The report :func:`evenhand.metrics.score` returns: the plain dict of every estimate (``report["overall"]``,
+``report["by_degree"]["3"]``, ... as before), that prints its degree-3 headline with 95% CIs, n items and k
+scenarios (the numbers ``evenhand score`` prints) and gives a tidy table (:meth:`ScoreReport.to_frame`)."""
+from __future__ import annotations
+
+from .metric_defs import find_metric, get_metric, score_rows
+from .stats import INTERVAL_NAMES
+
+HEADLINE_DEGREE = "3"
+"""The degree of the headline: explicit labels."""
+FRAME_COLUMNS = ("metric", "degree", "estimate", "low", "high", "n", "k", "interval")
+"""The columns of :meth:`ScoreReport.to_frame`."""
+
+
+def interval_name(interval: str | None) -> str:
+    """The words for an interval id (``jackknife-t`` -> ``jackknife-t over scenarios``)."""
+    return INTERVAL_NAMES.get(interval, str(interval))
+
+
+def format_estimate(est: dict, metric: str) -> str:
+    """'+12.3 pp [4.1, 20.0] n=240 k=31' (TieLean and rates as %, gaps as signed pp; n items, k scenarios;
+    the estimate's note, such as a warning that it rests on few scenarios, in brackets)."""
+    if est["value"] is None:
+        return f"NaN ({est['note'] or 'insufficient'})"
+    m = find_metric(metric)
+    signed = m is not None and m.signed
+    sign, unit = ("+", "pp") if signed else ("", "%")
+    v, lo, hi = (None if x is None else 100 * x for x in (est["value"], est["ci_low"], est["ci_high"]))
+    ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None else "[no CI]"
+    k = est.get("clusters")
+    few = f" ({est['note']})" if est.get("note") else ""
+    return f"{v:{sign}.1f} {unit} {ci} n={est['n']}" + (f" k={k}" if k is not None else "") + few
+
+
+def headline_lines(report: dict) -> list[str]:
+    """One line per row of ``evenhand score``'s degree-3 block (:func:`evenhand.metric_defs.score_rows`)."""
+    d3 = report["by_degree"].get(HEADLINE_DEGREE)
+    if d3 is None:
+        return [f"  no degree-{HEADLINE_DEGREE} items: the headline is degree {HEADLINE_DEGREE} (explicit labels)"]
+    return [f"  {get_metric(m).label:<28} {format_estimate(d3[m], m)}" for m in score_rows()]
+
+
+class ScoreReport(dict):
+    """A score report: a dict (every key :func:`evenhand.metrics.score` documents) that prints as the
+    degree-3 headline table (``print(report)``) and gives :meth:`to_frame`."""
+
+    def text(self) -> str:
+        """The headline: contrast type, items, scenarios, the interval, then each degree-3 row."""
+        lines = [f"EvenHand score: {self['contrast_type']} contrasts, {self['n_items']:,} items in "
+                 f"{self['n_scenarios']} scenarios ({self.get('convention', 'evenhand')} convention)",
+                 f"Headline (degree {HEADLINE_DEGREE}, explicit labels); 95% CIs: "
+                 f"{interval_name(self.get('interval'))}; n items, k scenarios"]
+        lines += headline_lines(self)
+        if self.get("note"):
+            lines.append(f"Note: {self['note']}")
+        lines.append("Every metric by degree: report.to_frame(); positive = toward the minority-coded candidate")
+        return "\n".join(lines)
+
+    __str__ = text
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython and Jupyter
+        p.text(self.text())
+
+    def to_frame(self):
+        """Every metric at every degree, then pooled over degrees (``degree`` <NA>), one row each:
+        metric, degree, estimate, low, high (fractions; signed metrics as differences), n items, k
+        scenarios, interval (its words)."""
+        import pandas as pd
+        name = interval_name(self.get("interval"))
+        rows = []
+        parts = [(int(d), self["by_degree"][d]) for d in sorted(self["by_degree"], key=int)]
+        for degree, ests in parts + [(pd.NA, self["overall"])]:
+            for metric, e in ests.items():
+                rows.append((metric, degree, e["value"], e["ci_low"], e["ci_high"], e["n"], e.get("clusters"), name))
+        df = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+        df["degree"] = df["degree"].astype("Int64")
+        df["k"] = df["k"].astype("Int64")
+        for c in ("estimate", "low", "high"):
+            df[c] = df[c].astype(float)
+        return df
+
+    def to_dict(self) -> dict:
+        """The plain dict (what ``metrics.json`` holds)."""
+        return dict(self)
