@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     import pandas as pd
 
-    from evenhand.checks import unparseable_share
+    from evenhand.messages import unparseable_share
+    from evenhand.runs import RunDir
     from evenhand.models.loading import load_model
     from experiments.studies.compare import load_config, run_compare
 
@@ -53,14 +54,16 @@ def main(argv: list[str] | None = None) -> dict:
     t = time.perf_counter()
     run_compare(cfg, progress=True)
     compare_s = time.perf_counter() - t
-    out = Path(cfg.output_dir)
+    run = RunDir(cfg.output_dir)
     rows = []
-    base = pd.read_parquet(out / "cells" / "baseline" / "responses.parquet")
+    base = pd.read_parquet(run.cell("baseline").responses_path)
     rows.append({"method": "baseline", "kind": "none", "items": len(base), "fit_s": None, "decide_s": None,
                  "restored_bit_exactly": None, "parse_rate": 1 - unparseable_share(base)})
-    for rec_path in sorted((out / "cells").glob("*/restore.json")):
-        rec = json.loads(rec_path.read_text())
-        resp = pd.read_parquet(rec_path.parent / "responses.parquet")
+    for cell in run.cells():
+        if not cell.restore_path.exists():
+            continue
+        rec = json.loads(cell.restore_path.read_text())
+        resp = pd.read_parquet(cell.responses_path)
         rows.append({"method": rec["intervention"], "kind": rec["kind"], "items": rec["items"],
                      "fit_s": rec["fit_seconds"], "decide_s": rec["decide_seconds"],
                      "restored_bit_exactly": rec["restored_bit_exactly"], "parse_rate": 1 - unparseable_share(resp)})
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
               "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in
                                                                                      os.getloadavg()],
               "cpus": os.cpu_count(), "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-              "manifest_items": {k: json.loads((out / "manifest.json").read_text()).get(k)
+              "manifest_items": {k: run.manifest().get(k)
                                  for k in ("n_train_items", "n_validation_items", "n_eval_items")},
               "cells": rows}
     print(f"model {desc['name']} ({desc['architecture']}), template: {desc['chat_template']}; load {load_s:.1f} s; "
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
         dec = "" if r["decide_s"] is None else f"{r['decide_s']:.1f}"
         ok = "" if r["restored_bit_exactly"] is None else str(r["restored_bit_exactly"])
         print(f"{r['method']:20s} {r['kind']:10s} {r['items']:5d} {fit:>7s} {dec:>8s} {ok:>9s} {r['parse_rate']:6.1%}")
-    (out / "bench_real_arch.json").write_text(json.dumps(result, indent=2) + "\n")
+    (run.path / "bench_real_arch.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result))
     return result
 

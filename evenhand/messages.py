@@ -125,10 +125,11 @@ _DIR_KINDS = {
 }
 
 
-def not_a_run_message(path: str | Path, command: str, needs: str = "metrics.json") -> str:
+def not_a_run_message(path: str | Path, command: str, manifest_path: str | Path, needs: str = "metrics.json") -> str:
     """One line for a command that needs a finished run directory (one with ``needs``) given another
-    path: what the path is, and which command reads it."""
-    p = Path(path)
+    path: what the path is (read from its manifest, ``RunDir(path).manifest_path``), and which command reads
+    it."""
+    p, mp = Path(path), Path(manifest_path)
     reads = (f"`evenhand {command}` reads a finished run directory (written by `evenhand run` or "
              f"`evenhand simulate`, with {needs})")
     if not p.exists():
@@ -137,7 +138,7 @@ def not_a_run_message(path: str | Path, command: str, needs: str = "metrics.json
         return f"{p}: a file, not a directory; {reads}"
     kind = None
     try:
-        man = json.loads((p / "manifest.json").read_text())
+        man = json.loads(mp.read_text())
         kind = man.get("kind") or (man.get("config") or {}).get("kind")
     except (OSError, ValueError, AttributeError):
         pass
@@ -146,7 +147,7 @@ def not_a_run_message(path: str | Path, command: str, needs: str = "metrics.json
         return f"{p} is {what}, not a run directory: {use}; {reads}"
     if kind:
         return f"{p} holds a '{kind}' study, not a run directory; {reads}"
-    if (p / "manifest.json").exists():
+    if mp.exists():
         return f"{p}: a run directory without {needs} (unfinished or failed? `evenhand runs` lists it); {reads}"
     return f"{p}: no {needs} and no manifest.json, so not a run directory; {reads}"
 

@@ -161,6 +161,7 @@ class RunDir:
     # --- layout: files of a run ---
     manifest_path = _at(MANIFEST, "``manifest.json``: config, provenance, model, status, stages, timings.")
     responses_path = _at("responses.parquet", "The tidy responses table (one row per item).")
+    restore_path = _at("restore.json", "A comparison cell's restore record: weights' digests before and after, hooks left.")
     metrics_path = _at("metrics.json", "The scored metrics with CIs.")
     decisions = _at("decisions", "``decisions/``: decide's resumable batch files.")
     activations = _at("activations", "``activations/``: the activation cache.")
@@ -237,6 +238,10 @@ class RunDir:
     def cell(self, name: str) -> "RunDir":
         """``cells/<name>/``: a sweep's or a comparison's cell."""
         return RunDir(self.path / "cells" / name)
+
+    def cells(self) -> list["RunDir"]:
+        """Every ``cells/<name>/`` of the run, by name."""
+        return [RunDir(p) for p in sorted((self.path / "cells").glob("*/")) if p.is_dir()]
 
     def validation_cell(self, name: str) -> "RunDir":
         """``validation/<name>/``: a comparison's run of the baseline or a swept setting on the validation items."""

@@ -19,9 +19,21 @@ SIGN = "minority-coded"
 @pytest.fixture
 def captured(monkeypatch):
     """Figures drawn while this fixture is active are kept (open) instead of saved."""
+    import sys
+
+    import evenhand.figures  # noqa: F401  (the figure modules, imported so that their name `save` is patched)
     import evenhand.plotting
+    import experiments.figures  # noqa: F401
+    import experiments.studies.compare_figures  # noqa: F401
+    import experiments.studies.dose_response.scoring  # noqa: F401
+    import organism.figures  # noqa: F401
+    import probes.attribution  # noqa: F401
     figs = []
-    monkeypatch.setattr(evenhand.plotting, "save", lambda fig, stem, formats=(): figs.append(fig) or [])
+    original = evenhand.plotting.save
+    keep = lambda fig, stem, formats=(): figs.append(fig) or []  # noqa: E731
+    for mod in list(sys.modules.values()):  # every module that imported save by name
+        if getattr(mod, "save", None) is original:
+            monkeypatch.setattr(mod, "save", keep)
     return figs
 
 

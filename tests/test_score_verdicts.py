@@ -64,7 +64,7 @@ def test_verdict_column_wins_and_old_rows_are_recomputed(mixed):
 def test_score_prints_the_split_and_lists_unparsed(tmp_path, mixed):
     f, out = tmp_path / "answers.jsonl", tmp_path / "unparsed.csv"
     mixed[["item_id", "text"]].to_json(f, orient="records", lines=True)
-    r = _cli("score", str(f), "--resamples", "20", "--unparsed", str(out))
+    r = _cli("score", str(f), "--unparsed", str(out))
     assert r.returncode == 0, r.stderr
     assert re.search(r"\n {4}declined \(refusal\) +10\.0 % \(24 of 240\)\n", r.stdout)
     assert re.search(r"\n {4}unparsed \(no verdict\) +15\.0 % \(36 of 240\)\n", r.stdout)
@@ -79,7 +79,7 @@ def test_score_prints_the_split_and_lists_unparsed(tmp_path, mixed):
 def test_partial_and_smoke_files_are_warned_about(tmp_path, mixed, smoke_items):
     f = tmp_path / "part.jsonl"
     mixed[["item_id", "text"]].head(100).to_json(f, orient="records", lines=True)
-    r = _cli("score", str(f), "--resamples", "20")
+    r = _cli("score", str(f))
     assert r.returncode == 0, r.stderr
     n1 = int((mixed.head(100)["contrast_type"] == "type1").sum())
     total = int((smoke_items["contrast_type"] == "type1").sum())
@@ -87,7 +87,7 @@ def test_partial_and_smoke_files_are_warned_about(tmp_path, mixed, smoke_items):
     assert "smoke is a plumbing check" in r.stderr and "evenhand power" in r.stderr
     full = tmp_path / "full.jsonl"
     smoke_items.assign(text="Applicant A")[["item_id", "text"]].to_json(full, orient="records", lines=True)
-    r = _cli("score", str(full), "--resamples", "20")
+    r = _cli("score", str(full))
     assert r.returncode == 0, r.stderr
     assert "covers" not in r.stderr  # every item of the subset
     assert "the degree-3 headline rests on fewer than 10 scenarios" in r.stderr and "k=" in r.stderr
@@ -119,9 +119,9 @@ def test_an_own_suite_is_scored_with_the_flag_only(tmp_path, smoke_items):
     own, ours = _own_suite(smoke_items)
     f = tmp_path / "own.parquet"
     own.to_parquet(f)
-    r = _cli("score", str(f), "--json", "--resamples", "20")
+    r = _cli("score", str(f), "--json")
     assert r.returncode == 2 and "unknown scenario id" in r.stderr and "--own-suite" in r.stderr
-    r = _cli("score", str(f), "--json", "--resamples", "20", "--own-suite")
+    r = _cli("score", str(f), "--json", "--own-suite")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     same = score(ours, resamples=20)

@@ -57,7 +57,7 @@ def _probe_ablation(a) -> int:
     from evenhand.messages import not_a_run_message
     from probes.ablation import name_ablation
     if not RunDir(a.run_dir).responses_path.is_file():
-        raise ValueError(not_a_run_message(a.run_dir, "probe ablation", "responses.parquet"))
+        raise ValueError(not_a_run_message(a.run_dir, "probe ablation", RunDir(a.run_dir).manifest_path, "responses.parquet"))
     out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
     if a.out or Path(a.run_dir).is_dir():  # before the compute; a missing RUN_DIR is named by the command
         writable_dir(out)

@@ -11,7 +11,7 @@ def _report_page(a) -> int:
     from evenhand.runs import RunDir
     from experiments.report import write_report
     if not RunDir(a.run_dir).metrics_path.is_file():
-        raise ValueError(not_a_run_message(a.run_dir, "report"))
+        raise ValueError(not_a_run_message(a.run_dir, "report", RunDir(a.run_dir).manifest_path))
     writable_dir(a.run_dir)
     md, page = write_report(a.run_dir, a.resamples)
     print(md.read_text().split("## By degree")[0].rstrip())

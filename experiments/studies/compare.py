@@ -288,7 +288,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
                 print(f"{tag}deciding under {cell.key}", flush=True)
             t1 = time.perf_counter()
             resp = decide_with(method, fitted, items, lm, dopts, apply_opts)
-            _write_restore(path.parent / "restore.json", method, cell, watched, digests, len(items), t1 - t0,
+            _write_restore(RunDir(path.parent).restore_path, method, cell, watched, digests, len(items), t1 - t0,
                            time.perf_counter() - t1)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_table_atomic(path, resp)

@@ -1,21 +1,10 @@
 """The intervention frontier and its LaTeX table: pure functions of the comparison table (``compare.parquet``).
 
-Left panel, one point per method cell (intervention x options x seed): the signed paired
-change of an asymmetry metric (positive = toward zero; :mod:`evenhand.paired`)
-against the accuracy loss on GT items, each with its 95% CI as a crosshair. Each
-method's random controls (what an edit of the same sites, norm and strength in a
-random direction does) are hollow squares inside a shaded box in the method's
-colour: their 2.5-97.5% range of change and of accuracy loss (no box where the
-controls coincide). Method cells at the same point are drawn a little apart (a
-note under the legend says by how much). The title names the metric, the model
-and the baseline's items. The dotted line is the
-baseline's whole gap (a point above it removed more than the gap). A cell whose
-refusal rate rose past the margin is crossed out in red, an overshoot (the remaining
-gap's CI wholly past zero) is a downward triangle; neither is a reduction. Cells of
-one swept intervention are joined in sweep order (a strength curve). Good methods
-sit up and to the left.
-
-More in docs/INTERVENTIONS.md, "Module notes"."""
+Left panel, one point per method cell (intervention x options x seed): the signed paired change of an
+asymmetry metric (positive = toward zero) against the accuracy loss on GT items, 95% CIs as crosshairs;
+each method's random controls as hollow squares in a shaded 2.5-97.5% box; refusal-flagged cells crossed
+out, overshoots as downward triangles; cells at one point drawn a little apart. Good methods sit up and
+to the left. The full description is in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 from collections.abc import Sequence
