@@ -148,3 +148,24 @@ def test_selection_uses_validation_only_and_the_table_names_the_choice(name, tmp
     assert {json.loads(o)[option] for o in rows["options"]} == {values[1]}
     assert set(rows["selection"]) == {selection["reason"]}
     assert selection["reason"].startswith(f"{option}={values[1]}: largest |fraggap| reduction")
+
+
+def test_the_comparison_config_sweeps_every_activation_and_learned_method():
+    """compare_interventions.yaml gives each activation and learned method a grid over its layer option and,
+    where the method has one, its strength option (loreft has none), each axis with more than one value. Fails on
+    the config before issue 28 item 5 (only caa's alpha was swept)."""
+    import warnings
+
+    from experiments.studies.compare import load_config
+    from interventions.registry import get
+    LAYER = {"caa": "layers", "ace": "layers", "leace": "layers", "loreft": "layer", "reft_r1": "layer"}
+    STRENGTH = {"caa": "alpha", "ace": "strength", "leace": "strength", "reft_r1": "alpha"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cfg = load_config("experiments/configs/compare_interventions.yaml")
+    arms = {a.name: a for a in cfg.interventions if get(a.name).kind != "prompt"}
+    assert set(arms) == set(LAYER)
+    for name, arm in arms.items():
+        axes = {LAYER[name]} | ({STRENGTH[name]} if name in STRENGTH else set())
+        assert set(arm.sweep) == axes, (name, arm.sweep)
+        assert all(len(arm.sweep[k]) > 1 for k in axes), (name, arm.sweep)
