@@ -181,7 +181,7 @@ class ReFTR1Fit(LearnedFit):
     """Fit options of ``reft_r1`` (rank one by construction): the common ones plus ``topk`` (the k of the
     top-k latent mean that sets the steering magnitude in training; AxBench 8), ``l1`` (the weight of the L1
     penalty on the latents outside the top k, ramped from 0 over training; AxBench 0.005 — both from
-    ``axbench/sweep/wuzhengx/2b/l20/lsreft.yaml``, was 0.01 before issue 28) and ``objective``: ``task``
+    ``axbench/sweep/wuzhengx/2b/l20/lsreft.yaml``, formerly 0.01) and ``objective``: ``task``
     (default: the identity-swap pairs' cross-entropy and consistency, because the concept here is a decision
     that follows the evidence and not who is in which slot, which AxBench's objective never sees) or ``axbench``
     (AxBench's LsReFT loss: the language-modelling loss of the correct answer plus the ramped L1 term)."""

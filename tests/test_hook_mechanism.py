@@ -1,4 +1,4 @@
-"""One hook mechanism for every edit (issue 28 item 6): an intervention touches a model's hidden states only
+"""One hook mechanism for every edit: an intervention touches a model's hidden states only
 through :mod:`steering.hooks` (``steer`` to edit, ``observe`` to read), never by registering a torch hook
 itself, through pyvene's ``IntervenableModel`` (which removes every hook on the model before each call) or
 through nnsight. Checked statically over the sources (:func:`hook_bypasses`) and, in
@@ -56,7 +56,7 @@ def hook_bypasses(root: Path) -> list[str]:
 
 
 def test_every_hook_of_the_intervention_path_is_registered_by_steering_hooks():
-    """Fails on the tree before issue 28 item 6: interventions/reading.py and interventions/steered.py read
+    """Fails on the tree before observe existed: interventions/reading.py and interventions/steered.py read
     activations with forward hooks of their own."""
     bypasses = hook_bypasses(ROOT)
     assert not bypasses, "hooks attached outside steering/hooks.py (use steer or observe):\n" + "\n".join(bypasses)

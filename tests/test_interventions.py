@@ -183,7 +183,7 @@ HOOK_CALLS = ("register_forward_hook", "register_forward_pre_hook", "register_fu
 def test_every_edit_and_read_goes_through_steering_hooks(name, lm, train_items, eval_items, monkeypatch):
     """While an editing method fits, applies and decides, every hook attached to a module is attached by
     steering/hooks.py (or by the model's own transformers/torch code), never by the method, pyvene or nnsight
-    (issue 28 item 6; the static check: tests/test_hook_mechanism.py). Fails on the tree before item 6, where
+    (the static check: tests/test_hook_mechanism.py). Fails on the tree before steering.hooks.observe, where
     caa, ace, leace and reft_r1 read their training activations with hooks registered in interventions/."""
     import sys
     callers = []

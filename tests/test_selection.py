@@ -1,4 +1,4 @@
-"""Selection of a swept arm's setting on validation (issue 28 item 5): the rule's bounds, validation only, and the
+"""Selection of a swept arm's setting on validation: the rule's bounds, validation only, and the
 chosen setting named in the table.
 
 The pipeline test runs the real comparison stages on the organism preset's item sets with the model, the fits
@@ -153,7 +153,7 @@ def test_selection_uses_validation_only_and_the_table_names_the_choice(name, tmp
 def test_the_comparison_config_sweeps_every_activation_and_learned_method():
     """compare_interventions.yaml gives each activation and learned method a grid over its layer option and,
     where the method has one, its strength option (loreft has none), each axis with more than one value. Fails on
-    the config before issue 28 item 5 (only caa's alpha was swept)."""
+    the config that swept only caa's alpha."""
     import warnings
 
     from experiments.studies.compare import load_config
