@@ -44,55 +44,36 @@ def last_token_activations(lm, seqs: list[list[int]], sites: list[str], batch_si
                            progress: bool = False) -> dict[str, np.ndarray]:
     """The value of each site at the last token of each sequence (float32 [n, d], rows in order).
 
-    Read by forward hooks registered after any :func:`steering.hooks.steer` edit on the same site, so
-    inside a ``steer`` block the values are the edited ones."""
+    Read by :func:`steering.hooks.observe`, whose hooks run after any :func:`steering.hooks.steer` edit on the
+    same site, so inside a ``steer`` block the values are the edited ones."""
     import torch
     from tqdm.auto import tqdm
 
+    from steering.hooks import observe  # deferred: pulls in torch
     model = lm.model
     out: dict[str, list] = {s: [] for s in sites}
-    store: dict[str, torch.Tensor] = {}
-
-    def reader(site):
-        def hook(mod, args, output):
-            h = output if isinstance(output, torch.Tensor) else output[0]
-            store[site] = h[:, -1].detach().float().cpu()
-        return hook
-
-    handles = [module(model, resolve(model, s)).register_forward_hook(reader(s)) for s in sites]
-    try:
-        with torch.inference_mode():
-            for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc="activations"):
-                ids, mask, pos = left_pad(seqs[i:i + batch_size], lm.tokenizer.pad_token_id, model.device)
-                model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
-                for s in sites:
-                    out[s].append(store.pop(s).numpy())
-    finally:
-        for h in handles:
-            h.remove()
+    with observe(model, sites, take=lambda h: h[:, -1].float().cpu()) as store, torch.inference_mode():
+        for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc="activations"):
+            ids, mask, pos = left_pad(seqs[i:i + batch_size], lm.tokenizer.pad_token_id, model.device)
+            model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
+            for s in sites:
+                out[s].append(store[s].pop().numpy())
     return {s: np.concatenate(v).astype(np.float32) for s, v in out.items()}
 
 
 def token_states(lm, seqs: list[list[int]], site: str, batch_size: int = 32) -> list[np.ndarray]:
-    """The value of ``site`` at every token of each sequence (float32 [len, d] per sequence, in order)."""
+    """The value of ``site`` at every token of each sequence (float32 [len, d] per sequence, in order; read by
+    :func:`steering.hooks.observe`)."""
     import torch
 
+    from steering.hooks import observe  # deferred: pulls in torch
     model = lm.model
-    store: list = []
-
-    def hook(mod, args, output):
-        store.append((output if isinstance(output, torch.Tensor) else output[0]).detach().float().cpu())
-
     out = []
-    handle = module(model, resolve(model, site)).register_forward_hook(hook)
-    try:
-        with torch.inference_mode():
-            for i in range(0, len(seqs), batch_size):
-                chunk = seqs[i:i + batch_size]
-                ids, mask, pos = left_pad(chunk, lm.tokenizer.pad_token_id, model.device)
-                model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
-                h = store.pop().numpy()
-                out += [h[j, h.shape[1] - len(q):] for j, q in enumerate(chunk)]
-    finally:
-        handle.remove()
+    with observe(model, [site], take=lambda h: h.float().cpu()) as store, torch.inference_mode():
+        for i in range(0, len(seqs), batch_size):
+            chunk = seqs[i:i + batch_size]
+            ids, mask, pos = left_pad(chunk, lm.tokenizer.pad_token_id, model.device)
+            model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
+            h = store[site].pop().numpy()
+            out += [h[j, h.shape[1] - len(q):] for j, q in enumerate(chunk)]
     return out

@@ -356,28 +356,17 @@ def _all_token_states(lm, seqs: list[list[int]], sites: list[str], batch_size: i
     import torch
     from tqdm.auto import tqdm
 
+    from steering.hooks import observe  # deferred: pulls in torch
     model = lm.model
     out: dict[str, list] = {s: [] for s in sites}
-    store: dict[str, torch.Tensor] = {}
-
-    def reader(site):
-        def hook(mod, args, output):
-            store[site] = (output if isinstance(output, torch.Tensor) else output[0]).detach().float().cpu()
-        return hook
-
-    handles = [module(model, resolve(model, s)).register_forward_hook(reader(s)) for s in sites]
-    try:
-        with torch.inference_mode():
-            for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc="activations"):
-                chunk = seqs[i:i + batch_size]
-                ids, mask, pos = left_pad(chunk, lm.tokenizer.pad_token_id, model.device)
-                model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
-                for s in sites:
-                    h = store.pop(s).numpy()
-                    out[s] += [h[j, h.shape[1] - len(q):] for j, q in enumerate(chunk)]
-    finally:
-        for h in handles:
-            h.remove()
+    with observe(model, sites, take=lambda h: h.float().cpu()) as store, torch.inference_mode():
+        for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc="activations"):
+            chunk = seqs[i:i + batch_size]
+            ids, mask, pos = left_pad(chunk, lm.tokenizer.pad_token_id, model.device)
+            model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
+            for s in sites:
+                h = store[s].pop().numpy()
+                out[s] += [h[j, h.shape[1] - len(q):] for j, q in enumerate(chunk)]
     return out
 
 

@@ -13,6 +13,7 @@ from evenhand.engine.positions import current_answer_tokens
 from evenhand.models.sites import SiteError, module, resolve
 
 _MARK = "_evenhand_steering_hook"
+_READ_MARK = "_evenhand_reading_hook"
 _HALF = (torch.float16, torch.bfloat16)
 
 
@@ -324,10 +325,52 @@ def steer(model, edits: Mapping[str, Edit | Sequence[Edit]]) -> Iterator[None]:
             h.remove()
 
 
+@contextmanager
+def observe(model, sites: Sequence[str], take: Callable[[torch.Tensor], torch.Tensor] | None = None
+            ) -> Iterator[dict[str, list[torch.Tensor]]]:
+    """Record ``take(h)`` (default ``h``, detached) of each site's hidden state at every forward pass inside a
+    ``with`` block; yields site name -> the list of recorded values, one appended per pass.
+
+    The read-only counterpart of :func:`steer`, and with it the one place an intervention registers hooks: a
+    forward hook (a forward pre-hook for an input-port site such as ``resid_pre``) per site, *appended*, so
+    inside a ``steer`` block it records the edited value. Sites are resolved before any hook is registered;
+    every hook is removed on exit, also when the block raises. The model's hidden states are not changed."""
+    resolved = [(name, resolve(model, name)) for name in sites]
+    record: dict[str, list[torch.Tensor]] = {name: [] for name, _ in resolved}
+    take = take or (lambda h: h)
+
+    def output_reader(name: str) -> Callable:
+        def hook(mod, args, output):
+            record[name].append(take((output if isinstance(output, torch.Tensor) else output[0]).detach()))
+        setattr(hook, _READ_MARK, name)
+        return hook
+
+    def input_reader(name: str) -> Callable:
+        def hook(mod, args, kwargs):
+            h = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("hidden_states")
+            record[name].append(take(h.detach()))
+        setattr(hook, _READ_MARK, name)
+        return hook
+
+    handles = []
+    try:
+        for name, site in resolved:
+            mod = module(model, site)
+            if site.port == "input":
+                handles.append(mod.register_forward_pre_hook(input_reader(name), with_kwargs=True))
+            else:
+                handles.append(mod.register_forward_hook(output_reader(name)))
+        yield record
+    finally:
+        for h in handles:
+            h.remove()
+
+
 def active_hooks(model) -> int:
-    """Returns how many hooks registered by :func:`steer` are currently attached anywhere in ``model``."""
+    """Returns how many hooks registered by :func:`steer` or :func:`observe` are currently attached anywhere in
+    ``model``."""
     n = 0
     for mod in model.modules():
         for d in (mod._forward_hooks, mod._forward_pre_hooks):
-            n += sum(1 for fn in d.values() if hasattr(fn, _MARK))
+            n += sum(1 for fn in d.values() if hasattr(fn, _MARK) or hasattr(fn, _READ_MARK))
     return n

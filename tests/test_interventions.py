@@ -174,6 +174,36 @@ def test_every_registered_method_decides_and_restores(name, lm, fits, train_item
         assert torch.equal(v, params[k])
 
 
+EDITING = [n for n in REGISTERED if isinstance(get(n), EditingIntervention)]
+HOOK_CALLS = ("register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+              "register_full_backward_pre_hook", "register_backward_hook")
+
+
+@pytest.mark.parametrize("name", EDITING)
+def test_every_edit_and_read_goes_through_steering_hooks(name, lm, train_items, eval_items, monkeypatch):
+    """While an editing method fits, applies and decides, every hook attached to a module is attached by
+    steering/hooks.py (or by the model's own transformers/torch code), never by the method, pyvene or nnsight
+    (the static check: tests/test_hook_mechanism.py). Fails on the tree before steering.hooks.observe, where
+    caa, ace, leace and reft_r1 read their training activations with hooks registered in interventions/."""
+    import sys
+    callers = []
+    for attr in HOOK_CALLS:
+        original = getattr(torch.nn.Module, attr)
+
+        def spy(self, *args, _original=original, **kwargs):
+            callers.append(sys._getframe(1).f_globals.get("__name__", "?"))
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(torch.nn.Module, attr, spy)
+    method = get(name)
+    fit_opts, apply_opts = method.split_options(FAST.get(name, {}))
+    fitted = method.fit(lm, train_items, fit_opts, seed=0)
+    decide_with(method, fitted, eval_items.head(2), lm, DecideOptions(batch_size=2, max_new_tokens=2, progress=False),
+                apply_opts)
+    assert "steering.hooks" in callers  # the spy sees the registrations
+    others = sorted({c for c in callers if c != "steering.hooks" and not c.startswith(("transformers.", "torch."))})
+    assert not others, f"{name}: hooks registered from {others}, not through steering.hooks"
+
+
 @pytest.mark.parametrize("name", REGISTERED)
 def test_every_registered_method_round_trips(name, lm, fits, train_items, eval_items, tmp_path):
     method = get(name)

@@ -489,3 +489,29 @@ def test_leace_eraser_as_affine_and_validation():
         eraser(X[:, :3])
     with pytest.raises(ValueError, match="LeaceEraser.proj must be"):
         LeaceEraser(np.zeros(3), np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("arch", STEER_ARCHS)
+def test_observe_reads_each_site_and_the_edited_value_inside_steer(tiny, arch):
+    """``observe`` records a site's hidden state per pass (an input port, ``resid_pre``, included: layer 1's input
+    is layer 0's output), reads the edited value inside ``steer``, changes no logit and leaves no hook, also when
+    the block raises."""
+    from steering.hooks import observe
+    model, tok = tiny[arch]
+    ids = _ids(tok, BATCH)
+    before = _logits(model, ids)
+    v = torch.randn(D, generator=torch.Generator().manual_seed(2))
+    with observe(model, ["blocks.0.resid_post", "blocks.1.resid_pre"]) as seen:
+        assert active_hooks(model) == 2
+        assert torch.equal(_logits(model, ids), before)
+    assert active_hooks(model) == 0 and len(seen["blocks.0.resid_post"]) == len(seen["blocks.1.resid_pre"]) == 1
+    plain = seen["blocks.0.resid_post"][0]
+    assert plain.shape == (len(BATCH), ids.shape[1], D) and torch.equal(plain, seen["blocks.1.resid_pre"][0])
+    with steer(model, {"blocks.0.resid_post": Add(v, 3.0)}), observe(model, ["blocks.0.resid_post"],
+                                                                      take=lambda h: h[:, -1]) as edited:
+        _logits(model, ids)
+    assert torch.allclose(edited["blocks.0.resid_post"][0], plain[:, -1] + 3.0 * v.to(plain.dtype), atol=1e-5)
+    with pytest.raises(RuntimeError, match="boom"):
+        with observe(model, ["blocks.1.resid_post"]):
+            raise RuntimeError("boom")
+    assert active_hooks(model) == 0
