@@ -33,6 +33,8 @@ $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	# pyreft (loreft's reference in tests/test_learned.py) pins transformers==4.45.1: without its dependencies
 	$(BIN)/python -m pip install -q --no-deps "pyreft==0.1.0"
+	# steering-vectors (caa's reference in tests/test_caa_parity.py) pins transformers<5: without its dependencies
+	$(BIN)/python -m pip install -q --no-deps "steering-vectors==0.12.2"
 	$(BIN)/python -c "import vllm, torch; assert torch.__version__.startswith('$(TORCH_VERSION)'), torch.__version__"
 	touch $(BASE_STAMP) $(STAMP)
 
