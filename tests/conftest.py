@@ -48,3 +48,15 @@ def tiny(tiny_dirs):
     """The tiny models of :func:`tiny_dirs`, loaded."""
     from evenhand.models.loading import load_model
     return {a: load_model(str(d)) for a, d in tiny_dirs.items()}
+
+
+@pytest.fixture(scope="module")
+def lm(tiny_gemma_lm):
+    """The tiny random Gemma3 as ``lm`` (a test module's own ``lm`` fixture overrides it)."""
+    return tiny_gemma_lm
+
+
+@pytest.fixture(scope="module")
+def train_items(smoke_items):
+    """60 smoke items with identity cues (degree > 0), seeded: the fitting items of the method tests."""
+    return smoke_items[smoke_items["degree"] > 0].sample(60, random_state=1).reset_index(drop=True)

@@ -71,16 +71,6 @@ def test_the_demographic_direction_and_mean_are_the_known_ones():
 
 
 # --- on the tiny Gemma3 ------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def lm(tiny_gemma_lm):
-    return tiny_gemma_lm
-
-
-@pytest.fixture(scope="module")
-def train_items(smoke_items):
-    return smoke_items[smoke_items["degree"] > 0].sample(60, random_state=1).reset_index(drop=True)
-
-
 def test_profile_spans_are_each_candidates_profile_line(lm, smoke_items):
     """Every cued smoke item: each span decodes to the line that opens with the candidate's noun and slot and holds
     their name (degree 1) or description, inside the prompt's tokens; the two spans do not overlap."""

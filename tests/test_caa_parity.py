@@ -27,16 +27,6 @@ LAYER = 1
 SITE = f"blocks.{LAYER}.resid_post"
 
 
-@pytest.fixture(scope="module")
-def lm(tiny_gemma_lm):
-    return tiny_gemma_lm
-
-
-@pytest.fixture(scope="module")
-def train_items(smoke_items):
-    return smoke_items[smoke_items["degree"] > 0].sample(60, random_state=1).reset_index(drop=True)
-
-
 def _library_samples(lm, pairs):
     """The pairs as the library takes them: (prompt + behaviour's label, prompt + opposite label) strings, each read
     at the first token where the two tokenised strings differ (found here, independently of interventions.reading)."""

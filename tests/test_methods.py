@@ -16,16 +16,6 @@ from interventions.steered import concept_labels, contrast_pairs
 
 
 @pytest.fixture(scope="module")
-def lm(tiny_gemma_lm):
-    return tiny_gemma_lm
-
-
-@pytest.fixture(scope="module")
-def train_items(smoke_items):
-    return smoke_items[smoke_items["degree"] > 0].sample(60, random_state=1).reset_index(drop=True)
-
-
-@pytest.fixture(scope="module")
 def eval_items(smoke_items):
     return smoke_items[smoke_items["degree"] > 0].tail(6).reset_index(drop=True)
 
