@@ -344,7 +344,7 @@ def train(lm, module, pairs: list, options, forward, progress: bool = False, nam
     return curve
 
 
-def _answer_batch(lm, items: list[dict]):
+def answer_batch(lm, items: list[dict]):
     """Per item: the prompt ids and the two labels' continuation ids (A's, B's)."""
     tok = lm.tokenizer
     special = not uses_chat_template(tok)
@@ -362,7 +362,7 @@ def answer_nll(lm, items: list[dict], before=None, model=None):
     import torch
 
     seqs, n_answer = [], []
-    for it, (ctx, ca, cb) in zip(items, _answer_batch(lm, items)):
+    for it, (ctx, ca, cb) in zip(items, answer_batch(lm, items)):
         if it.get("condition") != "GT":
             raise InterventionError(f"item {it['item_id']!r} has no correct answer (condition {it.get('condition')})")
         ans = ca if it["correct_slot"] == "A" else cb
@@ -385,7 +385,7 @@ def letter_logodds(lm, items: list[dict], before=None, model=None):
     import torch
 
     seqs, pairs = [], []
-    for it, (ctx, ca, cb) in zip(items, _answer_batch(lm, items)):
+    for it, (ctx, ca, cb) in zip(items, answer_batch(lm, items)):
         k = next((j for j, (x, y) in enumerate(zip(ca, cb)) if x != y), None)  # the first differing token
         if k is None:
             raise InterventionError(f"labels of item {it['item_id']!r} tokenise identically")

@@ -19,7 +19,7 @@ class ModelState:
     version counter (any in-place change bumps it) and a strided sample of their values (which
     also catches writes through ``.data``)."""
 
-    _SAMPLES = 64
+    SAMPLES = 64
 
     def __init__(self, hooks: dict, params: dict) -> None:
         self.hooks, self.params = hooks, params
@@ -38,7 +38,7 @@ class ModelState:
         with torch.no_grad():
             for name, p in model.named_parameters():
                 flat = p.detach().reshape(-1)
-                step = max(1, flat.numel() // cls._SAMPLES)
+                step = max(1, flat.numel() // cls.SAMPLES)
                 params[name] = ((id(p), p.data_ptr(), p.dtype, p.device, tuple(p.shape), p.requires_grad,
                                  p._version), flat[::step].clone())
         return cls(hooks, params)

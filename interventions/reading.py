@@ -19,21 +19,21 @@ from evenhand.engine.batching import left_pad
 from evenhand.models.sites import module, resolve
 
 
-def _special(lm) -> bool:
+def adds_special_tokens(lm) -> bool:
     return not uses_chat_template(lm.tokenizer)
 
 
 def prompt_ids(lm, item: dict) -> list[int]:
     """The token ids the model reads for ``item`` (answer prompt, chat template applied)."""
     text = model_text(lm.tokenizer, user_message(item, "answer"))
-    return lm.tokenizer(text, add_special_tokens=_special(lm))["input_ids"]
+    return lm.tokenizer(text, add_special_tokens=adds_special_tokens(lm))["input_ids"]
 
 
 def answer_sequences(lm, item: dict) -> dict[str, list[int]]:
     """Slot -> the prompt completed with that slot's label up to its answer token (the first token where the two
     labels differ, e.g. the letter of "Candidate A"): the sequences whose last position CAA reads."""
     text = model_text(lm.tokenizer, user_message(item, "answer"))
-    (ctx, ca), (_, cb) = (label_token_ids(lm.tokenizer, text, lab, _special(lm)) for lab in labels(item))
+    (ctx, ca), (_, cb) = (label_token_ids(lm.tokenizer, text, lab, adds_special_tokens(lm)) for lab in labels(item))
     k = next((j for j, (x, y) in enumerate(zip(ca, cb)) if x != y), None)
     if k is None:
         raise InterventionError(f"the labels of item {item['item_id']!r} tokenise identically")

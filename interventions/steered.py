@@ -21,7 +21,7 @@ from .reading import answer_sequences, last_token_activations, prompt_ids
 from evenhand.activations import CacheOptions, cache_activations
 from evenhand.models.sites import n_layers
 from evenhand.prompts import model_text, user_message
-from .reading import _special
+from .reading import adds_special_tokens
 from evenhand.engine.batching import left_pad
 from evenhand.models.sites import module, resolve
 from steering.directions import diff_of_means
@@ -301,7 +301,7 @@ def profile_spans(lm, item: dict) -> tuple[list[int], dict[str, tuple[int, int]]
         raise InterventionError("ace: concept 'demographic' finds each candidate's profile by token offsets, which "
                                 "need a fast tokenizer; this model's is not (use concept 'relational')")
     text = model_text(lm.tokenizer, user_message(item, "answer"))
-    enc = lm.tokenizer(text, add_special_tokens=_special(lm), return_offsets_mapping=True)
+    enc = lm.tokenizer(text, add_special_tokens=adds_special_tokens(lm), return_offsets_mapping=True)
     offsets = enc["offset_mapping"]
     lines = item["prompt"].split("\n")
     spans = {}

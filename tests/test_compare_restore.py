@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from experiments.studies.compare import Arm, Cell, _watched, _write_restore
+from experiments.studies.compare import Arm, Cell, watched_models, write_restore
 from interventions.fitted import InterventionError
 from interventions.model_state import ModelState, weights_digest
 from interventions.registry import get
@@ -24,10 +24,10 @@ def lm():
 
 def test_unchanged_model_is_recorded_bit_identical(lm, tmp_path):
     digests: dict = {}
-    watched = _watched(lm, lm, digests)
+    watched = watched_models(lm, lm, digests)
     assert len(watched) == 1  # the deciding and the fitting model are one
     cell = Cell(Arm("caa"), {}, 0, 0)
-    _write_restore(tmp_path / "restore.json", get("caa"), cell, watched, digests, 5, 0.25, 1.5)
+    write_restore(tmp_path / "restore.json", get("caa"), cell, watched, digests, 5, 0.25, 1.5)
     rec = json.loads((tmp_path / "restore.json").read_text())
     assert rec["restored_bit_exactly"] is True and rec["intervention"] == "caa" and rec["items"] == 5
     assert rec["checks"][0]["digest_before"] == rec["checks"][0]["digest_after"]
@@ -37,14 +37,14 @@ def test_unchanged_model_is_recorded_bit_identical(lm, tmp_path):
 def test_a_change_between_samples_is_caught(lm, tmp_path):
     """One weight changed where ModelState's strided sample does not look: its check passes, the digest fails."""
     digests: dict = {}
-    watched = _watched(lm, None, digests)
+    watched = watched_models(lm, None, digests)
     state = ModelState.capture(lm.model)
     w = lm.model[0].weight
-    step = max(1, w.numel() // ModelState._SAMPLES)
+    step = max(1, w.numel() // ModelState.SAMPLES)
     w.data.view(-1)[step // 2] += 1e-3  # through .data: no version bump, not a sampled position
     assert state.differences(lm.model) == []
     with pytest.raises(InterventionError, match="differ from when it was loaded"):
-        _write_restore(tmp_path / "restore.json", get("loreft"), Cell(Arm("loreft"), {}, 0, 0), watched, digests,
+        write_restore(tmp_path / "restore.json", get("loreft"), Cell(Arm("loreft"), {}, 0, 0), watched, digests,
                        5, 0.0, 0.0)
     rec = json.loads((tmp_path / "restore.json").read_text())
     assert rec["restored_bit_exactly"] is False and not rec["checks"][0]["bit_identical"]
@@ -57,7 +57,7 @@ def test_digest_sees_buffers_and_a_left_hook_is_counted(lm, tmp_path):
     lm.model.scale[1] = 1.0
     assert weights_digest(lm.model) == before
     digests: dict = {}
-    watched = _watched(lm, None, digests)
+    watched = watched_models(lm, None, digests)
     lm.model[0].register_forward_hook(lambda *a: None)
-    _write_restore(tmp_path / "restore.json", get("ace"), Cell(Arm("ace"), {}, 0, 0), watched, digests, 1, 0, 0)
+    write_restore(tmp_path / "restore.json", get("ace"), Cell(Arm("ace"), {}, 0, 0), watched, digests, 1, 0, 0)
     assert json.loads((tmp_path / "restore.json").read_text())["checks"][0]["hooks_after"] == 1

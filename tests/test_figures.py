@@ -32,7 +32,14 @@ def captured(monkeypatch):
     """Figures drawn while this fixture is active are kept (open) instead of saved."""
     import evenhand.plotting
     figs = []
-    monkeypatch.setattr(evenhand.plotting, "save", lambda fig, stem, formats=(): figs.append(fig) or [])
+    import sys
+
+    import evenhand.figures  # noqa: F401  (the figure modules, so that their name `save` is patched too)
+    import probes.attribution  # noqa: F401
+    original = evenhand.plotting.save
+    keep = lambda fig, stem, formats=(): figs.append(fig) or []  # noqa: E731
+    for mod in [evenhand.plotting, *[m for m in list(sys.modules.values()) if getattr(m, "save", None) is original]]:
+        monkeypatch.setattr(mod, "save", keep)
     return figs
 
 

@@ -554,6 +554,8 @@ def test_signs_are_decided_on_the_validation_baseline_and_items_on_suite_v2(mode
         return real(*a, **k)
     real = paired.score_arms
     monkeypatch.setattr(paired, "score_arms", spy)
+    import experiments.studies.compare as compare_study
+    monkeypatch.setattr(compare_study, "score_arms", spy)  # as the comparison bound it
     cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "identity_blind"}], controls=False)
     table = run_compare(cfg, progress=False)
     out = tmp_path / "cmp"

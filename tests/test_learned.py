@@ -216,13 +216,13 @@ def test_reft_r1_module_and_l1_on_a_known_case():
 
 
 def test_answer_nll_is_the_correct_answers_token_cross_entropy(lm, pairs):
-    from interventions.learned import _answer_batch
+    from interventions.learned import answer_batch
     gt = [a for a, _ in pairs if a["condition"] == "GT"][:3]
     assert len(gt) == 3
     with torch.no_grad():
         got = answer_nll(lm, gt).item()
         nll, n, wrong = 0.0, 0, 0.0
-        for it, (ctx, ca, cb) in zip(gt, _answer_batch(lm, gt)):
+        for it, (ctx, ca, cb) in zip(gt, answer_batch(lm, gt)):
             right, other = (ca, cb) if it["correct_slot"] == "A" else (cb, ca)
             for ans, sign in ((right, 1), (other, 0)):
                 ids = torch.tensor([ctx + ans])

@@ -178,7 +178,7 @@ def test_a_run_failing_after_its_decisions_resumes_without_deciding_again(tmp_pa
     cfg = RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
                     suite=SuiteConfig(subset=str(tmp_path / "items.parquet")), batch_size=4, resamples=50,
                     cache=CacheConfig(enabled=True, dtype="float32"))
-    engine = importlib.import_module("evenhand.decisions")
+    engine = importlib.import_module("experiments.studies.run_local")  # decide as the runner bound it
     decided, real_decide, real_score = [], engine.decide, runner.score_run
     monkeypatch.setattr(engine, "decide", lambda *a, **k: decided.append(1) or real_decide(*a, **k))
 

@@ -64,7 +64,7 @@ class Echo(Study):
 def echo(tmp_path, monkeypatch):
     """The new study's file, imported (its ``@register`` adds it to a copy of the registry)."""
     base.kinds()  # the shipped studies registered first, so that the copy below holds them
-    monkeypatch.setattr(base, "_STUDIES", dict(base._STUDIES))
+    monkeypatch.setattr(base, "STUDIES", dict(base.STUDIES))
     path = tmp_path / "echo_study.py"
     path.write_text(ECHO)
     spec = importlib.util.spec_from_file_location("echo_study", path)

@@ -49,7 +49,7 @@ class Study:
         return pd.concat(parts, ignore_index=True)
 
 
-_STUDIES: dict[str, Study] = {}
+STUDIES: dict[str, Study] = {}
 DEFAULT_KIND = "run"
 SWEEP_KIND = "sweep"
 """The study of a config with a ``sweep:`` field: it expands the config (whose ``kind:`` names the
@@ -65,24 +65,24 @@ def register(cls: type[Study]) -> type[Study]:
     kind = getattr(cls, "kind", None)
     if not kind:
         raise TypeError(f"{cls.__name__} has no 'kind'")
-    if kind in _STUDIES and type(_STUDIES[kind]) is not cls:
-        raise ValueError(f"a study of kind {kind!r} is already registered ({type(_STUDIES[kind]).__name__})")
-    _STUDIES[kind] = cls()
+    if kind in STUDIES and type(STUDIES[kind]) is not cls:
+        raise ValueError(f"a study of kind {kind!r} is already registered ({type(STUDIES[kind]).__name__})")
+    STUDIES[kind] = cls()
     return cls
 
 
 def kinds() -> list[str]:
     """The registered kinds, sorted (the package's ``__init__`` imports ``registry.py``, which registers the
     shipped studies, before anything here is used)."""
-    return sorted(_STUDIES)
+    return sorted(STUDIES)
 
 
 def get(kind: str) -> Study:
     """The registered study of ``kind`` (ConfigError naming the known kinds otherwise)."""
     known = kinds()
-    if kind not in _STUDIES:
+    if kind not in STUDIES:
         raise ConfigError(f"config field 'kind': unknown study {kind!r}; known: {', '.join(known)}")
-    return _STUDIES[kind]
+    return STUDIES[kind]
 
 
 def without_kind(data: Mapping[str, Any], kind: str) -> dict:

@@ -281,14 +281,14 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         else:
             method = get(cell.arm.name)
             _, apply_opts = method.split_options(cell.options)
-            watched = _watched(lm, model() if method.kind != "prompt" else None, digests)
+            watched = watched_models(lm, model() if method.kind != "prompt" else None, digests)
             t0 = time.perf_counter()
             fitted = _fitted(method, cell, model(), train, train_ids, run, fitted_cache, tag if progress else None)
             if progress:
                 print(f"{tag}deciding under {cell.key}", flush=True)
             t1 = time.perf_counter()
             resp = decide_with(method, fitted, items, lm, dopts, apply_opts)
-            _write_restore(RunDir(path.parent).restore_path, method, cell, watched, digests, len(items), t1 - t0,
+            write_restore(RunDir(path.parent).restore_path, method, cell, watched, digests, len(items), t1 - t0,
                            time.perf_counter() - t1)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_table_atomic(path, resp)
@@ -412,7 +412,7 @@ def _norm_rows(grid: list[Cell], run: RunDir, train_ids: list[str]) -> list[dict
     return rows
 
 
-def _watched(lm, fit_lm, digests: dict[int, tuple]) -> list:
+def watched_models(lm, fit_lm, digests: dict[int, tuple]) -> list:
     """The Hugging Face models a cell decides (``lm``) and fits (``fit_lm``) on, each with its weights digest
     (:func:`interventions.model_state.weights_digest`) taken the first time a cell uses it."""
     from interventions.model_state import weights_digest
@@ -425,7 +425,7 @@ def _watched(lm, fit_lm, digests: dict[int, tuple]) -> list:
     return out
 
 
-def _write_restore(path: Path, method, cell: Cell, watched: list, digests: dict[int, tuple], n_items: int,
+def write_restore(path: Path, method, cell: Cell, watched: list, digests: dict[int, tuple], n_items: int,
                    fit_s: float, decide_s: float) -> None:
     """``restore.json`` of a cell: whether every watched model's weights are bit-identical to when it was loaded
     (a full digest; the base class's hook and parameter check ran on every fit and ``apply`` and raised on any
