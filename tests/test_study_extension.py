@@ -122,3 +122,21 @@ def test_kind_sweep_without_a_sweep_field_is_refused(tmp_path, capsys):
     cfg = _config(tmp_path / "s.yaml", kind="sweep", output_dir=str(tmp_path / "s"))
     assert main(["run", cfg]) == 2
     assert "config field 'sweep' is missing" in capsys.readouterr().err
+
+
+def test_a_study_without_its_stages_is_refused_at_registration(monkeypatch):
+    """Study is abstract: a study that does not say how it parses, stages and runs cannot be registered."""
+    from experiments.studies import base
+    monkeypatch.setattr(base, "STUDIES", dict(base.STUDIES))
+
+    class Half(base.Study):
+        kind = "half"
+
+        def parse(self, data, where="config"):
+            return dict(data)
+
+        def run(self, cfg, progress=True, backend="local", **backend_options):
+            return None
+    with pytest.raises(TypeError, match="stages"):
+        base.register(Half)
+    assert "half" not in base.STUDIES

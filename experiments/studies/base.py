@@ -6,6 +6,7 @@ sweeps and the CLI look the study up here and never branch on its name.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, Sequence
 
@@ -15,7 +16,7 @@ from evenhand.options import ConfigError
 from evenhand.stages import Stage
 
 
-class Study:
+class Study(ABC):
     """One kind of study: its config dataclass, its stages (run through ``evenhand.stages``'s driver
     in a ``RunDir``), its result tables and the text it prints."""
 
@@ -26,18 +27,18 @@ class Study:
     tables: ClassVar[tuple[str, ...]] = ()
     """Its result tables, file names relative to the run directory (read by sweeps)."""
 
+    @abstractmethod
     def parse(self, data: Mapping[str, Any], where: str = "config"):
         """The config dataclass from a YAML mapping (errors name the field; ``kind`` is dropped)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def stages(self, cfg, progress: bool = True) -> Sequence[Stage]:
         """The resumable stages of one run of ``cfg``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def run(self, cfg, progress: bool = True, backend: str = "local", **backend_options) -> Any:
         """Run (or resume) ``cfg`` through the stage driver on ``backend`` (one of :attr:`backends`;
         ``backend_options``: the backend's settings, e.g. Ray's address and workers); returns its result."""
-        raise NotImplementedError
 
     def text(self, cfg, result) -> str:
         """What ``evenhand run`` prints for ``result``."""
