@@ -60,3 +60,15 @@ def lm(tiny_gemma_lm):
 def train_items(smoke_items):
     """60 smoke items with identity cues (degree > 0), seeded: the fitting items of the method tests."""
     return smoke_items[smoke_items["degree"] > 0].sample(60, random_state=1).reset_index(drop=True)
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT_FILES_AT_START = set(os.listdir(_ROOT))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when a test left a new file in the repository root (figures once leaked there)."""
+    new = sorted(set(os.listdir(_ROOT)) - _ROOT_FILES_AT_START - {".pytest_cache", ".hypothesis"})
+    if new:
+        session.exitstatus = 1
+        print(f"\ntests left new files in the repository root: {', '.join(new)}")
