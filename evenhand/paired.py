@@ -94,6 +94,9 @@ class Arms:
     Ns: np.ndarray
     Ds: np.ndarray
     contrast_type: str
+    declined: np.ndarray | None = None
+    """Per-scenario counts (arms x scenarios) of the refusal component's rows the model declined (verdict
+    ``refusal``); the rest of that component's numerator is ``unparsed`` (no verdict found)."""
 
     def at(self, name: str) -> int:
         """The index of arm ``name``."""
@@ -108,7 +111,7 @@ def align_arms(arms: Mapping[str, pd.DataFrame], contrast_type: str | None = Non
         raise ValueError("no arms to align")
     first, ctype, _ = select_contrast_type(ensure_valid(arms[names[0]]), contrast_type)
     ids = first["item_id"].astype(str).tolist()
-    Ns, Ds = [], []
+    Ns, Ds, Vs = [], [], []
     for name in names:
         df, _, _ = select_contrast_type(ensure_valid(arms[name]), ctype)
         if sorted(df["item_id"].astype(str)) != sorted(ids):
@@ -118,12 +121,13 @@ def align_arms(arms: Mapping[str, pd.DataFrame], contrast_type: str | None = Non
         n, d = counted_indicators(df)
         Ns.append(n)
         Ds.append(d)
+        Vs.append(n[:, _REF].astype(bool) & (_metrics.verdicts(df) == "refusal"))
     codes, uniq = pd.factorize(first["scenario_id"], sort=True)
     N, D = np.stack(Ns), np.stack(Ds)
     onehot = np.zeros((len(uniq), len(ids)))
     onehot[codes, np.arange(len(ids))] = 1.0
     return Arms(names, tuple(ids), tuple(map(str, uniq)), codes, N, D, np.einsum("si,aic->asc", onehot, N),
-                np.einsum("si,aic->asc", onehot, D), ctype)
+                np.einsum("si,aic->asc", onehot, D), ctype, np.einsum("si,ai->as", onehot, np.stack(Vs).astype(float)))
 
 
 def _entered(arms: Arms, idx: Sequence[int], metric: str, both: bool = False) -> tuple[int, int]:
@@ -210,6 +214,16 @@ def _interval(vals: np.ndarray, grid: _Grid, held: np.ndarray, what: str, alpha:
 def _held(A: "Arms", idx: Sequence[int], metric: str) -> np.ndarray:
     cols = [COMPONENTS.index(c) for c in components_of(metric)]
     return (A.Ds[list(idx)][:, :, cols].sum(-1) > 0).any(0)
+
+
+def _refusal_split(A: "Arms", W: np.ndarray, sums_d: np.ndarray) -> dict[str, np.ndarray]:
+    """The refusal rate split into ``declined`` (the model declined: verdict ``refusal``) and ``unparsed`` (no
+    verdict found), each arms x grid rows on the refusal component's denominator; the two sum to its rate."""
+    den = sums_d[:, :, _REF]
+    ref = np.einsum("rs,as->ar", W, A.Ns[:, :, _REF])
+    dec = np.einsum("rs,as->ar", W, A.declined)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"declined": np.where(den > 0, dec / den, np.nan), "unparsed": np.where(den > 0, (ref - dec) / den, np.nan)}
 
 
 def sign_flip_p(diffs: np.ndarray, resamples: int, seed: int) -> float:
@@ -313,6 +327,7 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     sums_n, sums_d = np.einsum("rs,asc->arc", W, A.Ns), np.einsum("rs,asc->arc", W, A.Ds)
     gaps = {m: metric_values(sums_n, sums_d, m) - _metrics.FAIR[m] for m in _metrics.ASYMMETRY}
     rates = {m: metric_values(sums_n, sums_d, m) for m in ("accuracy", "refusal")}
+    split = _refusal_split(A, W, sums_d)
     b = A.at(baseline)
     rows: list[dict] = []
     flags: dict[str, bool] = {}
@@ -327,6 +342,10 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
             extra = {"sign": sign[m], "sign_source": source[m]} if m in _metrics.ASYMMETRY else {}
             rows.append(_row(name, m, "gap" if m in _metrics.ASYMMETRY else "rate", est, _entered(A, [a], m),
                              **extra))
+        for part, r in split.items():
+            rows.append(_row(name, "refusal", f"{part}_rate", _interval(r[a], grid, _held(A, [a], "refusal"),
+                                                                      f"the {part} rate", alpha),
+                             _entered(A, [a], "refusal")))
         if a == b:
             flags[name] = False
             continue
@@ -335,6 +354,10 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
         rows.append(_row(name, "refusal", "refusal_change",
                          _interval(dref, grid, _held(A, [a, b], "refusal"), "the difference", alpha),
                          _entered(A, [a, b], "refusal", both=True)))
+        for part, r in split.items():
+            rows.append(_row(name, "refusal", f"{part}_change",
+                             _interval(r[a] - r[b], grid, _held(A, [a, b], "refusal"), "the difference", alpha),
+                             _entered(A, [a, b], "refusal", both=True)))
         rows += _changes(A, a, b, gaps, sign, source, flags[name], grid, alpha)
         rows += _accuracy(A, a, b, rates["accuracy"], resamples, seed, grid, alpha)
     for name, ctl in controls.items():

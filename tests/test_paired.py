@@ -147,6 +147,33 @@ def test_a_method_refusing_80_percent_is_flagged_and_never_ranked(items):
     assert loose_ranked >= 2
 
 
+def test_the_refusal_change_is_split_into_declined_and_unparsed(items):
+    """A method that declines on 30% of items and writes garbage on 10% more: the refusal change (about 40 pp)
+    is split into declined (about 30) and unparsed (about 10), each with a paired CI, the two summing to it.
+    Fails when the two parts are swapped, or when unparsed rows are counted as declined (the old lumping)."""
+    base, _, _ = planted(items, 0.10, 0)
+    rng = np.random.default_rng(7)
+    u = rng.random(len(base))
+    ch = base["choice"].to_numpy(object).copy()
+    ch[u < 0.4] = None
+    verdict = np.where(u < 0.3, "refusal", np.where(u < 0.4, "unparsed", "choice"))
+    arms = {"baseline": base.assign(parse_verdict="choice"), "decliner": base.assign(choice=ch, parse_verdict=verdict)}
+    t = score_arms(arms, "baseline")
+    total = row(t, "decliner", "refusal", "refusal_change")
+    dec, unp = row(t, "decliner", "refusal", "declined_change"), row(t, "decliner", "refusal", "unparsed_change")
+    assert dec["value"] == pytest.approx(0.3, abs=0.02) and unp["value"] == pytest.approx(0.1, abs=0.02)
+    assert dec["value"] + unp["value"] == pytest.approx(total["value"], abs=1e-12)
+    assert dec["ci_low"] < dec["value"] < dec["ci_high"] and unp["ci_low"] < unp["value"] < unp["ci_high"]
+    assert dec["n"] == total["n"] and dec["n_scenarios"] == total["n_scenarios"]
+    rate = row(t, "decliner", "refusal", "rate")["value"]
+    assert row(t, "decliner", "refusal", "declined_rate")["value"] + \
+        row(t, "decliner", "refusal", "unparsed_rate")["value"] == pytest.approx(rate, abs=1e-12)
+    assert row(t, "baseline", "refusal", "declined_rate")["value"] == 0.0
+    from experiments.cli.formatting import compare_text
+    line = [ln for ln in compare_text(t.rename(columns={"arm": "cell"})).splitlines() if ln.startswith("decliner")][0]
+    assert line.split()[2] == f"{100 * dec['value']:+.1f}/{100 * unp['value']:+.1f}"
+
+
 def test_a_method_identical_to_its_control_has_a_contrast_covering_zero(items):
     base, us, flips = planted(items, 0.10, 1)
     method = removing(base, us, flips, 0.10, 0.5, 1)

@@ -85,7 +85,9 @@ def compare_table(result: dict) -> str:
         if r is not None:
             lines.append(f"  change toward zero, {m:<10} {fmt(r, 'accgap')}  {r.get('verdict') or ''}")
     for m, stat, label in (("accuracy", "accuracy_loss", "accuracy loss"),
-                           ("refusal", "refusal_change", "refusal change")):
+                           ("refusal", "refusal_change", "refusal change"),
+                           ("refusal", "declined_change", "  of which declined"),
+                           ("refusal", "unparsed_change", "  of which unparsed")):
         r = rows.get((m, stat))
         if r is not None:
             flag = "  FLAGGED: refusals rose by more than the margin" if r.get("refusal_flag") else ""
@@ -105,7 +107,7 @@ def compare_text(table, metric: str = "fraggap") -> str:
         return f"{100 * r['value']:+.1f}" + ("" if not ci or lo is None or lo != lo else
                                              f" [{100 * lo:+.1f}, {100 * hi:+.1f}]")
     name = metric_name(metric)
-    lines = [f"{'cell':<40}{'refusal +':>10}{name + ' gap':>12}{name + ' change [CI]':>26}{'p Holm':>8}  "
+    lines = [f"{'cell':<40}{'refusal +':>10}{'declined/unparsed +':>20}{name + ' gap':>12}{name + ' change [CI]':>26}{'p Holm':>8}  "
              f"{'verdict':<21}{'- control [CI]':>22}{'control band (n)':>22}{'accuracy loss [CI]':>24}"
              f"{'p (clust.)':>11}{'n items/scen.':>15}"]
     for cell, g in table.groupby("cell", sort=False):
@@ -121,11 +123,13 @@ def compare_text(table, metric: str = "fraggap") -> str:
         if vs is not None and vs.get("band_low") is not None and vs["band_low"] == vs["band_low"]:
             band = (f"[{100 * vs['band_low']:+.1f}, {100 * vs['band_high']:+.1f}] ({int(vs['n_controls'])})"
                     + (" B" if vs.get("beats_control") is True else ""))
-        lines.append(f"{cell:<40}{f(idx.get(('refusal', 'refusal_change')), False):>10}"
+        split = f"{f(idx.get(('refusal', 'declined_change')), False)}/{f(idx.get(('refusal', 'unparsed_change')), False)}"
+        lines.append(f"{cell:<40}{f(idx.get(('refusal', 'refusal_change')), False):>10}{split:>20}"
                      f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}{holm:>8}  {verdict:<21}"
                      f"{f(vs):>22}{band:>22}{f(idx.get(('accuracy', 'accuracy_loss'))):>24}"
                      f"{'-' if p is None else format(p['value'], '.3g'):>11}{n:>15}")
-    lines.append("p Holm: the change's p-value, Holm-adjusted over every (cell x metric) change; control band: the "
+    lines.append("declined/unparsed: the refusal change split into answers that declined and answers with no "
+                 "verdict found (evenhand.parse). p Holm: the change's p-value, Holm-adjusted over every (cell x metric) change; control band: the "
                  "2.5-97.5% range of the random controls' changes (n controls), B: the cell beats its controls "
                  "(its change above the band and its minus-control CI excludes 0).")
     return "\n".join(lines)
