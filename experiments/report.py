@@ -156,14 +156,15 @@ def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path,
     order = [m for m in by_degree() if m not in asymmetry()] + [m for m in asymmetry() if m in by_degree()]
     lines += [f"- {sentence(m, metrics['by_degree'][top][m], top)}" for m in order]
     lines += ["", "## By degree", "",
-              f"Value [95% CI]; {units_phrase(by_degree())}.", "",
+              f"Value [95% CI], then n items and k scenarios behind it; {units_phrase(by_degree())}.", "",
               "| Degree | " + " | ".join(metric_name(m) for m in by_degree()) + " |", "|---|" + "---:|" * len(by_degree())]
     for d in degrees:
         cells = []
         for m in by_degree():
             e = metrics["by_degree"][d][m]
             cells.append("–" if e["value"] is None else number(100 * e["value"], 1, get_metric(m).signed) + (
-                f" [{number(100 * e['ci_low'])}, {number(100 * e['ci_high'])}]" if e["ci_low"] is not None else ""))
+                f" [{number(100 * e['ci_low'])}, {number(100 * e['ci_high'])}]" if e["ci_low"] is not None else "")
+                + (f"<br><small>n={e['n']:,}, k={e['clusters']}</small>" if e.get("n") is not None else ""))
         lines.append(f"| {degree_name(d)} | " + " | ".join(cells) + " |")
     lines += probe_lines(run)
     lines += ["", "## Figures", ""]

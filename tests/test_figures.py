@@ -184,6 +184,8 @@ def test_report_page_is_self_contained_with_captions_and_caveat(sim, tmp_path):
     text = md.read_text()
     assert "FragGap at D3" in text and "![progression](figures/progression.png)" in text
     assert "*Figure 1. Accuracy and the four asymmetry metrics" in text
+    rows = [ln for ln in text.splitlines() if ln.startswith("| D") and not ln.startswith("| Degree")]  # the by-degree table: n and k in every cell
+    assert rows and all(ln.count("<small>n=") == ln.count("[") and ", k=" in ln for ln in rows)
     html = page.read_text()
     assert "<table>" in html and "<li>" in html and "`" not in html and "Model <code>None" not in html
     imgs = re.findall(r'<img src="([^"]+)"', html)
