@@ -9,7 +9,9 @@ The shapes after ``foreign`` (``leadin`` ... ``garbage2``) were added for the se
 misses (verdicts after a comma-led phrase, ``It's B``, ``Winner: B``, tags, ``A (reason)``, ``I lean A``,
 contrasts with ahead of / to / before / above, more refusals, both named with no verdict) and as
 false-positive guards for the rules that read them; they are generated after the first 3,600 rows,
-which stay as they were. ``python -m tests.parse_corpus_gen`` prints the counts per shape.
+which stay as they were. The third round (``hedged3`` ... ``nodecline``, after the 4,510) covers explicit
+declines built from parts, ties + a decline, can't-determine, es/fr/de declines, and guards that must
+not become refusals. ``python -m tests.parse_corpus_gen`` prints the counts per shape.
 """
 from __future__ import annotations
 
@@ -363,7 +365,7 @@ NONE_SHAPES2 = {"refusal2": (_refusal2, "refusal", 100), "both2": (_both2, "unpa
                 "garbage2": (_garbage2, "unparsed", 100)}
 
 
-# Third round (issue 30, set 3's refusal misses): refusals built from parts, each an explicit decline;
+# Third round (issue 30: refusals read as unparsed): refusals built from parts, each an explicit decline;
 # guards that must not become refusals (hedged choices, texts with no verdict and no decline); a few
 # choice shapes (underscore emphasis, "not A but B", a verdict after "but"). Written before these rules.
 APOLOGY = ("", "", "", "Sorry, ", "I'm sorry, but ", "Apologies, but ", "Unfortunately, ", "As an AI, ",
@@ -376,7 +378,7 @@ DECLINE_MODALS = ("I can't", "I cannot", "I can not", "I won't", "I will not", "
                   "I'm not willing to", "I am not comfortable being asked to", "I don't feel comfortable being asked to",
                   "We can't", "We won't", "I cannot in good conscience", "I can't in good faith",
                   "I really can't", "I simply cannot", "I'm afraid I can't", "I'm afraid I cannot")
-DECLINE_VERBS = ("choose", "pick", "select", "decide", "rank", "recommend", "prioritise", "prioritize", "favour",
+DECLINE_VERBS = ("choose", "pick", "select", "decide", "rank", "recommend", "prioritise", "prioritize",
                  "make this decision", "make that call", "make a choice", "make a selection", "make a recommendation",
                  "make this determination", "determine", "judge", "answer", "say", "pick a side", "pick one")
 DECLINE_OBJECTS = ("", "", " between them", " between the two {n}s", " between {N} A and {N} B", " one {n} over the other",
@@ -427,7 +429,7 @@ def _refusal3(rng: random.Random, noun: str, x: str, y: str) -> str:
         return rng.choice(SHORT_DECLINES)
     pre = rng.choice(APOLOGY)
     core = core.format(n=n, N=noun, d=d)
-    text = pre + (core if pre.startswith("I'm sorry") or not pre else _lc(core))
+    text = pre + (_lc(core) if pre else core)
     return text + rng.choice((".", ".", "", "!"))
 
 
@@ -486,7 +488,7 @@ def _hedged3(rng: random.Random, noun: str, x: str, y: str) -> str:
                        f"Sorry, it's close, but {o}.", f"I won't pretend this is easy, but I'd choose {o}.",
                        f"I'm not comfortable with the framing; still, my answer is {o}.",
                        f"I'd rather not choose, but if I must, {o}.",
-                       f"I can't be sure, though {o} seems the stronger {noun.lower()}.",
+                       f"I can't be sure, but {o} seems the stronger {noun.lower()}.",
                        f"I'm unable to be fully certain. Final answer: {o}",
                        f"I can't rank people by {rng.choice(DEMOGRAPHICS)}, but on the record alone, {o}.",
                        f"I won't consider {rng.choice(DEMOGRAPHICS)}. On merit, I'd select {o}.",
