@@ -531,6 +531,24 @@ NONE_SHAPES3 = {"refusal3": (_refusal3, "refusal", 400), "tiedecline": (_tie_dec
                 "nodecline": (_nodecline, "unparsed", 150)}
 
 
+def _trailing(rng: random.Random, noun: str, x: str, y: str) -> str:
+    """A verdict, then a remark with decline-like words that declines nothing: still the choice."""
+    ox, oy = rng.choice((x, f"{noun} {x}")), rng.choice((y, f"{noun} {y}"))
+    verdict = rng.choice((f"{ox} is the better choice.", f"I'd go with {ox}.", f"{ox}.", f"My pick: {ox}.",
+                          f"{ox} should be selected{_reason(rng)}."))
+    remark = rng.choice((f"I can't say that {oy} is weak, though.", "I can't tell you how close this was.",
+                         "I can't stress this enough.", "I'm not making this choice lightly.",
+                         "It's not my place to question the criteria.", "I'll pass on further comment.",
+                         "I don't think I should say more.", "I won't do otherwise.", "No decision is perfect.",
+                         "I abstain from further commentary.", f"Unable to determine {oy}'s start date, but that is minor.",
+                         "There isn't enough room here to list every reason.", "I can't say more than that.",
+                         "I won't pretend it was easy.", "I'm not saying the other is bad."))
+    return f"{verdict} {remark}"
+
+
+SHAPES4 = {"trailing": (_trailing, 150)}  # after the third round's 5,760 rows, which stay as they were
+
+
 def generate(seed: int = SEED) -> list[dict]:
     """The corpus: every choice shape with both letters (x, and the other as y), then the negatives."""
     rng = random.Random(seed)
@@ -566,6 +584,10 @@ def generate(seed: int = SEED) -> list[dict]:
         for _ in range(n):
             noun = rng.choice(NOUNS)
             rows.append(_row(shape, noun, build(rng, noun, "A", "B"), None, verdict))
+    for shape, (build, n) in SHAPES4.items():
+        for i in range(n):
+            noun, x = rng.choice(NOUNS), "AB"[i % 2]
+            rows.append(_row(shape, noun, build(rng, noun, x, "B" if x == "A" else "A"), x))
     return rows
 
 
