@@ -75,11 +75,11 @@ def confusion(rows: list[dict]) -> str:
 
 def test_generated_corpus_is_big_and_covers_the_shapes() -> None:
     shapes = {r["shape"].split("-")[0] for r in GENERATED}
-    assert len(GENERATED) >= 5700
+    assert len(GENERATED) >= 5900
     assert {"verb", "verdict", "initial", "field", "reasoning", "concession", "contrast", "negation",
             "hedged", "both", "refusal", "garbage", "foreign", "leadin", "itis", "tagged", "aside", "lean",
             "contrast2", "refusal2", "both2", "garbage2", "hedged3", "markdown3", "contrast3", "refusal3",
-            "tiedecline", "cantdetermine", "foreignrefusal", "nodecline"} <= shapes
+            "tiedecline", "cantdetermine", "foreignrefusal", "nodecline", "trailing"} <= shapes
     assert {r["verdict"] for r in GENERATED} == {"choice", "refusal", "unparsed"}
     assert generate() == GENERATED  # seeded: the same corpus every run
 
@@ -143,6 +143,9 @@ def test_second_set_rules_and_their_false_positive_guards(text: str, choice: str
     ("It depends on what the committee values most.", None, "unparsed"),
     ("I'll pass Student A to the next round.", "A", "choice"),  # "pass" + a candidate is no decline
     ("I'm not choosing A; B is the better fit.", "B", "choice"),
+    ("Student B is better. I can't say that A is bad, though.", "B", "choice"),  # a remark after the verdict
+    ("I'd hire Student A. I don't think I should say more.", "A", "choice"),
+    ("Student B. It's not my place to question the criteria.", "B", "choice"),
     ("Not A but B.", "B", "choice"),
     ("Not A - B.", "B", "choice"),
     ("Vitamins C - A.", None, "unparsed"),  # a list after a dash, as after a comma
