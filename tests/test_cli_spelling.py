@@ -51,6 +51,27 @@ def test_every_command_spells_a_concept_one_way(parser):
     assert {"--degrees", "--quiet", "--limit"} <= seen
 
 
+def _parsers(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    """(command path, parser) for the top-level parser and every (sub)command."""
+    yield " ".join(path) or "evenhand", parser
+    for act in parser._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for name, sub in act.choices.items():
+                yield from _parsers(sub, path + (name,))
+
+
+def test_every_help_page_renders(parser):
+    """`evenhand --help` raised ValueError: a subcommand's help said "95% CIs", which argparse reads as a format."""
+    broken = []
+    for cmd, p in _parsers(parser):
+        try:
+            p.format_help()
+        except (ValueError, TypeError) as exc:
+            broken.append(f"{cmd}: {exc}")
+    assert not broken
+    assert "--degrees DEGREES [DEGREES ...], --degree DEGREES" in dict(_parsers(parser))["probe sweep"].format_help()
+
+
 def test_the_check_fails_on_an_old_primary_spelling():
     """The tree before the change: `probe sweep --degree`, `demo --no-progress`, and an alias put first."""
     p = argparse.ArgumentParser()

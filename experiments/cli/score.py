@@ -138,7 +138,7 @@ def _coverage(a) -> int:
 
 def register_score(sub: argparse._SubParsersAction) -> None:
     """Add `score` to the top-level subparsers ``sub``."""
-    s = sub.add_parser("score", help=f"metrics with 95% CIs ({INTERVAL_NAMES[INTERVAL]}) from a responses file",
+    s = sub.add_parser("score", help=f"metrics with 95%% CIs ({INTERVAL_NAMES[INTERVAL]}) from a responses file",
                        description=f"Score a file of answers: every metric with its 95% CI ({INTERVAL_NAMES[INTERVAL]}), "
                                    "n items and k scenarios; the degree-3 headline, the D0 -> D3 progression, all "
                                    "degrees pooled. In Python: eh.score(path), a report that prints the headline and "
