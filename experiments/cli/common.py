@@ -44,7 +44,9 @@ def json_flag(x: argparse.ArgumentParser) -> None:
 
 
 QUIET_HELP = "no progress bars and no stage headers (the results are still printed)"
-"""What ``--quiet`` means in every command that has it."""
+"""What ``--quiet`` means in every command that has it (where a command prints no stage headers: BARS_ONLY)."""
+BARS_ONLY = "no progress bars (the results are still printed)"
+"""``--quiet`` in the commands that print no stage headers."""
 
 
 def progress_flag(x: argparse.ArgumentParser, what: str = QUIET_HELP) -> None:
@@ -103,7 +105,7 @@ def model_args(x: argparse.ArgumentParser) -> None:
     add_flags(x, SuiteConfig, SUITE_FLAGS)
     x.add_argument("--out", required=True, help="the output directory (a re-run resumes it)")
     add_flags(x, DecideOptions, ["batch_size"])
-    progress_flag(x, "no progress bars (the results are still printed)")
+    progress_flag(x, BARS_ONLY)
 
 
 def model_spec(a: argparse.Namespace):

@@ -12,7 +12,7 @@ from evenhand.metrics import INTERVAL
 from evenhand.options import alias_help
 from evenhand.stats import INTERVAL_NAMES, RESAMPLES
 
-from .common import bootstrap_flags, json_flag, progress, progress_flag, refused_bootstrap
+from .common import BARS_ONLY, bootstrap_flags, json_flag, progress, progress_flag, refused_bootstrap
 from .formatting import eval_text
 
 
@@ -214,5 +214,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     bootstrap_flags(s, ["resamples"])
     s.add_argument("--seed", type=int, default=0, help="seed of the probes' folds and of the bootstrap")
     s.add_argument("--out", default=None, help="a directory for dial_probes.parquet and .csv")
-    progress_flag(s)
+    progress_flag(s, BARS_ONLY)
     s.set_defaults(fn=_organism_dial_probe)

@@ -14,7 +14,7 @@ from probes.logistic import ProbeOptions
 
 from experiments.studies.run_config import AblationConfig, AttributionConfig, ProbeConfig
 
-from .common import bootstrap_flags, progress, progress_flag, renamed_flag
+from .common import BARS_ONLY, bootstrap_flags, progress, progress_flag, renamed_flag
 from .formatting import ablation_text, attribution_text, probe_text
 
 PROBE_FLAGS = ("solver", "device", "folds", "inner_folds", "seed")
@@ -117,12 +117,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_flags(s, AblationConfig, ["degree"], flags={"degree": "--degrees"}, aliases={"degree": ["--degree"]},
               single={"degree": "the ablation re-decides one degree's items (names appear at degree 1)"})
     s.add_argument("--batch-size", type=int, default=32, help="items per forward pass when re-deciding and caching")
-    progress_flag(s, "no progress bars (the results are still printed)")
+    progress_flag(s, BARS_ONLY)
     s.set_defaults(fn=_probe_ablation)
     s = pr.add_parser("attribution", help="direct logit attribution of the decision by layer (TransformerLens)")
     s.add_argument("run_dir", help="a run directory (its responses and model)")
     add_flags(s, AttributionConfig, ["degrees", "batch_size"], aliases={"degrees": ["--degree"]})
     bootstrap_flags(s)
     s.add_argument("--out", default=None, help="default: RUN_DIR/attribution")
-    progress_flag(s)
+    progress_flag(s, BARS_ONLY)
     s.set_defaults(fn=_probe_attribution)
