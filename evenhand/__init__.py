@@ -3,7 +3,7 @@
 The public API, for a notebook (``import evenhand as eh``)::
 
     lm = eh.load_model("evenhand-organism")        # a preset, a Hugging Face id or a local path
-    items = eh.suite.items("smoke", n=200)          # suite items, spread across scenarios
+    items = eh.suite.items("smoke", limit=200)      # suite items, spread across scenarios
     responses = eh.decide(items, lm, eh.DecideOptions(mode="answer"))
     cache = eh.cache(items, lm, eh.CacheOptions(), out_dir="activations")
     report = eh.score(responses)                    # FairStress metrics, 95% CIs: jackknife-t over scenarios

@@ -7,7 +7,7 @@ from dataclasses import replace
 from evenhand.decisions import DecideOptions
 from evenhand.options import add_flags, options_from_args
 
-from .common import model_args, prepare
+from .common import model_args, prepare, progress
 
 DECIDE_FLAGS = ("mode", "batch_size", "max_new_tokens", "reasoning_max_new_tokens", "prefix_reuse", "engine")
 """The DecideOptions fields that `decide` takes as flags (batch_size among the model flags)."""
@@ -17,7 +17,7 @@ def _decide(a) -> int:
     from evenhand.messages import warn_unparseable  # deferred: keeps the CLI's start fast
     from evenhand.decisions import decide  # deferred: keeps the CLI's start fast
     from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
-    opts = options_from_args(DecideOptions, a, DECIDE_FLAGS)  # a bad combination fails before the model loads
+    opts = options_from_args(DecideOptions, a, DECIDE_FLAGS, progress=progress(a))  # a bad combination fails before the model loads
     out, spec, items, lm = prepare(a, engine=opts.engine)
     opts = replace(opts, chat_template=spec.chat_template)
     table = decide(items, lm, opts, out_dir=out)

@@ -58,7 +58,7 @@ def check_output_dir(path: str | Path) -> Path:
 
 def suite_items(s: SuiteConfig):
     """The items a suite config selects, as a DataFrame (:func:`evenhand.suite.items`)."""
-    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, n=s.limit,
+    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit,
                  version=s.version)
 
 
