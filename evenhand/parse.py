@@ -19,10 +19,12 @@ from typing import NamedTuple
 
 from . import parse_words as W
 
-__all__ = ["VERDICTS", "ParseResult", "parse_choice", "parse_detail"]
+__all__ = ["VERDICTS", "PARSE_FIELDS", "ParseResult", "parse_choice", "parse_detail", "parse_fields"]
 
 
 VERDICTS = ("choice", "refusal", "unparsed")
+PARSE_FIELDS = ("parse_method", "parse_hedged", "parse_verdict")
+"""The parse columns every run's rows carry beside the raw ``text`` (:meth:`ParseResult.fields`)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,11 @@ class ParseResult:
             raise ValueError(f"ParseResult.verdict must be one of {VERDICTS}, got {self.verdict!r}")
         if (self.verdict == "choice") != (self.choice is not None):
             raise ValueError(f"ParseResult.verdict {self.verdict!r} does not match choice {self.choice!r}")
+
+    def fields(self) -> dict:
+        """The :data:`PARSE_FIELDS` of a row: ``parse_method`` (the rule that decided; None without a choice),
+        ``parse_hedged``, ``parse_verdict``."""
+        return {"parse_method": self.method, "parse_hedged": self.hedged, "parse_verdict": self.verdict}
 
 
 class _Ev(NamedTuple):
@@ -319,6 +326,11 @@ def parse_detail(text: str | None, noun: str | None = None) -> ParseResult:
         verdict = "refusal" if pick.method == "refusal" else "unparsed"
         return ParseResult(None, None, (pick.start, pick.end), verdict=verdict)
     return ParseResult(pick.choice, pick.method, (pick.start, pick.end), hedged, "choice")
+
+
+def parse_fields(text: str | None, noun: str | None = None) -> dict:
+    """The :data:`PARSE_FIELDS` of one raw answer (what :mod:`evenhand.engine.rows` writes)."""
+    return parse_detail(text, noun).fields()
 
 
 def parse_choice(text: str | None, noun: str | None = None) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evenhand import __version__
 
-from . import cache, decide, demo, figures, organism, power, probe, report, run, runs, score, studies, suite
+from . import cache, decide, demo, figures, organism, power, probe, report, run, runs, score, show, studies, suite, table
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     figures.register(sub)
     report.register(sub)
     runs.register(sub)
+    show.register(sub)
+    table.register(sub)
     studies.register_modes_bbq_interventions(sub)
     probe.register(sub)
     demo.register(sub)
