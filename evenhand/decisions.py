@@ -37,7 +37,7 @@ class ItemsFailed(RunError):
 
     def __init__(self, failed: list[tuple[str, str]], total: int, table: pd.DataFrame):
         self.failed, self.table = failed, table
-        super().__init__(f"{len(failed):,} of {total:,} items got no answer (item {failed[0][0]}: {failed[0][1]}); "
+        super().__init__(f"{len(failed):,} of {total:,} items got no answer (first: item {failed[0][0]}, {failed[0][1]}); "
                          f"the {len(table):,} answered are saved: run the same command again to retry the others")
 
 

@@ -348,8 +348,8 @@ def ask(lm: APIModel, messages: list[dict], max_tokens: int, pace: _Pace | None 
         lm.cache.add(rec)
         return {**rec, "cached": False}
     lm.count("failed")
-    tries = "not retried" if attempt == -1 else f"{o.max_retries + 1} tries"
-    rec = {"key": key, "error": f"{why} ({tries})", "attempts": max(attempt + 1, 1),
+    tries = "not retried" if attempt == -1 else f"after {o.max_retries + 1} tries"
+    rec = {"key": key, "error": f"{why}, {tries}", "attempts": max(attempt + 1, 1),
            "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     lm.cache.add(rec)
     return {**rec, "cached": False}
@@ -360,9 +360,13 @@ def chat_rows(lm: APIModel, conversations: list[list[dict]], max_new: int) -> li
     ``n_new_tokens`` and ``n_prompt_tokens`` (the endpoint's usage counts), ``gen_logprob`` (None: not asked for),
     ``api_attempts``, ``api_cached``, ``api_finish_reason`` and ``error`` (None, or why the item has no answer)."""
     pace = _Pace(lm.options.requests_per_minute)
-    workers = max(1, min(lm.options.concurrency, len(conversations)))
+    first: dict[str, int] = {}  # one request per distinct conversation (degree-0 items of two contrasts match)
+    which = [first.setdefault(json.dumps(c, sort_keys=True), len(first)) for c in conversations]
+    distinct = [conversations[which.index(k)] for k in range(len(first))]
+    workers = max(1, min(lm.options.concurrency, len(distinct)))
     with ThreadPoolExecutor(workers) as pool:
-        recs = list(pool.map(lambda m: ask(lm, [dict(x) for x in m], max_new, pace), conversations))
+        asked = list(pool.map(lambda m: ask(lm, [dict(x) for x in m], max_new, pace), distinct))
+    recs = [asked[k] if which.index(k) == i else {**asked[k], "cached": True} for i, k in enumerate(which)]
     return [{"text": r.get("text", ""), "n_new_tokens": r.get("completion_tokens"), "gen_logprob": None,
              "n_prompt_tokens": r.get("prompt_tokens"), "api_attempts": r.get("attempts"),
              "api_cached": bool(r.get("cached")), "api_finish_reason": r.get("finish_reason"),
