@@ -223,3 +223,34 @@ def test_retry_after_and_a_torn_cache_line(tmp_path):
     path.write_text(json.dumps({"key": "k1", "text": "Applicant A"}) + "\n" + '{"key": "k2", "te')
     cache = ResponseCache(path)
     assert set(cache.hits) == {"k1"}
+
+
+def _compare_raw(url: str, out: Path, interventions: list) -> dict:
+    return {"kind": "compare", "model": NAME, "output_dir": str(out), "engine": "openai", "openai": {"base_url": url},
+            "interventions": interventions, "train": {"scenarios": 2, "max_items": 8}, "validation": {"scenarios": 1},
+            "eval": {"scenarios": 2, "baselines": 1}, "batch_size": 16, "resamples": 20, "controls": False}
+
+
+def test_a_comparison_through_the_api_refuses_weight_methods(tmp_path):
+    from experiments.studies.compare_config import parse_config
+    from evenhand.options import ConfigError
+    raw = _compare_raw("http://127.0.0.1:1/v1", tmp_path, [{"name": "fair_instruction"}, {"name": "caa"}])
+    with pytest.raises(ConfigError, match=r"interventions\[1\]: caa edits the model's weights or activations and "
+                                          r"needs local weights; engine openai decides through an API"):
+        parse_config(raw)
+    with pytest.raises(ConfigError, match="openai sets engine openai's endpoint, but engine is hf"):
+        parse_config({**raw, "engine": "hf", "interventions": [{"name": "caa"}]})
+
+
+@pytest.mark.slow  # the whole comparison (20 s); fast: a prompt procedure through the API, the refusal above
+def test_a_comparison_through_the_api_runs_prompt_methods(organism, tmp_path):
+    """`kind: compare` with engine openai: the baseline and fair_instruction decided through the server (the
+    table's engine column says openai), the response cache in the comparison's directory."""
+    from experiments.studies.compare import run_compare
+    from experiments.studies.compare_config import parse_config
+    with ChatServer(organism, NAME) as server:
+        table = run_compare(parse_config(_compare_raw(server.url, tmp_path / "c", [{"name": "fair_instruction"}])),
+                            progress=False)
+        assert len(server.log) > 0
+    assert set(table.loc[table["cell"] != "", "engine"]) == {"openai"}
+    assert (tmp_path / "c" / "openai_cache.jsonl").exists()
