@@ -53,7 +53,7 @@ OPTS = DecideOptions(engine="openai", progress=False)
 
 def test_same_choices_as_the_hf_engine(organism, items, reference):
     """Greedy through the server = greedy in process, item for item. Fails when the
-    server templates the chat otherwise than the hf engine (chat_template="none" there: 8 of 32 differ)."""
+    server templates the chat otherwise than the hf engine (chat_template="none" there: no item gets a choice)."""
     with ChatServer(organism, NAME) as server:
         got = decide(items, api(server, concurrency=1), OPTS)
         assert len(server.log) == items["prompt"].nunique()  # degree-0 items of several contrasts share a prompt
@@ -254,3 +254,11 @@ def test_a_comparison_through_the_api_runs_prompt_methods(organism, tmp_path):
         assert len(server.log) > 0
     assert set(table.loc[table["cell"] != "", "engine"]) == {"openai"}
     assert (tmp_path / "c" / "openai_cache.jsonl").exists()
+
+
+def test_decide_refuses_endpoint_flags_without_engine_openai(tmp_path, capsys):
+    from experiments.cli.main import main
+    assert main(["decide", "--model", NAME, "--base-url", "http://127.0.0.1:1/v1", "--concurrency", "2",
+                 "--out", str(tmp_path / "d")]) == 2
+    assert capsys.readouterr().err.strip() == ("evenhand: error: --base-url, --concurrency set engine openai's "
+                                               "endpoint, but --engine is hf: add --engine openai")

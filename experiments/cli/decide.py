@@ -25,9 +25,11 @@ def _decide(a) -> int:
     from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
     opts = options_from_args(DecideOptions, a, DECIDE_FLAGS)  # a bad combination fails before the model loads
     api = options_from_args(OpenAIOptions, a, API_FLAGS, API_RENAMED)
-    if opts.engine != "openai" and api != OpenAIOptions():
-        raise ValueError(f"--{'/--'.join(f.replace('_', '-') for f in API_FLAGS if f != 'model')}/--api-model "
-                         f"set engine openai's endpoint: add --engine openai")
+    given = [API_RENAMED.get(f, "--" + f.replace("_", "-")) for f in API_FLAGS
+             if getattr(api, f) != getattr(OpenAIOptions(), f)]
+    if opts.engine != "openai" and given:
+        raise ValueError(f"{', '.join(given)} set engine openai's endpoint, but --engine is {opts.engine}: "
+                         f"add --engine openai")
     if opts.engine == "openai" and api.concurrency > opts.batch_size:
         raise ValueError(f"--concurrency {api.concurrency} exceeds --batch-size {opts.batch_size}: at most a batch's "
                          f"items are in flight; raise --batch-size")
