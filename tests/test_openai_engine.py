@@ -262,3 +262,14 @@ def test_decide_refuses_endpoint_flags_without_engine_openai(tmp_path, capsys):
                  "--out", str(tmp_path / "d")]) == 2
     assert capsys.readouterr().err.strip() == ("evenhand: error: --base-url, --concurrency set engine openai's "
                                                "endpoint, but --engine is hf: add --engine openai")
+
+
+def test_a_fatal_reply_stops_the_run_with_one_line(organism, items, tmp_path):
+    """HTTP 404 (a model the endpoint does not serve; the load check skipped) is not retried: the first reply
+    stops the run with EndpointError, and the requests not yet sent are not sent."""
+    with ChatServer(organism, NAME) as server:
+        lm = load_api(NAME, OpenAIOptions(base_url=server.url, model="gpt-9", concurrency=1), tmp_path, check=False)
+        with pytest.raises(EndpointError, match=r"HTTP 404 .*'gpt-9' does not exist.*check openai.base_url, "
+                                                r"openai.model and openai.api_key_env"):
+            decide(items.head(8), lm, OPTS, out_dir=tmp_path)
+        assert lm.stats["requests"] <= 2 and lm.stats["retries"] == 0  # the next may start before the cancel

@@ -365,7 +365,13 @@ def chat_rows(lm: APIModel, conversations: list[list[dict]], max_new: int) -> li
     distinct = [conversations[which.index(k)] for k in range(len(first))]
     workers = max(1, min(lm.options.concurrency, len(distinct)))
     with ThreadPoolExecutor(workers) as pool:
-        asked = list(pool.map(lambda m: ask(lm, [dict(x) for x in m], max_new, pace), distinct))
+        futures = [pool.submit(ask, lm, [dict(x) for x in m], max_new, pace) for m in distinct]
+        try:
+            asked = [f.result() for f in futures]
+        except BaseException:  # a fatal reply or Ctrl-C: the requests not yet sent are not sent
+            for f in futures:
+                f.cancel()
+            raise
     recs = [asked[k] if which.index(k) == i else {**asked[k], "cached": True} for i, k in enumerate(which)]
     return [{"text": r.get("text", ""), "n_new_tokens": r.get("completion_tokens"), "gen_logprob": None,
              "n_prompt_tokens": r.get("prompt_tokens"), "api_attempts": r.get("attempts"),
