@@ -20,6 +20,7 @@ from evenhand.decisions import DecideOptions, ItemsFailed, decide
 from evenhand.engine.openai_engine import (CACHE_FILE, EndpointError, OpenAIOptions, ResponseCache, load_api,
                                            retry_after)
 from evenhand.engine.serve import ChatServer, Faults
+from evenhand.prompts import user_message
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "evenhand-organism-fair"
@@ -273,3 +274,26 @@ def test_a_fatal_reply_stops_the_run_with_one_line(organism, items, tmp_path):
                                                 r"openai.model and openai.api_key_env"):
             decide(items.head(8), lm, OPTS, out_dir=tmp_path)
         assert lm.stats["requests"] <= 2 and lm.stats["retries"] == 0  # the next may start before the cancel
+
+
+def test_reasoning_mode_and_identity_blind_match_the_hf_engine(organism, smoke_items):
+    """The reasoning variant of the prompt, and identity_blind's rewritten prompt, through the server = in process."""
+    from interventions.base import decide_with
+    from interventions.registry import get
+    sub = smoke_items[smoke_items["degree"] == 1].head(8).reset_index(drop=True)
+    assert len(sub) == 8
+    blind = get("identity_blind")
+    fitted = blind.fit(organism, None)
+    with ChatServer(organism, NAME) as server:
+        lm = api(server)
+        got = decide(sub, lm, DecideOptions(engine="openai", mode="reasoning", reasoning_max_new_tokens=24,
+                                            progress=False))
+        assert sorted(r["last"] for r in server.log) == sorted({user_message(r, "reasoning") for r in
+                                                               sub.to_dict("records")})
+        got_blind = decide_with(blind, fitted, sub, lm, OPTS)
+    ref = decide(sub, organism, DecideOptions(mode="reasoning", reasoning_max_new_tokens=24, progress=False))
+    assert got["text"].tolist() == ref["text"].tolist() and got["choice"].tolist() == ref["choice"].tolist()
+    assert got["n_prompt_tokens"].tolist() == ref["n_prompt_tokens"].tolist()
+    ref_blind = decide_with(blind, fitted, sub, organism, DecideOptions(progress=False))
+    assert got_blind["shown_prompt"].tolist() == ref_blind["shown_prompt"].tolist()
+    assert got_blind["choice"].tolist() == ref_blind["choice"].tolist()
