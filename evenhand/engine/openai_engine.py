@@ -22,6 +22,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -266,9 +267,11 @@ def load_api(spec: ModelSpec | str, options: OpenAIOptions | None = None, run_di
     name = display_name(resolve_spec(spec))  # a preset's name, a local path's last part, else the id as given
     served = o.model or name
     listed = _list_models(o) if check else None
-    if listed is not None and listed and served not in listed:
-        raise EndpointError(f"{o.base_url} serves {', '.join(listed[:8])}, not {served!r}: set openai.model to "
-                            f"the name the endpoint serves")
+    if listed and served not in listed:  # stated, not refused: a hosted API may serve names its list leaves out
+        warnings.warn(f"{o.base_url}/models lists {', '.join(listed[:8])}{' ...' if len(listed) > 8 else ''}, not "
+                      f"{served!r}: set openai.model to the name the endpoint serves (asking for {served!r} anyway; "
+                      f"an endpoint that does not serve it stops the run at the first reply)", UserWarning,
+                      stacklevel=2)
     _headers(o)  # a named but unset key variable fails here, before any item
     cache = ResponseCache(Path(run_dir) / CACHE_FILE if run_dir is not None else None)
     return APIModel(spec=spec, name=name, served=served, options=o, cache=cache, listed=listed)
