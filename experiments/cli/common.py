@@ -136,14 +136,18 @@ def renamed_flag(x: argparse.ArgumentParser, old: str, new: str) -> None:
     x.add_argument(old, action=Renamed, help=argparse.SUPPRESS)
 
 
-def prepare(a: argparse.Namespace, engine: str = DEFAULT):
+def prepare(a: argparse.Namespace, engine: str = DEFAULT, options=None):
     """The shared start of `decide`, `cache` and `modes`: cheap checks first, then items and the model
-    (loaded for ``engine``, :func:`evenhand.engine.registry.load`).
+    (loaded for ``engine``, :func:`evenhand.engine.registry.load`; an engine that takes ``options`` gets them
+    and the output directory, where it keeps its response cache).
     Returns (output directory, resolved spec, items, loaded model)."""
-    from evenhand.engine.registry import load  # deferred: keeps the CLI's start fast
+    from evenhand.engine.registry import get, has_local_weights, load  # deferred: keeps the CLI's start fast
     from evenhand.models.loading import locate, resolve_spec  # deferred: keeps the CLI's start fast
     from experiments.studies.run_local import check_output_dir  # deferred: keeps the CLI's start fast
     spec = resolve_spec(model_spec(a))
-    locate(spec)  # a missing or damaged model fails before the output directory is made
+    if has_local_weights(engine):
+        locate(spec)  # a missing or damaged model fails before the output directory is made
     out = check_output_dir(a.out)
+    if getattr(get(engine), "Options", None) is not None:
+        return out, spec, items(a), load(spec, engine, options=options, run_dir=out)
     return out, spec, items(a), load(spec, engine)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from evenhand import __version__
 
-from . import cache, decide, demo, figures, organism, power, probe, report, run, runs, score, show, studies, suite, table
+from . import (cache, decide, demo, figures, organism, power, probe, report, run, runs, score, serve, show, studies, suite,
+               table)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.register_simulate(sub)
     run.register(sub)
     decide.register(sub)
+    serve.register(sub)
     cache.register(sub)
     organism.register(sub)
     figures.register(sub)
