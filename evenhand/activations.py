@@ -70,7 +70,8 @@ def execution_order(site: str) -> tuple:
     return (int(m.group(1)), _ORDER[m.group(2)])
 
 
-def _envoy(root, path: str):
+def envoy(root, path: str):
+    """The nnsight envoy of the module at dotted ``path`` (a :class:`~evenhand.models.sites.Site`'s) under ``root``."""
     node = root
     for part in path.split("."):
         node = node[int(part)] if part.isdigit() else getattr(node, part)
@@ -347,7 +348,7 @@ def trace_body(traced, resolved: list, weights: dict | None) -> dict:
     import torch
     saved = nnsight.save({})
     for site in resolved:
-        env = _envoy(traced, site.path)
+        env = envoy(traced, site.path)
         val = env.output if site.port == "output" else env.input
         saved[site.name] = val[:, -1, :]
         if weights is not None:

@@ -185,6 +185,9 @@ class RunDir:
     attribution_items_path = _at("attribution_items.parquet", "Per-item logit attribution (in ``attribution/``).")
     attribution_table = _at("attribution.parquet", "The aggregated logit attribution.")
     attribution_csv = _at("attribution.csv", "The aggregated logit attribution as CSV.")
+    verbalize_table = _at("verbalize.parquet", "A verbalization's tidy table (in ``verbalize/<label>/``).")
+    verbalize_csv = _at("verbalize.csv", "The verbalization's table as CSV.")
+    descriptions_path = _at("descriptions.parquet", "A verbalization's descriptions, one row per item and site.")
     # comparisons, BBQ studies and sweeps
     compare_table = _at("compare.parquet", "A comparison's tidy table.")
     compare_csv = _at("compare.csv", "A comparison's table as CSV.")
@@ -221,6 +224,11 @@ class RunDir:
     def probe_dirs(self) -> list["RunDir"]:
         """The probe sweeps written in this run, by label."""
         return [RunDir(p.parent) for p in sorted(self.path.glob("probes/*/probes.parquet"))]
+
+    def verbalize_dir(self, label: str) -> "RunDir":
+        """``verbalize/<label>/``: activations described in words (``verbalize.parquet``, ``verbalize.csv``,
+        ``descriptions.parquet``, ``manifest.json``)."""
+        return RunDir(self.path / "verbalize" / label)
 
     def ablation_dir(self, variant: str) -> "RunDir":
         """``ablation/<variant>/``: one name ablation (its own responses, decisions, activations, table)."""

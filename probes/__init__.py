@@ -1,5 +1,5 @@
 """Linear probes on cached activations: datasets, per-site sweeps with controls, name ablation,
-the text baseline and direct logit attribution.
+the text baseline, activations described in words (Patchscopes) and direct logit attribution.
 
 A notebook needs::
 
@@ -33,6 +33,10 @@ _EXPORTS = {
     "name_ablation": ".ablation", "ablate_items": ".ablation", "ablate_item": ".ablation",
     "ablation_table": ".ablation",
     "fit_text": ".text", "strip_answer": ".text",
+    # activations described in words (Patchscopes), the label read off the descriptions
+    "VerbalizeOptions": ".verbalize", "IDENTITY_PROMPT": ".verbalize", "describe": ".verbalize",
+    "patched_logits": ".verbalize", "read_vectors": ".verbalize", "rule_choice": ".verbalize",
+    "verbalize_table": ".verbalize", "verbalize_run": ".verbalize",
     # direct logit attribution
     "attribute": ".attribution", "aggregate": ".attribution", "run_attribution": ".attribution",
     "attribution_figure": ".attribution",
@@ -49,3 +53,5 @@ if TYPE_CHECKING:
     from .scores import PAIRED_INTERVAL, accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
     from .sweep import best_site, control_task, probe_sweep, write_sweep
     from .text import fit_text, strip_answer
+    from .verbalize import (IDENTITY_PROMPT, VerbalizeOptions, describe, patched_logits, read_vectors, rule_choice,
+                            verbalize_run, verbalize_table)

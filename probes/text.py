@@ -25,8 +25,9 @@ def strip_answer(text: str) -> str:
 
 
 def fit_text(texts: list[str], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
-             strip: bool = True) -> FoldResult:
-    """Out-of-fold P(label = 1) from TF-IDF + logistic regression, nested grouped CV."""
+             strip: bool = True, tokens: dict | None = None) -> FoldResult:
+    """Out-of-fold P(label = 1) from TF-IDF + logistic regression, nested grouped CV. ``tokens``: further
+    ``TfidfVectorizer`` arguments on how words are read (``token_pattern``, ``lowercase``)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -40,7 +41,7 @@ def fit_text(texts: list[str], y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
     outer, fits = plan_fits(groups, opts)
 
     def fit(mask, C):
-        vec = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True)
+        vec = TfidfVectorizer(ngram_range=(1, 2), min_df=1, sublinear_tf=True, **(tokens or {}))
         try:
             Xtr = vec.fit_transform(docs[mask])
         except ValueError:  # every training text empty

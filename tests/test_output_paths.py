@@ -27,6 +27,7 @@ COMMANDS = {
     "suite export": (["suite", "export", "--subset", "smoke", "--out", "{file}"], "evenhand.suite.export.items_for"),
     "suite datasheet": (["suite", "datasheet", "--out", "{file}"], "evenhand.suite.datasheet.datasheet"),
     "probe sweep": (["probe", "sweep", "{run}", "--out", "{dir}"], "probes.sweep.probe_sweep"),
+    "probe verbalize": (["probe", "verbalize", "{run}", "--out", "{dir}"], "probes.verbalize.verbalize_run"),
     "probe ablation": (["probe", "ablation", "{run}", "--out", "{dir}"], "probes.ablation.name_ablation"),
     "probe attribution": (["probe", "attribution", "{run}", "--out", "{dir}"], "probes.attribution.run_attribution"),
     "organism items": (["organism", "items", "--path", "{run}", "--out", "{file}"], "organism.heldout_items"),

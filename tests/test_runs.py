@@ -80,7 +80,8 @@ def _layout_paths(run: RunDir):
         if isinstance(getattr(RunDir, name), property) and name not in ("config", "status"):
             v = getattr(run, name)
             out[name] = v.path if isinstance(v, RunDir) else v
-    out.update(probe_dir=run.probe_dir("favours_minority").path, ablation_dir=run.ablation_dir("label").path,
+    out.update(probe_dir=run.probe_dir("favours_minority").path, verbalize_dir=run.verbalize_dir("correct").path,
+               ablation_dir=run.ablation_dir("label").path,
                cell=run.cell("mode=answer").path, mode_dir=run.mode_dir("logprob").path,
                fitted_dir=run.fitted_dir("caa-s0"), configuration_answers=run.configuration_answers("mc_logprob"),
                ray_shard=run.ray_shard(3).path)
@@ -100,6 +101,8 @@ def test_every_path_lies_under_the_run_and_keeps_its_name(tmp_path):
         "manifest.json", "responses.parquet", "metrics.json", "decisions", "activations", "figures", "report.md",
         "report.html", "tables/metrics_long.parquet"}
     assert rel["probe_dir"] == "probes/favours_minority" and rel["ablation_dir"] == "ablation/label"
+    assert rel["verbalize_dir"] == "verbalize/correct"
+    assert run.verbalize_dir("x").descriptions_path == run.path / "verbalize" / "x" / "descriptions.parquet"
     assert rel["attribution_dir"] == "attribution" and rel["cell"] == "cells/mode=answer"
     assert rel["fitted_dir"] == "fitted/caa-s0" and rel["configuration_answers"] == "answers/mc_logprob.parquet"
     assert rel["ray_shard"] == "decisions/ray-0003" and rel["mode_dir"] == "logprob"

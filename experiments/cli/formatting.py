@@ -180,6 +180,35 @@ def _probe_site_lines(table) -> list[str]:
     return lines
 
 
+VERBALIZE_ORDER = ("linear_probe", "evidence", "verbal_classifier", "verbal_rules", "shuffled_control",
+                   "majority_baseline", "chance")
+"""The methods of a verbalization table, in the order :func:`verbalize_text` prints them."""
+
+
+def verbalize_text(table) -> str:
+    """A verbalization (:func:`probes.verbalize.verbalize_table`), per site: each method's accuracy with its CI
+    (percent), the rules' coverage, and the differences with their jackknife-t CIs."""
+    lines = ["activations described in words (Patchscope); accuracy of the label read off the descriptions",
+             f"  95% CIs over scenarios: accuracies {interval_name('percentile')}; differences "
+             f"{interval_name('jackknife-t')}; a rule naming no candidate scores 50"]
+    for site, t in table.groupby("site", sort=False):
+        first = t.iloc[0]
+        lines.append(f"\n{site}: n={first.n} rows, {first.clusters} scenarios, {first.distinct_descriptions} "
+                     f"distinct descriptions ({first.label}, {first.condition})")
+        wide = {(r.method, r.metric): r for r in t.itertuples()}
+        for m in VERBALIZE_ORDER:
+            r = wide.get((m, "accuracy"))
+            if r is not None:
+                lines.append(f"  {m:<34}{_est(r):>22}")
+        for metric in ("rules_coverage", "accuracy_named"):
+            r = wide.get(("verbal_rules", metric))
+            if r is not None:
+                lines.append(f"  {'verbal_rules ' + metric:<34}{_est(r):>22}")
+        for r in t[t["metric"] == "accuracy_difference"].itertuples():
+            lines.append(f"  {r.method:<34}{_est(r, signed=True):>22}")
+    return "\n".join(lines)
+
+
 def dial_probe_text(study) -> str:
     """A probe study of the fair organism with the bias dial (:func:`probes.organism.dial_probe_study`):
     per target and beta, the rows, scenarios and share labelled 1, then :func:`probe_text`'s line per site."""

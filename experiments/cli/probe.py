@@ -1,5 +1,5 @@
-"""`evenhand probe sweep | ablation | attribution`: linear probes, name ablation and direct logit
-attribution on a run's activation cache."""
+"""`evenhand probe sweep | verbalize | ablation | attribution`: linear probes, activations described in
+words, name ablation and direct logit attribution on a run's activation cache."""
 from __future__ import annotations
 
 import argparse
@@ -11,14 +11,17 @@ from evenhand.runs import RunDir
 from evenhand.suite.subsets import CONDITIONS
 from probes.ablation import VARIANTS
 from probes.logistic import ProbeOptions
+from probes.verbalize import VerbalizeOptions
 
 from experiments.studies.run_config import AblationConfig, AttributionConfig, ProbeConfig
 
 from .common import BARS_ONLY, bootstrap_flags, progress, progress_flag, renamed_flag
-from .formatting import ablation_text, attribution_text, probe_text
+from .formatting import ablation_text, attribution_text, probe_text, verbalize_text
 
 PROBE_FLAGS = ("solver", "device", "folds", "inner_folds", "seed")
 """The ProbeOptions fields that the probe commands take as flags."""
+VERBALIZE_FLAGS = ("target_prompt", "position", "target_site", "max_new_tokens", "batch_size")
+"""The VerbalizeOptions fields that `probe verbalize` takes as flags."""
 
 
 def probe_filters(a: argparse.Namespace) -> dict:
@@ -53,6 +56,18 @@ def _probe_sweep(a) -> int:
     return 0
 
 
+def _probe_verbalize(a) -> int:
+    from probes.verbalize import verbalize_run  # deferred: keeps the CLI's start fast
+    opts = options_from_args(VerbalizeOptions, a, VERBALIZE_FLAGS)
+    out = writable_dir(Path(a.out) if a.out else RunDir(a.run_dir).verbalize_dir(a.label).path)
+    table = verbalize_run(a.run_dir, out, a.sites, a.label, probe_filters(a), opts, probe_options(a), a.resamples,
+                          progress=progress(a))
+    print(verbalize_text(table))
+    print(f"\nwrote {out}/verbalize.parquet (+ .csv, descriptions.parquet, manifest.json) in "
+          f"{table.attrs['seconds']:.1f}s")
+    return 0
+
+
 def _probe_ablation(a) -> int:
     from evenhand.messages import not_a_run_message
     from probes.ablation import name_ablation
@@ -81,15 +96,25 @@ def _probe_attribution(a) -> int:
     return 0
 
 
-def _probe_args(x: argparse.ArgumentParser) -> None:
+def _probe_args(x: argparse.ArgumentParser, sites: str = "default: every cached site") -> None:
     x.add_argument("run_dir", help="a run directory with an activation cache (cache: enabled)")
     add_flags(x, ProbeConfig, ["label"])
-    x.add_argument("--sites", nargs="+", default=None, help="default: every cached site")
+    x.add_argument("--sites", nargs="+", default=None, help=sites)
     add_flags(x, ProbeOptions, ["solver", "device", "folds", "inner_folds"])
     renamed_flag(x, "--engine", "--solver")
     bootstrap_flags(x, ["resamples"])
     add_flags(x, ProbeOptions, ["seed"])
     x.add_argument("--out", default=None, help="the output directory (default: under RUN_DIR)")
+
+
+def _filter_args(s: argparse.ArgumentParser) -> None:
+    """The row filters of `probe sweep` and `probe verbalize` (:func:`probe_filters`)."""
+    s.add_argument("--degrees", "--degree", type=int, nargs="+", default=None,
+                   help=alias_help("keep only these degrees", ["--degree"]))
+    s.add_argument("--condition", nargs="+", default=None, choices=list(CONDITIONS), help="keep only these conditions")
+    s.add_argument("--contrast", nargs="+", default=None, help="keep only these contrast ids")
+    s.add_argument("--pressured", default=None, choices=["yes", "no"],
+                   help="yes: pressured items only; no: baselines only (default both)")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -98,16 +123,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="probe_command", required=True)
     s = pr.add_parser("sweep", help="one probe per site, with the evidence baseline, gain and control task")
     _probe_args(s)
-    s.add_argument("--degrees", "--degree", type=int, nargs="+", default=None,
-                   help=alias_help("keep only these degrees", ["--degree"]))
-    s.add_argument("--condition", nargs="+", default=None, choices=list(CONDITIONS), help="keep only these conditions")
-    s.add_argument("--contrast", nargs="+", default=None, help="keep only these contrast ids")
-    s.add_argument("--pressured", default=None, choices=["yes", "no"],
-                   help="yes: pressured items only; no: baselines only (default both)")
+    _filter_args(s)
     s.add_argument("--no-control", action="store_true", help="skip the control task")
     s.add_argument("--text", action="store_true",
                    help="also the text baseline: the label from the written reasoning (reasoning-mode runs)")
     s.set_defaults(fn=_probe_sweep)
+    s = pr.add_parser("verbalize", help="activations described in words (Patchscope) and the label read off the "
+                                        "descriptions, beside the linear probe, the evidence baseline and chance")
+    _probe_args(s, "cached sites to describe (default: the middle cached resid_post)")
+    _filter_args(s)
+    add_flags(s, VerbalizeOptions, VERBALIZE_FLAGS)
+    progress_flag(s, BARS_ONLY)
+    s.set_defaults(fn=_probe_verbalize)
     s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
     _probe_args(s)
     s.add_argument("--variant", default="label", choices=list(VARIANTS),
