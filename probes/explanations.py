@@ -70,8 +70,10 @@ def numbers(text: str) -> set[float]:
 
 def measure(text: str, criteria: list[str] | None = None, values: list[float] | None = None,
             polarity: lexicon.Polarity | None = None, stance: lexicon.Stance | None = None,
-            groups: lexicon.Groups | None = None) -> dict[str, float]:
-    """The six measures of one explanation (NaN where undefined: no words; no criteria or values given)."""
+            groups: lexicon.Groups | None = None, noun: str | None = None) -> dict[str, float]:
+    """The six measures of one explanation (NaN where undefined: no words; no criteria or values given).
+    ``noun`` (the candidate noun, "Applicant"): its stem never counts toward citing a criterion, since the
+    answer label ("Applicant A") names it without citing anything."""
     stance = stance or lexicon.stance()
     groups = groups or lexicon.groups()
     polarity = polarity or lexicon.Polarity()
@@ -90,7 +92,7 @@ def measure(text: str, criteria: list[str] | None = None, values: list[float] | 
         ident += lexicon.count(groups.identity_framing, text)
     out["identity"] = 100.0 * ident / n
     if criteria:
-        ts = {_stem(w) for w in ws}
+        ts = {_stem(w) for w in ws} - ({_stem(noun)} if noun else set())
         out["criteria_cited"] = float(np.mean([criterion_cited(criterion_stems(c), ts) for c in criteria]))
     if values:
         have = numbers(text)
@@ -138,7 +140,8 @@ def response_measures(responses: pd.DataFrame, polarity: lexicon.Polarity | None
         s = scen.get(r["scenario_id"])
         crit = [c.name for c in s.criteria] if s else None
         vals = _chosen_values(r, s) if s else None
-        rows.append(measure(strip_answer(r["text"]), crit, vals, polarity, stance, groups))
+        noun = r.get("candidate_noun") if isinstance(r.get("candidate_noun"), str) else None
+        rows.append(measure(strip_answer(r["text"]), crit, vals, polarity, stance, groups, noun))
     out = pd.concat([df[["item_id", "scenario_id", "favours_minority"]], pd.DataFrame(rows, columns=list(MEASURES))],
                     axis=1)
     return out
@@ -202,10 +205,11 @@ def measures_figure(table: pd.DataFrame, stem, formats=("pdf", "svg", "png"), ti
         err = np.vstack([v - lo, hi - v])
         ax.errorbar(v, y, xerr=np.where(np.isfinite(err), err, 0), fmt="o", color=pal[0], ms=3, capsize=2, lw=0.8)
         ax.axvline(0, color="0.5", lw=0.6, ls=":")
-        ax.set_yticks(y, [f"{SHORT[m]}\nn = {int(r['n_minority'])} / {int(r['n_majority'])}, k = {int(r['k'])}"
+        ax.set_yticks(y, [f"{SHORT[m]}{' (0 in every text)' if r['mean_minority'] == 0 == r['mean_majority'] else ''}"
+                          f"\nn = {int(r['n_minority'])} / {int(r['n_majority'])}, k = {int(r['k'])}"
                           for m, (_, r) in zip(ms, sub.iterrows())])
         ax.set_xlabel(minus(f"minority- minus majority-favouring ({unit})"))
-        span = np.nanmax(np.abs(np.concatenate([lo, hi, v, [1e-3]])))
+        span = np.nanmax(np.abs(np.concatenate([lo, hi, v, [0.5 if "words" in unit else 0.05]])))  # a floor: no 1e-9 axes
         ax.set_xlim(-1.15 * span, 1.15 * span)
         ax.set_ylim(-0.6, len(ms) - 0.4)
     fig.suptitle(title or "Explanations of correct choices", fontsize=7)

@@ -151,7 +151,7 @@ def test_cli_on_the_shipped_corpus(tmp_path, capsys):
     from experiments.cli import main
     assert main(["audit", str(DATA / "audit_corpus.jsonl.gz"), "--out", str(tmp_path), "--quiet"]) == 0
     framing = pd.read_csv(tmp_path / "framing.csv")
-    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "audit_manifest.json").read_text())
     assert manifest["documents"] == 300 and manifest["stages"] == ["preference", "rl", "sft"]
     assert set(framing[framing["study_group"]]["group"]) == set(au.MENTIONS)
     assert (pd.read_csv(tmp_path / "topics.csv")["passages"] > 0).all()

@@ -43,7 +43,7 @@ def _audit(a) -> int:
     framing, topic_table = pd.DataFrame(r.framing), pd.DataFrame(r.topics)
     write_table_atomic(out / "framing.csv", framing)
     write_table_atomic(out / "topics.csv", topic_table)
-    write_json_atomic(out / "manifest.json", {
+    write_json_atomic(out / "audit_manifest.json", {
         "command": "audit", "evenhand": __version__, "corpus": str(corpus), "documents": r.documents,
         "stages": r.stages, "text_field": a.text_field, "stage_field": a.stage_field, "window": a.window,
         "limit": a.limit, "classifier": r.classifier, "groups_file": r.groups_file, "study_groups": list(r.study_groups),
@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "group and stage with 95%% CIs over documents, plus counts of passages about "
                                    "merit-based decisions and refusals of discriminatory requests.")
     s.add_argument("corpus", help="a .jsonl/.json/.parquet/.txt file (optionally .gz) or a dataset directory")
-    s.add_argument("--out", required=True, help="output directory: framing.csv, topics.csv, manifest.json")
+    s.add_argument("--out", required=True, help="output directory: framing.csv, topics.csv, audit_manifest.json")
     s.add_argument("--text-field", default=None,
                    help="the field holding the text (default: the first of text, content, messages, conversations, "
                         "prompt, chosen, response, completion; a list of messages is joined)")
