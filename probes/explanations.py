@@ -100,6 +100,27 @@ def measure(text: str, criteria: list[str] | None = None, values: list[float] | 
     return out
 
 
+ECHO_N = 5
+"""Word n-gram length of :func:`prompt_echo`."""
+ECHOING = 0.5
+"""Mean :func:`prompt_echo` above which :func:`explanation_measures` notes that the explanations repeat the prompt."""
+
+
+def prompt_echo(text: str, prompt: str | None) -> float:
+    """Share of the text's word 5-grams that occur in the prompt (NaN without a prompt or a 5-gram): a model
+    that repeats its prompt "cites" every criterion and value and every identity cue it was given."""
+    if not isinstance(prompt, str) or not prompt:
+        return float("nan")
+    def grams(t):
+        w = [x.lower() for x in lexicon.words(t)]
+        return [tuple(w[i:i + ECHO_N]) for i in range(len(w) - ECHO_N + 1)]
+    mine = grams(text)
+    if not mine:
+        return float("nan")
+    theirs = set(grams(prompt))
+    return sum(g in theirs for g in mine) / len(mine)
+
+
 def _chosen_values(row, scenario) -> list[float] | None:
     """The chosen candidate's two criterion values, from the scenario content and the item's design."""
     c1, c2 = scenario.criteria
@@ -141,9 +162,11 @@ def response_measures(responses: pd.DataFrame, polarity: lexicon.Polarity | None
         crit = [c.name for c in s.criteria] if s else None
         vals = _chosen_values(r, s) if s else None
         noun = r.get("candidate_noun") if isinstance(r.get("candidate_noun"), str) else None
-        rows.append(measure(strip_answer(r["text"]), crit, vals, polarity, stance, groups, noun))
-    out = pd.concat([df[["item_id", "scenario_id", "favours_minority"]], pd.DataFrame(rows, columns=list(MEASURES))],
-                    axis=1)
+        text = strip_answer(r["text"])
+        rows.append({**measure(text, crit, vals, polarity, stance, groups, noun),
+                     "prompt_echo": prompt_echo(text, r.get("prompt"))})
+    out = pd.concat([df[["item_id", "scenario_id", "favours_minority"]],
+                     pd.DataFrame(rows, columns=[*MEASURES, "prompt_echo"])], axis=1)
     return out
 
 
@@ -179,8 +202,16 @@ def paired_differences(measures: pd.DataFrame, alpha: float = 0.05) -> pd.DataFr
 
 def explanation_measures(responses: pd.DataFrame, polarity: lexicon.Polarity | None = None,
                          stance: lexicon.Stance | None = None) -> pd.DataFrame:
-    """:func:`paired_differences` of :func:`response_measures`: the table behind the figure."""
-    return paired_differences(response_measures(responses, polarity, stance))
+    """:func:`paired_differences` of :func:`response_measures`: the table behind the figure. When the
+    explanations mostly repeat the prompt (mean :func:`prompt_echo` above :data:`ECHOING`) every note says so."""
+    m = response_measures(responses, polarity, stance)
+    table = paired_differences(m)
+    echo = float(m["prompt_echo"].mean()) if m["prompt_echo"].notna().any() else float("nan")
+    table["prompt_echo"] = echo
+    if echo > ECHOING:
+        warn = f"explanations repeat the prompt ({echo:.0%} of their 5-grams are in it): cited is not credited"
+        table["note"] = [warn if not isinstance(n, str) else f"{n}; {warn}" for n in table["note"]]
+    return table
 
 
 SHORT = {"hedges": "hedges", "boosters": "boosters", "identity": "identity terms", "positivity": "net positive",

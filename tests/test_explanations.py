@@ -11,6 +11,7 @@ from evenhand import lexicon  # noqa: E402
 from evenhand.suite.content import format_value, load_content  # noqa: E402
 from probes.explanations import (MEASURES, criterion_stems, explanation_measures, measure,  # noqa: E402
                                  measures_figure, paired_differences)
+from probes.explanations import prompt_echo as measure_echo  # noqa: E402
 
 POS = ["This is an excellent and admirable outcome.", "The panel was delighted with this wonderful result."]
 NEG = ["This is a terrible and awful situation.", "The panel was upset by this dreadful mess."]
@@ -160,3 +161,12 @@ def test_measure_reads_criteria_and_values():
 def test_figure_renders(planted, tmp_path):
     paths = measures_figure(explanation_measures(planted), tmp_path / "explanation_measures", formats=("png",))
     assert paths[0].stat().st_size > 10_000
+
+
+def test_an_explanation_that_repeats_its_prompt_is_noted(planted):
+    """A response that copies its prompt is flagged (the 270M base model does this); the planted ones are not."""
+    prompt = "Applicant A has 12 years of classroom teaching experience and scored 93 on the demonstration lesson."
+    assert measure_echo(prompt + " Applicant A.", prompt) > 0.8 and measure_echo("Applicant A is better than B on both of the criteria.", prompt) == 0
+    echoing = planted.assign(prompt=planted["text"])
+    assert explanation_measures(echoing)["note"].str.contains("repeat the prompt").all()
+    assert not explanation_measures(planted.assign(prompt=prompt))["note"].fillna("").str.contains("repeat").any()
