@@ -69,6 +69,10 @@ CAPTIONS = {
                    "logit difference toward the minority-coded candidate (one shared scale, 95% CIs).",
     "explanation_words": "The words that most distinguish explanations of minority-favouring from "
                          "majority-favouring choices (weighted log-odds with an informative prior; |z| > 1.96 dotted).",
+    "explanation_measures": "How explanations of correct choices credit the candidate: hedges, boosters and identity "
+                            "terms per 100 words, net positive sentences, and the shares of the item's criteria "
+                            "and of the chosen candidate's values cited, minority- minus majority-favouring, with "
+                            "95% CIs (jackknife-t over scenarios); docs/EXPLANATIONS.md.",
 }
 """A caption for each figure :func:`run_figures` draws, by stem (``probe_*``: ``probe``)."""
 
@@ -119,6 +123,14 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
                 continue
             write_table_atomic(out / f"explanation_words_{tag}.csv", words)
             paths += words_figure(words, out / f"explanation_words_{tag}", formats=formats)
+        try:
+            from probes.explanations import explanation_measures, measures_figure
+            measures = explanation_measures(resp)
+        except ImportError:  # the optional vaderSentiment (extra "audit") is not installed
+            measures = None
+        if measures is not None and (measures["k"] > 0).any():
+            write_table_atomic(out / "explanation_measures.csv", measures)
+            paths += measures_figure(measures, out / "explanation_measures", formats=formats)
     tex = out / "headline.tex"
     tex.write_text(latex_table(table))
     paths.append(tex)

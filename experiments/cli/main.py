@@ -10,6 +10,7 @@ from evenhand import __version__
 
 from . import (cache, decide, demo, figures, organism, power, probe, report, run, runs, score, serve, show, studies, suite,
                table)
+from . import audit  # after common's users: importing it first would enter common.py mid-cycle
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     studies.register_modes_bbq_interventions(sub)
     probe.register(sub)
     demo.register(sub)
+    audit.register(sub)
     return p
 
 
