@@ -8,7 +8,7 @@ from pathlib import Path
 
 from evenhand import __version__
 
-from . import cache, decide, demo, figures, organism, power, probe, report, run, runs, score, studies, suite
+from . import cache, decide, demo, figures, irt, organism, power, probe, report, run, runs, score, studies, suite
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.register_score(sub)
     studies.register_compare(sub)
     power.register(sub)
+    irt.register(sub)
     score.register_simulate(sub)
     run.register(sub)
     decide.register(sub)

@@ -1,0 +1,70 @@
+"""A simulated population with known 2PL parameters over the suite's real items, to check the fit, the core
+and adaptive testing against (docs/IRT.md, "Validation"). Every GT item (baseline or pressured) gets a
+discrimination a ~ lognormal(0, ``a_sd``) and a difficulty b ~ N(``b_mean``, ``b_sd``); every model an ability
+theta ~ N(0, ``theta_sd``); a model answers a GT item correctly with probability sigmoid(a (theta - b)). AMB
+items carry no planted parameter (no correct answer): a simulated model picks A or B at random on them."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..suite.generate import other_slot
+from .model import prob
+
+
+@dataclass(frozen=True)
+class Population:
+    """The distributions the planted parameters are drawn from."""
+    a_sd: float = 0.5
+    """Discrimination a ~ lognormal(0, a_sd)."""
+    b_mean: float = 0.0
+    """Difficulty b ~ N(b_mean, b_sd)."""
+    b_sd: float = 1.0
+    """SD of the difficulties."""
+    theta_sd: float = 1.0
+    """Ability theta ~ N(0, theta_sd)."""
+
+    def __post_init__(self) -> None:
+        for k, v in asdict(self).items():
+            if not np.isfinite(v) or (k != "b_mean" and v <= 0):
+                raise ValueError(f"Population.{k} must be a finite number{'' if k == 'b_mean' else ' > 0'}, got {v}")
+
+
+def plant_items(items: pd.DataFrame, population: Population = Population(), seed: int = 0) -> pd.DataFrame:
+    """``item_id``, ``condition``, planted ``a`` and ``b`` of each item (NaN on AMB items), in ``items``' order."""
+    rng = np.random.default_rng([seed, 1])
+    n = len(items)
+    a = np.exp(rng.normal(0.0, population.a_sd, n))
+    b = rng.normal(population.b_mean, population.b_sd, n)
+    gt = (items["condition"] == "GT").to_numpy()
+    return pd.DataFrame({"item_id": items["item_id"].to_numpy(), "condition": items["condition"].to_numpy(),
+                         "a": np.where(gt, a, np.nan), "b": np.where(gt, b, np.nan)})
+
+
+def plant_abilities(n_models: int, population: Population = Population(), seed: int = 0) -> np.ndarray:
+    """``n_models`` planted abilities."""
+    if n_models < 1:
+        raise ValueError(f"n_models must be at least 1, got {n_models}")
+    return np.random.default_rng([seed, 2]).normal(0.0, population.theta_sd, n_models)
+
+
+def simulate_correct(planted: pd.DataFrame, theta: np.ndarray, seed: int = 0) -> np.ndarray:
+    """0/1 correctness of each planted GT item (rows, in ``planted``'s order) x model (columns)."""
+    gt = planted[planted["condition"] == "GT"]
+    p = prob(np.asarray(theta, float), gt["a"].to_numpy(), gt["b"].to_numpy()).T
+    return (np.random.default_rng([seed, 3]).random(p.shape) < p).astype(np.int8)
+
+
+def simulated_rows(items: pd.DataFrame, planted: pd.DataFrame, theta: float, seed: int = 0,
+                   name: str = "irt-sim") -> pd.DataFrame:
+    """One simulated model's responses table (the items plus ``choice`` and ``model``): on GT items the
+    correct slot with probability sigmoid(a (theta - b)), else the other; on AMB items A or B at random."""
+    rng = np.random.default_rng([seed, 4])
+    p = prob(np.array([theta]), planted["a"].fillna(0.0).to_numpy(), planted["b"].fillna(0.0).to_numpy())[0]
+    right = rng.random(len(items)) < p
+    coin = rng.random(len(items)) < 0.5
+    choice = [(c if r else other_slot(c)) if cond == "GT" else ("A" if f else "B")
+              for c, r, f, cond in zip(items["correct_slot"], right, coin, items["condition"])]
+    return items.assign(choice=choice, model=name)

@@ -1,0 +1,105 @@
+"""Known-answer validation on a simulated population (:mod:`.simulate`; docs/IRT.md, "Validation"): the fitted
+parameters against the planted ones, the IRT core's ranking of held-out models against a stratified random
+core's of the same size, and the coverage of adaptive ability intervals. ``benchmarks/bench_irt.py`` prints
+the table; the tests run smaller versions."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+
+from ..suite.generate import other_slot
+from .adaptive import AdaptiveOptions, adaptive_test, bank_of
+from .fit import fit_2pl
+from .model import abilities, prob
+from .select import select_core
+from .simulate import Population, plant_abilities, plant_items, simulate_correct
+
+
+def fitted_on_population(items: pd.DataFrame, n_models: int, population: Population = Population(), seed: int = 0,
+                         bootstrap: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(the item table fitted on ``n_models`` simulated models' GT responses, with ``a_true``/``b_true``; the
+    planted items). The fit is :func:`evenhand.irt.fit.fit_2pl` on the simulated matrix."""
+    planted = plant_items(items, population, seed)
+    Y = simulate_correct(planted, plant_abilities(n_models, population, seed + 1), seed + 2)
+    gt = (items["condition"] == "GT").to_numpy()
+    params = fit_2pl(Y, bootstrap, seed)
+    table = items.copy()
+    for c in params.columns:
+        col = np.full(len(items), np.nan if params[c].dtype.kind == "f" else False, dtype=params[c].dtype)
+        col[gt] = params[c].to_numpy()
+        table[c] = col
+    table["a_true"], table["b_true"] = planted["a"].to_numpy(), planted["b"].to_numpy()
+    return table, planted
+
+
+def recovery(table: pd.DataFrame) -> dict:
+    """Pearson correlations of fitted with planted ``a`` and ``b`` over the estimable items."""
+    ok = table["estimable"].astype(bool) & table["a"].notna()
+    t = table[ok]
+    return {"items": int(ok.sum()), "r_a": float(np.corrcoef(t["a"], t["a_true"])[0, 1]),
+            "r_b": float(np.corrcoef(t["b"], t["b_true"])[0, 1])}
+
+
+def core_rank_correlation(table: pd.DataFrame, ids: list[str], Y: np.ndarray, theta: np.ndarray) -> float:
+    """Spearman correlation between held-out models' planted abilities ``theta`` and their EAP abilities from
+    the core ``ids``' GT items alone (fitted parameters), ``Y`` the GT items x models responses."""
+    gt = table[table["condition"] == "GT"].reset_index(drop=True)
+    keep = gt["item_id"].isin(set(ids)).to_numpy() & gt["a"].notna().to_numpy()
+    est = [x.eap for x in abilities(Y[keep], gt["a"].to_numpy()[keep], gt["b"].to_numpy()[keep])]
+    return float(pd.Series(est).corr(pd.Series(theta), method="spearman"))
+
+
+def compare_cores(table: pd.DataFrame, planted: pd.DataFrame, n_items: int, n_test: int, replications: int,
+                  theta_range: tuple[float, float] = (-1.0, 1.0), population: Population = Population(),
+                  seed: int = 0, challenger: str = "random") -> pd.DataFrame:
+    """Per replication: the Spearman correlation with planted abilities of ``n_test`` fresh simulated models
+    ranked by the IRT core and by a core of the same size chosen by ``challenger`` (``random``: the stratified
+    random core, a new seed each replication). Both cores score the same responses."""
+    ids, _ = select_core(table, n_items, theta_range, "information", seed)
+    rows = []
+    for r in range(replications):
+        other, _ = select_core(table, n_items, theta_range, challenger, seed + 1000 + r)
+        theta = plant_abilities(n_test, population, seed + 100 + r)
+        Y = simulate_correct(planted, theta, seed + 200 + r)
+        rows.append({"replication": r, "irt": core_rank_correlation(table, ids, Y, theta),
+                     "random": core_rank_correlation(table, other, Y, theta)})
+    out = pd.DataFrame(rows)
+    return out.assign(gain=out["irt"] - out["random"])
+
+
+def core_wins(result: pd.DataFrame, share: float = 0.8) -> bool:
+    """The check the validation applies: the IRT core ranks better on average and in at least ``share`` of the
+    replications (a core chosen at random in its place wins about half: the check fails)."""
+    return bool(result["gain"].mean() > 0 and (result["gain"] > 0).mean() >= share)
+
+
+def adaptive_coverage(table: pd.DataFrame, n_models: int, options: AdaptiveOptions = AdaptiveOptions(),
+                      population: Population = Population(), seed: int = 0) -> dict:
+    """Adaptive testing of ``n_models`` fresh simulated models on the fitted bank (answers drawn from the
+    planted parameters): how often the 95% posterior interval covers the planted ability, mean items, and
+    the ability estimates' correlation with the planted ones."""
+    bank = bank_of(table)
+    truth = dict(zip(table["item_id"], zip(table["a_true"], table["b_true"])))
+    theta = plant_abilities(n_models, population, seed + 300)
+    rng = np.random.default_rng([seed, 5])
+    covered, n_items, est = 0, [], []
+    for t in theta:
+        def answer(item: dict, t=t) -> str:
+            a, b = truth[item["item_id"]]
+            p = prob(np.array([t]), a, b)[0]
+            return item["correct_slot"] if rng.random() < p else other_slot(item["correct_slot"])
+        ab = adaptive_test(bank, answer, options)["ability"]
+        covered += ab["theta_lo"] <= t <= ab["theta_hi"]
+        n_items.append(ab["n_items"])
+        est.append(ab["theta_map"])
+    return {"models": n_models, "coverage": covered / n_models, "mean_items": float(np.mean(n_items)),
+            "max_items": int(np.max(n_items)), "r_theta": float(np.corrcoef(est, theta)[0, 1])}
+
+
+def timed(fn, *args, **kwargs):
+    """(fn's result, seconds)."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
