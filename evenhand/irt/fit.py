@@ -73,12 +73,14 @@ def fit_2pl(Y: np.ndarray, bootstrap: int = 20, seed: int = 0) -> pd.DataFrame:
     if est.sum() < 2:
         raise ValueError("runs: fewer than 2 GT items split the runs (every run answered them alike); nothing to fit")
     sub = Y[est].astype(int)
-    sol = girth.twopl_jml(sub)
+    with np.errstate(divide="ignore", invalid="ignore"):  # girth's start values on a resample's constant item
+        sol = girth.twopl_jml(sub)
     out.loc[est, "a"] = sol["Discrimination"]
     out.loc[est, "b"] = np.asarray(sol["Difficulty"]).ravel()
     if bootstrap:
-        boot = girth.standard_errors_bootstrap(sub, girth.twopl_jml, bootstrap_iterations=bootstrap, n_processors=1,
-                                               solution=sol, seed=seed)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boot = girth.standard_errors_bootstrap(sub, girth.twopl_jml, bootstrap_iterations=bootstrap,
+                                                   n_processors=1, solution=sol, seed=seed)
         se, ci = boot["Standard Errors"], boot["95th CI"]
         out.loc[est, "a_se"], out.loc[est, "b_se"] = se["Discrimination"], np.ravel(se["Difficulty"])
         out.loc[est, "a_lo"], out.loc[est, "a_hi"] = ci["Discrimination"][0], ci["Discrimination"][1]

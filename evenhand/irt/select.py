@@ -20,7 +20,8 @@ from .model import range_information
 METHODS = ("information", "random")
 
 
-def _cells(items: pd.DataFrame) -> pd.Series:
+def balance_cells(items: pd.DataFrame) -> pd.Series:
+    """Each item's balance cell, ``degree|contrast type|condition|pressure family`` (``none``: a baseline)."""
     fam = items["pressure_family"].where(items["pressure_family"].notna(), "none").astype(str)
     return (items["degree"].astype(str) + "|" + items["contrast_type"].astype(str) + "|"
             + items["condition"].astype(str) + "|" + fam)
@@ -41,7 +42,7 @@ def select_core(items: pd.DataFrame, n: int, theta_range: tuple[float, float] = 
     if ok.any():
         info[ok] = range_information(items["a"].to_numpy()[ok], items["b"].to_numpy()[ok], *theta_range)
     key = items["baseline_id"].where(items["baseline_id"].notna(), items["item_id"])
-    frame = items.assign(_group=key.to_numpy(), _cell=_cells(items).to_numpy(), _info=info)
+    frame = items.assign(_group=key.to_numpy(), _cell=balance_cells(items).to_numpy(), _info=info)
     groups = frame.groupby("_group", sort=False).agg(
         condition=("condition", "first"), scenario=("scenario_id", "first"), contrast=("contrast_id", "first"),
         degree=("degree", "first"), size=("item_id", "size"), info=("_info", "mean"),

@@ -53,14 +53,15 @@ def core_rank_correlation(table: pd.DataFrame, ids: list[str], Y: np.ndarray, th
 
 def compare_cores(table: pd.DataFrame, planted: pd.DataFrame, n_items: int, n_test: int, replications: int,
                   theta_range: tuple[float, float] = (-1.0, 1.0), population: Population = Population(),
-                  seed: int = 0, challenger: str = "random") -> pd.DataFrame:
+                  seed: int = 0, champion: str = "information") -> pd.DataFrame:
     """Per replication: the Spearman correlation with planted abilities of ``n_test`` fresh simulated models
-    ranked by the IRT core and by a core of the same size chosen by ``challenger`` (``random``: the stratified
-    random core, a new seed each replication). Both cores score the same responses."""
-    ids, _ = select_core(table, n_items, theta_range, "information", seed)
+    ranked by the core ``champion`` chooses (``information``: the IRT core; ``random`` shows the check failing)
+    and by the stratified random core of the same size (a new seed each replication). Both score the same
+    responses."""
+    ids, _ = select_core(table, n_items, theta_range, champion, seed)
     rows = []
     for r in range(replications):
-        other, _ = select_core(table, n_items, theta_range, challenger, seed + 1000 + r)
+        other, _ = select_core(table, n_items, theta_range, "random", seed + 1000 + r)
         theta = plant_abilities(n_test, population, seed + 100 + r)
         Y = simulate_correct(planted, theta, seed + 200 + r)
         rows.append({"replication": r, "irt": core_rank_correlation(table, ids, Y, theta),

@@ -226,7 +226,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--items", type=int, required=True, help="the most items the core holds (whole baseline groups)")
     s.add_argument("--out", required=True, help="the items file written (.parquet or .jsonl), usable as a subset")
     s.add_argument("--theta", default=None, metavar="LO,HI",
-                   help="the ability range to be informative over (default: the fitted runs' 10th-90th percentile)")
+                   help="the ability range to be informative over, e.g. --theta=-1,1 (default: the fitted runs' 10th-90th "
+                        "percentile)")
     s.add_argument("--method", choices=list(METHODS), default="information",
                    help="information (default) or random: the stratified random core of the same constraints")
     s.add_argument("--seed", type=int, default=0, help="seed of the tie-breaks, the AMB groups' order and --method random")
