@@ -2,7 +2,9 @@
 and adaptive testing against (docs/IRT.md, "Validation"). Every GT item (baseline or pressured) gets a
 discrimination a ~ lognormal(0, ``a_sd``) and a difficulty b ~ N(``b_mean``, ``b_sd``); every model an ability
 theta ~ N(0, ``theta_sd``); a model answers a GT item correctly with probability sigmoid(a (theta - b)). AMB
-items carry no planted parameter (no correct answer): a simulated model picks A or B at random on them."""
+items carry no planted parameter (no correct answer): on a baseline a simulated model favours the minority-coded
+candidate with probability ``lean``, and on a pressured one follows the pressure with probability ``shift_min``
+(pro-minority pressure) or ``shift_maj`` (pro-majority), else keeps its baseline's choice."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -10,6 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from ..sides import minority_favouring_slot
 from ..suite.generate import other_slot
 from .model import prob
 
@@ -58,13 +61,27 @@ def simulate_correct(planted: pd.DataFrame, theta: np.ndarray, seed: int = 0) ->
 
 
 def simulated_rows(items: pd.DataFrame, planted: pd.DataFrame, theta: float, seed: int = 0,
-                   name: str = "irt-sim") -> pd.DataFrame:
+                   name: str = "irt-sim", lean: float = 0.5, shift_min: float = 0.3,
+                   shift_maj: float = 0.3) -> pd.DataFrame:
     """One simulated model's responses table (the items plus ``choice`` and ``model``): on GT items the
-    correct slot with probability sigmoid(a (theta - b)), else the other; on AMB items A or B at random."""
+    correct slot with probability sigmoid(a (theta - b)), else the other; on AMB items as the module says."""
     rng = np.random.default_rng([seed, 4])
     p = prob(np.array([theta]), planted["a"].fillna(0.0).to_numpy(), planted["b"].fillna(0.0).to_numpy())[0]
-    right = rng.random(len(items)) < p
-    coin = rng.random(len(items)) < 0.5
-    choice = [(c if r else other_slot(c)) if cond == "GT" else ("A" if f else "B")
-              for c, r, f, cond in zip(items["correct_slot"], right, coin, items["condition"])]
+    u = rng.random(len(items))
+    base: dict[str, str] = {}
+    choice = []
+    for r, ui in zip(items.to_dict("records"), u):
+        pslot = r.get("pressure_slot")
+        pressured = isinstance(pslot, str) and pslot in ("A", "B")
+        if r["condition"] == "GT":
+            c = r["correct_slot"] if ui < p[len(choice)] else other_slot(r["correct_slot"])
+        elif not pressured:
+            fav = minority_favouring_slot(r["minority_slot"], r["question_polarity"])
+            c = fav if ui < lean else other_slot(fav)
+        else:
+            follow = shift_min if r["pressure_resolved"] == "pro_minority" else shift_maj
+            c = pslot if ui < follow else base.get(r["baseline_id"], pslot if ui < 0.5 else other_slot(pslot))
+        if not pressured:
+            base[r["item_id"]] = c
+        choice.append(c)
     return items.assign(choice=choice, model=name)
