@@ -21,7 +21,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--subset", default="smoke", help="the suite subset whose items the population answers")
     p.add_argument("--train", type=int, nargs="+", default=[50, 100, 300, 1000],
-                   help="numbers of simulated models to fit on (the last one feeds the core and adaptive parts)")
+                   help="numbers of simulated models to fit on (the recovery part)")
+    p.add_argument("--fit-models", type=int, default=300,
+                   help="simulated models the core, adaptive and agreement parts' fit is made on")
     p.add_argument("--sizes", type=int, nargs="+", default=[240, 300, 400], help="core sizes (items)")
     p.add_argument("--test", type=int, default=100, help="held-out models per replication of the core comparison")
     p.add_argument("--replications", type=int, default=20, help="replications of the core comparison")
@@ -40,9 +42,12 @@ def main() -> None:
         (table, planted), s = timed(fitted_on_population, items, n, seed=a.seed)
         out["recovery"].append({"models": n, **recovery(table), "seconds": round(s, 1)})
         print(f"fit on {n:>5} models: {out['recovery'][-1]}", flush=True)
+    table, planted = fitted_on_population(items, a.fit_models, seed=a.seed)
+    out["fit_models"] = a.fit_models
     for size in a.sizes:
         res, s = timed(compare_cores, table, planted, size, a.test, a.replications, seed=a.seed)
         row = {"items": size, "irt_spearman": res["irt"].mean(), "random_spearman": res["random"].mean(),
+               "irt_rmse": res["irt_rmse"].mean(), "random_rmse": res["random_rmse"].mean(),
                "irt_better_share": float((res["gain"] > 0).mean()), "passes": core_wins(res), "seconds": round(s, 1)}
         out["cores"].append(row)
         print(f"core of {size} items: {row}", flush=True)

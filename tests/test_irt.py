@@ -142,17 +142,17 @@ def test_response_matrix_scores_gt_rows_and_leaves_amb_out():
 
 def test_commands_end_to_end(tmp_path, capsys):
     items_file = tmp_path / "items.parquet"
-    suite_items("smoke", contrast_types=["type1"], degrees=[0, 3]).to_parquet(items_file)
+    suite_items("smoke", contrast_types=["type1"], degrees=[0]).to_parquet(items_file)  # 128 items
     sim, fit, core = tmp_path / "sim", tmp_path / "fit", tmp_path / "core.parquet"
-    assert main(["irt", "simulate", "--out", str(sim), "--models", "6", "--subset", str(items_file)]) == 0
+    assert main(["irt", "simulate", "--out", str(sim), "--models", "5", "--subset", str(items_file)]) == 0
     runs = sorted(str(p) for p in sim.glob("m*"))
     assert main(["irt", "fit", *runs, "--out", str(fit), "--bootstrap", "2"]) == 0
     it = pd.read_parquet(fit / "irt_items.parquet")
     assert {"a", "b", "a_se", "b_se", "a_lo", "b_hi", "in_2pl"} <= set(it.columns) and it["a_se"].notna().any()
     assert json.loads((fit / "manifest.json").read_text())["status"] == "done"
-    assert main(["irt", "core", "--fit", str(fit), "--items", "120", "--out", str(core), "--theta=-1,1"]) == 0
+    assert main(["irt", "core", "--fit", str(fit), "--items", "60", "--out", str(core), "--theta=-1,1"]) == 0
     chosen = suite_items(str(core))  # the core is usable where a subset name goes
-    assert 0 < len(chosen) <= 120 and _groups_whole(it, chosen["item_id"].tolist())
+    assert 28 <= len(chosen) <= 60 and _groups_whole(it, chosen["item_id"].tolist())
     assert main(["irt", "adapt", "--fit", str(fit), "--out", str(tmp_path / "ad"), "--simulate-theta", "0.5"]) == 0
     first = json.loads((tmp_path / "ad" / "adaptive.json").read_text())
     capsys.readouterr()
@@ -164,3 +164,34 @@ def test_commands_end_to_end(tmp_path, capsys):
     assert main(["irt", "adapt", "--fit", str(fit), "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err
     assert "at least 2 runs" in err and "--items 5 is too few" in err and "exactly one of --model" in err
+
+
+def test_simulated_amb_answers_follow_the_planted_lean_and_shift():
+    from evenhand.irt.simulate import plant_items, simulated_rows
+    from evenhand.metrics import compute_metrics
+    items = suite_items("smoke", contrast_types=["type1"])
+    planted = plant_items(items)
+    for lean in (1.0, 0.0):  # every AMB baseline favours the minority-coded candidate, or none does
+        assert compute_metrics(simulated_rows(items, planted, 0.0, lean=lean), metrics=["tielean"])["tielean"].value == lean
+    for smin, smaj in ((1.0, 0.0), (0.0, 1.0)):  # all pressure of one direction followed, none of the other
+        rows = simulated_rows(items, planted, 0.0, lean=0.5, shift_min=smin, shift_maj=smaj)
+        shift = compute_metrics(rows, metrics=["tieshift"])["tieshift"].value
+        assert shift == smin - smaj, shift
+    # the failing case: a lean of 0.5 (the simulator ignoring the planted lean) is far from both
+    rows = simulated_rows(items, planted, 0.0, lean=0.5)
+    assert 0.2 < compute_metrics(rows, metrics=["tielean"])["tielean"].value < 0.8
+
+
+@pytest.mark.slow  # real weights: the organism (1.7 MB) through torch; the callable path is covered above
+def test_adapt_runs_the_organism_through_the_decide_path(tmp_path, capsys):
+    items_file = tmp_path / "items.parquet"
+    suite_items("smoke", contrast_types=["type1"], degrees=[0]).to_parquet(items_file)
+    sim, fit = tmp_path / "sim", tmp_path / "fit"
+    assert main(["irt", "simulate", "--out", str(sim), "--models", "4", "--subset", str(items_file)]) == 0
+    assert main(["irt", "fit", *sorted(str(p) for p in sim.glob("m*")), "--out", str(fit), "--bootstrap", "0"]) == 0
+    with pytest.warns(UserWarning, match="trained on suite version 1"):
+        assert main(["irt", "adapt", "--fit", str(fit), "--out", str(tmp_path / "ad"), "--model", "evenhand-organism",
+                     "--device", "cpu", "--budget", "3", "--target-se", "0.01"]) == 0
+    state = json.loads((tmp_path / "ad" / "adaptive.json").read_text())
+    assert state["stopped"] == "budget" and len(state["answered"]) == 3
+    assert all(r["choice"] in ("A", "B", None) for r in state["answered"])

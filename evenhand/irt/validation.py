@@ -42,13 +42,18 @@ def recovery(table: pd.DataFrame) -> dict:
             "r_b": float(np.corrcoef(t["b"], t["b_true"])[0, 1])}
 
 
-def core_rank_correlation(table: pd.DataFrame, ids: list[str], Y: np.ndarray, theta: np.ndarray) -> float:
-    """Spearman correlation between held-out models' planted abilities ``theta`` and their EAP abilities from
-    the core ``ids``' GT items alone (fitted parameters), ``Y`` the GT items x models responses."""
+def core_abilities(table: pd.DataFrame, ids: list[str], Y: np.ndarray) -> np.ndarray:
+    """EAP abilities of the models (columns of ``Y``, the GT items x models responses) from the core ``ids``'
+    GT items alone, under the fitted parameters."""
     gt = table[table["condition"] == "GT"].reset_index(drop=True)
     keep = gt["item_id"].isin(set(ids)).to_numpy() & gt["a"].notna().to_numpy()
-    est = [x.eap for x in abilities(Y[keep], gt["a"].to_numpy()[keep], gt["b"].to_numpy()[keep])]
-    return float(pd.Series(est).corr(pd.Series(theta), method="spearman"))
+    return np.array([x.eap for x in abilities(Y[keep], gt["a"].to_numpy()[keep], gt["b"].to_numpy()[keep])])
+
+
+def core_rank_correlation(table: pd.DataFrame, ids: list[str], Y: np.ndarray, theta: np.ndarray) -> float:
+    """Spearman correlation between held-out models' planted abilities ``theta`` and their
+    :func:`core_abilities`."""
+    return float(pd.Series(core_abilities(table, ids, Y)).corr(pd.Series(theta), method="spearman"))
 
 
 def compare_cores(table: pd.DataFrame, planted: pd.DataFrame, n_items: int, n_test: int, replications: int,
@@ -56,16 +61,18 @@ def compare_cores(table: pd.DataFrame, planted: pd.DataFrame, n_items: int, n_te
                   seed: int = 0, champion: str = "information") -> pd.DataFrame:
     """Per replication: the Spearman correlation with planted abilities of ``n_test`` fresh simulated models
     ranked by the core ``champion`` chooses (``information``: the IRT core; ``random`` shows the check failing)
-    and by the stratified random core of the same size (a new seed each replication). Both score the same
-    responses."""
+    and by the stratified random core of the same size (a new seed each replication), and the RMSE of their
+    EAP abilities against the planted ones (``irt_rmse``, ``random_rmse``). Both score the same responses."""
     ids, _ = select_core(table, n_items, theta_range, champion, seed)
     rows = []
     for r in range(replications):
         other, _ = select_core(table, n_items, theta_range, "random", seed + 1000 + r)
         theta = plant_abilities(n_test, population, seed + 100 + r)
         Y = simulate_correct(planted, theta, seed + 200 + r)
-        rows.append({"replication": r, "irt": core_rank_correlation(table, ids, Y, theta),
-                     "random": core_rank_correlation(table, other, Y, theta)})
+        est = {k: core_abilities(table, c, Y) for k, c in (("irt", ids), ("random", other))}
+        rows.append({"replication": r, **{k: float(pd.Series(e).corr(pd.Series(theta), method="spearman"))
+                                          for k, e in est.items()},
+                     **{f"{k}_rmse": float(np.sqrt(np.mean((e - theta) ** 2))) for k, e in est.items()}})
     out = pd.DataFrame(rows)
     return out.assign(gain=out["irt"] - out["random"])
 
