@@ -13,7 +13,7 @@ import os
 
 from evenhand.irt.adaptive import AdaptiveOptions
 from evenhand.irt.validation import (adaptive_coverage, compare_cores, core_wins, fitted_on_population,
-                                     metric_agreement, recovery, timed)
+                                     linking, metric_agreement, recovery, timed)
 from evenhand.suite import items as suite_items
 
 
@@ -51,11 +51,14 @@ def main() -> None:
                "irt_better_share": float((res["gain"] > 0).mean()), "passes": core_wins(res), "seconds": round(s, 1)}
         out["cores"].append(row)
         print(f"core of {size} items: {row}", flush=True)
-    opts = AdaptiveOptions(target_se=a.target_se, budget=a.budget)
-    for which, t in (("fitted", table), ("planted", table.assign(a=table["a_true"], b=table["b_true"]))):
+    out["linking"] = dict(zip(("A", "B"), linking(table)))
+    print(f"fitted scale = A planted + B: {out['linking']}", flush=True)
+    for which, t, m in (("fitted", table, 0), ("fitted_min10", table, 10),
+                        ("planted", table.assign(a=table["a_true"], b=table["b_true"]), 0)):
+        opts = AdaptiveOptions(target_se=a.target_se, budget=a.budget, min_items=m)
         res, s = timed(adaptive_coverage, t, a.adaptive, opts, seed=a.seed)
         out[f"adaptive_{which}"] = {**res, "seconds": round(s, 1)}
-        print(f"adaptive ({which} parameters): {out[f'adaptive_{which}']}", flush=True)
+        print(f"adaptive ({which}): {out[f'adaptive_{which}']}", flush=True)
     res, s = timed(metric_agreement, items, table, planted, a.agreement_models, a.agreement_items, seed=a.seed)
     out["agreement"] = {"seconds": round(s, 1), "rows": res.to_dict("records")}
     print(f"headline metrics on {a.agreement_models} models ({s:.0f} s):\n{res.round(3).to_string(index=False)}",

@@ -76,6 +76,10 @@ def test_adaptive_stops_at_target_se_or_budget_and_resumes(population, tmp_path)
     bank = bank_of(table)
     state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.3, budget=200))
     assert state["stopped"] == "target_se" and state["ability"]["theta_sd"] <= 0.3
+    early = state["ability"]["n_items"]
+    assert early < 12  # the failing case of the next check: without min_items the target SE stops it sooner
+    state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.3, budget=200, min_items=12))
+    assert state["stopped"] == "target_se" and state["ability"]["n_items"] == 12
     state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.01, budget=7))
     assert state["stopped"] == "budget" and state["ability"]["n_items"] == 7
     # items asked are the most informative at the current MAP: the first is the bank's most informative at 0

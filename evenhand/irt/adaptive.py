@@ -29,12 +29,16 @@ class AdaptiveOptions:
     """Stop after this many items."""
     prior_sd: float = 1.0
     """SD of the normal prior on the ability (mean 0: the fitted runs' scale)."""
+    min_items: int = 0
+    """Ask at least this many items before the target SE may stop the test."""
 
     def __post_init__(self) -> None:
         if not self.target_se > 0:
             raise ValueError(f"target_se must be > 0, got {self.target_se}")
         if self.budget < 1:
             raise ValueError(f"budget must be at least 1, got {self.budget}")
+        if self.min_items < 0:
+            raise ValueError(f"min_items must be >= 0, got {self.min_items}")
         if not self.prior_sd > 0:
             raise ValueError(f"prior_sd must be > 0, got {self.prior_sd}")
 
@@ -82,7 +86,7 @@ def adaptive_test(bank: pd.DataFrame, answer: Answer, options: AdaptiveOptions =
     est = estimate()
     while True:
         n = int(used.sum())
-        stopped = ("target_se" if n and est.sd <= options.target_se else "budget" if n >= options.budget
+        stopped = ("target_se" if n and n >= options.min_items and est.sd <= options.target_se else "budget" if n >= options.budget
                    else "bank" if used.all() else None)
         if stopped:
             return save(stopped)
