@@ -16,7 +16,7 @@ from evenhand.irt.adaptive import AdaptiveOptions, adaptive_test, bank_of  # noq
 from evenhand.irt.fit import correctness, response_matrix  # noqa: E402
 from evenhand.irt.select import balance_cells, select_core  # noqa: E402
 from evenhand.irt.validation import (adaptive_coverage, compare_cores, core_wins, fitted_on_population,  # noqa: E402
-                                     recovery)
+                                     linking, recovery)
 from evenhand.suite import items as suite_items  # noqa: E402
 from evenhand.suite.generate import other_slot  # noqa: E402
 from experiments.cli import main  # noqa: E402
@@ -53,9 +53,11 @@ def test_irt_core_ranks_models_better_than_a_random_core(population):
 
 def test_adaptive_intervals_cover_planted_abilities(population):
     table, _ = population
+    truth = table.assign(a=table["a_true"], b=table["b_true"])
+    assert linking(truth) == pytest.approx((1.0, 0.0)) and linking(table) != pytest.approx((1.0, 0.0))
     fitted = adaptive_coverage(table, 100)
     assert fitted["coverage"] >= 0.8 and fitted["r_theta"] > 0.85, fitted
-    planted = adaptive_coverage(table.assign(a=table["a_true"], b=table["b_true"]), 100)
+    planted = adaptive_coverage(truth, 100)
     assert planted["coverage"] >= 0.9, planted
     # the failing case: an overconfident prior (SD 0.2) gives intervals that miss most planted abilities
     narrow = adaptive_coverage(table, 100, AdaptiveOptions(prior_sd=0.2))

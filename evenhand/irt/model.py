@@ -45,26 +45,32 @@ class Ability:
                 "theta_hi": self.hi, "n_items": self.n_items}
 
 
-def posterior(y, a, b, prior_mean: float = 0.0, prior_sd: float = 1.0, grid: np.ndarray = GRID) -> Ability:
-    """The ability posterior of one responder given 0/1 responses ``y`` to items (a, b) and a normal prior,
-    on ``grid``; NaN responses are skipped. With no responses it is the prior."""
-    y, a, b = np.asarray(y, float), np.asarray(a, float), np.asarray(b, float)
-    keep = ~np.isnan(y)
-    y, a, b = y[keep], a[keep], b[keep]
-    logp = -0.5 * ((grid - prior_mean) / prior_sd) ** 2
-    if len(y):
-        z = a * (grid[:, None] - b)
-        logp = logp + (y * -np.logaddexp(0.0, -z) + (1 - y) * -np.logaddexp(0.0, z)).sum(axis=1)
+def _summary(logp: np.ndarray, grid: np.ndarray, n_items: int) -> Ability:
+    """The :class:`Ability` of a log posterior on ``grid``."""
     w = np.exp(logp - logp.max())
     w /= w.sum()
     eap = float(w @ grid)
     sd = float(np.sqrt(max(w @ (grid - eap) ** 2, 0.0)))
     cdf = np.cumsum(w)
     lo, hi = float(np.interp(0.025, cdf, grid)), float(np.interp(0.975, cdf, grid))
-    return Ability(float(grid[int(np.argmax(logp))]), eap, sd, lo, hi, int(len(y)))
+    return Ability(float(grid[int(np.argmax(logp))]), eap, sd, lo, hi, n_items)
 
 
-def abilities(Y, a, b, prior_sd: float = 1.0) -> list[Ability]:
-    """:func:`posterior` of each column of the items x responders matrix ``Y`` (NaN: not answered)."""
-    Y = np.asarray(Y, float)
-    return [posterior(Y[:, j], a, b, prior_sd=prior_sd) for j in range(Y.shape[1])]
+def posterior(y, a, b, prior_mean: float = 0.0, prior_sd: float = 1.0, grid: np.ndarray = GRID) -> Ability:
+    """The ability posterior of one responder given 0/1 responses ``y`` to items (a, b) and a normal prior,
+    on ``grid``; NaN responses are skipped. With no responses it is the prior."""
+    y = np.asarray(y, float)
+    seen = ~np.isnan(y)  # only the answered items enter: adaptive testing calls this after every item
+    return abilities(y[seen, None], np.asarray(a, float)[seen], np.asarray(b, float)[seen], prior_sd, prior_mean,
+                     grid)[0]
+
+
+def abilities(Y, a, b, prior_sd: float = 1.0, prior_mean: float = 0.0, grid: np.ndarray = GRID) -> list[Ability]:
+    """:func:`posterior` of each column of the items x responders matrix ``Y`` (NaN: not answered), all at once."""
+    Y, a, b = np.asarray(Y, float), np.asarray(a, float), np.asarray(b, float)
+    seen = ~np.isnan(Y)
+    right = np.where(seen, Y, 0.0)
+    z = a * (grid[:, None] - b)  # grid x items
+    logp = (right.T @ -np.logaddexp(0.0, -z).T + (seen * (1 - right)).T @ -np.logaddexp(0.0, z).T
+            - 0.5 * ((grid - prior_mean) / prior_sd) ** 2)  # responders x grid
+    return [_summary(logp[j], grid, int(seen[:, j].sum())) for j in range(Y.shape[1])]
