@@ -144,6 +144,9 @@ def test_response_matrix_scores_gt_rows_and_leaves_amb_out():
     dropped = items["item_id"].iloc[0]
     assert dropped not in Y.index and Y.shape == (gt.sum() - int(gt.iloc[0]), 2)
     assert (Y["r"] == 1).all() and (Y["w"] == 0).all()
+    first_gt = items.index[gt][0]
+    flagged = right.assign(excluded=[i == first_gt for i in items.index])  # an excluded item stays out
+    assert items["item_id"][first_gt] not in correctness(flagged).index and len(correctness(flagged)) == gt.sum() - 1
 
 
 def test_commands_end_to_end(tmp_path, capsys):
