@@ -53,6 +53,7 @@ def select_core(items: pd.DataFrame, n: int, theta_range: tuple[float, float] = 
     budget_gt = int(round(n * frame["condition"].eq("GT").mean()))
     budget = {True: budget_gt, False: n - budget_gt}
     chosen: list[str] = []
+    picked: set[str] = set()
     used = {True: 0, False: 0}
 
     def ranked(is_gt: bool) -> list[str]:
@@ -68,6 +69,7 @@ def select_core(items: pd.DataFrame, n: int, theta_range: tuple[float, float] = 
 
     def take(name: str) -> None:
         chosen.append(name)
+        picked.add(name)
         used[bool(gt[name])] += int(groups.at[name, "size"])
 
     for is_gt in (True, False):  # cover: one group for each cell not yet represented (GT first: AMB matches them)
@@ -85,9 +87,9 @@ def select_core(items: pd.DataFrame, n: int, theta_range: tuple[float, float] = 
         cap = min(budget[True], n - used[False]) if is_gt else n - used[True]
         for name in ranked(is_gt):
             size = int(groups.at[name, "size"])
-            if name not in chosen and used[is_gt] + size <= cap:
+            if name not in picked and used[is_gt] + size <= cap:
                 take(name)
-    keep = set(chosen)
+    keep = picked
     ids = [i for i, g in zip(frame["item_id"], frame["_group"]) if g in keep]
     sub = frame[frame["_group"].isin(keep)]
     summary = {"method": method, "items": len(ids), "groups": len(keep), "budget": n,
