@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-sklearn", action="store_true")
     ap.add_argument("--run", default=None, help="a run directory: its cached activations and favours_minority labels")
-    ap.add_argument("--degree", type=int, nargs="+", default=None, help="with --run: keep these degrees")
+    ap.add_argument("--degrees", "--degree", dest="degree", type=int, nargs="+", default=None,
+                    help="with --run: keep these degrees (alias: --degree)")
     ap.add_argument("--reps", type=int, default=3, help="sweeps per engine; the median time is reported")
     ap.add_argument("--dtype", default="auto", help="torch engine compute dtype: auto | float32 | float64")
     ap.add_argument("--memory-budget-gib", type=float, default=None, help="torch engine memory budget (default: 4)")

@@ -58,7 +58,7 @@ def jobs(work: Path) -> dict[str, list[str]]:
     quick.write_text(re.sub(r"(?m)^output_dir: .*$", f"output_dir: {work / 'quickstart'}", cfg))
     api = work / "api.py"
     api.write_text(_readme_api_block())
-    return {"demo": cli + ["demo", "--out", str(work / "demo"), "--no-progress"],
+    return {"demo": cli + ["demo", "--out", str(work / "demo"), "--quiet"],
             "quickstart": cli + ["run", str(quick), "--quiet"],
             "api_block": [sys.executable, str(api)]}
 

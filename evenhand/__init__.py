@@ -3,15 +3,15 @@
 The public API, for a notebook (``import evenhand as eh``)::
 
     lm = eh.load_model("evenhand-organism")        # a preset, a Hugging Face id or a local path
-    items = eh.suite.items("smoke", n=200)          # suite items, spread across scenarios
+    items = eh.suite.items("smoke", limit=200)      # suite items, spread across scenarios
     responses = eh.decide(items, lm, eh.DecideOptions(mode="answer"))
     cache = eh.cache(items, lm, eh.CacheOptions(), out_dir="activations")
     report = eh.score(responses)                    # FairStress metrics, 95% CIs: jackknife-t over scenarios
     print(report); report.to_frame()                # the degree-3 headline with n and k; every estimate, tidy
+    eh.table(["runs/a", "runs/b=label"]).figure("f")  # several runs' headlines side by side, a forest plot
 
-Names load on first use (PEP 562), so ``import evenhand`` imports neither torch nor transformers.
-``eh.decide`` is the function :func:`evenhand.decisions.decide` (its module is named ``decisions`` so
-that importing it never shadows the function on the package).
+Names load on first use (PEP 562): ``import evenhand`` imports neither torch nor transformers.
+``eh.decide`` is :func:`evenhand.decisions.decide` (its module is ``decisions``, never shadowing it).
 """
 from __future__ import annotations
 
@@ -39,6 +39,8 @@ _EXPORTS = {
     "score": ".metrics", "compare": ".metrics", "HEADLINE": ".metrics", "ScoreReport": ".score_report",
     "validate_rows": ".schema", "read_rows": ".schema", "load_rows": ".schema", "RowError": ".schema",
     "load_fairstress": ".fairstress",
+    # several runs side by side
+    "table": ".multirun:runs_table", "RunsTable": ".multirun",
     # run directories
     "RunDir": ".runs", "RunError": ".runs",
 }
@@ -54,6 +56,8 @@ if TYPE_CHECKING:
     from .decisions import DecideOptions, decide
     from .fairstress import load_fairstress
     from .metrics import HEADLINE, compare, score
+    from .multirun import RunsTable
+    from .multirun import runs_table as table
     from .models.loading import PRESETS, LoadedModel, ModelLoadError, ModelSpec, load_model
     from .models.policy import PlantedPolicy
     from .models.simulated import SimulatedModel

@@ -26,9 +26,19 @@ from .engine.registry import MODES, Batch, Mode, engine_of
 from .engine.rows import response_row
 from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .shards import ParquetShards
-from .runs import RunDir
+from .runs import RunDir, RunError
 from .stages import report_progress
 from .suite.matched import suite_mismatch
+
+
+class ItemsFailed(RunError):
+    """Items the engine could not answer after its retries (``failed``: (item_id, why) pairs); the others are
+    decided and saved (``table``; with ``out_dir``, in its shards), and the same call again asks only the failed."""
+
+    def __init__(self, failed: list[tuple[str, str]], total: int, table: pd.DataFrame):
+        self.failed, self.table = failed, table
+        super().__init__(f"{len(failed):,} of {total:,} items got no answer (first: item {failed[0][0]}, {failed[0][1]}); "
+                         f"the {len(table):,} answered are saved: run the same command again to retry the others")
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,8 @@ class DecideOptions:
     """The fewest tokens a prefix must share to be run once for several rows."""
     engine: str = registry.DEFAULT
     """A registered engine (evenhand.engine.registry): hf (Hugging Face, the reference) | vllm (answer and
-    reasoning modes; batch_size is the items handed to vLLM at once)."""
+    reasoning modes; batch_size is the items handed to vLLM at once) | openai (answer and reasoning modes through
+    an OpenAI-compatible API; batch_size items per batch, concurrency of them in flight)."""
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -101,10 +112,18 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
         done = shards.done_ids() & set(order)
     todo = [r for r in records if r["item_id"] not in done]
     variant = "reasoning" if opts.mode == "reasoning" else "answer"
-    special = not uses_chat_template(lm.tokenizer, opts.chat_template)
-    texts = [model_text(lm.tokenizer, user_message(r, variant), opts.chat_template) for r in todo]
-    ids = token_ids(lm.tokenizer, texts, special)
-    if opts.prefix_reuse or engine.prefix_reuse == "automatic":
+    messages = None
+    if registry.takes_messages(opts.engine):  # the server templates and tokenises: EvenHand sends the chat
+        texts = [user_message(r, variant) for r in todo]
+        messages = [[{"role": "user", "content": t}] for t in texts]
+        ids, special = [[] for _ in texts], False
+    else:
+        special = not uses_chat_template(lm.tokenizer, opts.chat_template)
+        texts = [model_text(lm.tokenizer, user_message(r, variant), opts.chat_template) for r in todo]
+        ids = token_ids(lm.tokenizer, texts, special)
+    if messages is not None:
+        batches = plan_batches_in_order(len(ids), opts.batch_size)
+    elif opts.prefix_reuse or engine.prefix_reuse == "automatic":
         batches = plan_prefix_batches(ids, opts.batch_size)
     elif opts.bucket:
         batches = plan_batches([len(x) for x in ids], opts.batch_size)
@@ -119,7 +138,7 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
     def run(idx: list[int]) -> list[dict]:
         t0 = time.perf_counter()
         batch = Batch(texts=[texts[i] for i in idx], ids=[ids[i] for i in idx], special=special,
-                      items=[todo[i] for i in idx])
+                      items=[todo[i] for i in idx], messages=None if messages is None else [messages[i] for i in idx])
         if opts.mode == "logprob":
             out = engine.score_labels(lm, batch, min_prefix)
         else:
@@ -131,15 +150,21 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
 
     bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
                desc=" ".join(filter(None, (opts.progress_label, f"decide[{opts.mode}]"))), dynamic_ncols=True)
+    failed: list[tuple[str, str]] = []  # (item_id, why): items an engine could not answer (error in the row)
     for idx in batches:
         outs = halving.run(run, idx)
+        for i, o in zip(idx, outs):
+            if o.get("error"):
+                failed.append((todo[i]["item_id"], o["error"]))
         rows = [response_row(todo[i], o, model=lm.name, mode=opts.mode, chat_template=used_template)
-                for i, o in zip(idx, outs)]
+                for i, o in zip(idx, outs) if not o.get("error")]
         df = pd.DataFrame(rows)
-        if shards is not None:
-            shards.write(df)
-        else:
-            collected.append(df)
+        if len(df):
+            df = df.drop(columns=["error"], errors="ignore")
+            if shards is not None:
+                shards.write(df)
+            else:
+                collected.append(df)
         bar.update(len(idx))
         report_progress(bar.n, bar.total)  # the run's time left in this stage
     bar.close()
@@ -149,6 +174,8 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
         table = table[table["item_id"].isin(order)].drop_duplicates("item_id")
         table = table.assign(_order=table["item_id"].map(order)).sort_values("_order")
         table = table.drop(columns="_order").reset_index(drop=True)
+    if failed:
+        raise ItemsFailed(failed, len(order), table)
     missing = len(order) - len(table)
     if missing:
         raise RuntimeError(f"{missing} items have no response after the run")

@@ -21,7 +21,7 @@ from .plotting import COLUMN_WIDTH
 from .runs import RunDir, write_table_atomic
 
 __all__ = ["MIN_CELL_N", "COLUMNS", "metrics_long", "metrics_table", "progression_figure", "heatmap_cells",
-           "heatmap_figure", "family_figure", "probe_figure", "latex_table", "models_of"]
+           "heatmap_figure", "family_figure", "probe_figure", "forest_figure", "latex_table", "models_of"]
 
 MIN_CELL_N = 20
 """The fewest items a heatmap cell or a family's flip rate needs to be shown as a finding: below it (or
@@ -374,6 +374,93 @@ def _size(g: pd.DataFrame) -> str:
         return ""
     k = f", k={int(g['clusters'].max())}" if "clusters" in g.columns and g["clusters"].notna().any() else ""
     return f"n={int(g['n'].max())}{k}"
+
+
+def _run_name(label: str, model) -> str:
+    """A run as a forest plot's row names it: its label, and its model's display name below when that differs."""
+    shown = model_name(model) if isinstance(model, str) and model else ""
+    return label if not shown or shown == label or model == label else f"{label}\n{shown}"
+
+
+def forest_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
+                  title: str | None = None):
+    """Several runs' metrics side by side: a panel per metric (in the table's order), a row per run (label and
+    model), the estimate with its 95% CI, n items at the right of each row, a grey line at the even-handed value
+    (0 pp; TieLean 50%) and the sign convention on each asymmetry's axis. ``table``: one row per run and metric
+    with ``label, model, metric, value, ci_low, ci_high, n, k`` (:meth:`evenhand.multirun.RunsTable.to_frame`).
+    A point without an interval (fewer than two scenarios) is an open circle."""
+    import matplotlib.pyplot as plt
+
+    pal = paper_style()
+    labels = list(dict.fromkeys(table["label"]))
+    metrics = list(dict.fromkeys(table["metric"]))
+    models = dict(zip(table["label"], table["model"])) if "model" in table.columns else {}
+    ncols = min(3, len(metrics))
+    nrows = -(-len(metrics) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(FULL_WIDTH, nrows * (0.34 * len(labels) + 1.05)), sharey=True,
+                             squeeze=False)
+    y = np.arange(len(labels))
+    no_ci, pp_axes = False, []
+    for i, ax in enumerate(axes.flat):
+        if i >= len(metrics):
+            ax.set_visible(False)
+            continue
+        m = metrics[i]
+        g = table[table["metric"] == m].set_index("label").reindex(labels)
+        v, lo, hi = (g[c].to_numpy(float) * 100 for c in ("value", "ci_low", "ci_high"))
+        has = ~np.isnan(lo) & ~np.isnan(hi)
+        fair = find_metric(m).fair if find_metric(m) is not None else None
+        if fair is not None:
+            ax.axvline(100 * fair, color="0.6", lw=0.6, zorder=0)
+        ax.errorbar(v[has], y[has], xerr=_errors(v[has], lo[has], hi[has]), fmt="o", color=pal[0], capsize=1.5,
+                    elinewidth=0.8)
+        bare = ~has & ~np.isnan(v)
+        if bare.any():
+            no_ci = True
+            ax.plot(v[bare], y[bare], "o", mfc="white", color=pal[0], zorder=3)
+        for yy, vv, nn in zip(y, v, g["n"].tolist()):  # n at the panel's right edge, above its row
+            if not np.isnan(vv):
+                ax.annotate(f"n = {int(nn):,}", (1.0, yy), xycoords=("axes fraction", "data"), xytext=(0, 3.5),
+                            textcoords="offset points", ha="right", va="bottom", fontsize=5, color="0.35")
+        ax.set_title(metric_name(m))
+        ax.set_xlabel(signed_axis_label(m), fontsize=6.5, linespacing=1.1)
+        ax.set_ylim(len(labels) - 0.4, -0.75)
+        span = np.concatenate([v[~np.isnan(v)], lo[has], hi[has]] + ([[100 * fair]] if fair is not None else []))
+        if len(span):
+            rng = float(span.max() - span.min())
+            pad = 0.08 * rng if rng > 0 else 0.5
+            lo_x, hi_x = span.min() - pad, span.max() + pad
+            if metric_unit(m) == "%":  # a rate lies in [0, 100]: no negative (or >100) ticks, a sliver of margin
+                sliver = 0.02 * (min(hi_x, 100.0) - max(lo_x, 0.0))
+                lo_x, hi_x = max(lo_x, -sliver), min(hi_x, 100.0 + sliver)
+            ax.set_xlim(lo_x, hi_x)
+        if metric_unit(m) == "pp":
+            pp_axes.append(ax)
+        ax.tick_params(axis="y", length=0)
+    if pp_axes:  # the differences share one scale, as in the progression figure
+        lows, highs = zip(*(ax.get_xlim() for ax in pp_axes))
+        for ax in pp_axes:
+            ax.set_xlim(min(lows), max(highs))
+    axes[0, 0].set_yticks(y, [_run_name(lb, models.get(lb)) for lb in labels])
+    for row in axes:
+        row[0].tick_params(axis="y", labelleft=True)
+    ks = table["k"].dropna() if "k" in table.columns else pd.Series(dtype=float)
+    scen = "" if not len(ks) else (f" over k = {int(ks.max())} scenarios" if ks.min() == ks.max() else
+                                  f" over k = {int(ks.min())}–{int(ks.max())} scenarios")
+    if title is None:
+        one = sorted({str(m) for m in table["model"].dropna()}) if "model" in table.columns else []
+        title = "Degree-3 headline metrics" + (f", {model_name(one[0])}" if len(one) == 1 else "")
+    fig.suptitle(title, fontsize=7)
+    shared = [metric_name(m) for m in metrics if metric_unit(m) == "pp"]
+    notes = [f"Points: estimates at D3; bars: 95% CIs{scen}; n: items behind each estimate."
+             + (f" {', '.join(shared)} share one scale (pp)." if len(shared) > 1 else "")
+             + " Grey lines: even-handed values (0 pp, TieLean 50%); right of them the model leans toward the "
+               "minority-coded candidate."]
+    if no_ci:
+        notes.append("Open circles: no interval (fewer than two scenarios).")
+    fig.tight_layout()
+    _footnote(fig, " ".join(notes))
+    return save(fig, stem, formats)
 
 
 def metrics_table(run_dir: str | Path, resamples: int = RESAMPLES) -> pd.DataFrame:

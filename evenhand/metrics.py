@@ -403,7 +403,7 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     The intervention score (the signed change of each gap toward zero, refusals counted, accuracy loss
     with a clustered test) is :func:`evenhand.paired.score_arms`; ``evenhand compare-runs BASE OTHER`` prints
     both. (An |gap(base)| - |gap(other)| reduction is biased toward zero and is not reported.) ``bootstrap``: as
-    in :func:`score`."""
+    in :func:`score` (recorded only when the interval is the percentile bootstrap, which reads it)."""
     boot = _bootstrap(bootstrap, resamples, seed)
     resamples, seed = boot.resamples, boot.seed
     check_convention(convention)
@@ -437,8 +437,8 @@ def compare(base: pd.DataFrame, other: pd.DataFrame, contrast_type: str | None =
     disc_b, disc_c = int((ca & ~cb).sum()), int((~ca & cb).sum())
     return {
         "contrast_type": ctype, "convention": convention, "n_items": len(common), "n_scenarios": len(clusters),
-        "interval": INTERVAL, "resamples": resamples,
-        "seed": seed, "difference": diffs,
+        "interval": INTERVAL, **({"resamples": resamples, "seed": seed} if INTERVAL == "percentile" else {}),
+        "difference": diffs,  # the jackknife-t reads no resamples or seed: neither is recorded
         "mcnemar": {"n": int(both.sum()), "base_only_correct": disc_b, "other_only_correct": disc_c,
                     "p_value": mcnemar_exact(disc_b, disc_c)},
     }

@@ -172,14 +172,33 @@ def literal_values(tp) -> tuple | None:
     return typing.get_args(tp) if typing.get_origin(tp) is typing.Literal else None
 
 
+def alias_help(text: str, aliases: Iterable[str]) -> str:
+    """``text`` with its flag's older spellings named: ``... (alias: --degree)``."""
+    aliases = list(aliases)
+    return f"{text} (alias: {', '.join(aliases)})" if aliases else text
+
+
+def one_value(why: str) -> type[argparse.Action]:
+    """An argparse action for a flag spelled as taking several values (``--degrees``) where the command takes
+    one: it stores the single value and refuses more with ``why``."""
+    class OneValue(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            if len(values) != 1:
+                parser.error(f"{option_string} takes one value here, got {' '.join(map(str, values))}: {why}")
+            setattr(namespace, self.dest, values[0])
+    return OneValue
+
+
 def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags: Mapping[str, str] | None = None,
-              choices: Mapping[str, Iterable] | None = None, defaults: Mapping[str, object] | None = None) -> None:
+              choices: Mapping[str, Iterable] | None = None, defaults: Mapping[str, object] | None = None,
+              aliases: Mapping[str, Iterable[str]] | None = None, single: Mapping[str, str] | None = None) -> None:
     """Add ``--field-name`` flags for the fields ``names`` of dataclass ``cls``: type, default and help
     from the field (its docstring; a field without one is an error: no flag without help), choices from a
     ``Literal[...]`` field; ``flags`` renames a flag, ``choices`` restricts its values and
     ``defaults`` gives a default the dataclass leaves to its caller. A field without a default is a
     required flag; a bool field defaulting to False becomes a switch; a tuple field takes one or more
-    values."""
+    values. ``aliases`` gives a flag older spellings (parsed to the same field, named in its help);
+    ``single`` marks a one-value field whose flag is spelled as a plural (:func:`one_value`, with why)."""
     hints = typing.get_type_hints(cls)
     by_name = {f.name: f for f in fields(cls)}
     docs = field_docs(cls)
@@ -199,7 +218,8 @@ def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags:
             kw = {"dest": kw["dest"], "required": True}  # no default on the dataclass: the flag is required
         if name not in docs:
             raise ValueError(f"{cls.__name__}.{name} has no docstring: a flag needs its help")
-        kw["help"] = docs[name].replace("%", "%%")
+        kw["help"] = alias_help(docs[name].replace("%", "%%"), (aliases or {}).get(name, ()))
+        strings = [flag, *(aliases or {}).get(name, ())]
         tp = hints[name]
         allowed = literal_values(tp)
         if typing.get_origin(tp) in (typing.Union, types.UnionType):
@@ -207,7 +227,7 @@ def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags:
         if tp is bool:
             if default or kw.get("required"):
                 raise ValueError(f"{cls.__name__}.{name}: a switch must default to False")
-            parser.add_argument(flag, action="store_true", **{k: v for k, v in kw.items() if k != "default"})
+            parser.add_argument(*strings, action="store_true", **{k: v for k, v in kw.items() if k != "default"})
             continue
         if typing.get_origin(tp) is tuple:
             kw["nargs"] = "+"
@@ -223,7 +243,10 @@ def add_flags(parser: argparse.ArgumentParser, cls, names: Iterable[str], flags:
             kw["type"] = tp
         if choices and name in choices:
             kw["choices"] = list(choices[name])
-        parser.add_argument(flag, **kw)
+        if single and name in single:
+            kw.update(nargs="+", action=one_value(single[name]), metavar=name.upper())
+            kw["help"] = kw["help"].replace(docs[name], docs[name] + " One value.", 1)
+        parser.add_argument(*strings, **kw)
 
 
 def options_from_args(cls, args: argparse.Namespace, names: Iterable[str], flags: Mapping[str, str] | None = None,

@@ -19,10 +19,12 @@ from typing import NamedTuple
 
 from . import parse_words as W
 
-__all__ = ["VERDICTS", "ParseResult", "parse_choice", "parse_detail"]
+__all__ = ["VERDICTS", "PARSE_FIELDS", "ParseResult", "parse_choice", "parse_detail", "parse_fields"]
 
 
 VERDICTS = ("choice", "refusal", "unparsed")
+PARSE_FIELDS = ("parse_method", "parse_hedged", "parse_verdict")
+"""The parse columns every run's rows carry beside the raw ``text`` (:meth:`ParseResult.fields`)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,11 @@ class ParseResult:
         if (self.verdict == "choice") != (self.choice is not None):
             raise ValueError(f"ParseResult.verdict {self.verdict!r} does not match choice {self.choice!r}")
 
+    def fields(self) -> dict:
+        """The :data:`PARSE_FIELDS` of a row: ``parse_method`` (the rule that decided; None without a choice),
+        ``parse_hedged``, ``parse_verdict``."""
+        return {"parse_method": self.method, "parse_hedged": self.hedged, "parse_verdict": self.verdict}
+
 
 class _Ev(NamedTuple):
     start: int
@@ -59,6 +66,7 @@ class _Ev(NamedTuple):
 _I = re.IGNORECASE
 _NORM = str.maketrans({"*": " ", "`": " ", "#": " ", "\u2019": "'", "\u2018": "'",
                        "\u201c": '"', "\u201d": '"', "\r": "\n"})
+_UNDERSCORE = re.compile(r"(?<!\w)_+|_+(?!\w)")  # markdown emphasis: "__Candidate A__", "_B_"
 _STOP = ("The|An|And|Or|Nor|But|If|Is|Are|Was|Were|So|Then|Not|Yes|No|Than|Both|"
          "Either|Neither|Over|Between|Of|To|With|For|In|On|At|By|As|Vs|Versus")
 _SEP = r"(?:[\s_\-]+|\s*(?=\())"
@@ -92,7 +100,8 @@ _TAIL = re.compile(r"[\s).!?,;:\"'>\-\u2022]*")
 _SENTENCE = re.compile(r"^|(?<=[.!?\n])")
 _ENDS_SENTENCE = re.compile(r"[\s)\"']*(?:[.!](?=\s|$)|,?\s*(?=(?:although|even\s+though|though|"
                             r"even\s+if|while|whereas|despite)\b))", _I)
-_BREAK = re.compile(r"(?:[.!?\n]|\b(?:so|thus|therefore|hence)\b)|([,;:])", _I)
+_BREAK = re.compile(r"(?:[.!?\n]|\b(?:so|thus|therefore|hence|but)\b)|([,;:])|(\s[-\u2014\u2013]+(?=\s))", _I)  # "..., but B."
+_NOT_LISTED = re.compile(r"\bnot\s+(?:\w+\s+)?\(?[AB]\)?\s*$", _I)  # "Not A, B." and "Not A - B." decide
 _SKIP = re.compile(r"[\s\"'(\[>=\-\u2022\u2192\u21d2]*")  # "-> A", "→ A"
 _QUESTION = re.compile(r"[\s)\"']*\?(?=\s|$)")
 _ASIDE = re.compile(r"\)?[ \t]+\([^()\n]{1,80}\)(?=[\s.!]*$)")  # "A (more experience)" as the whole answer
@@ -208,7 +217,7 @@ def _line_events(t: str, raw: str, lab: re.Pattern[str]) -> list[_Ev]:
     for m in _BREAK.finditer(t):  # a label ending the answer after a clause break
         pos = _SKIP.match(t, m.end()).end()
         a = _atom(t, pos, (lab, _PAREN, _BARE_PAIR))
-        if a and m.group(1) and _LISTED.search(t, 0, m.start()):
+        if a and (m.group(1) or m.group(2)) and _LISTED.search(t, 0, m.start()) and not _NOT_LISTED.search(t, 0, m.start()):
             continue  # "A, B." lists; "If pushed, B." and "Between the two, A." decide
         if a and _TAIL.fullmatch(t, a[1]):
             bare = not lab.match(t, pos)
@@ -304,7 +313,7 @@ def parse_detail(text: str | None, noun: str | None = None) -> ParseResult:
     """Parse an answer; see the module docstring and docs/PARSING.md for the rules."""
     if not isinstance(text, str) or not text.strip():
         return ParseResult(None, None, None)
-    t = text.translate(_NORM)
+    t = _UNDERSCORE.sub(lambda m: " " * len(m.group()), text.translate(_NORM))  # "__B__", not "final_answer"
     lab = _label_regex(t, noun)
     if not any(c.islower() for c in t) and len(t.lower()) == len(t):
         t = t.lower()  # ALL CAPS: read "A" before a word as the article it is in lower case
@@ -317,6 +326,11 @@ def parse_detail(text: str | None, noun: str | None = None) -> ParseResult:
         verdict = "refusal" if pick.method == "refusal" else "unparsed"
         return ParseResult(None, None, (pick.start, pick.end), verdict=verdict)
     return ParseResult(pick.choice, pick.method, (pick.start, pick.end), hedged, "choice")
+
+
+def parse_fields(text: str | None, noun: str | None = None) -> dict:
+    """The :data:`PARSE_FIELDS` of one raw answer (what :mod:`evenhand.engine.rows` writes)."""
+    return parse_detail(text, noun).fields()
 
 
 def parse_choice(text: str | None, noun: str | None = None) -> str | None:

@@ -53,6 +53,21 @@ def model_text(tokenizer, user: str, chat_template: str = "auto") -> str:
     return PLAIN_FORMAT.format(prompt=user)
 
 
+PLAIN_ROLES = {"system": "System", "user": "User", "assistant": "Assistant"}
+"""The plain format's name of each chat role."""
+
+
+def chat_text(tokenizer, messages, chat_template: str = "auto") -> str:
+    """The full text the model reads before its reply to ``messages`` (role/content dicts ending in a user
+    message): the chat template with the generation prompt, else the plain format over turns (``System: ...``,
+    ``User: ...``, ``Assistant: ...``, one message per line, ending in ``Assistant:``). One user message gives
+    exactly :func:`model_text`."""
+    if uses_chat_template(tokenizer, chat_template):
+        return tokenizer.apply_chat_template([dict(m) for m in messages], add_generation_prompt=True,
+                                             tokenize=False)
+    return "\n".join(f"{PLAIN_ROLES[m['role']]}: {m['content']}" for m in messages) + "\nAssistant:"
+
+
 def continuation(text: str, label: str) -> str:
     """The label as a continuation of ``text``: a leading space unless the text ends in whitespace."""
     return label if not text or text[-1].isspace() else " " + label

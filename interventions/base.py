@@ -25,6 +25,7 @@ import pandas as pd
 from .fitted import Fitted, InterventionError, fit_key, options_json
 from .model_state import ModelState
 from evenhand.decisions import decide
+from evenhand.engine.registry import engine_of, has_local_weights, weights_refusal
 from steering.directions import random_like
 
 KINDS = ("prompt", "activation", "learned")
@@ -162,12 +163,19 @@ class Intervention:
         check_fitted(self, fitted)
         return self.fit_options(fitted.fit_options)
 
+    def check_weights(self, lm) -> None:
+        """Refuse (one line) a method that is not a prompt method on a model without local weights (behind an
+        API: :func:`evenhand.engine.registry.has_local_weights`)."""
+        if self.kind != "prompt" and not has_local_weights(engine_of(lm)):
+            raise InterventionError(weights_refusal(engine_of(lm), self.name))
+
     # --- fitting -----------------------------------------------------------------------------
     def fit(self, lm, train_items: pd.DataFrame | None = None, options=None, *, seed: int = 0,
             progress: bool = False) -> Fitted:
         """Fit on ``train_items`` with ``options`` (this method's ``FitOptions``; None: the defaults) and ``seed``.
 
         The model is checked to be unchanged afterwards (no hook left, no parameter changed)."""
+        self.check_weights(lm)
         opts = self.fit_options(options)
         ids = [] if train_items is None else train_items["item_id"].astype(str).tolist()
         model = getattr(lm, "model", None)
@@ -277,6 +285,7 @@ def decide_with(intervention: Intervention, fitted: Fitted, items: pd.DataFrame,
     rewritten prompt is kept in ``shown_prompt``) so the metrics code scores them like
     any other responses."""
     check_fitted(intervention, fitted)
+    intervention.check_weights(lm)
     table = intervention.decide(fitted, items, lm, opts, intervention.apply_options(options))
     original = items.set_index("item_id")["prompt"]
     if "prompt" in table.columns:

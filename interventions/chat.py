@@ -18,17 +18,19 @@ from collections.abc import Callable, Sequence
 import pandas as pd
 
 from evenhand.decisions import DecideOptions
+from evenhand.engine import registry
 from evenhand.engine.batching import Halving, plan_batches, token_lengths
+from evenhand.engine.registry import Batch, engine_of, takes_messages
 from evenhand.engine.generation import generate
 from evenhand.engine.rows import choice_fields, response_row
 from evenhand.engine.scoring import score_labels
-from evenhand.prompts import uses_chat_template
+from evenhand.prompts import chat_text, uses_chat_template
+from evenhand.runs import RunError
 
 from .base import InterventionError
 
 ROLES = ("system", "user", "assistant")
 CHAT_MODES = ("answer", "logprob")
-_PLAIN_ROLE = {"system": "System", "user": "User", "assistant": "Assistant"}
 
 
 def check_conversation(conversation: Sequence[dict], where: str = "conversation") -> None:
@@ -50,11 +52,7 @@ def check_conversation(conversation: Sequence[dict], where: str = "conversation"
 def conversation_text(tokenizer, conversation: Sequence[dict], chat_template: str = "auto") -> str:
     """The full text the model reads before its next reply (see the module docstring)."""
     check_conversation(conversation)
-    if uses_chat_template(tokenizer, chat_template):
-        return tokenizer.apply_chat_template([dict(m) for m in conversation], add_generation_prompt=True,
-                                             tokenize=False)
-    lines = [f"{_PLAIN_ROLE[m['role']]}: {m['content']}" for m in conversation]
-    return "\n".join(lines) + "\nAssistant:"
+    return chat_text(tokenizer, conversation, chat_template)
 
 
 def _run_batched(lm, texts: list[str], special: bool, batch_size: int,
@@ -85,6 +83,34 @@ def _run_batched(lm, texts: list[str], special: bool, batch_size: int,
     return out  # type: ignore[return-value]
 
 
+def _run_messages(lm, conversations: Sequence[Sequence[dict]], max_new_tokens: int, batch_size: int,
+                  progress: bool, desc: str) -> list[dict]:
+    """:func:`generate_rows` on an engine that sends the conversations themselves (a model behind an API, whose
+    server templates them): batches in input order; an item left without an answer after the engine's retries
+    stops the procedure with one line (the answers so far stay in the engine's cache: a rerun asks only the rest)."""
+    from tqdm.auto import tqdm
+
+    engine = registry.get(engine_of(lm))
+    out: list[dict] = []
+    bar = tqdm(total=len(conversations), unit="item", disable=not progress, desc=desc, dynamic_ncols=True)
+    for start in range(0, len(conversations), batch_size):
+        convs = [[dict(m) for m in c] for c in conversations[start:start + batch_size]]
+        t0 = time.perf_counter()
+        rows = engine.generate(lm, Batch(texts=[c[-1]["content"] for c in convs], ids=[[] for _ in convs],
+                                         special=False, messages=convs), max_new_tokens, 0)
+        dt = (time.perf_counter() - t0) / len(convs)
+        for r in rows:
+            r.update(seconds=dt, batch_size=len(convs))
+        out += rows
+        bar.update(len(convs))
+    bar.close()
+    failed = [r["error"] for r in out if r.get("error")]
+    if failed:
+        raise RunError(f"{desc}: {len(failed):,} of {len(out):,} chats got no answer ({failed[0]}); the answers so "
+                       f"far are in the engine's cache: run the same command again to ask only the others")
+    return [{k: v for k, v in r.items() if k != "error"} for r in out]
+
+
 def generate_rows(lm, conversations: Sequence[Sequence[dict]], max_new_tokens: int, batch_size: int,
                   chat_template: str = "auto", *, progress: bool = False, desc: str = "generate") -> list[dict]:
     """One greedy reply per conversation, with its accounting: ``text``, ``n_new_tokens``,
@@ -93,6 +119,8 @@ def generate_rows(lm, conversations: Sequence[Sequence[dict]], max_new_tokens: i
         raise InterventionError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
     for k, conv in enumerate(conversations):
         check_conversation(conv, f"conversations[{k}]")
+    if takes_messages(engine_of(lm)):
+        return _run_messages(lm, conversations, max_new_tokens, batch_size, progress, desc)
     special = not uses_chat_template(lm.tokenizer, chat_template)
     texts = [conversation_text(lm.tokenizer, c, chat_template) for c in conversations]
     if not texts:
@@ -168,7 +196,7 @@ def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_
             seconds[i] += r["seconds"]
             new_total[i] += r["n_new_tokens"]
         final = rows
-    used_template = uses_chat_template(lm.tokenizer, opts.chat_template)
+    used_template = takes_messages(engine_of(lm)) or uses_chat_template(lm.tokenizer, opts.chat_template)
     out = []
     for i, (item, o, conv) in enumerate(zip(records, final, convs)):
         row = response_row(item, o, model=lm.name, mode=opts.mode, chat_template=used_template)

@@ -19,7 +19,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
 
 from .dial import DIAL_FILE, Dial, dialled, letter_position_batches, pressure_sign
 from .recipe import FAIR
@@ -96,12 +95,12 @@ def calibration_items(path: str | Path = FAIR, n_scenarios: int | None = None, d
     return heldout_items(record, n_scenarios, degrees=[degree], seed=seed)
 
 
-def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int = RESAMPLES,
+def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, resamples: int | None = None,
               seed: int = 0, batch_size: int = 64, progress: bool = True, lm=None) -> dict:
     """The calibration curve: per ``beta``, the degree-3 :data:`CALIBRATION_METRICS` (value and CI)
     of the dialled organism on :func:`calibration_items`, and the gain ``k`` (the module docstring).
     ``progress``: a bar over the betas (each one decides every item); ``lm``: the organism at ``path``,
-    already loaded."""
+    already loaded. ``resamples`` is accepted and unused (the metrics' CIs are the jackknife-t): not recorded."""
     from tqdm.auto import tqdm
 
 
@@ -115,7 +114,7 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
     for beta in tqdm(list(betas), desc=f"calibrate ({len(items)} items per beta)", unit="beta",
                      disable=not progress):
         resp = dialled_decisions(items, float(beta), path, dial, batch_size=batch_size, lm=lm)
-        rep = score(resp, contrast_type="type1", resamples=resamples, seed=seed)["by_degree"]["3"]
+        rep = score(resp, contrast_type="type1")["by_degree"]["3"]
         with dialled(lm.model, dial, float(beta)):
             diff = letter_logit_diff(lm, items[on], batch_size)
         shift = float(np.mean((diff - base_diff) * c[on]))
@@ -123,7 +122,7 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
                        "answered": float(resp["choice"].notna().mean()),
                        **{m: {k: rep[m][k] for k in ("value", "ci_low", "ci_high")} for m in CALIBRATION_METRICS}})
     return {"path": str(path), "degree": 3, "n_items": len(items), "n_scenarios": int(items["scenario_id"].nunique()),
-            "resamples": resamples, "seed": seed, "layer": dial.layer, "weight": dial.weight_name, "points": points}
+            "seed": seed, "layer": dial.layer, "weight": dial.weight_name, "points": points}
 
 
 def beta_for(curve: dict, fraggap: float) -> float:

@@ -12,7 +12,7 @@ from evenhand.options import ConfigError
 from evenhand.runs import RunDir, RunError
 from experiments.studies.base import get, kinds, study_of
 
-SMALL = {"betas": [0, 40], "scenarios": 1, "resamples": 50}
+SMALL = {"betas": [0, 40], "scenarios": 1}
 
 
 def test_calibration_is_a_registered_study():

@@ -94,11 +94,14 @@ def test_resamples_is_declared_once_on_bootstrap_options(parser):
     doc = field_docs(BootstrapOptions)["resamples"]
     flags = [(cmd, a) for cmd, a in _walk(parser) if "--resamples" in a.option_strings
              and a.help != argparse.SUPPRESS]  # not `compare`'s hidden refusal that points to compare-runs
-    assert len(flags) >= 9  # compare-runs, power, simulate, coverage, modes, figures, report, probe, organism
-    # (score refuses --resamples: its jackknife-t resamples nothing; tests/test_score_cli.py)
+    assert len(flags) >= 7  # compare-runs, coverage, probe sweep/ablation/attribution, organism eval/dial-probe
+    # (score, simulate, modes, figures, report, power and organism calibrate refuse --resamples: every interval
+    # they compute is the jackknife-t, which resamples nothing; tests/test_cli_spelling.py)
     for cmd, a in flags:
         assert (a.help, a.type) == (doc, int), cmd
-        assert a.default == (400 if cmd == "coverage" else BootstrapOptions.resamples), cmd
+        # coverage and organism eval take it only with a bootstrap (--interval percentile; the probe part)
+        conditional = cmd in ("coverage", "organism eval")
+        assert a.default == (None if conditional else BootstrapOptions.resamples), cmd
     # no module writes the flag by hand: the string "--resamples" is no argument of any call
     by_hand = []
     for sub in ("experiments", "evenhand", "probes", "interventions", "steering"):

@@ -111,7 +111,7 @@ def test_an_output_path_under_a_regular_file_names_the_path(tmp_path, sim_run, c
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / "sub" / ("items.jsonl" if command == "export" else "figs")
     argv = (["suite", "export", "--subset", "smoke", "--out", str(out)] if command == "export"
-            else ["figures", str(sim_run), "--resamples", "20", "--out", str(out)])
+            else ["figures", str(sim_run), "--out", str(out)])
     assert main(argv) == 2
     line = _one_line(capsys)
     assert str(tmp_path / "afile") in line and "choose another path" in line
@@ -131,7 +131,7 @@ def test_an_unwritable_output_path_names_the_path(tmp_path, sim_run, capsys, mon
     monkeypatch.setattr(pathlib.Path, "mkdir", mkdir)
     out = ro / ("items.jsonl" if command == "export" else "figs")
     argv = (["suite", "export", "--subset", "smoke", "--out", str(out)] if command == "export"
-            else ["figures", str(sim_run), "--resamples", "20", "--out", str(out)])
+            else ["figures", str(sim_run), "--out", str(out)])
     assert main(argv) == 2
     line = _one_line(capsys)
     assert str(ro) in line and "Permission denied" in line and "another --out" in line

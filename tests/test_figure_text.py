@@ -243,3 +243,47 @@ def test_report_page_sizes_figures_by_their_printed_width():
         pixels.append(int.from_bytes(png[16:20], "big"))
     assert 35 <= widths[0] <= 55  # a one-column figure: about half the page, not all of it
     assert widths[1] / widths[0] == pytest.approx(pixels[1] / pixels[0], rel=0.05)  # one scale for all figures
+
+
+def _forest_table() -> pd.DataFrame:
+    """Three runs x the six headline metrics, as :meth:`evenhand.multirun.RunsTable.to_frame` gives them; the
+    third run's Refusal has no interval (one scenario)."""
+    from evenhand.metric_defs import headline
+    rows = []
+    for k, (label, model) in enumerate((("β = 0", "google/gemma-3-12b-it"), ("β = 40", "evenhand-organism"),
+                                        ("mine", "mine"))):
+        for m in headline():
+            v = {"accuracy": 0.9, "tielean": 0.5 + 0.02 * k, "refusal": 0.001 * k}.get(m, 0.05 * k)
+            lo, hi = (None, None) if (k == 2 and m == "refusal") else (max(v - 0.04, 0.0), v + 0.04)
+            rows.append({"label": label, "model": model, "metric": m, "value": v, "ci_low": lo, "ci_high": hi,
+                         "n": 1000 + 10 * k, "k": 70})
+    return pd.DataFrame(rows)
+
+
+def test_forest_rows_are_runs_with_n_and_each_asymmetry_states_its_sign(captured):
+    from evenhand.figures import forest_figure
+    from evenhand.metric_defs import find_metric
+    forest_figure(_forest_table(), "unused")
+    fig = captured[0]
+    _no_raw_ids(fig)
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["Accuracy", "AccGap", "TieLean", "FragGap", "TieShift", "Refusal"]
+    rows = [t.get_text() for t in axes[0].get_yticklabels()]
+    assert rows == ["β = 0\nGemma 3 12B IT", "β = 40\nEvenHand organism (planted bias)", "mine"]  # label + model
+    for ax in axes:
+        name = ax.get_title()
+        asym = find_metric({"AccGap": "accgap", "TieLean": "tielean", "FragGap": "fraggap",
+                            "TieShift": "tieshift"}.get(name, "accuracy")).asymmetry
+        assert (SIGN in ax.get_xlabel()) == asym, (name, ax.get_xlabel())
+        fair = [ln for ln in ax.get_lines() if len(set(ln.get_xdata())) == 1 and ln.get_linestyle() == "-"
+                and len(ln.get_xdata()) == 2]
+        assert bool(fair) == asym, name  # the even-handed line on each asymmetry, none on rates without one
+        ns = [t.get_text() for t in ax.texts]
+        assert ns == ["n = 1,000", "n = 1,010", "n = 1,020"], (name, ns)  # n on every row of every panel
+        assert ax.get_legend() is None
+        if name in ("Accuracy", "TieLean", "Refusal"):
+            assert ax.get_xlim()[0] > -1 and ax.get_xlim()[1] < 101  # a rate's axis stays within [0, 100]
+    pp = [ax.get_xlim() for ax in axes if ax.get_title() in ("AccGap", "FragGap", "TieShift")]
+    assert len(set(pp)) == 1  # the differences share one scale
+    assert any("k = 70" in t.get_text() and "minority-coded" in t.get_text() for t in fig.texts)
+    assert any("no interval" in t.get_text() for t in fig.texts)  # the open circle is explained

@@ -157,7 +157,7 @@ def test_mode_switch_on_the_organism_agrees_with_itself(tmp_path):
     from evenhand.runs import write_table_atomic
     write_table_atomic(tmp_path / "items.parquet", items)
     assert main(["modes", "--model", "evenhand-organism", "--subset", str(tmp_path / "items.parquet"),
-                 "--out", str(tmp_path / "modes"), "--batch-size", "64", "--resamples", "200", "--no-progress"]) == 0
+                 "--out", str(tmp_path / "modes"), "--batch-size", "64", "--quiet"]) == 0
     import pandas as pd
     a = pd.read_parquet(tmp_path / "modes" / "answer" / "responses.parquet")
     b = pd.read_parquet(tmp_path / "modes" / "logprob" / "responses.parquet")

@@ -137,8 +137,7 @@ def test_power_command_reads_a_pilot_and_names_its_assumptions(template, tmp_pat
     pilot = fabricate(template, lambda s: 0.6, 8, seed=8)
     path = tmp_path / "responses.parquet"
     pilot.to_parquet(path)
-    assert main(["power", str(tmp_path), "--target", "0.05", "--metric", "fraggap", "--pool", "70",
-                 "--resamples", "200"]) == 0
+    assert main(["power", str(tmp_path), "--target", "0.05", "--metric", "fraggap", "--pool", "70"]) == 0
     out = capsys.readouterr().out
     assert "pilot: 8 scenarios x 1 contrasts" in out and "fraggap" in out and "MDE" in out
     assert "assumption: baseline only" in out and "pool: 70" in out

@@ -2,13 +2,10 @@
 of a file reported at once, each naming its row and field."""
 from __future__ import annotations
 
-import csv
 import gzip
 import json
 import re
 import shlex
-import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -53,36 +50,28 @@ class _Stub(BaseHTTPRequestHandler):
 
 
 def test_readme_example_runs_as_written(tmp_path, monkeypatch, capsys):
-    """Export, answer (docs/answer_with_openai.py against a stand-in server), score, power: the README's lines.
-    The README exports core; here smoke (its 1,024 items spread over every scenario, the README's own plumbing
-    check) stands in for it: answering all 49,920 core items through the stand-in server would take minutes."""
+    """Decide through an API (engine openai against a stand-in server), score, power: the README's lines. The
+    README decides core; here smoke (its 1,024 items spread over every scenario, the README's own plumbing check)
+    stands in for it: asking all 49,920 core items of the stand-in server would take minutes."""
     monkeypatch.chdir(tmp_path)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    export, serve, answer, score_cmd, power_cmd = readme_commands()
+    serve, decide_cmd, score_cmd, power_cmd = readme_commands()
     assert serve.startswith("vllm serve")
     try:
-        argv = shlex.split(export)
-        assert argv[0] == ".venv/bin/evenhand" and argv[argv.index("--subset") + 1] == "core"
+        argv = shlex.split(decide_cmd)
+        assert argv[:2] == [".venv/bin/evenhand", "decide"] and argv[argv.index("--subset") + 1] == "core"
         argv[argv.index("--subset") + 1] = "smoke"
-        assert main(argv[1:]) == 0
-        argv = shlex.split(answer)
-        assert argv[0] == ".venv/bin/python"
-        r = subprocess.run([sys.executable, str(ROOT / argv[1]), *argv[2:],
-                            "--base-url", f"http://127.0.0.1:{server.server_port}/v1"],
-                           capture_output=True, text=True)
-        assert r.returncode == 0, r.stderr
+        assert main(argv[1:] + ["--base-url", f"http://127.0.0.1:{server.server_port}/v1"]) == 0
     finally:
         server.shutdown()
-    with open("answers.csv", newline="", encoding="utf-8") as fh:
-        rows = list(csv.reader(fh))
-    assert rows[0] == ["item_id", "text"] and len(rows) == 1 + 1024
+    out = Path(argv[argv.index("--out") + 1])
+    assert len(pd.read_parquet(out / "responses.parquet")) == 1024 and (out / "openai_cache.jsonl").exists()
     capsys.readouterr()
     argv = shlex.split(score_cmd)
     assert argv[0] == ".venv/bin/evenhand" and main(argv[1:]) == 0
-    out, err = capsys.readouterr()
-    assert "Headline (degree 3" in out and "D0 -> D3" in out
-    assert "1,024 rows joined to suite" in err
+    out_text = capsys.readouterr().out
+    assert "Headline (degree 3" in out_text and "D0 -> D3" in out_text
     argv = shlex.split(power_cmd)
     assert argv[:2] == [".venv/bin/evenhand", "power"] and main(argv[1:]) == 0
     assert "MDE" in capsys.readouterr().out

@@ -12,7 +12,7 @@ from evenhand.options import ConfigError
 
 
 def test_engines_and_modes():
-    assert names() == ("hf", "vllm") and DecideOptions().engine == "hf"
+    assert names() == ("hf", "vllm", "openai") and DecideOptions().engine == "hf"
     assert get("vllm").modes == ("answer", "reasoning") and get("hf").modes == ("answer", "reasoning", "logprob")
     for mode in get("vllm").modes:
         assert DecideOptions(mode=mode, engine="vllm").engine == "vllm"
@@ -81,7 +81,7 @@ def test_cli_decide_engine_flag(tmp_path, capsys):
     assert a.engine == "vllm"
     # any registered engine is taken (a --plugin may register one); an unknown one fails before loading
     assert main(["decide", "--model", "no/such-model", "--out", str(tmp_path / "o"), "--engine", "x"]) == 2
-    assert "engine must be one of hf, vllm, got 'x'" in capsys.readouterr().err
+    assert "engine must be one of hf, vllm, openai, got 'x'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
@@ -143,4 +143,4 @@ def test_registry_imports_no_vllm_and_checks_declarations():
         register(get("hf"))
     with pytest.raises(TypeError, match="is not an Engine"):
         register(object())
-    assert names() == ("hf", "vllm")
+    assert names() == ("hf", "vllm", "openai")

@@ -4,9 +4,9 @@ through.
 An engine loads a model (:meth:`Engine.load`) and decides batches of prompts with it: greedy generation
 (answer and reasoning modes) and, if it runs logprob mode, label scoring. What it declares (its modes, how it
 reuses prefixes, whether its model is a Hugging Face torch model) is all the option, config and CLI rules read:
-nothing else names an engine. ``hf`` (:mod:`.hf_engine`) and ``vllm`` (:mod:`.vllm_engine`) are built in and
-imported on first use (importing this module imports neither vLLM nor torch); :func:`register` adds one
-(docs/ARCHITECTURE.md, "Adding an engine").
+nothing else names an engine. ``hf`` (:mod:`.hf_engine`), ``vllm`` (:mod:`.vllm_engine`) and ``openai``
+(:mod:`.openai_engine`, a model behind an API) are built in and imported on first use (importing this module
+imports neither vLLM nor torch); :func:`register` adds one (docs/ARCHITECTURE.md, "Adding an engine").
 """
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ Mode = Literal["answer", "reasoning", "logprob"]
 """A decision mode (:class:`evenhand.decisions.DecideOptions`)."""
 MODES = get_args(Mode)
 """Every decision mode."""
-_BUILTIN = {"hf": "evenhand.engine.hf_engine", "vllm": "evenhand.engine.vllm_engine"}
+_BUILTIN = {"hf": "evenhand.engine.hf_engine", "vllm": "evenhand.engine.vllm_engine",
+            "openai": "evenhand.engine.openai_engine"}
 """The built-in engines: name -> the module whose ``ENGINE`` it is (imported on first use)."""
 _engines: dict[str, Engine] = {}
 
@@ -30,18 +31,28 @@ _engines: dict[str, Engine] = {}
 class Batch:
     """The prompts an engine decides at once, in order: the items (None where the caller has only texts:
     multi-turn chats, BBQ), the full texts the model sees, their token ids (the tokenizer of the loaded model)
-    and ``special`` (whether the tokenizer's special tokens were added: no chat template)."""
+    and ``special`` (whether the tokenizer's special tokens were added: no chat template); ``messages``: the chat
+    each text was templated from (an engine that sends messages, :func:`takes_messages`, reads these; its texts
+    are the last user messages and its ids empty)."""
     texts: list[str]
     ids: list[list[int]]
     special: bool
     items: list[dict] | None = None
+    messages: list[list[dict]] | None = None
 
 
 @runtime_checkable
 class Engine(Protocol):
     """A decision engine. A model it loads has ``tokenizer`` (EvenHand tokenises and templates every prompt with
     it), ``name``, ``describe()`` (what a run's manifest records) and ``engine`` (this engine's name; a model
-    without that attribute is the hf engine's)."""
+    without that attribute is the hf engine's).
+
+    Optional declarations (absent: False, True, {}, None): ``messages`` (it sends :attr:`Batch.messages` to a
+    server that templates and tokenises them: its model has no tokenizer, ``tokenizer`` None), ``local_weights``
+    (False: the model's weights are not here, so weight and activation interventions cannot run beside it),
+    ``mode_note`` (mode -> why it does not run that mode, added to the refusal) and ``Options`` (a dataclass of
+    load options: :meth:`load` then takes ``options=`` and ``run_dir=``, and a run config's section of the
+    engine's name holds them)."""
 
     name: str
     """The engine's name (``engine:`` in a config, ``--engine`` on `evenhand decide`)."""
@@ -121,9 +132,34 @@ def engine_of(lm: Any) -> str:
     return getattr(lm, "engine", None) or DEFAULT
 
 
-def load(spec: Any, name: str = DEFAULT, **kw) -> Any:
-    """``spec`` loaded for engine ``name`` (:meth:`Engine.load`)."""
-    return get(name).load(spec, **kw)
+def load(spec: Any, name: str = DEFAULT, *, options: Any = None, run_dir: Any = None, **kw) -> Any:
+    """``spec`` loaded for engine ``name`` (:meth:`Engine.load`); ``options`` and ``run_dir`` go to an engine
+    that declares ``Options`` (its default options when None) and are refused by the others."""
+    engine = get(name)
+    if getattr(engine, "Options", None) is not None:
+        return engine.load(spec, options=options if options is not None else engine.Options(), run_dir=run_dir,
+                           **kw)
+    if options is not None:
+        raise ValueError(f"engine {name} takes no options, got {type(options).__name__}")
+    return engine.load(spec, **kw)
+
+
+def takes_messages(name: str) -> bool:
+    """Whether engine ``name`` sends message lists to a server that templates them (no local tokenizer)."""
+    return bool(getattr(get(name), "messages", False))
+
+
+def has_local_weights(name: str) -> bool:
+    """Whether engine ``name``'s model has its weights here (False: a model behind an API)."""
+    return bool(getattr(get(name), "local_weights", True))
+
+
+def weights_refusal(name: str, method: str) -> str:
+    """The one line refusing weight or activation intervention ``method`` under engine ``name`` (no local
+    weights)."""
+    return (f"{method} edits the model's weights or activations and needs local weights; engine {name} decides "
+            f"through an API without them: use engine {' or '.join(n for n in names() if has_local_weights(n))} "
+            f"with the model's weights, or a prompt intervention")
 
 
 def running(mode: str) -> tuple[str, ...]:
@@ -139,8 +175,9 @@ def refusal(name: str, *, mode: str, prefix_reuse: bool = False, cache: bool = F
         return f"engine must be one of {', '.join(names())}, got {name!r}"
     e = get(name)
     if mode not in e.modes:
+        note = (getattr(e, "mode_note", None) or {}).get(mode)
         return (f"engine {name} runs {' and '.join(e.modes)} modes; mode {mode} runs on engine "
-                f"{' or '.join(running(mode))}")
+                f"{' or '.join(running(mode))}" + (f" ({note})" if note else ""))
     if prefix_reuse and e.prefix_reuse != "option":
         how = "caches prefixes itself" if e.prefix_reuse == "automatic" else "does not reuse prefixes"
         return (f"prefix_reuse is for engine {' or '.join(n for n in names() if get(n).prefix_reuse == 'option')}; "

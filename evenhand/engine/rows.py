@@ -22,8 +22,7 @@ def choice_fields(item: dict, output: dict, mode: str) -> dict:
         return {"text": labels(item)[0 if choice == "A" else 1], "choice": choice, "parse_method": "logprob",
                 "parse_hedged": False, "parse_verdict": "choice"}
     det = parse_detail(output["text"], item.get("candidate_noun"))
-    return {"choice": det.choice, "parse_method": det.method, "parse_hedged": det.hedged,
-            "parse_verdict": det.verdict}
+    return {"choice": det.choice, **det.fields()}
 
 
 def response_row(item: dict, output: dict, *, model: str, mode: str, chat_template: bool) -> dict:

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..parse import PARSE_FIELDS, parse_fields
 from ..sides import minority_favouring_slot
 from ..suite.generate import other_slot, stable_hash
 from . import scenario_effects as fx
@@ -193,9 +194,15 @@ class SimulatedModel:
         return style.format(label=f"{row['candidate_noun']} {choice}", slot=choice)
 
     def decide(self, items: pd.DataFrame) -> pd.DataFrame:
-        """Responses table: the items with ``text`` (raw answer), ``model`` and ``seed`` added."""
+        """Responses table: the items with ``text`` (raw answer), its parse
+        (:data:`~evenhand.parse.PARSE_FIELDS`), ``model`` and ``seed`` added. No ``choice`` column:
+        scoring reads the text under the convention it is asked for."""
         out = items.copy()
         out["text"] = [self.respond(r) for r in items.to_dict("records")]
+        nouns = out["candidate_noun"] if "candidate_noun" in out.columns else [None] * len(out)
+        parsed = [parse_fields(t, n if isinstance(n, str) else None) for t, n in zip(out["text"], nouns)]
+        for col in PARSE_FIELDS:
+            out[col] = [p[col] for p in parsed]
         out["model"] = self.name
         out["model_seed"] = self.seed
         return out

@@ -1,10 +1,11 @@
 """The item loader: a named subset, the organism's held-out set or a file of items, filtered.
 
 :func:`items` is what ``eh.suite.items(...)`` returns and what a run config's ``suite:`` section
-selects. :func:`spread` picks *n* items spread across scenarios: whole baseline groups (a
-baseline item and its pressured variants, so every pressured row keeps its baseline and the
-pressure metrics stay defined), taken round-robin over the scenarios in a seeded order, so
-*n* items cover as many scenarios as they can instead of the first few.
+selects; ``limit=`` (``suite.limit``, ``--limit``; ``n=`` its older alias) keeps that many items.
+:func:`spread` picks them spread across scenarios: whole baseline groups (a baseline item and its
+pressured variants, so every pressured row keeps its baseline and the pressure metrics stay
+defined), taken round-robin over the scenarios in a seeded order, so *n* items cover as many
+scenarios as they can instead of the first few.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ NAMED = ("smoke", "core", "organism_heldout")
 
 def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int] | None = None,
           contrast_types: Sequence[str] | None = None, scenarios: Sequence[str] | None = None,
-          n: int | None = None, head: int | None = None, version: str | None = None) -> "pd.DataFrame":
+          limit: int | None = None, head: int | None = None, version: str | None = None,
+          n: int | None = None) -> "pd.DataFrame":
     """Suite items as a DataFrame, one row per item (the fields of :func:`evenhand.suite.generate.render_item`).
 
     Args:
@@ -31,22 +33,27 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         degrees: keep only these degrees (0-3).
         contrast_types: keep only these contrast types (``type1``, ``type23``).
         scenarios: keep only these scenario ids.
-        n: after the filters, keep ``n`` items spread across scenarios (:func:`spread`): a run config's
-            ``suite.limit`` and the ``--limit`` flag mean this.
+        limit: after the filters, keep ``limit`` items spread across scenarios (:func:`spread`): a run
+            config's ``suite.limit`` and the ``--limit`` flag mean this.
         head: after the filters, keep the first ``head`` items in the subset's order (a few scenarios
             only: for debugging, never for estimates).
         version: suite version of ``smoke``/``core`` items (``"1"`` or ``"2"``; default the current one).
             ``organism_heldout`` is always the organism's version and an items file carries its own:
             asking for another version there is an error.
+        n: the older spelling of ``limit`` (an alias).
 
     Raises:
-        ValueError: ``n`` and ``head`` both given, ``subset`` is neither a known name nor a file, or
+        ValueError: ``limit`` (or ``n``) and ``head`` both given, ``limit`` and ``n`` both given, ``subset`` is neither a known name nor a file, or
             ``version`` is not the version of the items asked for.
     """
     import pandas as pd
 
-    if n is not None and head is not None:
-        raise ValueError("give n (a spread of scenarios) or head (the first items), not both")
+    if n is not None:
+        if limit is not None:
+            raise ValueError("give limit or n (its older spelling), not both")
+        limit = n
+    if limit is not None and head is not None:
+        raise ValueError("give limit (a spread of scenarios) or head (the first items), not both")
     name = str(subset)
     if name in ("smoke", "core"):
         from .content import load_content
@@ -73,8 +80,8 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         df = df[df["contrast_type"].isin(list(contrast_types))]
     if scenarios:
         df = df[df["scenario_id"].isin(list(scenarios))]
-    if n is not None:
-        df = spread(df, n, seed)
+    if limit is not None:
+        df = spread(df, limit, seed)
     if head:
         df = df.head(head)
     return df.reset_index(drop=True)

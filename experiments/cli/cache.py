@@ -7,7 +7,7 @@ from evenhand.activations import CacheOptions
 from evenhand.options import add_flags, options_from_args
 from experiments.studies.run_config import CacheConfig
 
-from .common import model_args, prepare, renamed_flag
+from .common import model_args, prepare, progress, renamed_flag
 
 CACHE_FLAG_NAMES = {"dtype": "--cache-dtype"}
 """CacheOptions.dtype's flag (--dtype is the model's)."""
@@ -18,7 +18,7 @@ def _cache(a) -> int:
     from evenhand.suite.content import items_version  # deferred: keeps the CLI's start fast
     out, spec, items, lm = prepare(a)
     opts = options_from_args(CacheOptions, a, ("sites", "batch_size", "dtype", "name_mean"), CACHE_FLAG_NAMES,
-                             chat_template=spec.chat_template)
+                             chat_template=spec.chat_template, progress=progress(a))
     cache = cache_activations(items, lm, opts, out, items_version(items), backend=a.backend)
     print(f"cached {len(cache.item_ids()):,} items x {len(cache.sites)} sites ({a.cache_dtype}) in {out}")
     return 0

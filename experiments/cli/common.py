@@ -1,6 +1,7 @@
 """What several commands share: the bootstrap flags (generated from
-:class:`~evenhand.stats.BootstrapOptions`), the model-and-items flags, ``--json`` and ``--no-progress``, and the
-start of a model run (cheap checks first, then the items and the model)."""
+:class:`~evenhand.stats.BootstrapOptions`; refused where the interval resamples nothing), the model-and-items
+flags, ``--json`` and ``--quiet``, and the start of a model run (cheap checks first, then the items and the
+model). One spelling per concept: ``--degrees``, ``--quiet``, ``--limit``; older ones are aliases."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,7 @@ from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.decisions import DecideOptions
 from evenhand.engine.registry import DEFAULT
 from evenhand.models.loading import ModelSpec
-from evenhand.options import add_flags, options_from_args
+from evenhand.options import add_flags, alias_help, options_from_args
 from evenhand.metrics import INTERVAL
 from evenhand.stats import INTERVAL_NAMES, BootstrapOptions
 from evenhand.suite.subsets import CONTRAST_TYPES
@@ -42,9 +43,35 @@ def json_flag(x: argparse.ArgumentParser) -> None:
     x.add_argument("--json", action="store_true", help="print the result as JSON instead of text")
 
 
-def progress_flag(x: argparse.ArgumentParser) -> None:
-    """``--no-progress``: no progress bars."""
-    x.add_argument("--no-progress", action="store_true", help="no progress bars")
+QUIET_HELP = "no progress bars and no stage headers (the results are still printed)"
+"""What ``--quiet`` means in every command that has it (where a command prints no stage headers: BARS_ONLY)."""
+BARS_ONLY = "no progress bars (the results are still printed)"
+"""``--quiet`` in the commands that print no stage headers."""
+
+
+def progress_flag(x: argparse.ArgumentParser, what: str = QUIET_HELP) -> None:
+    """``--quiet`` (alias ``--no-progress``): no progress bars or stage headers; ``what`` says what it silences
+    where that is less."""
+    x.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                   help=alias_help(what, ["--no-progress"]))
+
+
+def quiet_libraries() -> None:
+    """Turn off the progress bars the model libraries draw themselves (loading weights, downloads)."""
+    try:
+        from huggingface_hub.utils import disable_progress_bars  # deferred: a model library, only when quiet
+        disable_progress_bars()
+        from transformers.utils import logging as hf_logging  # deferred: a model library, only when quiet
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def progress(a: argparse.Namespace) -> bool:
+    """Whether to show progress (not ``--quiet``); when quiet, the model libraries' own bars are off too."""
+    if a.quiet:
+        quiet_libraries()
+    return not a.quiet
 
 
 def boot_args(x: argparse.ArgumentParser, resampled: bool = True) -> None:
@@ -60,8 +87,15 @@ def boot_args(x: argparse.ArgumentParser, resampled: bool = True) -> None:
     if resampled:
         bootstrap_flags(x)
         return
-    for flag in ("--resamples", "--seed"):
-        refused_flag(x, flag, f"{flag} sets the cluster bootstrap, and the metrics' 95% CIs are the "
+    refused_bootstrap(x)
+
+
+def refused_bootstrap(x: argparse.ArgumentParser, flags: Iterable[str] = ("--resamples", "--seed"),
+                      what: str = "the metrics' 95% CIs are") -> None:
+    """Refuse ``--resamples`` (and ``--seed``) where every interval the command computes is the jackknife-t,
+    which resamples nothing: one line naming the interval, not an option recorded and ignored."""
+    for flag in flags:
+        refused_flag(x, flag, f"{flag} sets the cluster bootstrap, and {what} the "
                               f"{INTERVAL_NAMES[INTERVAL]}, which resamples nothing: drop {flag}")
 
 
@@ -71,6 +105,7 @@ def model_args(x: argparse.ArgumentParser) -> None:
     add_flags(x, SuiteConfig, SUITE_FLAGS)
     x.add_argument("--out", required=True, help="the output directory (a re-run resumes it)")
     add_flags(x, DecideOptions, ["batch_size"])
+    progress_flag(x, BARS_ONLY)
 
 
 def model_spec(a: argparse.Namespace):
@@ -101,14 +136,18 @@ def renamed_flag(x: argparse.ArgumentParser, old: str, new: str) -> None:
     x.add_argument(old, action=Renamed, help=argparse.SUPPRESS)
 
 
-def prepare(a: argparse.Namespace, engine: str = DEFAULT):
+def prepare(a: argparse.Namespace, engine: str = DEFAULT, options=None):
     """The shared start of `decide`, `cache` and `modes`: cheap checks first, then items and the model
-    (loaded for ``engine``, :func:`evenhand.engine.registry.load`).
+    (loaded for ``engine``, :func:`evenhand.engine.registry.load`; an engine that takes ``options`` gets them
+    and the output directory, where it keeps its response cache).
     Returns (output directory, resolved spec, items, loaded model)."""
-    from evenhand.engine.registry import load  # deferred: keeps the CLI's start fast
+    from evenhand.engine.registry import get, has_local_weights, load  # deferred: keeps the CLI's start fast
     from evenhand.models.loading import locate, resolve_spec  # deferred: keeps the CLI's start fast
     from experiments.studies.run_local import check_output_dir  # deferred: keeps the CLI's start fast
     spec = resolve_spec(model_spec(a))
-    locate(spec)  # a missing or damaged model fails before the output directory is made
+    if has_local_weights(engine):
+        locate(spec)  # a missing or damaged model fails before the output directory is made
     out = check_output_dir(a.out)
+    if getattr(get(engine), "Options", None) is not None:
+        return out, spec, items(a), load(spec, engine, options=options, run_dir=out)
     return out, spec, items(a), load(spec, engine)

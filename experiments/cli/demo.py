@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .common import progress_flag
+from .common import progress, progress_flag
 from .formatting import probe_text, score_table, truth_text
 
 
@@ -53,7 +53,7 @@ def _demo(a) -> int:
     cfg = RunConfig(model=ModelSpec(str(organism), dtype="float32", device="cpu"), output_dir=str(out / f"run-b{beta:g}-s{a.scenarios}"),
                     suite=SuiteConfig(subset=str(items_file)), mode="answer", batch_size=64,
                     cache=CacheConfig(enabled=True, dtype="float32"))
-    run, report = run_config(cfg, progress=not a.no_progress)
+    run, report = run_config(cfg, progress=progress(a))
     fair = planted_truth(PlantedPolicy.from_dict(record["recipe"]["policy"]), pd.read_parquet(items_file),
                          report["contrast_type"])
     truths = planted_truths(fair, beta, curve)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from evenhand.messages import writable_dir
 
-from .common import bootstrap_flags
+from .common import refused_bootstrap
 
 
 def _figures(a) -> int:
@@ -12,7 +12,7 @@ def _figures(a) -> int:
     if a.out:
         writable_dir(a.out)
     formats = [f.strip() for f in a.format.split(",") if f.strip()]
-    paths = run_figures(a.run_dirs, a.out, formats, a.resamples)
+    paths = run_figures(a.run_dirs, a.out, formats)
     for p in paths:
         print(p)
     return 0
@@ -24,5 +24,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("run_dirs", nargs="+", help="run directories (each with responses.parquet), or a sweep's")
     s.add_argument("--format", default="pdf,svg,png", help="file formats, comma-separated (default pdf,svg,png)")
     s.add_argument("--out", default=None, help="default: RUN_DIR/figures")
-    bootstrap_flags(s, ["resamples"])
+    refused_bootstrap(s, ["--resamples"], what="the figures' 95% CIs are")
     s.set_defaults(fn=_figures)

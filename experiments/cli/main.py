@@ -8,7 +8,8 @@ from pathlib import Path
 
 from evenhand import __version__
 
-from . import cache, decide, demo, figures, irt, organism, power, probe, report, run, runs, score, studies, suite
+from . import (cache, decide, demo, figures, irt, organism, power, probe, report, run, runs, score, serve, show,
+               studies, suite, table)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,11 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     score.register_simulate(sub)
     run.register(sub)
     decide.register(sub)
+    serve.register(sub)
     cache.register(sub)
     organism.register(sub)
     figures.register(sub)
     report.register(sub)
     runs.register(sub)
+    show.register(sub)
+    table.register(sub)
     studies.register_modes_bbq_interventions(sub)
     probe.register(sub)
     demo.register(sub)

@@ -8,7 +8,11 @@ from pathlib import Path
 
 from evenhand.messages import writable_dir, writable_file
 
-from .common import bootstrap_flags, json_flag, progress_flag
+from evenhand.metrics import INTERVAL
+from evenhand.options import alias_help
+from evenhand.stats import INTERVAL_NAMES, RESAMPLES
+
+from .common import BARS_ONLY, bootstrap_flags, json_flag, progress, progress_flag, refused_bootstrap
 from .formatting import eval_text
 
 
@@ -39,15 +43,19 @@ def _organism_eval(a) -> int:
     path = Path(a.path) if a.path else COMMITTED
     if a.no_probe and a.probe_only:
         raise SystemExit("--no-probe and --probe-only exclude each other")
+    if a.no_probe and a.resamples is not None:
+        raise ValueError(f"--resamples sets the probe's cluster bootstrap, and --no-probe leaves only the "
+                         f"known-answer checks, whose 95% CIs are the {INTERVAL_NAMES[INTERVAL]}: drop --resamples")
+    resamples = RESAMPLES if a.resamples is None else a.resamples
     if a.no_probe:
         from organism import heldout_responses, known_answer_checks
-        res = known_answer_checks(heldout_responses(path, a.scenarios), resamples=a.resamples)
+        res = known_answer_checks(heldout_responses(path, a.scenarios))
     elif a.probe_only:
         from organism import heldout_responses
         from organism.probe import side_probe
-        res = {"probe": side_probe(heldout_responses(path, a.scenarios), resamples=a.resamples)}
+        res = {"probe": side_probe(heldout_responses(path, a.scenarios), resamples=resamples)}
     else:
-        res = evaluate(path, n_scenarios=a.scenarios, resamples=a.resamples)
+        res = evaluate(path, n_scenarios=a.scenarios, resamples=resamples)
     if a.record:
         record_eval(path, res)
     if a.json:
@@ -105,7 +113,7 @@ def _organism_calibrate(a) -> int:
     from ..studies.calibration import calibration_text, write_curve  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
     writable_file(Path(a.out) if a.out else path / CALIBRATION_FILE)
-    curve = calibrate(a.betas, path, n_scenarios=a.scenarios, resamples=a.resamples, seed=a.seed)
+    curve = calibrate(a.betas, path, n_scenarios=a.scenarios, seed=a.seed, progress=progress(a))
     out = Path(a.out) if a.out else path / CALIBRATION_FILE
     write_curve(curve, out)
     fig = calibration_figure(curve, out.with_suffix(""))
@@ -125,7 +133,7 @@ def _organism_dial_probe(a) -> int:
     study = dial_probe_study(a.betas, a.path, n_scenarios=a.scenarios, degrees=a.degrees,
                              targets=a.targets or DIAL_TARGETS,
                              sites=a.sites, opts=ProbeOptions(seed=a.seed), resamples=a.resamples, seed=a.seed,
-                             progress=not a.no_progress)
+                             progress=progress(a))
     print(dial_probe_text(study))
     if a.out:
         out = Path(a.out)
@@ -152,7 +160,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = org.add_parser("eval", help="known-answer checks on held-out scenarios")
     s.add_argument("--path", default=None, help="default: the committed planted organism")
     s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
-    bootstrap_flags(s, ["resamples"])
+    bootstrap_flags(s, ["resamples"], defaults={"resamples": None})  # the probe's; refused with --no-probe
     json_flag(s)
     s.add_argument("--no-probe", action="store_true", help="the known-answer checks only (no probe sweep)")
     s.add_argument("--probe-only", action="store_true",
@@ -164,7 +172,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
     s.add_argument("--path", default=None, help="default: the committed planted organism")
     s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
-    s.add_argument("--degrees", type=int, nargs="+", default=None, help="keep only these degrees (default all)")
+    s.add_argument("--degrees", "--degree", type=int, nargs="+", default=None,
+                   help=alias_help("keep only these degrees (default all)", ["--degree"]))
     s.add_argument("--seed", type=int, default=0, help="seed of the matched item set")
     s.set_defaults(fn=_organism_items)
     s = org.add_parser("fit-dial", help="fit the bias dial's directions a and v on the fair organism")
@@ -187,21 +196,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--betas", type=float, nargs="+", required=True, help="the dial strengths measured")
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
-    bootstrap_flags(s, ["resamples"])
-    s.add_argument("--seed", type=int, default=0, help="seed of the held-out items and of the bootstrap")
+    refused_bootstrap(s, ["--resamples"], what="the curve's 95% CIs are")
+    s.add_argument("--seed", type=int, default=0, help="seed of the held-out items")
     s.add_argument("--out", default=None, help="default: calibration.json in the organism's directory")
+    progress_flag(s, "no progress bar")
     s.set_defaults(fn=_organism_calibrate)
     from probes.dataset import LABELS  # deferred: keeps the CLI's start fast
     s = org.add_parser("dial-probe", help="the probe study of the fair organism at several dial strengths")
     s.add_argument("--betas", type=float, nargs="+", required=True, help="the dial strengths probed")
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
-    s.add_argument("--degrees", type=int, nargs="+", default=[3], help="degrees of the items probed (default 3)")
+    s.add_argument("--degrees", "--degree", type=int, nargs="+", default=[3],
+                   help=alias_help("degrees of the items probed (default 3)", ["--degree"]))
     s.add_argument("--targets", nargs="+", default=None, choices=LABELS,
                    help="labels to probe (default: amb_side departed flipped side_residual favours_minority)")
     s.add_argument("--sites", nargs="+", default=["residual"], help="cache sites (default: embed and every block)")
     bootstrap_flags(s, ["resamples"])
     s.add_argument("--seed", type=int, default=0, help="seed of the probes' folds and of the bootstrap")
     s.add_argument("--out", default=None, help="a directory for dial_probes.parquet and .csv")
-    progress_flag(s)
+    progress_flag(s, BARS_ONLY)
     s.set_defaults(fn=_organism_dial_probe)

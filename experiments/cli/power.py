@@ -9,7 +9,9 @@ from pathlib import Path
 
 from evenhand.metric_defs import power_metrics
 
-from .common import bootstrap_flags, json_flag
+from evenhand.stats import RESAMPLES
+
+from .common import json_flag, refused_bootstrap
 
 
 def pilot_rows(path: str):
@@ -90,7 +92,7 @@ def _power(a: argparse.Namespace) -> int:
         raise ValueError("--target must be positive, --alpha and --power in (0, 1), --contrasts at least 1")
     base = pilot_rows(a.pilot)
     other = pilot_rows(a.other) if a.other else None
-    rep = plan(base, other, a.metric or ["fraggap"], a.target, a.contrasts, a.alpha, a.power, a.resamples, a.seed,
+    rep = plan(base, other, a.metric or ["fraggap"], a.target, a.contrasts, a.alpha, a.power, RESAMPLES, 0,
                a.pool)
     print(json.dumps(rep, indent=2) if a.json else plan_text(rep))
     return 0
@@ -111,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--alpha", type=float, default=0.05, help="the two-sided test's level (default 0.05)")
     s.add_argument("--power", type=float, default=0.8, help="the power wanted (default 0.8)")
     s.add_argument("--pool", type=int, default=None, help="the scenarios available (e.g. the held-out pool)")
-    bootstrap_flags(s)
+    refused_bootstrap(s, what="the pilot's SEs and MDEs come from")
     json_flag(s)
     s.set_defaults(fn=_power)
 

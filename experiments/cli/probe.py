@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from evenhand.messages import writable_dir
-from evenhand.options import add_flags, options_from_args
+from evenhand.options import add_flags, alias_help, options_from_args
 from evenhand.runs import RunDir
 from evenhand.suite.subsets import CONDITIONS
 from probes.ablation import VARIANTS
@@ -14,7 +14,7 @@ from probes.logistic import ProbeOptions
 
 from experiments.studies.run_config import AblationConfig, AttributionConfig, ProbeConfig
 
-from .common import bootstrap_flags, progress_flag, renamed_flag
+from .common import BARS_ONLY, bootstrap_flags, progress, progress_flag, renamed_flag
 from .formatting import ablation_text, attribution_text, probe_text
 
 PROBE_FLAGS = ("solver", "device", "folds", "inner_folds", "seed")
@@ -24,8 +24,8 @@ PROBE_FLAGS = ("solver", "device", "folds", "inner_folds", "seed")
 def probe_filters(a: argparse.Namespace) -> dict:
     """The row filters of `probe sweep` (degree, condition, contrast, pressured)."""
     f = {}
-    if a.degree is not None:
-        f["degree"] = a.degree
+    if a.degrees is not None:
+        f["degree"] = a.degrees
     if a.condition:
         f["condition"] = a.condition
     if a.contrast:
@@ -61,8 +61,8 @@ def _probe_ablation(a) -> int:
     out = Path(a.out) if a.out else RunDir(a.run_dir).ablation_dir(a.variant).path
     if a.out or Path(a.run_dir).is_dir():  # before the compute; a missing RUN_DIR is named by the command
         writable_dir(out)
-    table = name_ablation(a.run_dir, out, a.variant, a.label, a.degree, a.sites, probe_options(a), a.resamples,
-                          a.batch_size, minority_slot=a.minority_slot)
+    table = name_ablation(a.run_dir, out, a.variant, a.label, a.degrees, a.sites, probe_options(a), a.resamples,
+                          a.batch_size, minority_slot=a.minority_slot, progress=progress(a))
     text = ablation_text(table)
     if text:
         print(text)
@@ -75,7 +75,7 @@ def _probe_attribution(a) -> int:
     out = Path(a.out) if a.out else RunDir(a.run_dir).attribution_dir.path
     if a.out or Path(a.run_dir).is_dir():
         writable_dir(out)
-    table = run_attribution(a.run_dir, out, a.degree, a.batch_size, a.resamples, a.seed, progress=not a.no_progress)
+    table = run_attribution(a.run_dir, out, a.degrees, a.batch_size, a.resamples, a.seed, progress=progress(a))
     print(attribution_text(table))
     print(f"\nwrote {out}/attribution.parquet (+ .csv, attribution_items.parquet, manifest.json, figures)")
     return 0
@@ -98,7 +98,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         dest="probe_command", required=True)
     s = pr.add_parser("sweep", help="one probe per site, with the evidence baseline, gain and control task")
     _probe_args(s)
-    s.add_argument("--degree", type=int, nargs="+", default=None, help="keep only these degrees")
+    s.add_argument("--degrees", "--degree", type=int, nargs="+", default=None,
+                   help=alias_help("keep only these degrees", ["--degree"]))
     s.add_argument("--condition", nargs="+", default=None, choices=list(CONDITIONS), help="keep only these conditions")
     s.add_argument("--contrast", nargs="+", default=None, help="keep only these contrast ids")
     s.add_argument("--pressured", default=None, choices=["yes", "no"],
@@ -112,13 +113,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--variant", default="label", choices=list(VARIANTS),
                    help="label: names replaced by neutral labels; degree0: re-rendered without identity; degree2: "
                         "identity by the implicit cue (the control)")
-    add_flags(s, AblationConfig, ["minority_slot", "degree"])
+    add_flags(s, AblationConfig, ["minority_slot"])
+    add_flags(s, AblationConfig, ["degree"], flags={"degree": "--degrees"}, aliases={"degree": ["--degree"]},
+              single={"degree": "the ablation re-decides one degree's items (names appear at degree 1)"})
     s.add_argument("--batch-size", type=int, default=32, help="items per forward pass when re-deciding and caching")
+    progress_flag(s, BARS_ONLY)
     s.set_defaults(fn=_probe_ablation)
     s = pr.add_parser("attribution", help="direct logit attribution of the decision by layer (TransformerLens)")
     s.add_argument("run_dir", help="a run directory (its responses and model)")
-    add_flags(s, AttributionConfig, ["degrees", "batch_size"], flags={"degrees": "--degree"})
+    add_flags(s, AttributionConfig, ["degrees", "batch_size"], aliases={"degrees": ["--degree"]})
     bootstrap_flags(s)
     s.add_argument("--out", default=None, help="default: RUN_DIR/attribution")
-    progress_flag(s)
+    progress_flag(s, BARS_ONLY)
     s.set_defaults(fn=_probe_attribution)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import bootstrap_flags
+from .common import refused_bootstrap
 
 
 def _report_page(a) -> int:
@@ -13,7 +13,7 @@ def _report_page(a) -> int:
     if not RunDir(a.run_dir).metrics_path.is_file():
         raise ValueError(not_a_run_message(a.run_dir, "report", RunDir(a.run_dir).manifest_path))
     writable_dir(a.run_dir)
-    md, page = write_report(a.run_dir, a.resamples)
+    md, page = write_report(a.run_dir)
     print(md.read_text().split("## By degree")[0].rstrip())
     print(f"\nwrote {md} and {page}")
     return 0
@@ -23,5 +23,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add `report` to the top-level subparsers ``sub``."""
     s = sub.add_parser("report", help="a Markdown and HTML page: headline numbers in words and every figure")
     s.add_argument("run_dir", help="a finished run directory")
-    bootstrap_flags(s, ["resamples"])
+    refused_bootstrap(s, ["--resamples"], what="the page's 95% CIs are")
     s.set_defaults(fn=_report_page)

@@ -7,28 +7,18 @@ import argparse
 from evenhand.options import read_yaml
 from experiments.studies import study_of
 
-
-def quiet_libraries() -> None:
-    """Turn off the progress bars the model libraries draw themselves (loading weights, downloads)."""
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-        disable_progress_bars()
-        from transformers.utils import logging as hf_logging
-        hf_logging.disable_progress_bar()
-    except ImportError:
-        pass
+from .common import progress, progress_flag
 
 
 def _run(a) -> int:
-    if a.quiet:
-        quiet_libraries()
+    show = progress(a)
     data = read_yaml(a.config)
     study = study_of(data)
     if a.backend not in study.backends:
         raise ValueError(f"a {study.kind} config runs on the {' or '.join(study.backends)} backend, not {a.backend}")
     cfg = study.parse(data, str(a.config))
     ray_options = {"address": a.address, "workers": a.workers, "gpus_per_worker": a.gpus_per_worker}
-    result = study.run(cfg, progress=not a.quiet, backend=a.backend, **(ray_options if a.backend == "ray" else {}))
+    result = study.run(cfg, progress=show, backend=a.backend, **(ray_options if a.backend == "ray" else {}))
     text = study.text(cfg, result)
     if text:
         print(text)
@@ -41,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "metrics (-> cache -> probes -> ablation -> figures)), or a sweep of one")
     s.add_argument("config", help="a config of any study (.yaml; experiments/configs/): its kind: names the study "
                                    "(run when absent); a sweep: field makes it a sweep")
-    s.add_argument("--quiet", action="store_true", help="no progress bars and no stage headers (the results are still printed)")
+    progress_flag(s)
     s.add_argument("--backend", default="local", choices=["local", "ray"],
                    help="local (default) or ray: a run config's or a sweep's cells on Ray actors")
     s.add_argument("--address", default=None, help="ray: a cluster address (default: start a local one)")

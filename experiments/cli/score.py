@@ -10,12 +10,16 @@ from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
 from evenhand.metrics import INTERVAL, INTERVALS
 from evenhand.stats import INTERVAL_NAMES
 from evenhand.models.simulated import PlantedBias
-from evenhand.options import add_flags
+from evenhand.options import add_flags, alias_help, one_value
 
-from .common import boot_args, bootstrap_flags, json_flag
+from .common import boot_args, bootstrap_flags, json_flag, refused_bootstrap
 from .formatting import score_table
 
 
+COVERAGE_RESAMPLES = 400
+"""`coverage`'s bootstrap resamples per interval when ``--interval percentile`` and no ``--resamples``."""
+BOOTSTRAP_INTERVALS = ("percentile", "studentized")
+"""The intervals that resample (``--resamples`` applies to them only)."""
 UNPARSED_FORMATS = (".csv", ".jsonl")
 TEXT_HEAD = 200
 """The characters of each answer ``--unparsed`` writes."""
@@ -83,7 +87,7 @@ def _simulate(a) -> int:
         overrides[key] = float(val)
     bias = PlantedBias(**overrides)
     cfg = SimulateConfig(output_dir=a.out, subset=a.subset, suite_seed=a.seed, model_seed=a.model_seed, form=a.form,
-                         planted=bias, resamples=a.resamples, convention=a.convention)
+                         planted=bias, convention=a.convention)
     study = get("simulate")
     print(study.text(cfg, study.run(cfg)))
     return 0
@@ -96,18 +100,23 @@ def _coverage(a) -> int:
     from evenhand.models.simulated import PlantedBias  # deferred: keeps the CLI's start fast
     from experiments.studies.simulate import coverage_study  # deferred: keeps the CLI's start fast
     from evenhand.suite.subsets import iter_subset  # deferred: keeps the CLI's start fast
-    items = pd.DataFrame([it for it in iter_subset(a.subset, 0) if it["degree"] == a.degree
+    interval = a.interval or INTERVAL
+    if interval not in BOOTSTRAP_INTERVALS and a.resamples is not None:
+        raise ValueError(f"--resamples sets the cluster bootstrap, and the {INTERVAL_NAMES[interval]} interval "
+                         f"resamples nothing: drop --resamples (or add --interval percentile)")
+    resamples = COVERAGE_RESAMPLES if a.resamples is None else a.resamples
+    items = pd.DataFrame([it for it in iter_subset(a.subset, 0) if it["degree"] == a.degrees
                           and it["contrast_type"] == "type1"])
     bias = PlantedBias(scenario_sd=a.scenario_sd, scenario_contrast_sd=a.scenario_contrast_sd)
-    interval = a.interval or INTERVAL
-    res = coverage_study(items, bias, a.seeds, a.resamples, a.degree, interval, HEADLINE)
+    res = coverage_study(items, bias, a.seeds, resamples, a.degrees, interval, HEADLINE)
     if a.json:
         print(json.dumps(res, indent=2))
         return 0
-    print(f"{len(items):,} items ({a.subset}, degree {a.degree}, type1); {a.seeds} model seeds; "
-          f"intervals: {interval}" + (f", {a.resamples} bootstrap resamples each" if interval == "percentile" else ""))
+    print(f"{len(items):,} items ({a.subset}, degree {a.degrees}, type1); {a.seeds} model seeds; "
+          f"intervals: {INTERVAL_NAMES[interval]}"
+          + (f", {resamples} bootstrap resamples each" if interval in BOOTSTRAP_INTERVALS else ""))
     if bias.effect_sd > 0:
-        icc = bias.icc(a.degree)
+        icc = bias.icc(a.degrees)
         print(f"scenario effects: sd {a.scenario_sd} per scenario, {a.scenario_contrast_sd} per scenario x contrast "
               f"(logit scale); ICC {icc['latent_scenario']:.3f} latent, {icc['observed_amb_scenario']:.3f} observed "
               f"(AMB lean); planted values are the expectation over the effects")
@@ -120,7 +129,7 @@ def _coverage(a) -> int:
     scenarios = items["scenario_id"].nunique()
     if low:
         why = ("the iid interval ignores that items of a scenario are correlated" if interval == "iid" else
-               f"{a.subset} at degree {a.degree} ({scenarios} scenarios) is too small for "
+               f"{a.subset} at degree {a.degrees} ({scenarios} scenarios) is too small for "
                f"{'this metric' if len(low) == 1 else 'these metrics'}; its intervals are not to be trusted at this "
                f"size (use core, or more scenarios)")
         print(f"warning: coverage below 90% for {', '.join(low)}: {why}")
@@ -129,7 +138,7 @@ def _coverage(a) -> int:
 
 def register_score(sub: argparse._SubParsersAction) -> None:
     """Add `score` to the top-level subparsers ``sub``."""
-    s = sub.add_parser("score", help=f"metrics with 95% CIs ({INTERVAL_NAMES[INTERVAL]}) from a responses file",
+    s = sub.add_parser("score", help=f"metrics with 95%% CIs ({INTERVAL_NAMES[INTERVAL]}) from a responses file",
                        description=f"Score a file of answers: every metric with its 95% CI ({INTERVAL_NAMES[INTERVAL]}), "
                                    "n items and k scenarios; the degree-3 headline, the D0 -> D3 progression, all "
                                    "degrees pooled. In Python: eh.score(path), a report that prints the headline and "
@@ -155,16 +164,18 @@ def register_simulate(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--model-seed", type=int, default=0, help="seed of the simulated model's draws")
     s.add_argument("--form", choices=["stochastic", "deterministic", "policy"], default="stochastic",
                    help="policy: the deterministic planted policy (evenhand/models/policy.py)")
-    bootstrap_flags(s, ["resamples"])
+    refused_bootstrap(s, ["--resamples"])
     s.add_argument("--planted", nargs="*", metavar="KEY=VALUE", help="override PlantedBias fields")
     s.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="evenhand (default) or ai2: Ai2's reference scorer (docs/METRICS.md)")
     s.set_defaults(fn=_simulate)
     s = sub.add_parser("coverage", help="CI coverage of the planted values over many simulated-model seeds")
     s.add_argument("--subset", choices=["smoke", "core"], default="core", help="the suite subset simulated")
-    s.add_argument("--degree", type=int, choices=[0, 1, 2, 3], default=3, help="the degree whose items are used")
+    s.add_argument("--degrees", "--degree", type=int, choices=[0, 1, 2, 3], default=3, nargs="+",
+                   action=one_value("coverage is measured on one degree's items; run it once per degree"),
+                   help=alias_help("the degree whose items are used (one; default 3)", ["--degree"]))
     s.add_argument("--seeds", type=int, default=50, help="simulated-model seeds (one interval each)")
-    bootstrap_flags(s, ["resamples"], defaults={"resamples": 400})
+    bootstrap_flags(s, ["resamples"], defaults={"resamples": None})
     add_flags(s, PlantedBias, ["scenario_sd", "scenario_contrast_sd"])
     bootstrap_flags(s, ["interval"], choices={"interval": INTERVALS})
     json_flag(s)

@@ -9,8 +9,8 @@ from evenhand.metrics import INTERVAL
 from evenhand.options import options_from_args
 from evenhand.stats import INTERVAL_NAMES
 
-from .common import (SUITE_FLAGS, boot_args, bootstrap_flags, bootstrap_options, json_flag, model_args, model_spec,
-                     progress_flag)
+from .common import (SUITE_FLAGS, boot_args, bootstrap_options, json_flag, model_args, model_spec, progress,
+                     progress_flag, refused_bootstrap)
 from .formatting import compare_table
 
 
@@ -29,7 +29,7 @@ def _compare(a) -> int:
                          f"a comparison config is scored with EvenHand's convention, with the resamples and seed it "
                          f"sets")
     from experiments.studies.compare import load_config  # deferred: keeps the CLI's start fast
-    return run_comparison(load_config(a.config), progress=not a.no_progress)
+    return run_comparison(load_config(a.config), progress=progress(a))
 
 
 def _compare_runs(a) -> int:
@@ -61,7 +61,7 @@ def bbq(a: argparse.Namespace) -> int:
     from experiments.studies import get  # deferred: keeps the CLI's start fast
     from experiments.studies.bbq import load_config  # deferred: keeps the CLI's start fast
     study, cfg = get("bbq"), load_config(a.config)
-    print(study.text(cfg, study.run(cfg, progress=not a.no_progress)))
+    print(study.text(cfg, study.run(cfg, progress=progress(a))))
     return 0
 
 
@@ -70,9 +70,9 @@ def _modes(a) -> int:
     from experiments.studies.modes import ModesConfig  # deferred: keeps the CLI's start fast
     from experiments.studies.run_config import SuiteConfig  # deferred: keeps the CLI's start fast
     cfg = ModesConfig(model=model_spec(a), output_dir=a.out, suite=options_from_args(SuiteConfig, a, SUITE_FLAGS),
-                      batch_size=a.batch_size, resamples=a.resamples)
+                      batch_size=a.batch_size)
     study = get("modes")
-    print(study.text(cfg, study.run(cfg, progress=not a.no_progress)))
+    print(study.text(cfg, study.run(cfg, progress=progress(a))))
     return 0
 
 
@@ -120,8 +120,7 @@ def register_modes_bbq_interventions(sub: argparse._SubParsersAction) -> None:
     """Add `modes`, `bbq` and `interventions list` to the top-level subparsers ``sub``."""
     s = sub.add_parser("modes", help="the suite decided in answer and in logprob mode on one model, compared")
     model_args(s)
-    bootstrap_flags(s, ["resamples"])
-    progress_flag(s)
+    refused_bootstrap(s, ["--resamples"], what="both modes' 95% CIs and their paired differences are")  # --seed: the subset's
     s.set_defaults(fn=_modes)
     s = sub.add_parser("bbq", help="BBQ asked five ways on one model (CONFIG.yaml)")
     s.add_argument("config", help="a BBQ config (.yaml; experiments/configs/bbq_organism.yaml)")

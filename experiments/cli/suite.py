@@ -6,7 +6,7 @@ import json
 import time
 from pathlib import Path
 
-from .common import json_flag
+from .common import json_flag, progress_flag
 
 
 def _suite_stats(a) -> int:
@@ -134,7 +134,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--subset", required=True, choices=["smoke", "core", "full"], help="the items written")
     s.add_argument("--out", required=True, help="FILE.jsonl or FILE.parquet")
     s.add_argument("--seed", type=int, default=0, help="seed of the stratified subset")
-    s.add_argument("--limit", type=int, default=None, help="stop after this many items")
+    s.add_argument("--limit", type=int, default=None,
+                   help="stop after the first N items in the subset's order (a model command's --limit instead "
+                        "spreads N items across scenarios)")
     version_flag(s)
     s.set_defaults(fn=_suite_export)
     s = suite.add_parser("show", help="one item's prompt and fields")
@@ -152,7 +154,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="check a stratified random sample of N items (scenario x degree x contrast type x "
                         "condition) instead of the fixed selection")
     s.add_argument("--seed", type=int, default=0, help="seed of --sample")
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    progress_flag(s, "no progress bar")
     version_flag(s)
     s.set_defaults(fn=_suite_validate)
     s = suite.add_parser("import-fairstress", help="map released FairStress rows onto EvenHand's schema")

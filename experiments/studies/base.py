@@ -95,6 +95,19 @@ def without_kind(data: Mapping[str, Any], kind: str) -> dict:
     return {k: v for k, v in data.items() if k != "kind"}
 
 
+def without_unused(data: Mapping[str, Any], keys: Sequence[str], why: str) -> dict:
+    """``data``, refusing any of ``keys``: fields that set nothing this study computes (ConfigError naming the
+    field and ``why``, e.g. bootstrap resamples where every interval is the jackknife-t)."""
+    for key in keys:
+        if key in data:
+            raise ConfigError(f"config field '{key}' does nothing here: {why}; drop it")
+    return dict(data)
+
+
+JACKKNIFE_ONLY = ("resamples", "seed")
+"""The bootstrap's fields, refused by the studies whose every interval is the jackknife-t (:func:`without_unused`)."""
+
+
 def study_of(data: Mapping[str, Any]) -> Study:
     """The study a config mapping names with ``kind:`` (``run`` when it names none); the sweep study
     for a config with a ``sweep:`` field."""

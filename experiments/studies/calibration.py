@@ -5,7 +5,8 @@ Stages, in a run directory through the stage driver: ``load_model``; ``calibrate
 (:func:`organism.calibration.calibrate`, the curve in ``calibration.json``, the layout of the organism's
 own); ``table`` (``calibration.parquet``, one row per beta and metric); ``figure``
 (``calibration.png``). ``evenhand organism calibrate`` computes the same curve into the organism's
-folder, the copy the demo and the dose-response benchmark read.
+folder, the copy the demo and the dose-response benchmark read. The metrics' CIs are the jackknife-t, so a
+config's ``resamples`` is refused.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
+from evenhand.metrics import INTERVAL
+from evenhand.stats import INTERVAL_NAMES
 from evenhand.atomic import atomic_open
 from evenhand.options import ConfigError, Rules, build
 from evenhand.runs import RunDir, write_table_atomic
@@ -24,7 +26,7 @@ from organism.calibration import calibrate, curve_json, curve_table
 from organism.figures import calibration_figure
 from organism.recipe import FAIR, record_suite
 
-from .base import Study, register
+from .base import Study, register, without_unused
 from evenhand.models.loading import load_model
 
 
@@ -39,14 +41,12 @@ class CalibrationConfig:
     """The organism's directory (with ``dial.json``); default the committed fair organism."""
     scenarios: int | None = None
     """Its first held-out scenarios to decide (default all)."""
-    resamples: int = RESAMPLES
-    """Bootstrap resamples of each metric's CI."""
     seed: int = 0
-    """Seed of the items' contrasts and of the bootstrap."""
+    """Seed of the items' contrasts."""
     batch_size: int = 64
 
 
-RULES = Rules(positive=frozenset({"scenarios", "resamples", "batch_size"}))
+RULES = Rules(positive=frozenset({"scenarios", "batch_size"}))
 
 
 def organism_path(cfg: CalibrationConfig) -> Path:
@@ -79,7 +79,7 @@ def calibration_stages(cfg: CalibrationConfig, progress: bool = True) -> list:
     load = LoadModel(lambda: load_model(str(path)), about=str(path))
 
     def run_calibrate(run: RunDir) -> None:
-        curve = calibrate(cfg.betas, path, n_scenarios=cfg.scenarios, resamples=cfg.resamples, seed=cfg.seed,
+        curve = calibrate(cfg.betas, path, n_scenarios=cfg.scenarios, seed=cfg.seed,
                           batch_size=cfg.batch_size, progress=progress, lm=load())
         write_curve(curve, run.calibration_path)
 
@@ -113,7 +113,8 @@ class CalibrationStudy(Study):
     tables = (RunDir("").calibration_table.name,)
 
     def parse(self, data, where: str = "config") -> CalibrationConfig:
-        data = {k: v for k, v in dict(data).items() if k != "kind"}
+        data = without_unused({k: v for k, v in dict(data).items() if k != "kind"}, ("resamples",),
+                              f"the metrics' 95% CIs are the {INTERVAL_NAMES[INTERVAL]}, which resamples nothing")
         cfg = build(CalibrationConfig, data, rules=RULES)
         if not cfg.betas:
             raise ConfigError("config field 'betas' must list at least one beta")

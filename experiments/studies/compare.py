@@ -12,7 +12,7 @@ import pandas as pd
 
 from evenhand.messages import warn_unparseable
 from evenhand.options import ConfigError
-from evenhand.engine.registry import DEFAULT, get as get_engine, load as load_engine
+from evenhand.engine.registry import DEFAULT, get as get_engine, has_local_weights, load as load_engine
 from evenhand.runs import RunDir
 
 from interventions.base import Fitted, InterventionError, decide_with
@@ -221,8 +221,9 @@ def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused)."""
     train, val, ev = sets.train, sets.validation, sets.heldout
     recorded = json.loads(json.dumps(asdict(cfg), default=str))
-    if recorded.get("eval_baselines") is None:  # a config without it records what it did before the field existed
-        recorded.pop("eval_baselines", None)
+    for added in ("eval_baselines", "openai"):  # a config without it records what it did before the field existed
+        if recorded.get(added) is None:
+            recorded.pop(added, None)
     return open_run(cfg.output_dir, {"kind": "compare_interventions", **recorded},
                     n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
                     heldout_pool=sets.heldout_pool,
@@ -237,7 +238,8 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     and writes every output."""
 
     spec = resolve_spec(cfg.model)
-    locate(spec)
+    if has_local_weights(cfg.engine):
+        locate(spec)
     sets = item_sets(cfg)
     if cfg.eval_scenarios > sets.heldout_pool:
         import sys
@@ -257,13 +259,17 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     ``result`` is the table). ``spec``: the resolved model spec; ``sets``: :func:`item_sets` of ``cfg``."""
 
     train, val, ev = sets.train, sets.validation, sets.heldout
-    model = LoadModel(lambda: load_model(spec))
+    remote = not has_local_weights(cfg.engine)  # a model behind an API: it fits and decides the prompt methods
+    model = LoadModel(lambda: load_engine(spec, cfg.engine, options=cfg.openai, run_dir=cfg.output_dir) if remote
+                      else load_model(spec))
     opts = DecideOptions(mode=cfg.mode, batch_size=cfg.batch_size, progress=progress,
                          chat_template=spec.chat_template)
     engine_model: list = []  # loaded on first use, beside the Hugging Face model (which fits and runs the edits)
 
     def decider(cell: Cell | None) -> tuple:
         """The model and options a cell decides with (:func:`cell_engine`)."""
+        if remote:
+            return model(), replace(opts, engine=cfg.engine)
         if cell_engine(cfg, cell) == DEFAULT:
             return model(), opts
         if not engine_model:

@@ -23,7 +23,8 @@ from evenhand.metrics import ASYMMETRY
 from evenhand.options import ConfigError
 from evenhand.options import Rules, build
 from interventions.registry import registered
-from evenhand.engine.registry import ENGINES, refusal
+from evenhand.engine.openai_engine import OpenAIOptions
+from evenhand.engine.registry import ENGINES, has_local_weights, refusal, weights_refusal
 from evenhand.options import read_yaml
 
 
@@ -63,7 +64,9 @@ class CompareConfig:
     control_draws: int = 20  # random controls drawn per fit, each with its own seed (Cell.control_seed)
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
     engine: str = "hf"  # a registered engine; one without a HF model (vllm) decides the baseline and prompt methods,
-    # the activation/learned ones decide on hf (cell_engine)
+    # the activation/learned ones decide on hf (cell_engine); one without local weights (openai) runs prompt methods only
+    openai: OpenAIOptions | None = None
+    """engine openai's endpoint (as a run config's ``openai`` section); None: its defaults."""
     signs: dict | None = None
     """Declared alignment signs (asymmetry metric -> +1 or -1); None: decided on the validation baseline."""
 
@@ -128,6 +131,7 @@ class _CompareFile:
     control_draws: int = CompareConfig.control_draws
     refusal_margin: float = CompareConfig.refusal_margin
     engine: str = CompareConfig.engine
+    openai: OpenAIOptions | None = None
     signs: dict | None = None
 
 
@@ -165,6 +169,13 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         f = build(_CompareFile, raw, rules=rules)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    except ValueError as exc:  # OpenAIOptions' own checks, which start with the field's name
+        if not str(exc).startswith("openai."):
+            raise
+        raise ConfigError(f"{where}: {exc}") from None
+    if f.openai is not None and f.engine != "openai":
+        raise ConfigError(f"{where}: openai sets engine openai's endpoint, but engine is {f.engine}: set engine: "
+                          f"openai or drop the section")
     arms = []
     for i, a in enumerate(f.interventions):
         w = f"{where}: interventions[{i}]"
@@ -181,6 +192,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
                     REGISTRY[a.name].split_options({**options, k: v})
         except InterventionError as exc:
             raise ConfigError(f"{w}: {exc}") from None
+        if REGISTRY[a.name].kind != "prompt" and not has_local_weights(f.engine):
+            raise ConfigError(f"{w}: {weights_refusal(f.engine, a.name)}")
         if a.control_draws is not None and a.control_draws < 1:
             raise ConfigError(f"{w}.control_draws must be a positive integer, got {a.control_draws}")
         arms.append(Arm(a.name, options, sweep, a.seeds, a.control_draws))
@@ -209,7 +222,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
         eval_degrees=ev.degrees, eval_baselines=ev.baselines, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
-        control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine,
+        control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine, openai=f.openai,
         signs=parse_signs(f.signs, where))
 
 

@@ -8,7 +8,8 @@ same items with the paired jackknife-t interval of :func:`evenhand.metrics.compa
 (``logprob`` minus ``answer``). :func:`switch_rows` turns that into a tidy
 table (``OUT/mode_switch.csv``): per mode TieLean and AccGap (and accuracy, FragGap, TieShift) with CIs,
 and the paired difference with its CI; ``flips`` says whether the two modes'
-TieLean lie on opposite sides of 0.5 with CIs that exclude it.
+TieLean lie on opposite sides of 0.5 with CIs that exclude it. Every interval is the jackknife-t, so the
+study takes no bootstrap resamples or seed (a config that sets them is refused).
 """
 from __future__ import annotations
 
@@ -18,28 +19,31 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
 from evenhand.messages import warn_unparseable
 from evenhand.decisions import DecideOptions, decide
-from evenhand.metrics import compare, score
+from evenhand.metrics import INTERVAL, compare, score
+from evenhand.stats import INTERVAL_NAMES
 from evenhand.models.loading import ModelSpec, locate, resolve_spec
 from evenhand.options import Rules, build
 from evenhand.runs import RunDir, write_table_atomic
 from evenhand.schema import validate_rows
 from evenhand.stages import LoadModel, Stage, FnStage, finished_with, open_run, run_stages
 
-from .base import Study, register, without_kind
+from .base import JACKKNIFE_ONLY, Study, register, without_kind, without_unused
 from .run_local import check_output_dir, suite_items
 from .run_config import SuiteConfig
 from evenhand.engine.registry import load
 from experiments.cli.formatting import modes_text
 
+JACKKNIFE_WHY = (f"both modes' 95% CIs and their paired differences are the {INTERVAL_NAMES[INTERVAL]}, which "
+                 f"resamples nothing")
+"""Why a modes config's bootstrap fields are refused."""
 METRICS = ("tielean", "accgap", "accuracy", "fraggap", "tieshift")
 MODES = ("answer", "logprob")
 
 
 def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, chat_template: str = "auto",
-                resamples: int = RESAMPLES, seed: int = 0, progress: bool = True) -> list[Stage]:
+                progress: bool = True) -> list[Stage]:
     """The model, the decisions in each mode (``OUT/<mode>/``, skipped once written) and the comparison
     (writes ``mode_switch.csv``; its result is (tidy table, raw comparison))."""
     def decide_in(mode: str) -> FnStage:
@@ -58,8 +62,8 @@ def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, cha
     def compared(run: RunDir) -> tuple[pd.DataFrame, dict]:
         resp = {s.name: validate_rows(s.result if s.result is not None else run.mode_dir(s.name).read_responses())
                 for s in modes}
-        reports = {m: score(r, resamples=resamples, seed=seed) for m, r in resp.items()}
-        cmp = compare(resp["answer"], resp["logprob"], resamples=resamples, seed=seed)
+        reports = {m: score(r) for m, r in resp.items()}
+        cmp = compare(resp["answer"], resp["logprob"])
         table = switch_rows(reports, cmp)
         write_table_atomic(run.mode_switch_csv, table)
         return table, {"reports": reports, "compare": cmp}
@@ -68,15 +72,15 @@ def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, cha
 
 
 def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 16, chat_template: str = "auto",
-                resamples: int = RESAMPLES, seed: int = 0, progress: bool = True) -> tuple[pd.DataFrame, dict]:
+                progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Decide ``items`` in both modes with the loaded model ``lm``; returns (tidy table, raw comparison).
     ``out_dir`` is a run directory (:mod:`evenhand.stages`): a mode whose responses are written is skipped
     on a rerun."""
     ids = hashlib.sha256("\n".join(map(str, items["item_id"])).encode()).hexdigest()[:16]
     run = open_run(out_dir, {"kind": "mode_switch", "model": asdict(lm.spec), "chat_template": chat_template,
                              "n_items": len(items), "items_sha256": ids},
-                   n_items=len(items), batch_size=batch_size, resamples=resamples, seeds={"bootstrap": seed})
-    stages = mode_stages(items, LoadModel(lambda: lm), batch_size, chat_template, resamples, seed, progress)
+                   n_items=len(items), batch_size=batch_size)
+    stages = mode_stages(items, LoadModel(lambda: lm), batch_size, chat_template, progress)
     run_stages(run, stages)
     return stages[-1].result
 
@@ -113,16 +117,12 @@ class ModesConfig:
     """Which items."""
     batch_size: int = DecideOptions.batch_size
     """Items per batch."""
-    resamples: int = RESAMPLES
-    """Bootstrap resamples."""
-    seed: int = 0
-    """Seed of the bootstrap."""
 
 
 RULES = Rules(choices={"model.dtype": ("auto", "float32", "bfloat16", "float16"),
                        "model.chat_template": ("auto", "none")},
               tuple_choices={"suite.degrees": (0, 1, 2, 3), "suite.contrast_types": ("type1", "type23")},
-              positive=frozenset({"batch_size", "resamples", "suite.limit"}))
+              positive=frozenset({"batch_size", "suite.limit"}))
 """The modes config's checks beyond the field types."""
 
 
@@ -143,12 +143,13 @@ class ModesStudy(Study):
     kind = "modes"
 
     def parse(self, data, where: str = "config") -> ModesConfig:
-        return build(ModesConfig, without_kind(data, self.kind), rules=RULES)
+        data = without_unused(without_kind(data, self.kind), JACKKNIFE_ONLY, JACKKNIFE_WHY)
+        return build(ModesConfig, data, rules=RULES)
 
     def stages(self, cfg: ModesConfig, progress: bool = True) -> list[Stage]:
         spec = resolve_spec(cfg.model)
         return mode_stages(suite_items(cfg.suite), LoadModel(lambda: load(spec, "hf")), cfg.batch_size,
-                           spec.chat_template, cfg.resamples, cfg.seed, progress)
+                           spec.chat_template, progress)
 
     def run(self, cfg: ModesConfig, progress: bool = True, backend: str = "local", **backend_options) -> ModesResult:
         spec = resolve_spec(cfg.model)
@@ -156,8 +157,7 @@ class ModesStudy(Study):
         out = check_output_dir(cfg.output_dir)
         items = suite_items(cfg.suite)
         lm = load(spec, "hf")
-        table, raw = mode_switch(items, lm, out, cfg.batch_size, spec.chat_template, cfg.resamples, cfg.seed,
-                                 progress=progress)
+        table, raw = mode_switch(items, lm, out, cfg.batch_size, spec.chat_template, progress=progress)
         return ModesResult(table, raw, lm.name, len(items), out)
 
     def text(self, cfg: ModesConfig, result: ModesResult) -> str:

@@ -18,6 +18,7 @@ from evenhand.activations import Backend, CacheDtype, CacheOptions
 from evenhand.conventions import DEFAULT_CONVENTION, Convention
 from evenhand.decisions import DecideOptions
 from evenhand.engine.registry import ENGINES as DECISION_ENGINES
+from evenhand.engine.openai_engine import OpenAIOptions
 from evenhand.engine.registry import Mode, refusal
 from evenhand.models.loading import ModelSpec
 from evenhand.options import ConfigError, Rules, build, read_yaml
@@ -164,7 +165,12 @@ class RunConfig:
     engine: str = DecideOptions.engine
     """A registered decision engine (evenhand.engine.registry): hf (Hugging Face, the default and the reference)
     | vllm (answer and reasoning modes, decisions only: no activation cache or stage after it; the `vllm` extra,
-    README "Engines")."""
+    README "Engines") | openai (a model behind an OpenAI-compatible API: answer and reasoning modes, decisions
+    only; the ``openai`` section)."""
+    openai: OpenAIOptions | None = None
+    """engine openai only: the endpoint (base_url, the model name it serves, api_key_env: the NAME of the
+    variable holding the key), concurrency, timeout_s, max_retries, backoff and temperature (docs/GUIDE.md,
+    "Evaluate a model behind an API")."""
     cache: CacheConfig = field(default_factory=CacheConfig)
     """Activation cache settings."""
     resamples: int = BootstrapOptions.resamples
@@ -189,7 +195,7 @@ class RunConfig:
 
 CHOICES = {"engine": DECISION_ENGINES}
 """The fields whose values a registry holds (a plugin may add an engine); the others are ``Literal`` fields."""
-POSITIVE = {"batch_size", "max_new_tokens", "reasoning_max_new_tokens", "resamples", "suite.limit", "cache.batch_size",
+POSITIVE = {"openai.concurrency", "batch_size", "max_new_tokens", "reasoning_max_new_tokens", "resamples", "suite.limit", "cache.batch_size",
             "attribution.batch_size"}
 AT_LEAST_TWO = {"probe.folds", "probe.inner_folds", "ablation.folds", "ablation.inner_folds"}
 RULES = Rules(choices=CHOICES, positive=frozenset(POSITIVE),
@@ -213,7 +219,13 @@ def config_from_dict(data: dict) -> RunConfig:
     ``kind:``, when present, is ``run``)."""
     data = without_kind(data, "run")
     check_renamed(data)
-    cfg = build(RunConfig, data, rules=RULES)
+    try:
+        cfg = build(RunConfig, data, rules=RULES)
+    except ValueError as exc:
+        if isinstance(exc, ConfigError) or not str(exc).startswith("openai."):
+            raise
+        where, _, what = str(exc).partition(" ")  # OpenAIOptions' own checks start with the field's name
+        raise ConfigError(f"config field '{where}' {what}") from None
     if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
         raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout or an existing items file, "
                           f"got {cfg.suite.subset!r}")
@@ -229,6 +241,12 @@ def config_from_dict(data: dict) -> RunConfig:
     problem = refusal(cfg.engine, mode=cfg.mode, prefix_reuse=cfg.prefix_reuse, cache=cfg.cache.enabled)
     if problem:
         raise ConfigError(f"config field 'engine': {problem}")
+    if cfg.openai is not None and cfg.engine != "openai":
+        raise ConfigError(f"config field 'openai' sets engine openai's endpoint, but engine is {cfg.engine}: "
+                          f"set engine: openai or drop the section")
+    if cfg.engine == "openai" and (cfg.openai or OpenAIOptions()).concurrency > cfg.batch_size:
+        raise ConfigError(f"config field 'openai.concurrency' ({(cfg.openai or OpenAIOptions()).concurrency}) exceeds "
+                          f"batch_size ({cfg.batch_size}): at most a batch's items are in flight; raise batch_size")
     for stage in ("probe", "ablation"):
         if getattr(cfg, stage) is not None and not cfg.cache.enabled:
             raise ConfigError(f"config field '{stage}' needs the activation cache: set cache.enabled: true")

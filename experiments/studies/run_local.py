@@ -31,13 +31,16 @@ from probes.attribution import run_attribution
 from experiments.report import write_report
 from evenhand.suite.content import items_version
 from evenhand.decisions import DecideOptions, decide
-from evenhand.engine.registry import load
+from evenhand.engine.registry import get as get_engine, has_local_weights, load
 
 MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
 """A run config's fields that do not change the model's answers (the bootstrap, the summary's contrast
 type, the scoring convention, the probe sweep, the attribution, the figures): a resumed run may change
 them; its stages after the answers and the cache then run again with the new values. Everything else (model, suite, mode, batch
 and generation settings, cache and ablation settings) must match to resume."""
+
+ADDED = {"openai": None}
+"""Run config fields added since runs were made, with the value a run made before them had: it resumes."""
 
 KEEP_STAGES = ("load_model", "model", "decide", "cache")
 """The stages a change of :data:`MAY_CHANGE` fields leaves finished: those that produce or cache answers."""
@@ -58,7 +61,7 @@ def check_output_dir(path: str | Path) -> Path:
 
 def suite_items(s: SuiteConfig):
     """The items a suite config selects, as a DataFrame (:func:`evenhand.suite.items`)."""
-    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, n=s.limit,
+    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit,
                  version=s.version)
 
 
@@ -148,6 +151,14 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
     return stages
 
 
+def load_for(cfg: RunConfig, spec):
+    """``spec`` loaded for the config's engine; an engine that takes options (``openai``) gets the config's
+    section of its name and the run directory (where it keeps its response cache)."""
+    if getattr(get_engine(cfg.engine), "Options", None) is None:
+        return load(spec, cfg.engine)
+    return load(spec, cfg.engine, options=getattr(cfg, cfg.engine, None), run_dir=cfg.output_dir)
+
+
 def run_info(cfg: RunConfig, items) -> dict:
     """What a run's manifest records about its items beside the config."""
     return {"suite_version": items_version(items), "n_items": len(items),
@@ -160,7 +171,7 @@ def local_stages(cfg: RunConfig, spec, items, progress: bool = True) -> list[Sta
     decisions, the score (then the cache and the analyses when enabled)."""
 
     opts = options_for(DecideOptions, cfg, chat_template=spec.chat_template, progress=progress)
-    model = LoadModel(lambda: load(spec, cfg.engine), about=spec.model)
+    model = LoadModel(lambda: load_for(cfg, spec), about=spec.model)
 
     def decide_all(run: RunDir):
         responses = decide(items, model(), opts, out_dir=run.path)
@@ -176,12 +187,13 @@ def local_stages(cfg: RunConfig, spec, items, progress: bool = True) -> list[Sta
 def run_config(cfg: RunConfig, progress: bool = True) -> tuple[RunDir, dict]:
     """Run (or resume) a run config locally; returns (RunDir, metrics report)."""
     spec = resolve_spec(cfg.model)
-    locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
+    if has_local_weights(cfg.engine):
+        locate(spec)  # fails fast on a missing or damaged model, before the output directory is made
     out = check_output_dir(cfg.output_dir)
     items = suite_items(cfg.suite)
     stages = local_stages(cfg, spec, items, progress)
     run = open_run(out, asdict(replace(cfg, model=spec)), MAY_CHANGE, KEEP_STAGES, renamed=RENAMED,
-                   **run_info(cfg, items))
+                   defaults=ADDED, **run_info(cfg, items))
     run_stages(run, stages, StageReport(f"run {cfg.output_dir}") if progress else None)
     score = stages[2]
     return run, (score.result if score.result is not None else run.read_metrics())

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand import metrics as metrics_module
-from evenhand.stats import RESAMPLES
+from evenhand.stats import INTERVAL_NAMES
 from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION, check_convention
-from evenhand.metrics import ASYMMETRY, compute_metrics, score
+from evenhand.metrics import ASYMMETRY, INTERVAL, compute_metrics, score
 from evenhand.models.policy import PlantedPolicy, planted_truth
 from evenhand.models.simulated import PlantedBias, SimulatedModel
 from evenhand.options import Rules, build
@@ -22,20 +22,21 @@ from evenhand.stages import FnStage, finished_with, open_run, run_stages
 from evenhand.suite.content import load_content
 from evenhand.suite.subsets import iter_subset
 
-from .base import Study, register, without_kind
+from .base import Study, register, without_kind, without_unused
 from experiments.cli.formatting import score_table
 from evenhand.figures import metrics_table
 
 
 def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0,
-                 bias: PlantedBias | None = None, form: str = "stochastic", resamples: int = RESAMPLES,
+                 bias: PlantedBias | None = None, form: str = "stochastic", resamples: int | None = None,
                  contrast_type: str | None = "type1", convention: str = DEFAULT_CONVENTION) -> tuple[RunDir, dict]:
     """Suite subset -> simulated responses -> metrics, written to a run directory through the stage
     driver (stages ``decide`` and ``score``; a rerun of the same arguments resumes, other arguments are
     refused).
 
     ``convention``: how the metrics read directions (:mod:`evenhand.conventions`; recorded in the manifest's
-    config and in ``metrics.json``).
+    config and in ``metrics.json``). ``resamples`` is accepted and unused, as in :func:`evenhand.metrics.score`:
+    the metrics' CIs are the jackknife-t, which resamples nothing, so neither it nor a bootstrap seed is recorded.
 
     ``form``: ``stochastic`` or ``deterministic`` (the :class:`SimulatedModel` with ``bias``), or
     ``policy`` (the deterministic :class:`PlantedPolicy`; its planted values are computed exactly
@@ -46,9 +47,10 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
 
 
 def simulation(subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0, bias: PlantedBias | None = None,
-               form: str = "stochastic", resamples: int = RESAMPLES, contrast_type: str | None = "type1",
+               form: str = "stochastic", resamples: int | None = None, contrast_type: str | None = "type1",
                convention: str = DEFAULT_CONVENTION) -> tuple[dict, dict, list[FnStage]]:
-    """A simulated run's manifest config, its manifest info (suite version, seeds) and its stages."""
+    """A simulated run's manifest config, its manifest info (suite version, seeds) and its stages (``resamples``
+    unused: :func:`simulate_run`)."""
     bias = bias or PlantedBias()
     check_convention(convention)
     content = load_content()
@@ -59,7 +61,7 @@ def simulation(subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0, 
         model = SimulatedModel(bias, seed=model_seed, form=form)
         name, planted = model.name, asdict(bias)
     config = {"model": name, "model_kind": "simulated", "form": form, "planted": planted,
-              "subset": subset, "resamples": resamples, "contrast_type": contrast_type, "convention": convention}
+              "subset": subset, "contrast_type": contrast_type, "convention": convention}
     items = pd.DataFrame(list(iter_subset(subset, suite_seed, content)))
 
     def decide(run: RunDir) -> pd.DataFrame:
@@ -69,8 +71,7 @@ def simulation(subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0, 
 
     def scored(run: RunDir) -> dict:
         responses = decided.result if decided.result is not None else run.read_responses()
-        report = score(validate_rows(responses), contrast_type=contrast_type, resamples=resamples, seed=0,
-                       convention=convention)
+        report = score(validate_rows(responses), contrast_type=contrast_type, convention=convention)
         if form == "policy":
             truth = planted_truth(model, items, report["contrast_type"])
         else:
@@ -80,7 +81,7 @@ def simulation(subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0, 
         return report
     decided = FnStage("decide", decide, finished_with(lambda r: r.responses_path))
     scores = FnStage("score", scored, finished_with(lambda r: r.metrics_path))
-    info = {"suite_version": content.version, "seeds": {"suite": suite_seed, "model": model_seed, "bootstrap": 0}}
+    info = {"suite_version": content.version, "seeds": {"suite": suite_seed, "model": model_seed}}
     return config, info, [decided, scores]
 
 
@@ -115,6 +116,10 @@ def coverage_study(items: pd.DataFrame, bias: PlantedBias | None = None, seeds: 
     return out
 
 
+UNUSED_WHY = f"the metrics' 95% CIs are the {INTERVAL_NAMES[INTERVAL]}, which resamples nothing"
+"""Why a simulate config's ``resamples`` is refused."""
+
+
 @dataclass(frozen=True)
 class SimulateConfig:
     """A simulated run: the simulated model with planted biases on a suite subset."""
@@ -131,8 +136,6 @@ class SimulateConfig:
     policy; ``planted`` unused)."""
     planted: PlantedBias = field(default_factory=PlantedBias)
     """The planted policy parameters (:class:`evenhand.models.simulated.PlantedBias`)."""
-    resamples: int = RESAMPLES
-    """Bootstrap resamples."""
     contrast_type: str | None = "type1"
     """type1 | type23."""
     convention: str = DEFAULT_CONVENTION
@@ -140,8 +143,7 @@ class SimulateConfig:
 
 
 RULES = Rules(choices={"form": ("stochastic", "deterministic", "policy"), "contrast_type": ("type1", "type23", None),
-                       "convention": CONVENTIONS},
-              positive=frozenset({"resamples"}))
+                       "convention": CONVENTIONS})
 """The simulate config's checks beyond the field types."""
 
 
@@ -152,16 +154,17 @@ class SimulateStudy(Study):
     kind = "simulate"
 
     def parse(self, data, where: str = "config") -> SimulateConfig:
-        return build(SimulateConfig, without_kind(data, self.kind), rules=RULES)
+        data = without_unused(without_kind(data, self.kind), ("resamples",), UNUSED_WHY)
+        return build(SimulateConfig, data, rules=RULES)
 
     def stages(self, cfg: SimulateConfig, progress: bool = True) -> list[FnStage]:
-        return simulation(cfg.subset, cfg.suite_seed, cfg.model_seed, cfg.planted, cfg.form, cfg.resamples,
-                          cfg.contrast_type, cfg.convention)[2]
+        return simulation(cfg.subset, cfg.suite_seed, cfg.model_seed, cfg.planted, cfg.form,
+                          contrast_type=cfg.contrast_type, convention=cfg.convention)[2]
 
     def run(self, cfg: SimulateConfig, progress: bool = True, backend: str = "local",
             **backend_options) -> tuple[RunDir, dict]:
         return simulate_run(cfg.output_dir, cfg.subset, cfg.suite_seed, cfg.model_seed, cfg.planted, cfg.form,
-                            cfg.resamples, cfg.contrast_type, cfg.convention)
+                            contrast_type=cfg.contrast_type, convention=cfg.convention)
 
     def text(self, cfg: SimulateConfig, result) -> str:
         run, report = result
