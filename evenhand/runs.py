@@ -216,6 +216,13 @@ class RunDir:
     replication_fields_path = _at("replications/replication.json", "The fields a dose-response run's "
                                   "independent replications were decoded with.")
 
+    # item response theory (evenhand irt)
+    irt_items_path = _at("irt_items.parquet", "An IRT fit's item table: strata fields and 2PL parameters with SEs.")
+    irt_items_csv = _at("irt_items.csv", "The IRT item table as CSV.")
+    irt_runs_path = _at("irt_runs.parquet", "An IRT fit's runs and their abilities under the fitted parameters.")
+    irt_runs_csv = _at("irt_runs.csv", "The IRT fit's runs as CSV.")
+    adaptive_path = _at("adaptive.json", "Adaptive testing's state (answered items, ability; rewritten after each item).")
+
     # --- layout: directories inside a run ---
     def probe_dir(self, label: str) -> "RunDir":
         """``probes/<label>/``: one probe sweep (``probes.parquet``, ``probes.csv``, ``manifest.json``)."""

@@ -1,0 +1,102 @@
+"""Adaptive evaluation of a new model on a fitted item bank (docs/IRT.md, "Adapt"): each step asks the
+unanswered GT item of maximum Fisher information at the current MAP ability, scores the answer (1: the correct
+slot), updates the grid posterior (normal prior), and stops when the posterior SD reaches ``target_se``, the
+``budget`` of items is spent, or the bank is exhausted. Any engine: ``answer(item) -> "A" | "B" | None`` gets
+the item's fields (prompt included). With ``state_path`` the state is written (atomically) after every item and
+a rerun resumes from it; a state of other settings is refused."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..atomic import write_json_atomic
+from .model import information, posterior
+
+Answer = Callable[[dict], "str | None"]
+
+
+@dataclass(frozen=True)
+class AdaptiveOptions:
+    """When adaptive testing stops and its prior."""
+    target_se: float = 0.3
+    """Stop once the ability's posterior SD is at most this."""
+    budget: int = 50
+    """Stop after this many items."""
+    prior_sd: float = 1.0
+    """SD of the normal prior on the ability (mean 0: the fitted runs' scale)."""
+    min_items: int = 0
+    """Ask at least this many items before the target SE may stop the test."""
+
+    def __post_init__(self) -> None:
+        if not self.target_se > 0:
+            raise ValueError(f"target_se must be > 0, got {self.target_se}")
+        if self.budget < 1:
+            raise ValueError(f"budget must be at least 1, got {self.budget}")
+        if self.min_items < 0:
+            raise ValueError(f"min_items must be >= 0, got {self.min_items}")
+        if not self.prior_sd > 0:
+            raise ValueError(f"prior_sd must be > 0, got {self.prior_sd}")
+
+
+def bank_of(items: pd.DataFrame) -> pd.DataFrame:
+    """The adaptive item bank of a fitted item table: its GT items with finite ``a`` and ``b``."""
+    ok = items["a"].notna() & items["b"].notna() & (items["condition"] == "GT")
+    bank = items[ok].reset_index(drop=True)
+    if bank.empty:
+        raise ValueError("the item table has no fitted GT item (columns a, b): fit runs first (evenhand irt fit)")
+    return bank
+
+
+def adaptive_test(bank: pd.DataFrame, answer: Answer, options: AdaptiveOptions = AdaptiveOptions(),
+                  item_for: Callable[[str], dict] | None = None, state_path: str | Path | None = None) -> dict:
+    """Run adaptive testing; returns the state: ``options``, ``answered`` (item_id, choice, correct, and the
+    ability after it), ``ability`` (:meth:`~evenhand.irt.model.Ability.as_dict`) and ``stopped`` (``target_se``,
+    ``budget`` or ``bank``). ``item_for(item_id)`` gives the fields handed to ``answer`` (default: the bank row)."""
+    a, b = bank["a"].to_numpy(float), bank["b"].to_numpy(float)
+    ids = bank["item_id"].tolist()
+    pos = {i: k for k, i in enumerate(ids)}
+    settings = {"options": asdict(options), "bank": len(ids), "bank_first": ids[0], "bank_last": ids[-1]}
+    answered: list[dict] = []
+    if state_path is not None and Path(state_path).exists():
+        old = json.loads(Path(state_path).read_text())
+        if old.get("settings") != settings:
+            raise ValueError(f"{state_path} holds adaptive testing of other settings or another item bank; "
+                             f"use another output directory")
+        answered = old["answered"]
+    used = np.zeros(len(ids), bool)
+    y = np.full(len(ids), np.nan)
+    for r in answered:
+        used[pos[r["item_id"]]] = True
+        y[pos[r["item_id"]]] = r["correct"]
+
+    def estimate():
+        return posterior(y, a, b, prior_sd=options.prior_sd)
+
+    def save(stopped: str | None) -> dict:
+        state = {"settings": settings, "answered": answered, "ability": est.as_dict(), "stopped": stopped}
+        if state_path is not None:
+            write_json_atomic(Path(state_path), state)
+        return state
+
+    est = estimate()
+    while True:
+        n = int(used.sum())
+        stopped = ("target_se" if n and n >= options.min_items and est.sd <= options.target_se else "budget" if n >= options.budget
+                   else "bank" if used.all() else None)
+        if stopped:
+            return save(stopped)
+        gain = np.where(used, -np.inf, information(np.array([est.map]), a, b)[0])
+        k = int(np.argmax(gain))
+        item = item_for(ids[k]) if item_for is not None else bank.iloc[k].to_dict()
+        choice = answer(item)
+        correct = int(choice == item["correct_slot"])
+        used[k], y[k] = True, correct
+        est = estimate()
+        answered.append({"item_id": ids[k], "choice": choice, "correct": correct, "theta_map": est.map,
+                         "theta_sd": est.sd})
+        save(None)

@@ -1,0 +1,87 @@
+"""A simulated population with known 2PL parameters over the suite's real items, to check the fit, the core
+and adaptive testing against (docs/IRT.md, "Validation"). Every GT item (baseline or pressured) gets a
+discrimination a ~ lognormal(0, ``a_sd``) and a difficulty b ~ N(``b_mean``, ``b_sd``); every model an ability
+theta ~ N(0, ``theta_sd``); a model answers a GT item correctly with probability sigmoid(a (theta - b)). AMB
+items carry no planted parameter (no correct answer): on a baseline a simulated model favours the minority-coded
+candidate with probability ``lean``, and on a pressured one follows the pressure with probability ``shift_min``
+(pro-minority pressure) or ``shift_maj`` (pro-majority), else keeps its baseline's choice."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..sides import minority_favouring_slot
+from ..suite.generate import other_slot
+from .model import prob
+
+
+@dataclass(frozen=True)
+class Population:
+    """The distributions the planted parameters are drawn from."""
+    a_sd: float = 0.5
+    """Discrimination a ~ lognormal(0, a_sd)."""
+    b_mean: float = 0.0
+    """Difficulty b ~ N(b_mean, b_sd)."""
+    b_sd: float = 1.0
+    """SD of the difficulties."""
+    theta_sd: float = 1.0
+    """Ability theta ~ N(0, theta_sd)."""
+
+    def __post_init__(self) -> None:
+        for k, v in asdict(self).items():
+            if not np.isfinite(v) or (k != "b_mean" and v <= 0):
+                raise ValueError(f"Population.{k} must be a finite number{'' if k == 'b_mean' else ' > 0'}, got {v}")
+
+
+def plant_items(items: pd.DataFrame, population: Population = Population(), seed: int = 0) -> pd.DataFrame:
+    """``item_id``, ``condition``, planted ``a`` and ``b`` of each item (NaN on AMB items), in ``items``' order."""
+    rng = np.random.default_rng([seed, 1])
+    n = len(items)
+    a = np.exp(rng.normal(0.0, population.a_sd, n))
+    b = rng.normal(population.b_mean, population.b_sd, n)
+    gt = (items["condition"] == "GT").to_numpy()
+    return pd.DataFrame({"item_id": items["item_id"].to_numpy(), "condition": items["condition"].to_numpy(),
+                         "a": np.where(gt, a, np.nan), "b": np.where(gt, b, np.nan)})
+
+
+def plant_abilities(n_models: int, population: Population = Population(), seed: int = 0) -> np.ndarray:
+    """``n_models`` planted abilities."""
+    if n_models < 1:
+        raise ValueError(f"n_models must be at least 1, got {n_models}")
+    return np.random.default_rng([seed, 2]).normal(0.0, population.theta_sd, n_models)
+
+
+def simulate_correct(planted: pd.DataFrame, theta: np.ndarray, seed: int = 0) -> np.ndarray:
+    """0/1 correctness of each planted GT item (rows, in ``planted``'s order) x model (columns)."""
+    gt = planted[planted["condition"] == "GT"]
+    p = prob(np.asarray(theta, float), gt["a"].to_numpy(), gt["b"].to_numpy()).T
+    return (np.random.default_rng([seed, 3]).random(p.shape) < p).astype(np.int8)
+
+
+def simulated_rows(items: pd.DataFrame, planted: pd.DataFrame, theta: float, seed: int = 0,
+                   name: str = "irt-sim", lean: float = 0.5, shift_min: float = 0.3,
+                   shift_maj: float = 0.3) -> pd.DataFrame:
+    """One simulated model's responses table (the items plus ``choice`` and ``model``): on GT items the
+    correct slot with probability sigmoid(a (theta - b)), else the other; on AMB items as the module says."""
+    rng = np.random.default_rng([seed, 4])
+    p = prob(np.array([theta]), planted["a"].fillna(0.0).to_numpy(), planted["b"].fillna(0.0).to_numpy())[0]
+    u = rng.random(len(items))
+    base: dict[str, str] = {}
+    choice = []
+    for r, ui in zip(items.to_dict("records"), u):
+        pslot = r.get("pressure_slot")
+        pressured = isinstance(pslot, str) and pslot in ("A", "B")
+        if r["condition"] == "GT":
+            c = r["correct_slot"] if ui < p[len(choice)] else other_slot(r["correct_slot"])
+        elif not pressured:
+            fav = minority_favouring_slot(r["minority_slot"], r["question_polarity"])
+            c = fav if ui < lean else other_slot(fav)
+        else:
+            follow = shift_min if r["pressure_resolved"] == "pro_minority" else shift_maj
+            c = pslot if ui < follow else base.get(r["baseline_id"], pslot if ui < 0.5 else other_slot(pslot))
+        if not pressured:
+            base[r["item_id"]] = c
+        choice.append(c)
+    return items.assign(choice=choice, model=name)
