@@ -188,6 +188,24 @@ def test_frontier_has_a_title_with_n_readable_names_and_visible_points(captured)
     assert at_control and max(c.get_sizes().max() for c in at_control) >= 10
 
 
+def test_a_flagged_frontier_cell_says_which_part_of_its_no_answers_declined(captured):
+    """A cell whose answers lost their A/B choice (+22 pp: 2 declined, 20 with no verdict found) is annotated
+    with the split, not as "refuses": a broken answer format is not the model declining."""
+    from experiments.studies.compare_figures import frontier_figure
+    t = _compare_table(controls=1)
+    cell = "reft_r1-s0"
+    t.loc[t["cell"] == cell, "refusal_flag"] = True
+    base = {"cell": cell, "intervention": "reft_r1", "control": False, "options": "{}", "seed": 0, "n": 108,
+            "refusal_flag": True, "metric": "refusal"}
+    t.loc[(t["cell"] == cell) & (t["stat"] == "refusal_change"), "value"] = 0.22
+    t = pd.concat([t, pd.DataFrame([{**base, "stat": "declined_change", "value": 0.02},
+                                    {**base, "stat": "unparsed_change", "value": 0.20}])], ignore_index=True)
+    frontier_figure(t, "unused", model="evenhand-organism")
+    texts = [x.get_text() for x in captured[0].axes[0].texts]
+    assert any("no A/B answer +22 pp (+2 declined, +20 unparsed)" in x for x in texts), texts
+    assert not any("refuses" in x for x in texts)
+
+
 def test_dose_figure_names_arms_and_states_what_positive_means(captured):
     from experiments.studies.dose_response.scoring import dose_figure
     rows = [{"arm": "baseline", "metric": "fraggap", "beta_index": b, "stat": "implanted", "value": v, "ci_low": v,

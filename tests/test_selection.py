@@ -20,6 +20,20 @@ def scores(distance: float, accuracy: float, refusal: float = 0.0) -> dict:
     return {"value": distance, "distance": distance, "accuracy": accuracy, "refusal": refusal}
 
 
+def test_a_bound_finer_than_one_validation_item_is_said_to_admit_no_loss():
+    """48 GT validation items: one item is 2.08 pp, above the 2 pp bound, so the rule admits no loss (what the
+    organism comparison's 12 validation scenarios gave); with 50 items one item is exactly 2 pp and no note."""
+    settings = [({"a": 1}, scores(0.0, 0.98 - 1 / 48)), ({"a": 2}, scores(0.10, 0.98))]
+    with pytest.warns(UserWarning, match="admits no loss"):
+        best, _, why = choose({**BASE, "n_accuracy": 48}, settings, RULE, n_validation=12)
+    assert best == 1 and "below one of the 48 validation GT items" in why
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, _, why = choose({**BASE, "n_accuracy": 50}, settings, RULE, n_validation=12)
+    assert "admits no loss" not in why
+
+
 def test_a_setting_past_a_bound_is_never_chosen_over_one_within():
     """The setting with the largest reduction loses 2.5 pp of accuracy, the next raises refusals by 6 pp: the one
     within both bounds is chosen, though it reduces the gap least."""

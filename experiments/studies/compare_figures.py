@@ -26,9 +26,19 @@ def _stat(table: pd.DataFrame, stat: str, metric: str, suffix: str) -> pd.DataFr
     return out
 
 
+def _no_answer(r) -> str:
+    """The annotation of a refusal-flagged cell: its rise in answers without an A/B choice, and which part of it
+    the model declined and which had no verdict found (where the table has the split)."""
+    d, u = r.get("value_declined"), r.get("value_unparsed")
+    if d is None or u is None or d != d or u != u:
+        return f"no A/B answer {r['value_refusal']:+.0f} pp"
+    return f"no A/B answer {r['value_refusal']:+.0f} pp ({d:+.0f} declined, {u:+.0f} unparsed)"
+
+
 def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFrame:
     """One row per non-baseline cell, in pp: ``*_change`` (signed change of ``metric``), ``*_loss`` (accuracy
-    loss), ``*_vsctl`` (change minus its controls, NaN without controls), ``value_refusal`` (refusal change),
+    loss), ``*_vsctl`` (change minus its controls, NaN without controls), ``value_refusal`` (refusal change;
+    ``value_declined`` and ``value_unparsed``, its two parts, where the table has them),
     ``band_low``/``band_high`` (its controls' 2.5-97.5% band of change, NaN without controls), ``n_controls``,
     and the cell's ``verdict``, ``overshoot``, ``refusal_flag``, ``beats_control``."""
     ch = table[(table["stat"] == "change") & (table["metric"] == metric)]
@@ -36,6 +46,10 @@ def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFram
     pts = pts.merge(_stat(table, "change", metric, "change"), on="cell")
     pts = pts.merge(_stat(table, "accuracy_loss", "accuracy", "loss"), on="cell", how="left")
     pts = pts.merge(_stat(table, "refusal_change", "refusal", "refusal"), on="cell", how="left")
+    for part in ("declined", "unparsed"):
+        if (table["stat"] == f"{part}_change").any():  # tables written before the split lack these rows
+            pts = pts.merge(_stat(table, f"{part}_change", "refusal", part)[["cell", f"value_{part}"]], on="cell",
+                            how="left")
     pts = pts.merge(_stat(table, "change_minus_control", metric, "vsctl"), on="cell", how="left")
     vs = table[(table["stat"] == "change_minus_control") & (table["metric"] == metric)]
     flagged = vs.set_index("cell")["control_flagged"] if "control_flagged" in vs else pd.Series(dtype=bool)
@@ -179,10 +193,10 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         xmax = _clip_x(ax, pts)
         x = flagged["value_loss"].clip(upper=xmax)
         ax.scatter(x, flagged["value_change"], s=40, marker="x", color="#c0392b", lw=1.0, zorder=4,
-                   label="Refusals up (flagged)")
+                   label="No A/B answer up (flagged)")
         for xi, (_, r) in zip(x, flagged.iterrows()):
             where = "" if xi == r["value_loss"] else f", loss {r['value_loss']:.0f} pp (off the axis)"
-            ax.annotate(f"refuses {r['value_refusal']:+.0f} pp{where}", (xi, r["value_change"]), fontsize=5,
+            ax.annotate(f"{_no_answer(r)}{where}", (xi, r["value_change"]), fontsize=5,
                         color="#c0392b", xytext=(4, 3), textcoords="offset points", ha="left")
     else:
         _clip_x(ax, pts)

@@ -13,6 +13,7 @@ More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
 import random
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -124,7 +125,7 @@ def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
     correct = choice == df["correct_slot"].to_numpy(object)
     answered = np.array([c is not None for c in choice])
     return {"value": value, "distance": abs(value - FAIR.get(metric, 0.0)),
-            "accuracy": float(correct[gt_base].mean()) if gt_base.any() else float("nan"),
+            "accuracy": float(correct[gt_base].mean()) if gt_base.any() else float("nan"), "n_accuracy": int(gt_base.sum()),
             "refusal": float((~answered[keep]).mean()) if keep.any() else float("nan")}
 
 
@@ -152,6 +153,13 @@ def choose(base: Mapping[str, float], settings: Sequence[tuple[dict, Mapping[str
                f"({100 * rows[best]['accuracy_loss']:+.1f} pp)")
     for i, r in enumerate(rows):
         r["chosen"] = i == best
+    n_acc = int(base.get("n_accuracy") or 0)
+    if n_acc and rule.max_accuracy_loss + TOL < 1 / n_acc:  # one item lost already breaks the bound
+        note = (f"the accuracy bound {100 * rule.max_accuracy_loss:g} pp is below one of the {n_acc} validation GT "
+                f"items without pressure ({100 / n_acc:.2f} pp), so it admits no loss at all: a setting that moves "
+                f"answers is kept out by one item; raise validation.scenarios or select.max_accuracy_loss")
+        warnings.warn(f"selection: {note}", stacklevel=2)
+        why = f"{why}; {note}"
     label = ", ".join(f"{k}={v}" for k, v in sorted(rows[best]["setting"].items()))
     return best, rows, f"{label}: {why}; {n_validation} validation scenarios, {len(rows)} settings"
 
