@@ -202,7 +202,7 @@ def test_a_flagged_frontier_cell_says_which_part_of_its_no_answers_declined(capt
                                     {**base, "stat": "unparsed_change", "value": 0.20}])], ignore_index=True)
     frontier_figure(t, "unused", model="evenhand-organism")
     texts = [x.get_text() for x in captured[0].axes[0].texts]
-    assert any("no A/B answer +22 pp (+2 declined, +20 unparsed)" in x for x in texts), texts
+    assert any("no A/B answer +22 pp\n(+2 declined, +20 unparsed)" in x for x in texts), texts
     assert not any("refuses" in x for x in texts)
 
 

@@ -32,7 +32,7 @@ def _no_answer(r) -> str:
     d, u = r.get("value_declined"), r.get("value_unparsed")
     if d is None or u is None or d != d or u != u:
         return f"no A/B answer {r['value_refusal']:+.0f} pp"
-    return f"no A/B answer {r['value_refusal']:+.0f} pp ({d:+.0f} declined, {u:+.0f} unparsed)"
+    return f"no A/B answer {r['value_refusal']:+.0f} pp\n({d:+.0f} declined, {u:+.0f} unparsed)"
 
 
 def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFrame:
@@ -166,7 +166,7 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     ctl_flagged = pts[pts["control"].astype(bool) & pts["refusal_flag"].astype(bool)]
     if not ctl_flagged.empty:  # a control whose refusals rose past the margin: its change is no edit's effect
         ax.scatter(ctl_flagged["value_loss"], ctl_flagged["value_change"], s=10, marker="x", color="#c0392b",
-                   lw=0.6, zorder=3, label="Control: refusals up")
+                   lw=0.6, zorder=3, label="Control: no A/B answer up")
     step = 0.03 * (float(pts["value_loss"].max()) - float(pts["value_loss"].min()) or 1.0)
     dodged = _dodge(methods["value_loss"], methods["value_change"], step)
     moved = bool((dodged != methods["value_loss"]).any())
@@ -196,8 +196,11 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
                    label="No A/B answer up (flagged)")
         for xi, (_, r) in zip(x, flagged.iterrows()):
             where = "" if xi == r["value_loss"] else f", loss {r['value_loss']:.0f} pp (off the axis)"
-            ax.annotate(f"{_no_answer(r)}{where}", (xi, r["value_change"]), fontsize=5,
-                        color="#c0392b", xytext=(4, 3), textcoords="offset points", ha="left")
+            lo, hi = ax.get_xlim()
+            right = xi > lo + 0.5 * (hi - lo)  # text toward the axes' middle, never across into the next panel
+            ax.annotate(f"{_no_answer(r)}{where}", (xi, r["value_change"]), fontsize=5, color="#c0392b",
+                        xytext=(-4, 4) if right else (4, -4), textcoords="offset points",
+                        ha="right" if right else "left", va="bottom" if right else "top")
     else:
         _clip_x(ax, pts)
     handles, labels = ax.get_legend_handles_labels()
