@@ -29,7 +29,7 @@ from .metric_defs import get_metric, headline
 from .metrics import score, select_contrast_type
 from .runs import RunDir, RunError, write_table_atomic
 from .schema import ensure_valid
-from .score_report import HEADLINE_DEGREE, format_estimate, interval_name
+from .score_report import HEADLINE_DEGREE, PrintsItsText, format_estimate, interval_name
 from .tables import tex_escape
 
 TABLE_COLUMNS = ("label", "model", "run", "metric", "degree", "value", "ci_low", "ci_high", "n", "k", "note",
@@ -183,7 +183,7 @@ def runs_table(runs: Sequence, labels: Sequence[str] | None = None, contrast_typ
     return RunsTable(frame)
 
 
-class RunsTable:
+class RunsTable(PrintsItsText):
     """Several runs' degree-3 headline: prints as text (``print(t)``), and gives :meth:`to_frame`,
     :meth:`to_csv`, :meth:`to_latex` and :meth:`figure` (a forest plot)."""
 
@@ -217,14 +217,6 @@ class RunsTable:
                 lines.append(f"  {r['label']:<{width}}  {format_estimate(est, m)}{model}")
         lines += ["", "Signed metrics: positive = toward the minority-coded candidate; TieLean above 50% likewise"]
         return "\n".join(lines)
-
-    __str__ = text
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_pretty_(self, p, cycle) -> None:  # IPython and Jupyter
-        p.text(self.text())
 
     def to_frame(self) -> pd.DataFrame:
         """The tidy table (:data:`TABLE_COLUMNS`): one row per run and metric."""

@@ -40,7 +40,21 @@ def headline_lines(report: dict) -> list[str]:
     return [f"  {get_metric(m).label:<28} {format_estimate(d3[m], m)}" for m in score_rows()]
 
 
-class ScoreReport(dict):
+class PrintsItsText:
+    """A result that prints as its ``text()`` (which the subclass defines): ``str``, ``repr`` and
+    IPython/Jupyter's pretty printer."""
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p, cycle) -> None:  # IPython and Jupyter
+        p.text(self.text())
+
+
+class ScoreReport(PrintsItsText, dict):
     """A score report: a dict (every key :func:`evenhand.metrics.score` documents) that prints as the
     degree-3 headline table (``print(report)``) and gives :meth:`to_frame`."""
 
@@ -55,14 +69,6 @@ class ScoreReport(dict):
             lines.append(f"Note: {self['note']}")
         lines.append("Every metric by degree: report.to_frame(); positive = toward the minority-coded candidate")
         return "\n".join(lines)
-
-    __str__ = text
-
-    def __repr__(self) -> str:
-        return self.text()
-
-    def _repr_pretty_(self, p, cycle) -> None:  # IPython and Jupyter
-        p.text(self.text())
 
     def to_frame(self):
         """Every metric at every degree, then pooled over degrees (``degree`` <NA>), one row each:
