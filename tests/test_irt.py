@@ -91,6 +91,17 @@ def test_shrunk_discrimination_undoes_the_selection_bias(smoke_population):
         adaptive_test(bank.drop(columns="a_se"), _responder(0.0, []))
 
 
+def test_linking_corrects_the_difficulties_for_their_estimation_noise():
+    rng = np.random.default_rng(0)
+    true = rng.normal(0.0, 1.0, 4000)
+    fitted = 0.9 * true - 0.1 + rng.normal(0.0, 0.3, 4000)  # the fitted scale plus estimation noise of SD 0.3
+    table = pd.DataFrame({"b": fitted, "b_true": true, "b_se": 0.3})
+    A, B = linking(table)
+    assert A == pytest.approx(0.9, abs=0.02) and B == pytest.approx(-0.1, abs=0.02), (A, B)
+    # the failing case: without the SEs (mean-sigma on the noisy difficulties) the slope is inflated
+    assert linking(table.drop(columns="b_se"))[0] > 0.93
+
+
 def _responder(theta: float, calls: list):
     def answer(item):
         calls.append(item["item_id"])
