@@ -27,6 +27,8 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[240, 300, 400], help="core sizes (items)")
     p.add_argument("--test", type=int, default=100, help="held-out models per replication of the core comparison")
     p.add_argument("--replications", type=int, default=20, help="replications of the core comparison")
+    p.add_argument("--bootstrap", type=int, default=20,
+                   help="bootstrap resamples of the core/adaptive fit (the SEs the shrunk discriminations need)")
     p.add_argument("--adaptive", type=int, default=500, help="simulated models tested adaptively")
     p.add_argument("--target-se", type=float, default=0.3, help="adaptive testing's stopping SE")
     p.add_argument("--budget", type=int, default=50, help="adaptive testing's item budget")
@@ -42,8 +44,8 @@ def main() -> None:
         (table, planted), s = timed(fitted_on_population, items, n, seed=a.seed)
         out["recovery"].append({"models": n, **recovery(table), "seconds": round(s, 1)})
         print(f"fit on {n:>5} models: {out['recovery'][-1]}", flush=True)
-    table, planted = fitted_on_population(items, a.fit_models, seed=a.seed)
-    out["fit_models"] = a.fit_models
+    (table, planted), s = timed(fitted_on_population, items, a.fit_models, seed=a.seed, bootstrap=a.bootstrap)
+    out["fit_models"], out["bootstrap"] = a.fit_models, {"resamples": a.bootstrap, "seconds": round(s, 1)}
     for size in a.sizes:
         res, s = timed(compare_cores, table, planted, size, a.test, a.replications, seed=a.seed)
         row = {"items": size, "irt_spearman": res["irt"].mean(), "random_spearman": res["random"].mean(),
@@ -53,9 +55,10 @@ def main() -> None:
         print(f"core of {size} items: {row}", flush=True)
     out["linking"] = dict(zip(("A", "B"), linking(table)))
     print(f"fitted scale = A planted + B: {out['linking']}", flush=True)
-    for which, t, m in (("fitted", table, 0), ("fitted_min10", table, 10),
-                        ("planted", table.assign(a=table["a_true"], b=table["b_true"]), 0)):
-        opts = AdaptiveOptions(target_se=a.target_se, budget=a.budget, min_items=m)
+    truth = table.assign(a=table["a_true"], b=table["b_true"], a_se=0.0, b_se=0.0)
+    for which, t, m, disc in (("shrunk", table, 0, "shrunk"), ("fitted", table, 0, "fitted"),
+                              ("fitted_min10", table, 10, "fitted"), ("planted", truth, 0, "shrunk")):
+        opts = AdaptiveOptions(target_se=a.target_se, budget=a.budget, min_items=m, discrimination=disc)
         res, s = timed(adaptive_coverage, t, a.adaptive, opts, seed=a.seed)
         out[f"adaptive_{which}"] = {**res, "seconds": round(s, 1)}
         print(f"adaptive ({which}): {out[f'adaptive_{which}']}", flush=True)

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("girth")
 
-from evenhand.irt.adaptive import AdaptiveOptions, adaptive_test, bank_of  # noqa: E402
+from evenhand.irt.adaptive import AdaptiveOptions, adaptive_test, bank_of, shrunk_discrimination  # noqa: E402
 from evenhand.irt.fit import correctness, response_matrix  # noqa: E402
 from evenhand.irt.select import balance_cells, select_core  # noqa: E402
 from evenhand.irt.validation import (adaptive_coverage, compare_cores, core_wins, fitted_on_population,  # noqa: E402
@@ -51,17 +51,55 @@ def test_irt_core_ranks_models_better_than_a_random_core(population):
     assert won["gain"].mean() > lost["gain"].mean()
 
 
-def test_adaptive_intervals_cover_planted_abilities(population):
-    table, _ = population
-    truth = table.assign(a=table["a_true"], b=table["b_true"])
+@pytest.fixture(scope="module")
+def smoke_population():
+    """all of smoke (1,024 items; 512 GT), 300 simulated models, 10 bootstrap resamples (the SEs the shrunk
+    discriminations need): the adaptive setting of docs/IRT.md's validation table."""
+    return fitted_on_population(suite_items("smoke"), 300, seed=0, bootstrap=10)
+
+
+def test_adaptive_intervals_cover_planted_abilities_at_the_nominal_rate(smoke_population):
+    table, _ = smoke_population
+    n = 500
+    floor = 0.95 - 2 * np.sqrt(0.95 * 0.05 / n)  # nominal within 2 Monte Carlo SEs (SE 0.0097 at 500 models)
+    truth = table.assign(a=table["a_true"], b=table["b_true"], a_se=0.0, b_se=0.0)
     assert linking(truth) == pytest.approx((1.0, 0.0)) and linking(table) != pytest.approx((1.0, 0.0))
-    fitted = adaptive_coverage(table, 100)
-    assert fitted["coverage"] >= 0.8 and fitted["r_theta"] > 0.85, fitted
-    planted = adaptive_coverage(truth, 100)
-    assert planted["coverage"] >= 0.9, planted
-    # the failing case: an overconfident prior (SD 0.2) gives intervals that miss most planted abilities
-    narrow = adaptive_coverage(table, 100, AdaptiveOptions(prior_sd=0.2))
+    shrunk = adaptive_coverage(table, n)  # the default: discriminations shrunk by their bootstrap reliability
+    assert shrunk["coverage"] >= floor and shrunk["r_theta"] > 0.85, shrunk
+    planted = adaptive_coverage(truth, n)
+    assert planted["coverage"] >= floor, planted
+    # the failing cases: the discriminations as fitted (selection favours the overestimated ones) and an
+    # overconfident prior (SD 0.2) give intervals that miss the planted abilities too often
+    fitted = adaptive_coverage(table, n, AdaptiveOptions(discrimination="fitted"))
+    assert fitted["coverage"] < floor and fitted["mean_items"] < shrunk["mean_items"], fitted
+    narrow = adaptive_coverage(table, n, AdaptiveOptions(prior_sd=0.2))
     assert narrow["coverage"] < 0.6, narrow
+
+
+def test_shrunk_discrimination_undoes_the_selection_bias(smoke_population):
+    table, _ = smoke_population
+    bank = bank_of(table)
+    a, truth = bank["a"].to_numpy(), bank["a_true"].to_numpy() / linking(table)[0]  # on the fitted scale
+    shrunk = shrunk_discrimination(a, bank["a_se"].to_numpy())
+    # the planted discrimination regressed on the estimate: slope 1 is an unbiased E[true | estimate]; as
+    # fitted the slope is well below 1 (the largest estimates, which maximum information picks, are too large)
+    slope_fitted, slope_shrunk = np.polyfit(a, truth, 1)[0], np.polyfit(shrunk, truth, 1)[0]
+    assert slope_fitted < 0.9 and 0.9 < slope_shrunk < 1.1, (slope_fitted, slope_shrunk)
+    assert shrunk_discrimination(a, np.zeros_like(a)) == pytest.approx(a)  # known exactly: nothing to shrink
+    assert np.allclose(shrunk_discrimination(a, np.full_like(a, 10.0)), a.mean())  # noise only: the mean
+    with pytest.raises(ValueError, match="a_se"):
+        adaptive_test(bank.drop(columns="a_se"), _responder(0.0, []))
+
+
+def test_linking_corrects_the_difficulties_for_their_estimation_noise():
+    rng = np.random.default_rng(0)
+    true = rng.normal(0.0, 1.0, 4000)
+    fitted = 0.9 * true - 0.1 + rng.normal(0.0, 0.3, 4000)  # the fitted scale plus estimation noise of SD 0.3
+    table = pd.DataFrame({"b": fitted, "b_true": true, "b_se": 0.3})
+    A, B = linking(table)
+    assert A == pytest.approx(0.9, abs=0.02) and B == pytest.approx(-0.1, abs=0.02), (A, B)
+    # the failing case: without the SEs (mean-sigma on the noisy difficulties) the slope is inflated
+    assert linking(table.drop(columns="b_se"))[0] > 0.93
 
 
 def _responder(theta: float, calls: list):
@@ -76,20 +114,21 @@ def _responder(theta: float, calls: list):
 def test_adaptive_stops_at_target_se_or_budget_and_resumes(population, tmp_path):
     table, _ = population
     bank = bank_of(table)
-    state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.3, budget=200))
+    state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.3, budget=200, discrimination="fitted"))
     assert state["stopped"] == "target_se" and state["ability"]["theta_sd"] <= 0.3
     early = state["ability"]["n_items"]
     assert early < 12  # the failing case of the next check: without min_items the target SE stops it sooner
-    state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.3, budget=200, min_items=12))
+    state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.3, budget=200, min_items=12,
+                                                                         discrimination="fitted"))
     assert state["stopped"] == "target_se" and state["ability"]["n_items"] == 12
-    state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.01, budget=7))
+    state = adaptive_test(bank, _responder(0.5, []), AdaptiveOptions(target_se=0.01, budget=7, discrimination="fitted"))
     assert state["stopped"] == "budget" and state["ability"]["n_items"] == 7
     # items asked are the most informative at the current MAP: the first is the bank's most informative at 0
     first = (bank["a"] ** 2 / (2 + np.exp(bank["a"] * bank["b"]) + np.exp(-bank["a"] * bank["b"]))).idxmax()
     assert state["answered"][0]["item_id"] == bank["item_id"][first]
 
     path = tmp_path / "adaptive.json"
-    opts = AdaptiveOptions(target_se=0.01, budget=12)
+    opts = AdaptiveOptions(target_se=0.01, budget=12, discrimination="fitted")  # the fixture has no SEs
     whole = adaptive_test(bank, _responder(-0.3, []), opts)
     calls: list = []
     answer = _responder(-0.3, calls)
@@ -106,7 +145,7 @@ def test_adaptive_stops_at_target_se_or_budget_and_resumes(population, tmp_path)
     assert [r["item_id"] for r in resumed["answered"]] == [r["item_id"] for r in whole["answered"]]
     assert resumed["ability"] == whole["ability"]
     with pytest.raises(ValueError, match="other settings"):
-        adaptive_test(bank, answer, AdaptiveOptions(budget=3), state_path=path)
+        adaptive_test(bank, answer, AdaptiveOptions(budget=3, discrimination="fitted"), state_path=path)
 
 
 def _groups_whole(items: pd.DataFrame, ids: list[str]) -> bool:
@@ -200,7 +239,7 @@ def test_adapt_runs_the_organism_through_the_decide_path(tmp_path, capsys):
     assert main(["irt", "fit", *sorted(str(p) for p in sim.glob("m*")), "--out", str(fit), "--bootstrap", "0"]) == 0
     with pytest.warns(UserWarning, match="trained on suite version 1"):
         assert main(["irt", "adapt", "--fit", str(fit), "--out", str(tmp_path / "ad"), "--model", "evenhand-organism",
-                     "--device", "cpu", "--budget", "3", "--target-se", "0.01"]) == 0
+                     "--device", "cpu", "--budget", "3", "--target-se", "0.01", "--discrimination", "fitted"]) == 0
     state = json.loads((tmp_path / "ad" / "adaptive.json").read_text())
     assert state["stopped"] == "budget" and len(state["answered"]) == 3
     assert all(r["choice"] in ("A", "B", None) for r in state["answered"])

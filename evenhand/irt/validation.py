@@ -88,10 +88,15 @@ def core_wins(result: pd.DataFrame, share: float = 0.8) -> bool:
 def linking(table: pd.DataFrame) -> tuple[float, float]:
     """(A, B) with theta on the fitted scale = A theta_planted + B: mean-sigma linking on the difficulties of the
     fitted items (a 2PL scale is identified only up to such a map; JML fixes it by standardising the fitted
-    runs' estimated abilities, which are noisy, so it is not the planted scale)."""
+    runs' estimated abilities, which are noisy, so it is not the planted scale). With bootstrap SEs (``b_se``)
+    the fitted difficulties' variance is first corrected for their estimation noise, var(b) - mean(b_se^2):
+    uncorrected, the noise inflates A (by 3% on the 300-model smoke fit)."""
     ok = table["b"].notna() & table["b_true"].notna()
     fit, true = table.loc[ok, "b"].to_numpy(float), table.loc[ok, "b_true"].to_numpy(float)
-    A = float(fit.std() / true.std())
+    var = fit.var()
+    if "b_se" in table.columns and table.loc[ok, "b_se"].notna().all():
+        var = max(var - float(np.mean(table.loc[ok, "b_se"].to_numpy(float) ** 2)), 0.25 * var)
+    A = float(np.sqrt(var) / true.std())
     return A, float(fit.mean() - A * true.mean())
 
 

@@ -16,7 +16,7 @@ from evenhand.options import add_flags, options_from_args
 
 from .common import MODEL_FLAGS, json_flag, model_spec
 
-ADAPT_FLAGS = ("target_se", "budget", "prior_sd", "min_items")
+ADAPT_FLAGS = ("target_se", "budget", "prior_sd", "min_items", "discrimination")
 POPULATION_FLAGS = ("a_sd", "b_mean", "b_sd", "theta_sd")
 
 
