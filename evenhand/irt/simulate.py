@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..sides import minority_favouring_slot
-from ..suite.generate import other_slot
+from ..suite.generate import other_slot, stable_hash
 from .model import prob
 
 
@@ -85,3 +85,16 @@ def simulated_rows(items: pd.DataFrame, planted: pd.DataFrame, theta: float, see
             base[r["item_id"]] = c
         choice.append(c)
     return items.assign(choice=choice, model=name)
+
+
+def simulated_responder(bank: pd.DataFrame, theta: float, seed: int = 0):
+    """``answer(item)`` of a simulated responder of ability ``theta`` under the bank's 2PL parameters (``a``,
+    ``b`` by ``item_id``): correct with the 2PL probability, each item's draw seeded by its id, so a resumed
+    adaptive test answers alike."""
+    params = dict(zip(bank["item_id"], zip(bank["a"], bank["b"])))
+
+    def answer(item: dict) -> str:
+        a_, b_ = params[item["item_id"]]
+        u = np.random.default_rng([seed, stable_hash("irt", item["item_id"]) % (2**32)]).random()
+        return item["correct_slot"] if u < prob(np.array([theta]), a_, b_)[0] else other_slot(item["correct_slot"])
+    return answer

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from evenhand.decisions import DecideOptions
 from evenhand.irt.adaptive import AdaptiveOptions
 from evenhand.irt.select import METHODS
 from evenhand.irt.simulate import Population
@@ -16,6 +17,8 @@ from evenhand.options import add_flags, options_from_args
 
 from .common import MODEL_FLAGS, json_flag, model_spec
 
+DECIDE_FLAGS = ("mode", "engine")
+"""The DecideOptions fields `irt adapt --model` takes (their choices and help declared once, on DecideOptions)."""
 ADAPT_FLAGS = ("target_se", "budget", "prior_sd", "min_items", "discrimination")
 POPULATION_FLAGS = ("a_sd", "b_mean", "b_sd", "theta_sd")
 
@@ -116,6 +119,7 @@ def _core(a: argparse.Namespace) -> int:
 
 def _adapt(a: argparse.Namespace) -> int:
     from evenhand.irt.adaptive import adaptive_test, bank_of  # deferred: keeps the CLI's start fast
+    from evenhand.irt.simulate import simulated_responder  # deferred: keeps the CLI's start fast
     from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
     from evenhand.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
     from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
@@ -129,7 +133,7 @@ def _adapt(a: argparse.Namespace) -> int:
     if a.model is not None:
         answer, who = _model_answer(a), model_spec(a).model
     else:
-        answer, who = _simulated_answer(bank, a.simulate_theta, a.seed), f"simulated theta={a.simulate_theta:g}"
+        answer, who = simulated_responder(bank, a.simulate_theta, a.seed), f"simulated theta={a.simulate_theta:g}"
     config = {"kind": "irt_adapt", "fit": str(Path(a.fit)), "responder": who, "options": asdict(options),
               "seed": a.seed}
 
@@ -150,31 +154,17 @@ def _adapt(a: argparse.Namespace) -> int:
 
 def _model_answer(a: argparse.Namespace):
     """``answer(item)`` through the decide path: the model loaded once, each item decided alone."""
-    from evenhand.decisions import DecideOptions, decide  # deferred: pulls in the engines
+    from evenhand.decisions import decide  # deferred: pulls in the engines
     from evenhand.engine.registry import load  # deferred: pulls in torch
     from evenhand.models.loading import locate, resolve_spec  # deferred: keeps the CLI's start fast
     spec = resolve_spec(model_spec(a))
     locate(spec)
-    lm = load(spec, a.engine)
-    opts = DecideOptions(mode=a.mode, engine=a.engine, chat_template=spec.chat_template, progress=False)
+    opts = options_from_args(DecideOptions, a, DECIDE_FLAGS, chat_template=spec.chat_template, progress=False)
+    lm = load(spec, opts.engine)
 
     def answer(item: dict):
         choice = decide([item], lm, opts)["choice"].iloc[0]
         return choice if isinstance(choice, str) else None
-    return answer
-
-
-def _simulated_answer(bank, theta: float, seed: int):
-    """``answer(item)`` of a simulated responder of ability ``theta`` under the fitted parameters."""
-    import numpy as np
-    from evenhand.irt.model import prob  # deferred: keeps the CLI's start fast
-    from evenhand.suite.generate import other_slot, stable_hash  # deferred: keeps the CLI's start fast
-    params = dict(zip(bank["item_id"], zip(bank["a"], bank["b"])))
-
-    def answer(item: dict) -> str:
-        a_, b_ = params[item["item_id"]]
-        u = np.random.default_rng([seed, stable_hash("irt", item["item_id"]) % (2**32)]).random()
-        return item["correct_slot"] if u < prob(np.array([theta]), a_, b_)[0] else other_slot(item["correct_slot"])
     return answer
 
 
@@ -239,8 +229,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--out", required=True, help="the output directory (adaptive.json, rewritten after each item)")
     add_flags(s, ModelSpec, MODEL_FLAGS, defaults={"model": None})
     add_flags(s, AdaptiveOptions, ADAPT_FLAGS)
-    s.add_argument("--mode", choices=["answer", "reasoning", "logprob"], default="answer", help="the decide mode")
-    s.add_argument("--engine", default="hf", help="the decision engine the model is loaded for (default hf)")
+    add_flags(s, DecideOptions, DECIDE_FLAGS)
     s.add_argument("--simulate-theta", type=float, default=None,
                    help="instead of a model: a simulated responder of this ability under the fitted parameters")
     s.add_argument("--seed", type=int, default=0, help="seed of the simulated responder")
