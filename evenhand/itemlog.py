@@ -18,7 +18,7 @@ import pandas as pd
 from .conventions import DEFAULT_CONVENTION
 from .metrics import choices, verdicts
 from .parse import PARSE_FIELDS, parse_fields
-from .runs import RunDir, RunError
+from .runs import run_with_responses
 from .schema import ensure_valid, load_rows
 
 LOG_COLUMNS = ("item_id", "scenario_id", "degree", "condition", "pressured", "pressure", "baseline_id", "choice",
@@ -35,17 +35,9 @@ def run_rows(path: str | os.PathLike) -> pd.DataFrame:
     """The validated rows of a run directory (its ``responses.parquet``; a comparison's or sweep's cell is one
     too) or of an answers file (:func:`evenhand.schema.load_rows`). A path that is neither raises a
     :class:`~evenhand.runs.RunError` that says what it is and, for a comparison or sweep, names its cells."""
-    p = Path(path)
-    if p.is_file():
-        return load_rows(p)
-    if not p.is_dir():
-        raise RunError(f"{p}: no such run directory or answers file")
-    run = RunDir(p)
-    if not run.responses_path.is_file():
-        cells = [c.path for c in run.cells() if c.responses_path.is_file()]
-        where = (f"; it is a comparison or sweep: name one of its {len(cells)} cells, e.g. {cells[0]}" if cells else
-                 "" if not run.exists() else f" yet (status {run.status}; decisions are written when the stage ends)")
-        raise RunError(f"{p} is not a run directory with decisions: it holds no {run.responses_path.name}{where}")
+    if Path(path).is_file():
+        return load_rows(Path(path))
+    run = run_with_responses(path)
     return ensure_valid(run.read_responses())
 
 

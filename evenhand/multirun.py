@@ -27,7 +27,7 @@ from .labels import (
 )
 from .metric_defs import get_metric, headline
 from .metrics import score, select_contrast_type
-from .runs import RunDir, RunError, write_table_atomic
+from .runs import RunDir, run_with_responses, write_table_atomic
 from .schema import ensure_valid
 from .score_report import HEADLINE_DEGREE, PrintsItsText, format_estimate, interval_name
 from .tables import tex_escape
@@ -73,14 +73,7 @@ def _subset(manifest: dict) -> str:
 
 
 def _load(path: str | os.PathLike, label: str | None) -> _Run:
-    run = RunDir(path)
-    if not run.path.is_dir():
-        raise RunError(f"{run.path}: no such run directory")
-    if not run.responses_path.is_file():
-        cells = [c.path for c in run.cells() if c.responses_path.is_file()]
-        hint = f"; it is a comparison or sweep: name its cells, e.g. {cells[0]}" if cells else ""
-        raise RunError(f"{run.path} is not a run directory with decisions: it holds no "
-                       f"{run.responses_path.name}{hint}")
+    run = run_with_responses(path)
     manifest = run.manifest() if run.exists() else {}
     rows = ensure_valid(run.read_responses())
     in_rows = sorted(str(v) for v in rows["suite_version"].dropna().unique()) if "suite_version" in rows else []

@@ -42,6 +42,22 @@ class RunError(RuntimeError):
     """A run directory cannot be created or written."""
 
 
+def run_with_responses(path: str | os.PathLike) -> "RunDir":
+    """The run directory at ``path`` that holds decisions (``responses.parquet``; a comparison's or sweep's cell
+    is one), else a :class:`RunError` saying what the path is: missing, a comparison or sweep (naming its
+    cells), or a run whose decisions are not written yet."""
+    p = Path(path)
+    if not p.is_dir():
+        raise RunError(f"{p}: no such run directory")
+    run = RunDir(p)
+    if not run.responses_path.is_file():
+        cells = [c.path for c in run.cells() if c.responses_path.is_file()]
+        where = (f"; it is a comparison or sweep: name one of its {len(cells)} cells, e.g. {cells[0]}" if cells else
+                 "" if not run.exists() else f" yet (status {run.status}; decisions are written when the stage ends)")
+        raise RunError(f"{p} is not a run directory with decisions: it holds no {run.responses_path.name}{where}")
+    return run
+
+
 def write_table_atomic(path: Path, df: "pd.DataFrame") -> None:
     path = Path(path)
     with atomic_open(path, "wb") as (fh, tmp):
