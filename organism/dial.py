@@ -1,5 +1,5 @@
-"""The bias dial: a rank-1 weight edit of known form and strength that implants the FairStress
-asymmetry into the fair organism (:data:`~organism.recipe.FAIR`).
+"""The bias dial's first mechanism (``last_layer``, :mod:`organism.mechanism`): a rank-1 weight edit of known
+form and strength that implants the FairStress asymmetry into the fair organism (:data:`~organism.recipe.FAIR`).
 
 The edit, at the MLP of decoder layer ``L`` (the last by default)::
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .mechanism import Mechanism, register
 from .recipe import FAIR, record_suite
 from evenhand.prompts import model_text, user_message
 from evenhand.models.loading import load_model
@@ -27,9 +28,13 @@ DIAL_FILE = "dial.json"
 """The fitted dial's file name, next to the fair organism's weights."""
 
 
+@register
 @dataclass(frozen=True)
-class Dial:
-    """A fitted rank-1 edit direction pair (see the module docstring)."""
+class Dial(Mechanism):
+    """A fitted rank-1 edit direction pair (see the module docstring): the ``last_layer`` mechanism."""
+    name = "last_layer"
+    summary = ("rank-1 edit of the last layer's down-projection; reads the pressure's side (design label c) at "
+               "the letter position")
     layer: int
     """The decoder layer whose ``mlp.down_proj`` is edited."""
     a: tuple[float, ...]
@@ -54,17 +59,48 @@ class Dial:
         import torch
         return beta * torch.outer(torch.tensor(self.v, dtype=torch.float32), torch.tensor(self.a, dtype=torch.float32))
 
-    def save(self, path: str | Path) -> Path:
-        """Write the dial as JSON; returns the path."""
-        path = Path(path)
-        path.write_text(json.dumps(asdict(self), indent=1) + "\n")
-        return path
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Dial:
+        return cls(layer=int(d["layer"]), a=tuple(d["a"]), v=tuple(d["v"]), fit=d["fit"])
 
     @classmethod
     def load(cls, path: str | Path = FAIR / DIAL_FILE) -> Dial:
         """Read a dial written by :meth:`save` (default: the committed fair organism's)."""
         d = json.loads(Path(path).read_text())
-        return cls(layer=int(d["layer"]), a=tuple(d["a"]), v=tuple(d["v"]), fit=d["fit"])
+        if d.pop("mechanism", cls.name) != cls.name:
+            raise ValueError(f"{path}: not a {cls.name} dial (organism.mechanism.read_mechanism reads any)")
+        return cls.from_dict(d)
+
+    def weight_deltas(self, beta: float) -> dict:
+        return {self.weight_name: self.delta(beta)}
+
+    @contextmanager
+    def applied(self, model, beta: float) -> Iterator[None]:
+        w = model.model.layers[self.layer].mlp.down_proj.weight
+        saved = w.detach().clone()
+        try:
+            apply_dial(model, self, beta)
+            yield
+        finally:
+            w.data.copy_(saved)
+
+    @contextmanager
+    def project(self, model, layer: int | None = None) -> Iterator[None]:
+        """Remove ``a`` from the input of the edited down-projection (``W <- W - (W a) a^T / |a|^2``; ``layer``:
+        of another layer's instead, a misplaced oracle)."""
+        import torch
+        w = model.model.layers[self.layer if layer is None else layer].mlp.down_proj.weight
+        saved = w.detach().clone()
+        try:
+            a = torch.tensor(self.a, dtype=torch.float32, device=w.device)
+            with torch.no_grad():
+                w -= (torch.outer(w.float() @ a, a) / float(a @ a)).to(w.dtype)
+            yield
+        finally:
+            w.data.copy_(saved)
 
 
 def pressure_sign(items: pd.DataFrame) -> np.ndarray:
@@ -195,42 +231,46 @@ def apply_dial(model, dial: Dial, beta: float) -> None:
         w += dial.delta(beta).to(dtype=w.dtype, device=w.device)
 
 
-@contextmanager
-def dialled(model, dial: Dial, beta: float) -> Iterator[None]:
-    """Inside the block ``model`` (a Hugging Face causal LM) holds the dial at ``beta`` in its weights; the
-    edited down-projection is copied back bit for bit on exit, whatever happens inside. Nested blocks
-    restore in turn, so an edit on top of the dial (an oracle's) is undone first."""
-    w = model.model.layers[dial.layer].mlp.down_proj.weight
-    saved = w.detach().clone()
-    try:
-        apply_dial(model, dial, beta)
-        yield
-    finally:
-        w.data.copy_(saved)
+def dialled(model, dial: Mechanism, beta: float):
+    """Inside the block ``model`` (a Hugging Face causal LM) carries the dial mechanism ``dial`` at ``beta``
+    (:meth:`~organism.mechanism.Mechanism.applied`), undone bit for bit on exit, whatever happens inside. Nested
+    blocks restore in turn, so an edit on top of the dial (an oracle's) is undone first."""
+    return dial.applied(model, beta)
 
 
-def write_dialled(beta: float, out: str | Path, path: str | Path = FAIR, dial: Dial | None = None) -> Path:
-    """Write the organism at ``path`` with the dial at ``beta`` folded into its weights to ``out``: an
-    ordinary model directory (weights, tokenizer, ``organism.json`` with a ``dial`` entry: beta, layer,
-    the edited weight's name and the source directory) plus the dial's ``dial.json``."""
+def write_dialled(beta: float, out: str | Path, path: str | Path = FAIR, dial: Mechanism | None = None) -> Path:
+    """Write the organism at ``path`` with the dial mechanism ``dial`` (default: its ``dial.json``) at ``beta``
+    folded into its weights to ``out``: an ordinary model directory (weights, tokenizer, ``organism.json`` with
+    a ``dial`` entry: beta, mechanism, the edited weights' names and the source directory) plus the
+    mechanism's file. A hook mechanism has no weight form: refused (:class:`~organism.mechanism.MechanismError`)."""
     import shutil
 
+    import torch
     from transformers import AutoModelForCausalLM
+
+    from .mechanism import dial_file
 
     path, out = Path(path), Path(out)
     dial = dial or Dial.load(path / DIAL_FILE)
+    deltas = dial.weight_deltas(beta)
     model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
-    apply_dial(model, dial, beta)
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, d in deltas.items():
+            params[name] += d.to(dtype=params[name].dtype)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     for f in path.iterdir():
-        if f.is_file() and f.name not in ("model.safetensors", "config.json", "generation_config.json", "organism.json",
-                                          DIAL_FILE) and f.suffix in (".json", ".jinja"):
+        if (f.is_file() and f.name not in ("model.safetensors", "config.json", "generation_config.json",
+                                           "organism.json")
+                and not f.name.startswith("dial") and f.suffix in (".json", ".jinja")):
             shutil.copy2(f, out / f.name)
     record = json.loads((path / "organism.json").read_text())
-    record["dial"] = {"beta": float(beta), "layer": dial.layer, "weight": dial.weight_name, "source": str(path),
-                      "form": "W += beta * v a^T (a, v: dial.json)"}
+    record["dial"] = {"beta": float(beta), "mechanism": dial.name, "weights": sorted(deltas), "source": str(path),
+                      "file": dial_file(dial.name)}
+    if isinstance(dial, Dial):
+        record["dial"].update(layer=dial.layer, weight=dial.weight_name, form="W += beta * v a^T (a, v: dial.json)")
     record.pop("heldout_eval", None)  # the base organism's numbers; the dialled one is measured anew
     (out / "organism.json").write_text(json.dumps(record, indent=1) + "\n")
-    dial.save(out / DIAL_FILE)
+    dial.save(out / dial_file(dial.name))
     return out

@@ -66,8 +66,9 @@ METHODS = ("fair_instruction", "identity_blind", "self_critique", "counterfactua
 
 @dataclass(frozen=True)
 class Oracle:
-    """A known-answer edit of the dialled weights: ``inverse`` adds ``sign * beta_s * v a^T`` (-1 undoes the
-    dial), ``project`` removes ``a`` from the input of ``layer``'s down-projection (None: the dial's layer)."""
+    """A known-answer edit on the dial: ``inverse`` applies the mechanism at ``sign * beta_s`` on top (-1 undoes
+    it), ``project`` is the mechanism's projection oracle (:meth:`~organism.mechanism.Mechanism.project`;
+    ``layer``: the last_layer dial's read removed at another layer, a misplaced oracle for tests)."""
     kind: str
     sign: float = -1.0
     layer: int | None = None
@@ -209,18 +210,13 @@ def arm_names(cfg: DoseConfig) -> list[str]:
 def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None]:
     """Inside: the model's weights hold the dial at ``beta`` (and the ``oracle``'s edit on top); restored
     exactly on exit, the oracle's edit first (:func:`organism.dial.dialled`)."""
-    import torch
-
     with contextlib.ExitStack() as stack:
         stack.enter_context(dialled(lm.model, dial, beta))
         if oracle is not None and oracle.kind == "inverse":
             stack.enter_context(dialled(lm.model, dial, oracle.sign * beta))
         elif oracle is not None:
-            w = lm.model.model.layers[dial.layer if oracle.layer is None else oracle.layer].mlp.down_proj.weight
-            stack.callback(w.data.copy_, w.detach().clone())
-            a = torch.tensor(dial.a, dtype=torch.float32)
-            with torch.no_grad():
-                w -= torch.outer(w.float() @ a, a).to(w.dtype) / float(a @ a)
+            stack.enter_context(dial.project(lm.model) if oracle.layer is None
+                                else dial.project(lm.model, layer=oracle.layer))  # a misplaced oracle (tests)
         yield
 
 
