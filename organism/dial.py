@@ -247,8 +247,8 @@ def r_squared(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def mean_read_by_c(pred: np.ndarray, c: np.ndarray) -> dict:
-    """The mean of ``pred`` per class of ``c`` (-1, 0, +1), rounded to 4 places."""
-    return {str(int(k)): round(float(pred[c == k].mean()), 4) for k in (-1, 0, 1)}
+    """The mean of ``pred`` per class of ``c`` (-1, 0, +1), rounded to 4 places (None for an empty class)."""
+    return {str(int(k)): round(float(pred[c == k].mean()), 4) if (c == k).any() else None for k in (-1, 0, 1)}
 
 
 def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,

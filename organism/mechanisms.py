@@ -1,14 +1,14 @@
-"""Three more bias-dial mechanisms (:mod:`organism.mechanism`), each a sum of rank-1 edits of down-projections
-``W_down(l) += beta * scale * v_l a_l^T`` whose reads ``a_l`` are fitted on the organism like the first one's:
+"""Three more bias-dial mechanisms (:mod:`organism.mechanism`), each a sum of rank-1 weight edits
+``W(l) += beta * scale * v_l a_l^T`` whose reads ``a_l`` are fitted on the organism like the first one's:
 
-- ``decision``: one edit at an early layer, read at the last prompt token (the decision position, where caches
-  and probes read), writing what moves the letter's logits at the noun through the later layers' attention;
+- ``decision``: one edit of the last layer's value projection, read at the last prompt token (the decision
+  position, where caches and probes read), writing what moves the letter's logits at the noun through attention;
 - ``distributed``: one edit at every layer, read at the letter position, each 1/L of the strength;
 - ``names``: one edit at the last layer, read at the letter position, keyed to the names (acts at degree 1 only).
 
 Each is a weight edit (foldable with :func:`organism.dial.write_dialled`), exactly undone on leaving
 :meth:`~organism.mechanism.Mechanism.applied` (:func:`organism.mechanism.restored`); ``project`` removes every
-``a_l`` from its layer's down-projection input. :func:`fit_mechanism` fits any of them, or the first, on an
+``a_l`` from its edited weight's input. :func:`fit_mechanism` fits any of them, or the first, on an
 organism directory. More in docs/ORGANISM.md, "Dial mechanisms"."""
 from __future__ import annotations
 
