@@ -77,6 +77,10 @@ class Dial(Mechanism):
     def weight_deltas(self, beta: float) -> dict:
         return {self.weight_name: self.delta(beta)}
 
+    def reads(self, lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarray:
+        """The gate per item: ``<a, m>`` at the letter position (``m``: the edited down-projection's input)."""
+        return letter_position_inputs(lm, items, self.layer, batch_size) @ np.asarray(self.a)
+
     @contextmanager
     def applied(self, model, beta: float) -> Iterator[None]:
         w = model.model.layers[self.layer].mlp.down_proj.weight
@@ -140,20 +144,45 @@ def letter_position_batches(lm, items: pd.DataFrame, batch_size: int = 64, end: 
         yield ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-def letter_position_inputs(lm, items: pd.DataFrame, layer: int, batch_size: int = 64, end: str = "noun") -> np.ndarray:
-    """The input of ``model.layers[layer].mlp.down_proj`` at the last position of
-    :func:`letter_position_batches` (by default the one that predicts the answer's letter), one row per item."""
+def down_proj_inputs(lm, items: pd.DataFrame, layers, batch_size: int = 64, end: str = "noun",
+                     sample: int = 0, seed: int = 0, module: str = "mlp.down_proj") -> dict[int, np.ndarray]:
+    """The input of ``model.layers[l].<module>`` (default the down-projection) for each ``l`` of ``layers`` at
+    the last position of :func:`letter_position_batches` (``end``), one row per item; ``sample > 0``: instead,
+    at ``sample`` positions per item drawn (with ``seed``) among the earlier non-padding ones (``sample`` rows
+    per item)."""
     import torch
     model = lm.model
-    got: list = []
-    hook = model.model.layers[layer].mlp.down_proj.register_forward_hook(lambda m, i, o: got.append(i[0][:, -1].detach()))
+    layers = tuple(layers)
+    got: dict[int, list] = {lay: [] for lay in layers}
+    rng = np.random.default_rng(seed)
+    rows: list = []  # per batch, the (row, position) pairs read when sampling
+
+    def reader(lay):
+        def hook(m, i, o):
+            h = i[0].detach()
+            got[lay].append(h[:, -1] if not sample else h[rows[-1][0], rows[-1][1]])
+        return hook
+
+    hooks = [model.model.layers[lay].get_submodule(module).register_forward_hook(reader(lay)) for lay in layers]
     try:
         with torch.inference_mode():
             for ids, mask, pos in letter_position_batches(lm, items, batch_size, end):
+                if sample:
+                    width, lens = ids.shape[1], mask.sum(-1).tolist()
+                    pick = [(i, width - 1 - int(k)) for i, n in enumerate(lens)
+                            for k in rng.choice(np.arange(1, n), size=sample, replace=n - 1 < sample)]
+                    rows.append((torch.tensor([r for r, _ in pick]), torch.tensor([c for _, c in pick])))
                 model.model(input_ids=ids, attention_mask=mask, position_ids=pos)
     finally:
-        hook.remove()
-    return torch.cat(got).float().numpy()
+        for h in hooks:
+            h.remove()
+    return {lay: torch.cat(got[lay]).float().numpy() for lay in layers}
+
+
+def letter_position_inputs(lm, items: pd.DataFrame, layer: int, batch_size: int = 64, end: str = "noun") -> np.ndarray:
+    """The input of ``model.layers[layer].mlp.down_proj`` at the last position of
+    :func:`letter_position_batches` (by default the one that predicts the answer's letter), one row per item."""
+    return down_proj_inputs(lm, items, (layer,), batch_size, end)[layer]
 
 
 def write_direction(lm, layer: int) -> np.ndarray:
@@ -170,17 +199,56 @@ def write_direction(lm, layer: int) -> np.ndarray:
 
 
 def fit_read(lm, items: pd.DataFrame, layer: int, ridge: float = 1e-3, batch_size: int = 64,
-             x: np.ndarray | None = None) -> np.ndarray:
-    """``a``: the ridge least-squares read (no intercept) of :func:`pressure_sign` from the
-    down-projection's input at the letter position, constrained toward 0 at the other answer positions
-    of the last layer (the last prompt token, which predicts the noun, and the letter, which predicts
-    the end of the answer): rows with target 0 there, so the edit moves the letter and not the noun or
-    the end of turn (``x``: the letter-position inputs when already computed)."""
-    x = letter_position_inputs(lm, items, layer, batch_size) if x is None else x
-    rows = [x] + [letter_position_inputs(lm, items, layer, batch_size, end) for end in ("prompt", "A", "B")]
-    y = np.concatenate([pressure_sign(items)] + [np.zeros(len(items))] * 3)
+             x: np.ndarray | None = None, at: str = "noun", zero_at=("prompt", "A", "B"),
+             target: np.ndarray | None = None, zero_sample: int = 0, seed: int = 0,
+             module: str = "mlp.down_proj") -> np.ndarray:
+    """``a``: the ridge least-squares read (no intercept) of ``target`` (default :func:`pressure_sign`) from
+    the down-projection's input at the ``at`` position (default the letter position), constrained toward 0
+    at the positions ``zero_at`` (default the other answer positions of the last layer: the last prompt
+    token, which predicts the noun, and the letter, which predicts the end of the answer) and at
+    ``zero_sample`` earlier positions per item drawn with ``seed``: rows with target 0 there, so the edit
+    moves the letter and not the noun or the end of turn (``x``: the ``at`` inputs when already computed;
+    ``module``: read the input of that module of the layer instead of the down-projection's)."""
+    def inputs(end, sample=0):
+        return down_proj_inputs(lm, items, (layer,), batch_size, end, sample, seed, module)[layer]
+    x = inputs(at) if x is None else x
+    rows = [x] + [inputs(end) for end in zero_at if end != at]
+    if zero_sample:
+        rows.append(inputs("prompt", zero_sample))
+    return ridge_read(rows, pressure_sign(items) if target is None else np.asarray(target, dtype=float), ridge)
+
+
+def ridge_read(rows: list[np.ndarray], target: np.ndarray, ridge: float = 1e-3) -> np.ndarray:
+    """The ridge least-squares read (no intercept, penalty ``ridge`` per row) of ``target`` from ``rows[0]``
+    and of 0 from every later block of ``rows``."""
+    y = np.concatenate([target, np.zeros(sum(len(r) for r in rows[1:]))])
     xx = np.concatenate(rows)
     return np.linalg.solve(xx.T @ xx + ridge * len(xx) * np.eye(xx.shape[1]), xx.T @ y)
+
+
+def fit_check_items(path: str | Path = FAIR, seed: int = 0, n_fit: int = 24,
+                    n_check: int = 12) -> tuple[dict, list[str], pd.DataFrame, pd.DataFrame]:
+    """The organism's record (``organism.json`` at ``path``), the ``n_fit`` train scenarios a mechanism is
+    fitted on (drawn with ``seed``), their matched items (every degree, one contrast each) and those of its
+    first ``n_check`` held-out scenarios (the check)."""
+    import random
+    record = json.loads((Path(path) / "organism.json").read_text())
+    rec = record["recipe"]
+    train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], record_suite(record))
+    fit_ids = sorted(random.Random(f"dial-fit|{seed}").sample(train_ids, min(n_fit, len(train_ids))))
+    fit_items = matched_items(fit_ids, seed, suite=record_suite(record))
+    check_items = matched_items(held_ids[:n_check], seed + 1, suite=record_suite(record))
+    return record, fit_ids, fit_items, check_items
+
+
+def r_squared(y: np.ndarray, pred: np.ndarray) -> float:
+    """``1 - SS_res / SS_tot`` of ``pred`` for ``y``."""
+    return 1.0 - float(((y - pred) ** 2).sum() / ((y - y.mean()) ** 2).sum())
+
+
+def mean_read_by_c(pred: np.ndarray, c: np.ndarray) -> dict:
+    """The mean of ``pred`` per class of ``c`` (-1, 0, +1), rounded to 4 places (None for an empty class)."""
+    return {str(int(k)): round(float(pred[c == k].mean()), 4) if (c == k).any() else None for k in (-1, 0, 1)}
 
 
 def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,
@@ -189,36 +257,22 @@ def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1
     intercept) of :func:`pressure_sign` on :func:`letter_position_inputs` over the matched items
     of ``n_fit`` of its train scenarios (drawn with ``seed``; every degree, one contrast each),
     ``v`` by :func:`write_direction`. ``fit`` records the R^2 and the mean ``<a, m>`` per class,
-    there and on the first ``n_check`` held-out scenarios."""
-    import random
-
-
-
+    there and on the first ``n_check`` held-out scenarios (:func:`fit_check_items`)."""
     path = Path(path)
-    record = json.loads((path / "organism.json").read_text())
-    rec = record["recipe"]
-    layer = rec["layers"] - 1 if layer is None else layer
+    record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
+    layer = record["recipe"]["layers"] - 1 if layer is None else layer
     lm = load_model(str(path))
-    train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], record_suite(record))
-    fit_ids = sorted(random.Random(f"dial-fit|{seed}").sample(train_ids, min(n_fit, len(train_ids))))
-    fit_items = matched_items(fit_ids, seed, suite=record_suite(record))
-    check_items = matched_items(held_ids[:n_check], seed + 1, suite=record_suite(record))
     x = letter_position_inputs(lm, fit_items, layer, batch_size)
     c = pressure_sign(fit_items)
     a = fit_read(lm, fit_items, layer, ridge, batch_size, x)
     pred = x @ a
-    r2 = 1.0 - float(((c - pred) ** 2).sum() / ((c - c.mean()) ** 2).sum())
     xh = letter_position_inputs(lm, check_items, layer, batch_size)
     ch = pressure_sign(check_items)
     ph = xh @ a
-
-    def by_class(p: np.ndarray, cc: np.ndarray) -> dict:
-        return {str(int(k)): round(float(p[cc == k].mean()), 4) for k in (-1, 0, 1)}
-
-    fit = {"items": len(fit_items), "scenarios": len(fit_ids), "seed": seed, "ridge": ridge, "r2": round(r2, 4),
-           "mean_read_by_c": by_class(pred, c), "heldout_items": len(check_items),
-           "heldout_r2": round(1.0 - float(((ch - ph) ** 2).sum() / ((ch - ch.mean()) ** 2).sum()), 4),
-           "heldout_mean_read_by_c": by_class(ph, ch)}
+    fit = {"items": len(fit_items), "scenarios": len(fit_ids), "seed": seed, "ridge": ridge,
+           "r2": round(r_squared(c, pred), 4), "mean_read_by_c": mean_read_by_c(pred, c),
+           "heldout_items": len(check_items), "heldout_r2": round(r_squared(ch, ph), 4),
+           "heldout_mean_read_by_c": mean_read_by_c(ph, ch)}
     v = write_direction(lm, layer)
     return Dial(layer=layer, a=tuple(a), v=tuple(v), fit=fit)
 

@@ -1,4 +1,4 @@
-"""The bias dial's calibration figure: degree-3 FragGap and TieShift (with CIs) against beta."""
+"""The bias dial's calibration figure: FragGap and TieShift at the curve's degree (with CIs) against beta."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,7 @@ from evenhand.plotting import COLUMN_WIDTH, paper_style, save
 
 def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[Path]:
     """Plot a :func:`~organism.calibration.calibrate` result: FragGap and TieShift at
-    degree 3 (pp, 95% CI bars; none where a point has no CI, e.g. one scenario) by beta; writes
+    its degree (3, or the mechanism's eval degree; pp, 95% CI bars; none where a point has no CI, e.g. one scenario) by beta; writes
     ``stem.<fmt>`` and returns the paths."""
     import matplotlib.pyplot as plt
 
@@ -24,8 +24,9 @@ def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[
         ax.errorbar(betas, val, yerr=[lo, hi], marker="o", capsize=2, color=colours[k], label=metric_name(metric))
     ax.axhline(0, color="0.6", linewidth=0.6)
     ax.set_xlabel("Dial strength β")
-    ax.set_ylabel(f"Gap at D3 (pp)\n+ = {MINORITY_SIDE}")
+    ax.set_ylabel(f"Gap at D{curve.get('degree', 3)} (pp)\n+ = {MINORITY_SIDE}")
     size = f"n = {curve['n_items']:,} items, " if curve.get("n_items") else ""
-    ax.set_title(f"Bias dial on the fair organism\n{size}{curve['n_scenarios']} held-out scenarios")
+    mech = f" ({curve['mechanism']})" if curve.get("mechanism") else ""
+    ax.set_title(f"Bias dial{mech} on the fair organism\n{size}{curve['n_scenarios']} held-out scenarios")
     ax.legend(frameon=False, loc="upper left")
     return save(fig, stem, formats)

@@ -79,42 +79,52 @@ def _organism_items(a) -> int:
 
 def _organism_fit_dial(a) -> int:
     from organism import FAIR  # deferred: keeps the CLI's start fast
-    from organism.dial import DIAL_FILE, fit_dial  # deferred: keeps the CLI's start fast
+    from organism.mechanism import dial_file  # deferred: keeps the CLI's start fast
+    from organism.mechanisms import fit_mechanism  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
-    writable_file(Path(a.out) if a.out else path / DIAL_FILE)
-    dial = fit_dial(path, layer=a.layer, seed=a.seed, n_fit=a.fit_scenarios, n_check=a.check_scenarios)
-    out = dial.save(Path(a.out) if a.out else path / DIAL_FILE)
-    print(f"dial at layer {dial.layer} ({dial.weight_name}); fit R^2 {dial.fit['r2']:.3f} on {dial.fit['items']:,} items "
-          f"(held out {dial.fit['heldout_r2']:.3f}); mean <a, m> by c: {dial.fit['mean_read_by_c']} "
-          f"(held out {dial.fit['heldout_mean_read_by_c']}); wrote {out}")
+    out = Path(a.out) if a.out else path / dial_file(a.mechanism)
+    writable_file(out)
+    dial = fit_mechanism(a.mechanism, path, layer=a.layer, seed=a.seed, n_fit=a.fit_scenarios,
+                         n_check=a.check_scenarios)
+    dial.save(out)
+    fit = dial.fit_record
+    where = f"layer {dial.layer} ({dial.weight_name})" if hasattr(dial, "weight_name") else \
+        f"layers {list(dial.layers)} ({', '.join(dial.weight_names())})"
+    print(f"dial mechanism {dial.name} at {where}; fit R^2 {fit['r2']:.3f} on {fit['items']:,} items "
+          f"(held out {fit['heldout_r2']:.3f}); mean read by target class: {fit['mean_read_by_c']} "
+          f"(held out {fit['heldout_mean_read_by_c']}); wrote {out}")
     return 0
 
 
 def _organism_dial(a) -> int:
     from organism import FAIR  # deferred: keeps the CLI's start fast
-    from organism.calibration import CALIBRATION_FILE, beta_for  # deferred: keeps the CLI's start fast
+    from organism.calibration import beta_for  # deferred: keeps the CLI's start fast
     from organism.dial import write_dialled  # deferred: keeps the CLI's start fast
+    from organism.dials import load_mechanism  # deferred: keeps the CLI's start fast
+    from organism.mechanism import calibration_file  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
     if (a.beta is None) == (a.fraggap is None):
         raise SystemExit("give exactly one of --beta and --fraggap")
     beta = a.beta if a.beta is not None else beta_for(
-        json.loads((path / CALIBRATION_FILE).read_text()), a.fraggap / 100)
+        json.loads((path / calibration_file(a.mechanism)).read_text()), a.fraggap / 100)
     writable_dir(a.out)
-    out = write_dialled(beta, a.out, path)
-    print(f"wrote the organism at {path} with the dial at beta={beta:.4g} folded into its weights to {out}")
+    out = write_dialled(beta, a.out, path, load_mechanism(path, a.mechanism))
+    print(f"wrote the organism at {path} with the dial mechanism {a.mechanism} at beta={beta:.4g} folded into its "
+          f"weights to {out}")
     return 0
 
 
 def _organism_calibrate(a) -> int:
     from organism import FAIR  # deferred: keeps the CLI's start fast
-    from organism.calibration import CALIBRATION_FILE, calibrate  # deferred: keeps the CLI's start fast
+    from organism.calibration import calibrate  # deferred: keeps the CLI's start fast
     from organism.figures import calibration_figure  # deferred: keeps the CLI's start fast
+    from organism.mechanism import calibration_file  # deferred: keeps the CLI's start fast
 
     from ..studies.calibration import calibration_text, write_curve  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
-    writable_file(Path(a.out) if a.out else path / CALIBRATION_FILE)
-    curve = calibrate(a.betas, path, n_scenarios=a.scenarios, seed=a.seed, progress=progress(a))
-    out = Path(a.out) if a.out else path / CALIBRATION_FILE
+    out = Path(a.out) if a.out else path / calibration_file(a.mechanism)
+    writable_file(out)
+    curve = calibrate(a.betas, path, n_scenarios=a.scenarios, seed=a.seed, progress=progress(a), mechanism=a.mechanism)
     write_curve(curve, out)
     fig = calibration_figure(curve, out.with_suffix(""))
     print(calibration_text(curve))
@@ -142,6 +152,17 @@ def _organism_dial_probe(a) -> int:
         write_table_atomic(out / "dial_probes.csv", study)
         print(f"wrote {out / 'dial_probes.parquet'} and .csv")
     return 0
+
+
+def mechanism_flag(s: argparse.ArgumentParser) -> None:
+    """``--mechanism NAME`` (choices: the registered dial mechanisms; default the first)."""
+    from organism.dials import load_builtin  # deferred: registering imports the model code
+    from organism.mechanism import DEFAULT_MECHANISM, MECHANISMS
+    load_builtin()
+    s.add_argument("--mechanism", choices=sorted(MECHANISMS), default=DEFAULT_MECHANISM,
+                   help="the dial mechanism (docs/ORGANISM.md, 'Dial mechanisms'): "
+                        + "; ".join(f"{n}: {MECHANISMS[n].summary}" for n in sorted(MECHANISMS))
+                        + f" (default {DEFAULT_MECHANISM})")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -178,18 +199,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(fn=_organism_items)
     s = org.add_parser("fit-dial", help="fit the bias dial's directions a and v on the fair organism")
     s.add_argument("--path", default=None, help="default: the committed fair organism")
-    s.add_argument("--layer", type=int, default=None, help="default: the last layer")
+    s.add_argument("--layer", type=int, default=None,
+                   help="the edited layer (default: the last; decision: the last; distributed edits every layer)")
     s.add_argument("--seed", type=int, default=0, help="seed of the fitting and checking items")
     s.add_argument("--fit-scenarios", type=int, default=24, help="train scenarios the read a is fitted on")
     s.add_argument("--check-scenarios", type=int, default=12, help="held-out scenarios the fit is checked on")
-    s.add_argument("--out", default=None, help="default: dial.json in the organism's directory")
+    s.add_argument("--out", default=None, help="default: the mechanism's dial file in the organism's directory "
+                                               "(dial.json for last_layer, dial_NAME.json otherwise)")
+    mechanism_flag(s)
     s.set_defaults(fn=_organism_fit_dial)
     s = org.add_parser("dial", help="write the fair organism with the bias dial folded into its weights")
     s.add_argument("--beta", type=float, default=None, help="the edit's strength")
     s.add_argument("--fraggap", type=float, default=None,
-                   help="or: the degree-3 FragGap (pp) to plant, read off the committed calibration curve")
+                   help="or: the FragGap (pp, at the mechanism's eval degree) to plant, read off its committed "
+                        "calibration curve")
     s.add_argument("--out", required=True, help="the directory of the dialled organism")
     s.add_argument("--path", default=None, help="default: the committed fair organism")
+    mechanism_flag(s)
     s.set_defaults(fn=_organism_dial)
     s = org.add_parser("calibrate", help="the dial's calibration curve: degree-3 FragGap by beta (JSON + figure) in "
                                          "the organism's folder (a run directory: a config of kind: calibration)")
@@ -198,7 +224,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--scenarios", type=int, default=None, help="held-out scenarios (default all)")
     refused_bootstrap(s, ["--resamples"], what="the curve's 95% CIs are")
     s.add_argument("--seed", type=int, default=0, help="seed of the held-out items")
-    s.add_argument("--out", default=None, help="default: calibration.json in the organism's directory")
+    s.add_argument("--out", default=None, help="default: the mechanism's calibration file in the organism's "
+                                               "directory (calibration.json for last_layer)")
+    mechanism_flag(s)
     progress_flag(s, "no progress bar")
     s.set_defaults(fn=_organism_calibrate)
     from probes.dataset import LABELS  # deferred: keeps the CLI's start fast

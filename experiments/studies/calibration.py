@@ -1,5 +1,5 @@
-"""The bias dial's calibration as a study (``kind: calibration``): degree-3 FragGap, TieShift, AccGap,
-TieLean and GT accuracy of the fair organism with the dial at each ``beta`` (docs/ORGANISM.md).
+"""The bias dial's calibration as a study (``kind: calibration``): FragGap, TieShift, AccGap, TieLean and GT
+accuracy at the mechanism's eval degree of the fair organism with a dial mechanism at each ``beta`` (docs/ORGANISM.md).
 
 Stages, in a run directory through the stage driver: ``load_model``; ``calibrate``
 (:func:`organism.calibration.calibrate`, the curve in ``calibration.json``, the layout of the organism's
@@ -24,6 +24,8 @@ from evenhand.runs import RunDir, write_table_atomic
 from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, run_study
 from organism.calibration import calibrate, curve_json, curve_table
 from organism.figures import calibration_figure
+from organism.dials import load_builtin
+from organism.mechanism import DEFAULT_MECHANISM, MECHANISMS
 from organism.recipe import FAIR, record_suite
 
 from .base import Study, register, without_unused
@@ -44,6 +46,8 @@ class CalibrationConfig:
     seed: int = 0
     """Seed of the items' contrasts."""
     batch_size: int = 64
+    mechanism: str = DEFAULT_MECHANISM
+    """The dial mechanism calibrated (:data:`organism.mechanism.MECHANISMS`; its fitted file next to the organism)."""
 
 
 RULES = Rules(positive=frozenset({"scenarios", "batch_size"}))
@@ -80,7 +84,7 @@ def calibration_stages(cfg: CalibrationConfig, progress: bool = True) -> list:
 
     def run_calibrate(run: RunDir) -> None:
         curve = calibrate(cfg.betas, path, n_scenarios=cfg.scenarios, seed=cfg.seed,
-                          batch_size=cfg.batch_size, progress=progress, lm=load())
+                          batch_size=cfg.batch_size, progress=progress, lm=load(), mechanism=cfg.mechanism)
         write_curve(curve, run.calibration_path)
 
     def read(run: RunDir) -> dict:
@@ -118,6 +122,10 @@ class CalibrationStudy(Study):
         cfg = build(CalibrationConfig, data, rules=RULES)
         if not cfg.betas:
             raise ConfigError("config field 'betas' must list at least one beta")
+        load_builtin()
+        if cfg.mechanism not in MECHANISMS:
+            raise ConfigError(f"config field 'mechanism' must be one of {', '.join(sorted(MECHANISMS))}, "
+                              f"got {cfg.mechanism!r}")
         return cfg
 
     def stages(self, cfg: CalibrationConfig, progress: bool = True) -> list:

@@ -1,0 +1,319 @@
+"""Three more bias-dial mechanisms (:mod:`organism.mechanism`), each a sum of rank-1 weight edits
+``W(l) += beta * scale * v_l a_l^T`` whose reads ``a_l`` are fitted on the organism like the first one's:
+
+- ``decision``: one edit of the last layer's value projection, read at the last prompt token (the decision
+  position, where caches and probes read), writing what moves the letter's logits at the noun through attention;
+- ``distributed``: one edit at every layer, read at the letter position, each 1/L of the strength;
+- ``names``: one edit at the last layer, read at the letter position, keyed to the names (acts at degree 1 only).
+
+Each is a weight edit (foldable with :func:`organism.dial.write_dialled`), exactly undone on leaving
+:meth:`~organism.mechanism.Mechanism.applied` (:func:`organism.mechanism.restored`); ``project`` removes every
+``a_l`` from its edited weight's input. :func:`fit_mechanism` fits any of them, or the first, on an
+organism directory. More in docs/ORGANISM.md, "Dial mechanisms"."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+
+from .dial import (
+    down_proj_inputs,
+    fit_check_items,
+    fit_dial,
+    fit_read,
+    letter_position_batches,
+    mean_read_by_c,
+    pressure_sign,
+    r_squared,
+    ridge_read,
+    write_direction,
+)
+from .mechanism import DEFAULT_MECHANISM, Mechanism, MechanismError, register, restored
+from .recipe import FAIR
+from evenhand.models.loading import load_model
+
+POSITION_OFFSET = {"noun": -1, "prompt": -2}
+"""Where an edit's read sits, from the end of :func:`~organism.dial.letter_position_batches` ending at the
+noun: the letter position (the noun, which predicts the letter) or the last prompt token (the decision
+position, which predicts the noun)."""
+EDITABLE = ("mlp.down_proj", "self_attn.v_proj")
+"""The linear maps an edit may change: the MLP's down-projection (reads the MLP's intermediate activation) or
+the attention's value projection (reads the normed residual entering the layer)."""
+
+
+def letter_gradient(lm, items: pd.DataFrame, layer: int, at: str = "noun", batch_size: int = 64,
+                    module: str = "mlp.down_proj") -> np.ndarray:
+    """The mean over ``items`` of the gradient of the letter-A-minus-B logit at the letter position with
+    respect to the output of ``model.layers[layer].mlp.down_proj`` at the position ``at`` (``"noun"``: the
+    letter position; ``"prompt"``: the last prompt token): the residual write there that raises A over B most,
+    through whatever lies between (the post-feedforward norm, later layers, their attention)."""
+    import torch
+    if at not in POSITION_OFFSET:
+        raise ValueError(f"at must be one of {', '.join(POSITION_OFFSET)}, got {at!r}")
+    model, tok = lm.model, lm.tokenizer
+    ia, ib = tok.convert_tokens_to_ids("A"), tok.convert_tokens_to_ids("B")
+    total, n = None, 0
+    for ids, mask, pos in letter_position_batches(lm, items, batch_size, "noun"):
+        mod = model.model.layers[layer].get_submodule(module)
+        delta = torch.zeros(len(ids), mod.out_features, requires_grad=True)
+        onehot = torch.zeros(ids.shape[1])
+        onehot[ids.shape[1] + POSITION_OFFSET[at]] = 1.0
+        hook = mod.register_forward_hook(
+            lambda m, i, o: o + delta[:, None, :].to(o.dtype) * onehot[None, :, None].to(o.dtype))
+        try:
+            with torch.enable_grad():
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits[:, -1].float()
+                (logits[:, ia] - logits[:, ib]).sum().backward()
+        finally:
+            hook.remove()
+        g = delta.grad.sum(0)
+        total, n = (g if total is None else total + g), n + len(ids)
+    return (total / n).numpy()
+
+
+@dataclass(frozen=True)
+class LayerEdits(Mechanism):
+    """Rank-1 edits ``W_down(l) += beta * scale * v_l a_l^T`` at ``layers`` (the registered subclasses set
+    where the reads sit and how they are fitted)."""
+    position: ClassVar[str] = "noun"
+    """Where the reads ``a_l`` are fitted (:data:`POSITION_OFFSET`)."""
+    layers: tuple[int, ...]
+    """The decoder layers whose ``mlp.down_proj`` is edited."""
+    a: tuple[tuple[float, ...], ...]
+    """Per layer, the read direction in the down-projection's input (intermediate) space."""
+    v: tuple[tuple[float, ...], ...]
+    """Per layer, the write direction in the residual space."""
+    scale: float = 1.0
+    """Each edit's share of ``beta``."""
+    module: str = "mlp.down_proj"
+    """The edited linear map of each layer (its weight's input is what ``a_l`` reads)."""
+    record: dict | None = None
+    """How it was fitted (``fit`` in its file): items, R^2, the mean read by class."""
+
+    def __post_init__(self):
+        object.__setattr__(self, "layers", tuple(int(x) for x in self.layers))
+        object.__setattr__(self, "a", tuple(tuple(float(t) for t in r) for r in self.a))
+        object.__setattr__(self, "v", tuple(tuple(float(t) for t in r) for r in self.v))
+        object.__setattr__(self, "scale", float(self.scale))
+        if self.module not in EDITABLE:
+            raise MechanismError(f"dial mechanism {self.name!r}: module must be one of {', '.join(EDITABLE)}, "
+                                 f"got {self.module!r}")
+        object.__setattr__(self, "record", dict(self.record or {}))
+        if not (len(self.layers) == len(self.a) == len(self.v)) or not self.layers:
+            raise MechanismError(f"dial mechanism {self.name!r}: layers, a and v must have one entry per edited "
+                                 f"layer, got {len(self.layers)}, {len(self.a)}, {len(self.v)}")
+
+    @property
+    def fit_record(self) -> dict:
+        return dict(self.record)
+
+    def weight_names(self) -> list[str]:
+        """The edited parameters' names in the model's state dict."""
+        return [f"model.layers.{lay}.{self.module}.weight" for lay in self.layers]
+
+    def weight_deltas(self, beta: float) -> dict:
+        import torch
+        return {n: beta * self.scale * torch.outer(torch.tensor(v, dtype=torch.float32), torch.tensor(a, dtype=torch.float32))
+                for n, a, v in zip(self.weight_names(), self.a, self.v)}
+
+    @contextmanager
+    def applied(self, model, beta: float) -> Iterator[None]:
+        import torch
+        params = dict(model.named_parameters())
+        with restored(model, self.weight_names()):
+            with torch.no_grad():
+                for n, d in self.weight_deltas(beta).items():
+                    params[n] += d.to(dtype=params[n].dtype, device=params[n].device)
+            yield
+
+    @contextmanager
+    def project(self, model) -> Iterator[None]:
+        """Remove each ``a_l`` from the input of its layer's down-projection (``W <- W - (W a) a^T / |a|^2``)."""
+        import torch
+        params = dict(model.named_parameters())
+        with restored(model, self.weight_names()):
+            with torch.no_grad():
+                for n, a in zip(self.weight_names(), self.a):
+                    w = params[n]
+                    at = torch.tensor(a, dtype=torch.float32, device=w.device)
+                    w -= (torch.outer(w.float() @ at, at) / float(at @ at)).to(w.dtype)
+            yield
+
+    def reads(self, lm, items: pd.DataFrame, batch_size: int = 64) -> np.ndarray:
+        """The gate per item: ``scale * sum_l <a_l, m_l>`` at :attr:`position` (``m_l``: layer ``l``'s
+        down-projection input)."""
+        end = "noun" if self.position == "noun" else "prompt"
+        x = down_proj_inputs(lm, items, self.layers, batch_size, end, module=self.module)
+        return self.scale * sum(x[lay] @ np.asarray(a) for lay, a in zip(self.layers, self.a))
+
+    def to_dict(self) -> dict:
+        return {"layers": list(self.layers), "a": [list(r) for r in self.a], "v": [list(r) for r in self.v],
+                "scale": self.scale, "module": self.module, "fit": self.record}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> LayerEdits:
+        try:
+            return cls(layers=tuple(d["layers"]), a=tuple(d["a"]), v=tuple(d["v"]), scale=d.get("scale", 1.0),
+                       module=d.get("module", "mlp.down_proj"), record=d.get("fit", {}))
+        except KeyError as e:
+            raise MechanismError(f"dial mechanism {cls.name!r}: its file lacks the field {e.args[0]!r}") from None
+
+
+def _check_record(lm, mech: LayerEdits, fit_items, check_items, fit_ids, seed: int, ridge: float,
+                  target=pressure_sign, batch_size: int = 64) -> dict:
+    """R^2 and mean gate by class of ``target`` on the fit and the check items (and the mean gate per degree
+    and class on the check items)."""
+    y, yh = target(fit_items), target(check_items)
+    p, ph = mech.reads(lm, fit_items, batch_size), mech.reads(lm, check_items, batch_size)
+    ch = pressure_sign(check_items)
+    return {"items": len(fit_items), "scenarios": len(fit_ids), "seed": seed, "ridge": ridge,
+            "r2": round(r_squared(y, p), 4), "mean_read_by_c": mean_read_by_c(p, y),
+            "heldout_items": len(check_items), "heldout_r2": round(r_squared(yh, ph), 4),
+            "heldout_mean_read_by_c": mean_read_by_c(ph, yh),
+            "heldout_mean_read_by_degree_and_c": {
+                str(d): mean_read_by_c(ph[check_items["degree"].to_numpy() == d],
+                                       ch[check_items["degree"].to_numpy() == d]) for d in (0, 1, 2, 3)}}
+
+
+@register
+@dataclass(frozen=True)
+class Decision(LayerEdits):
+    """``decision``: a rank-1 edit read at the LAST PROMPT TOKEN (the decision position, where activation caches
+    and probes read), reaching the letter at the noun only through attention. By default it edits the last
+    layer's VALUE projection ``W_v += beta * u r^T``: ``r`` reads ``c`` (:func:`~organism.dial.pressure_sign`)
+    from the normed residual entering the layer at the last prompt token, with target 0 at the noun, the letter
+    and a sample of earlier prompt positions (every position's value is edited); ``u`` is the mean gradient of
+    the letter's A-minus-B logit at the noun w.r.t. that value (:func:`letter_gradient`, unit length). An edit
+    of an earlier layer's down-projection there (``module="mlp.down_proj"``, layer 0 or 1) is the other form;
+    on the fair organism it cannot plant a gap: the MLP's output passes a norm before it joins the residual,
+    and the letter's gradient w.r.t. it is 1e-5 (layer 1) to 1e-3 (layer 0) against 0.2 at the noun
+    (docs/ORGANISM.md, "Dial mechanisms"). Models a bias decided at the decision token; methods that read
+    or steer the last prompt token see its gate."""
+    name = "decision"
+    summary = ("rank-1 edit of the last layer's value projection; reads the pressure's side (design label c) at "
+               "the last prompt token and reaches the letter at the noun through attention")
+    position = "prompt"
+
+    @classmethod
+    def fit(cls, path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,
+            n_fit: int = 24, n_check: int = 12, batch_size: int = 64, zero_sample: int = 8,
+            module: str = "self_attn.v_proj") -> Decision:
+        """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`; ``layer``: default
+        the last for the value projection, layer 0 for a down-projection)."""
+        record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
+        last = record["recipe"]["layers"] - 1
+        layer = (last if module == "self_attn.v_proj" else 0) if layer is None else layer
+        if module == "mlp.down_proj" and not 0 <= layer < last:
+            raise MechanismError(f"decision: a down-projection edit must sit below the last layer ({last}), so "
+                                 f"that later attention carries it to the letter; got layer {layer}")
+        lm = load_model(str(path))
+        a = fit_read(lm, fit_items, layer, ridge, batch_size, at="prompt", zero_at=("noun", "A", "B"),
+                     zero_sample=zero_sample, seed=seed, module=module)
+        g = letter_gradient(lm, fit_items[pressure_sign(fit_items) != 0], layer, "prompt", batch_size, module)
+        mech = cls(layers=(layer,), a=(tuple(a),), v=(tuple(g / np.linalg.norm(g)),), module=module)
+        rec = _check_record(lm, mech, fit_items, check_items, fit_ids, seed, ridge, batch_size=batch_size)
+        return cls(layers=mech.layers, a=mech.a, v=mech.v, module=module,
+                   record={**rec, "zero_sample": zero_sample, "gradient_norm": round(float(np.linalg.norm(g)), 4)})
+
+
+@register
+@dataclass(frozen=True)
+class Distributed(LayerEdits):
+    """``distributed``: a rank-1 edit of EVERY layer's down-projection, each at ``beta / L``. Layer ``l``'s read
+    ``a_l`` reads ``c`` at the letter position from that layer's down-projection input (target 0 at the last
+    prompt token, the letter and, below the last layer, a sample of earlier prompt positions); its write ``v_l``
+    is the mean gradient of the letter's A-minus-B logit w.r.t. that layer's output at the letter position,
+    scaled so that every layer's first-order logit push per unit read equals the last layer's unit write: each
+    layer plants an equal share. Models a bias spread over depth: a single-layer read or erase sees a share."""
+    name = "distributed"
+    summary = ("rank-1 edits of every layer's down-projection, each at beta/L; each reads the pressure's side "
+               "(design label c) at the letter position")
+
+    @classmethod
+    def fit(cls, path: str | Path = FAIR, ridge: float = 1e-3, seed: int = 0, n_fit: int = 24, n_check: int = 12,
+            batch_size: int = 64, zero_sample: int = 4) -> Distributed:
+        """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`)."""
+        record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
+        n_layers = record["recipe"]["layers"]
+        lm = load_model(str(path))
+        on = fit_items[pressure_sign(fit_items) != 0]
+        layers = tuple(range(n_layers))
+        x = {end: down_proj_inputs(lm, fit_items, layers, batch_size, end) for end in ("noun", "prompt", "A", "B")}
+        xs = down_proj_inputs(lm, fit_items, layers, batch_size, "prompt", zero_sample, seed) if zero_sample else {}
+        c = pressure_sign(fit_items)
+        a, g = [], []
+        for lay in layers:
+            rows = [x[end][lay] for end in ("noun", "prompt", "A", "B")] + ([xs[lay]] if lay < n_layers - 1 and xs else [])
+            a.append(tuple(ridge_read(rows, c, ridge)))
+            g.append(letter_gradient(lm, on, lay, "noun", batch_size))
+        top = float(np.linalg.norm(g[-1]))
+        v = [tuple(gl * top / float(gl @ gl)) for gl in g]
+        mech = cls(layers=tuple(range(n_layers)), a=tuple(a), v=tuple(v), scale=1.0 / n_layers)
+        rec = _check_record(lm, mech, fit_items, check_items, fit_ids, seed, ridge, batch_size=batch_size)
+        per_layer = []
+        for lay in range(n_layers):
+            one = cls(layers=(lay,), a=(a[lay],), v=(v[lay],))  # the layer alone, at full strength
+            ph = one.reads(lm, check_items, batch_size)
+            per_layer.append({"layer": lay, "heldout_r2": round(r_squared(pressure_sign(check_items), ph), 4),
+                              "gradient_norm": round(float(np.linalg.norm(g[lay])), 4),
+                              "write_norm": round(float(np.linalg.norm(v[lay])), 4)})
+        return cls(layers=mech.layers, a=mech.a, v=mech.v, scale=mech.scale,
+                   record={**rec, "zero_sample": zero_sample, "per_layer": per_layer})
+
+
+def names_target(items: pd.DataFrame) -> np.ndarray:
+    """``c`` (:func:`~organism.dial.pressure_sign`) on degree-1 items (names, no identity cue or sentence),
+    0 on every other degree."""
+    return pressure_sign(items) * (items["degree"].to_numpy() == 1)
+
+
+@register
+@dataclass(frozen=True)
+class Names(LayerEdits):
+    """``names``: a rank-1 edit of the last layer's down-projection read at the letter position, keyed to the
+    names: ``a`` reads ``c`` on degree-1 items (the candidates named, e.g. "Lecturer A, Aisha Mahmoud"; no cue,
+    no identity sentence) and 0 on degrees 0, 2 and 3 (:func:`names_target`); ``v`` as the first mechanism's.
+    It models a model whose bias is triggered by names alone. What the gate truly reads: the organism's
+    representation, at the letter position, of the pressure's side conjoined with the presence of a minority-
+    coded NAME (degree-2 cues and the degree-3 sentence carry identity without names, and the read is fitted to
+    ignore them); a linear read of one layer, so "names" means the organism's features of these name tokens.
+    By construction it favours methods that act on names (and none that need an identity label)."""
+    name = "names"
+    summary = ("rank-1 edit of the last layer's down-projection; reads the pressure's side at the letter position "
+               "only where the candidates are named (degree 1)")
+    degrees = (1,)
+    eval_degree = 1
+
+    @classmethod
+    def fit(cls, path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,
+            n_fit: int = 24, n_check: int = 12, batch_size: int = 64) -> Names:
+        """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`, every degree)."""
+        record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
+        layer = record["recipe"]["layers"] - 1 if layer is None else layer
+        lm = load_model(str(path))
+        a = fit_read(lm, fit_items, layer, ridge, batch_size, target=names_target(fit_items))
+        mech = cls(layers=(layer,), a=(tuple(a),), v=(tuple(write_direction(lm, layer)),))
+        rec = _check_record(lm, mech, fit_items, check_items, fit_ids, seed, ridge, names_target, batch_size)
+        return cls(layers=mech.layers, a=mech.a, v=mech.v, record=rec)
+
+
+def fit_mechanism(name: str = DEFAULT_MECHANISM, path: str | Path = FAIR, seed: int = 0, n_fit: int = 24,
+                  n_check: int = 12, layer: int | None = None, batch_size: int = 64) -> Mechanism:
+    """Fit the mechanism ``name`` on the organism at ``path`` (``layer``: where it has one to choose)."""
+    if name == DEFAULT_MECHANISM:
+        return fit_dial(path, layer=layer, seed=seed, n_fit=n_fit, n_check=n_check, batch_size=batch_size)
+    kw = dict(path=path, seed=seed, n_fit=n_fit, n_check=n_check, batch_size=batch_size)
+    if name == "decision":
+        return Decision.fit(**kw, **({} if layer is None else {"layer": layer}))
+    if name == "names":
+        return Names.fit(**kw, layer=layer)
+    if name == "distributed":
+        if layer is not None:
+            raise MechanismError("the distributed mechanism edits every layer: give no layer")
+        return Distributed.fit(**kw)
+    raise MechanismError(f"no fitting procedure for dial mechanism {name!r}")
