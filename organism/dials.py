@@ -38,3 +38,4 @@ def load_mechanism(organism_dir: str | Path, name: str = DEFAULT_MECHANISM) -> M
 def load_builtin() -> None:
     """Import the modules that register the built-in mechanisms."""
     from . import dial  # noqa: F401  (registers last_layer; deferred: pulls in the model loading)
+    from . import mechanism_xor  # noqa: F401  (registers xor; deferred: as dial)
