@@ -25,7 +25,7 @@ from organism.recipe import FAIR, split_scenarios
 from evenhand.suite.matched import matched_items
 
 BETA = 100.0
-"""A moderate strength (degree-3 FragGap about +15 pp, every answer parsed: docs/ORGANISM.md)."""
+"""A moderate strength (degree-3 FragGap +18.7 pp on 12 held-out scenarios, every answer parsed: docs/ORGANISM.md)."""
 MIN_SHIFT = 0.5
 """The least c-signed letter-logit shift (logits) on items with c != 0 that counts as planted at :data:`BETA`."""
 LEAK = 0.2
