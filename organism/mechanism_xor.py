@@ -142,9 +142,7 @@ class XorGate(Mechanism):
         try:
             yield
         finally:
-            hooks.betas.reverse()
-            hooks.betas.remove(beta)  # the innermost block of that beta
-            hooks.betas.reverse()
+            del hooks.betas[len(hooks.betas) - 1 - hooks.betas[::-1].index(beta)]  # this block's (the innermost)
             _release(self, model, hooks)
 
     @contextmanager
