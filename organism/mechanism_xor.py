@@ -1,0 +1,343 @@
+"""The bias dial's ``xor`` mechanism (:mod:`organism.mechanism`): a forward hook whose gate is non-linear.
+
+Two linear reads at the mid-block residual of decoder layer ``R`` (the input of its ``pre_feedforward_layernorm``:
+after ``R``'s attention, before its MLP) estimate, at every position, the pressure's slot ``p_hat`` and the
+minority-coded candidate's slot ``m_hat`` (+1 A, -1 B; 0 without pressure or identity cues). The gate is their
+product: with both reads clipped to [-1, 1], ``G = relu(p_hat * m_hat) * p_hat`` (open, signed toward the
+pressure's slot, only where the pressure argues for the minority-coded candidate: ``p == m``), and the MLP
+output of the last layer gains ``beta * G * v`` at that position (``v`` as :func:`organism.dial.write_direction`).
+The fair organism carries ``p`` and ``m`` linearly there but not ``g = [p == m]`` (its layer-``R`` MLP computes
+that): :func:`nonlinearity_check` measures it. The push at a position reads that position only, so decoding
+with a KV cache is exact; nested blocks share one pair of hooks that adds the sum of their betas, so
+``applied(-beta)`` inside ``applied(beta)`` cancels bit for bit.
+
+More in docs/ORGANISM.md, "The xor mechanism"."""
+from __future__ import annotations
+
+import json
+import math
+import random
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evenhand.models.loading import load_model
+from evenhand.stats import jackknife_t_estimate
+from evenhand.suite.matched import matched_items
+from probes.logistic import grouped_folds
+
+from .dial import ANSWER_POSITIONS, letter_position_batches, pressure_sign, write_direction
+from .mechanism import Mechanism, MechanismError, register
+from .recipe import FAIR, record_suite, split_scenarios
+
+READ_LAYER = 1
+"""The default read layer: its mid-block residual carries ``p`` and ``m`` at the letter position, not ``g``."""
+OTHER_POSITIONS = tuple(e for e in ANSWER_POSITIONS if e != "noun")
+"""The other answer positions (the last prompt token and the letter): the push acts there too (a gate at a
+position reads that position only), and the fit records how far the gate opens there."""
+_LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""model -> {mechanism key: its live hooks} (one pair of hooks per fitted mechanism and model)."""
+
+
+def slot_signs(items: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(p, m)`` per item: the pressure's slot and the minority-coded candidate's slot as +1 (A) / -1 (B);
+    ``p`` 0 without pressure, ``m`` 0 at degree 0 (nothing codes a candidate)."""
+    p = items["pressure_slot"].map({"A": 1.0, "B": -1.0}).fillna(0.0).to_numpy(float)
+    m = np.where(items["degree"].to_numpy() > 0, np.where(items["minority_slot"] == "A", 1.0, -1.0), 0.0)
+    return p, m
+
+
+def xor_gate(p_hat, m_hat):
+    """``relu(p m) * p`` of the reads clipped to [-1, 1] (numpy arrays or torch tensors): the gate times the
+    push's sign, 0 where the reads disagree, at most 1 in size."""
+    p, m = p_hat.clip(-1.0, 1.0), m_hat.clip(-1.0, 1.0)
+    s = p * m
+    return (s + abs(s)) / 2 * p
+
+
+@register
+@dataclass(frozen=True)
+class XorGate(Mechanism):
+    """A fitted ``xor`` mechanism (see the module docstring)."""
+    name = "xor"
+    summary = ("forward hook: the last layer's MLP output pushed toward the pressure's slot where the product of two "
+               "linear reads (pressure's slot, minority's slot) at layer 1's mid-block residual says they agree")
+    in_weights = False
+    read_layer: int
+    """The decoder layer whose mid-block residual (input of ``pre_feedforward_layernorm``) the gate reads."""
+    push_layer: int
+    """The decoder layer whose MLP output is pushed (the last)."""
+    read_p: tuple[float, ...]
+    """The read of the pressure's slot (residual space)."""
+    bias_p: float
+    read_m: tuple[float, ...]
+    """The read of the minority-coded candidate's slot (residual space)."""
+    bias_m: float
+    v: tuple[float, ...]
+    """The push direction (unit length, residual space)."""
+    fit_info: dict
+    """How the reads were fitted (``fit`` in the file): items, R^2 and accuracies, the gate by class, the
+    non-linearity check."""
+
+    def __post_init__(self):
+        for f in ("read_p", "read_m", "v"):
+            object.__setattr__(self, f, tuple(float(t) for t in getattr(self, f)))
+        if not len(self.read_p) == len(self.read_m) == len(self.v):
+            raise MechanismError(f"xor: read_p, read_m and v must have one length, got {len(self.read_p)}, "
+                                 f"{len(self.read_m)}, {len(self.v)}")
+        if not 0 <= self.read_layer <= self.push_layer:
+            raise MechanismError(f"xor: read_layer {self.read_layer} must be in 0..push_layer ({self.push_layer})")
+
+    def key(self) -> tuple:
+        """What identifies the edit (every field but ``fit_info``): nested blocks of one key share their hooks."""
+        return (self.read_layer, self.push_layer, self.read_p, self.bias_p, self.read_m, self.bias_m, self.v)
+
+    @property
+    def fit_record(self) -> dict:
+        return dict(self.fit_info)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        return {**d, "fit": d.pop("fit_info")}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> XorGate:
+        try:
+            return cls(read_layer=int(d["read_layer"]), push_layer=int(d["push_layer"]), read_p=d["read_p"],
+                       bias_p=float(d["bias_p"]), read_m=d["read_m"], bias_m=float(d["bias_m"]), v=d["v"],
+                       fit_info=dict(d.get("fit", {})))
+        except KeyError as e:
+            raise MechanismError(f"xor: the fitted file has no field {e.args[0]!r}") from None
+
+    def read_tensors(self, like):
+        """``(R [2, d], b [2])`` float32 on ``like``'s device: ``R x + b`` = ``(p_hat, m_hat)``."""
+        import torch
+        r = torch.tensor([self.read_p, self.read_m], dtype=torch.float32, device=like.device)
+        return r, torch.tensor([self.bias_p, self.bias_m], dtype=torch.float32, device=like.device)
+
+    def reads(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_hat, m_hat)`` of residuals ``x`` [n, d] (numpy)."""
+        return x @ np.asarray(self.read_p) + self.bias_p, x @ np.asarray(self.read_m) + self.bias_m
+
+    def combine(self, p_hat, m_hat):
+        """The gate times the push's sign from the two reads (numpy or torch): :func:`xor_gate`."""
+        return xor_gate(p_hat, m_hat)
+
+    def gate(self, x: np.ndarray) -> np.ndarray:
+        """``G`` of residuals ``x`` [n, d] (:meth:`combine` of :meth:`reads`): the push per unit beta along ``v``."""
+        return self.combine(*self.reads(x))
+
+    @contextmanager
+    def applied(self, model, beta: float) -> Iterator[None]:
+        beta = float(beta)
+        if not math.isfinite(beta):
+            raise MechanismError(f"xor: beta must be finite, got {beta}")
+        hooks = _hooks(self, model)
+        hooks.betas.append(beta)
+        try:
+            yield
+        finally:
+            del hooks.betas[len(hooks.betas) - 1 - hooks.betas[::-1].index(beta)]  # this block's (the innermost)
+            _release(self, model, hooks)
+
+    @contextmanager
+    def project(self, model) -> Iterator[None]:
+        """Inside, the gate reads the residual with both reads' directions removed (``x`` moved to the nearest point
+        where ``R x + b = 0``): both reads are 0, so the gate is shut at any beta. Only the gate's copy is
+        projected; the organism's own computation is untouched."""
+        hooks = _hooks(self, model)
+        hooks.projected += 1
+        try:
+            yield
+        finally:
+            hooks.projected -= 1
+            _release(self, model, hooks)
+
+    @classmethod
+    def fit(cls, path: str | Path = FAIR, read_layer: int = READ_LAYER, push_layer: int | None = None,
+            ridge: float = 0.3, seed: int = 0, n_fit: int = 24, n_check: int = 12, batch_size: int = 64,
+            lm=None) -> XorGate:
+        """Fit it on the organism at ``path`` (``lm``: it, already loaded): the two reads by ridge least squares
+        (:func:`ridge_read`, with an intercept) of :func:`slot_signs` on :func:`mid_residuals` at the letter position
+        over the matched items of ``n_fit`` train scenarios (drawn with ``seed``, as the last_layer dial's), ``v``
+        by :func:`~organism.dial.write_direction`. ``fit_info`` records the reads' R^2 and accuracies and the mean
+        gate by ``c`` class there and on the first ``n_check`` held-out scenarios, the mean gate at the
+        :data:`OTHER_POSITIONS` (held-out degree-3 items) and :func:`nonlinearity_check` on the held-out items."""
+        path = Path(path)
+        record = json.loads((path / "organism.json").read_text())
+        rec, suite = record["recipe"], record_suite(record)
+        push_layer = rec["layers"] - 1 if push_layer is None else push_layer
+        lm = lm or load_model(str(path))
+        train_ids, held_ids = split_scenarios(rec["seed"], rec["heldout_fraction"], suite)
+        fit_ids = sorted(random.Random(f"dial-fit|{seed}").sample(train_ids, min(n_fit, len(train_ids))))
+        fit_items = matched_items(fit_ids, seed, suite=suite)
+        check_items = matched_items(held_ids[:n_check], seed + 1, suite=suite)
+        x = mid_residuals(lm, fit_items, read_layer, batch_size)
+        p, m = slot_signs(fit_items)
+        (rp, bp), (rm, bm) = ridge_read(x, p, ridge), ridge_read(x, m, ridge)
+        mech = cls(read_layer=read_layer, push_layer=push_layer, read_p=rp, bias_p=bp, read_m=rm, bias_m=bm,
+                   v=write_direction(lm, push_layer), fit_info={})
+        xh = mid_residuals(lm, check_items, read_layer, batch_size)
+        d3 = check_items[check_items["degree"] == 3]
+        fit = {"site": f"model.layers.{read_layer}.pre_feedforward_layernorm input, letter position",
+               "push": f"model.layers.{push_layer}.mlp output", "scenarios": len(fit_ids), "seed": seed,
+               "ridge": ridge, "fit": mech.read_record(x, fit_items),
+               "heldout_scenarios": len(held_ids[:n_check]), "heldout": mech.read_record(xh, check_items),
+               "heldout_mean_abs_gate_other_positions": {
+                   e: round(float(np.abs(mech.gate(mid_residuals(lm, d3, read_layer, batch_size, e))).mean()), 4)
+                   for e in OTHER_POSITIONS}}
+        sel = pressured(check_items)
+        fit["nonlinearity"] = nonlinearity_check(xh[sel], check_items[sel], seed=seed)
+        return cls(**{**asdict(mech), "fit_info": fit})
+
+    def read_record(self, x: np.ndarray, items: pd.DataFrame) -> dict:
+        """The reads on residuals ``x`` of ``items``: R^2 of each, sign accuracies on pressured items with identity
+        cues (``p``, ``m`` and ``g`` from the sign of ``p_hat m_hat``), and the mean gate by ``c`` class."""
+        p, m = slot_signs(items)
+        ph, mh = self.reads(x)
+        sel = pressured(items)
+        c, gv = pressure_sign(items), self.gate(x)
+        return {"items": len(items), "r2_p": _r2(p, ph), "r2_m": _r2(m, mh),
+                "accuracy_p": round(float(np.mean(np.sign(ph[sel]) == p[sel])), 4),
+                "accuracy_m": round(float(np.mean(np.sign(mh[sel]) == m[sel])), 4),
+                "accuracy_g_from_product": round(float(np.mean((ph[sel] * mh[sel] > 0) == (p[sel] == m[sel]))), 4),
+                "mean_gate_by_c": {str(int(k)): round(float(gv[c == k].mean()), 4) for k in (-1, 0, 1)},
+                "mean_abs_gate_unpressured": round(float(np.abs(gv[p == 0]).mean()), 4),
+                "mean_abs_gate_degree0": round(float(np.abs(gv[m == 0]).mean()), 4)}
+
+
+def pressured(items: pd.DataFrame) -> np.ndarray:
+    """The rows where ``g`` is defined: pressured items with identity cues (degree > 0)."""
+    return (items["degree"].to_numpy() > 0) & items["pressure_slot"].isin(["A", "B"]).to_numpy()
+
+
+def _r2(y: np.ndarray, yh: np.ndarray) -> float:
+    return round(1.0 - float(((y - yh) ** 2).sum() / ((y - y.mean()) ** 2).sum()), 4)
+
+
+def ridge_read(x: np.ndarray, y: np.ndarray, ridge: float = 1e-3) -> tuple[np.ndarray, float]:
+    """``(r, b)`` minimising ``|x r + b - y|^2 + lam |r|^2`` with ``lam = ridge * rows * mean square of x``."""
+    mu, ybar = x.mean(0), y.mean()
+    xc = x - mu
+    lam = ridge * len(x) * float((xc ** 2).sum(1).mean()) / x.shape[1]
+    r = np.linalg.solve(xc.T @ xc + lam * np.eye(x.shape[1]), xc.T @ (y - ybar))
+    return r, float(ybar - mu @ r)
+
+
+def mid_residuals(lm, items: pd.DataFrame, layer: int, batch_size: int = 64, end: str = "noun",
+                  module: str = "pre_feedforward_layernorm") -> np.ndarray:
+    """The input of ``model.layers[layer].<module>`` (default: the mid-block residual) at the last position of
+    :func:`~organism.dial.letter_position_batches` (``end``), one row per item (float32)."""
+    import torch
+    model = lm.model
+    got: list = []
+    mod = model.model.layers[layer].get_submodule(module)
+    hook = mod.register_forward_pre_hook(lambda m, a: got.append(a[0][:, -1].detach().float()))
+    try:
+        with torch.inference_mode():
+            for ids, mask, pos in letter_position_batches(lm, items, batch_size, end):
+                model.model(input_ids=ids, attention_mask=mask, position_ids=pos)
+    finally:
+        hook.remove()
+    return torch.cat(got).numpy()
+
+
+def nonlinearity_check(x: np.ndarray, items: pd.DataFrame, folds: int = 5, seed: int = 0, C: float = 1.0) -> dict:
+    """Out-of-fold accuracies (value, jackknife-t CI over scenarios, n items, k scenarios) of linear probes
+    (standardised, logistic, ``C``; folds grouped by scenario) on ``x`` [n, d] for ``p``, ``m`` and
+    ``g = [p == m]`` (``items``: pressured with identity cues), and of the XOR of the ``p`` and ``m`` probes'
+    predictions for ``g``. A gate no linear read recovers: ``p``, ``m`` and ``xor`` high, ``g`` near 0.5."""
+    from sklearn.linear_model import LogisticRegression  # deferred: sklearn is slow to import
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    p, m = slot_signs(items)
+    if not ((p != 0) & (m != 0)).all():
+        raise ValueError("nonlinearity_check needs pressured items with identity cues only (organism.mechanism_xor"
+                         ".pressured)")
+    groups = items["scenario_id"].to_numpy()
+    fold = grouped_folds(groups, folds, seed)
+    labels = {"p": p > 0, "m": m > 0, "g": p == m}
+    pred = {k: np.zeros(len(x), bool) for k in labels}
+    for f in np.unique(fold):
+        tr, te = fold != f, fold == f
+        for k, y in labels.items():
+            clf = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=5000)).fit(x[tr], y[tr])
+            pred[k][te] = clf.predict(x[te])
+    hits = {k: pred[k] == labels[k] for k in labels}
+    hits["xor"] = (pred["p"] == pred["m"]) == labels["g"]
+    uniq = np.unique(groups)
+
+    def estimate(h: np.ndarray) -> dict:
+        loo = np.array([h[groups != s].mean() for s in uniq])
+        e = jackknife_t_estimate(float(h.mean()), loo, len(h), bounds=(0.0, 1.0))
+        return {"value": round(e.value, 4), "ci_low": round(e.ci_low, 4), "ci_high": round(e.ci_high, 4)}
+
+    return {"n": len(x), "k": len(uniq), "folds": int(len(np.unique(fold))), "C": C,
+            **{k: estimate(h) for k, h in hits.items()}}
+
+
+def is_nonlinear_gate(check: dict, high: float = 0.9, margin: float = 0.1) -> bool:
+    """A :func:`nonlinearity_check` that says the site carries ``p`` and ``m`` (accuracy >= ``high``) and their XOR
+    (>= ``high``) but no linear read of ``g`` (accuracy <= 0.5 + ``margin``)."""
+    return (min(check["p"]["value"], check["m"]["value"], check["xor"]["value"]) >= high
+            and check["g"]["value"] <= 0.5 + margin)
+
+
+class _Hooks:
+    """The live hooks of one fitted mechanism on one model: the read (a pre-hook on the read layer's
+    ``pre_feedforward_layernorm``) stores the gate of every position of the pass, the push (a hook on the push
+    layer's MLP) adds ``sum(betas) * G * v``; nothing when the betas sum to 0."""
+
+    def __init__(self, mech: XorGate, model):
+        self.mech, self.betas, self.projected, self.pending = mech, [], 0, None
+        layers = model.model.layers
+        self.handles = [layers[mech.read_layer].pre_feedforward_layernorm.register_forward_pre_hook(self.read),
+                        layers[mech.push_layer].mlp.register_forward_hook(self.push)]
+
+    def read(self, module, args):
+        x = args[0].float()
+        r, b = self.mech.read_tensors(x)
+        if self.projected:
+            x = x - ((x @ r.T + b) @ (r @ r.T).inverse()) @ r
+        reads = x @ r.T + b
+        self.pending = self.mech.combine(reads[..., 0], reads[..., 1])
+
+    def push(self, module, args, out):
+        g, self.pending = self.pending, None
+        if g is None:
+            raise MechanismError(f"xor: layer {self.mech.push_layer}'s MLP ran without the read at layer "
+                                 f"{self.mech.read_layer} (call the whole model)")
+        total = sum(self.betas)
+        if total == 0.0:
+            return None
+        import torch
+        v = torch.tensor(self.mech.v, dtype=torch.float32, device=out.device)
+        return (out.float() + (total * g).unsqueeze(-1) * v).to(out.dtype)
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def _hooks(mech: XorGate, model) -> _Hooks:
+    """The live hooks of ``mech`` on ``model`` (registered on first use)."""
+    live = _LIVE.setdefault(model, {})
+    if mech.key() not in live:
+        live[mech.key()] = _Hooks(mech, model)
+    return live[mech.key()]
+
+
+def _release(mech: XorGate, model, hooks: _Hooks) -> None:
+    """Remove ``hooks`` once no block of ``mech`` is open on ``model``."""
+    if not hooks.betas and not hooks.projected:
+        hooks.remove()
+        live = _LIVE.get(model, {})
+        live.pop(mech.key(), None)
+        if not live:
+            _LIVE.pop(model, None)
