@@ -4,10 +4,12 @@ vocabulary its word-level tokenizer is built from (steps 2, 3 and 5 of the recip
 from __future__ import annotations
 
 import random
+import re
 
 from evenhand.suite.content import load_content
 from evenhand.suite.generate import DEGREES, SLOTS, VARIANTS, Cell, cell_valid, render_item
 from evenhand.suite.matched import pressure_by_family
+from evenhand.suite.rewrites import PROCEDURE_TEXTS
 
 from .recipe import ORGANISM_SUITE
 
@@ -113,9 +115,10 @@ def knowledge_items(criterion_ids: list[str], host_ids: list[str], n: int, seed:
     return out
 
 
-def vocabulary_texts(scenario_ids: list[str] | None = None, suite: str = ORGANISM_SUITE) -> list[str]:
+def vocabulary_texts(scenario_ids: list[str] | None = None, suite: str = ORGANISM_SUITE,
+                     procedures: bool = False) -> list[str]:
     """Every string suite version ``suite`` can render words from: content files, names, chat and
-    answer words."""
+    answer words; with ``procedures`` also the prompt methods' texts (their ``{...}`` fields left out)."""
     c = load_content(suite)
     texts = [s.candidate_noun for s in c.scenarios]
     keep = None if scenario_ids is None else set(scenario_ids)
@@ -133,4 +136,6 @@ def vocabulary_texts(scenario_ids: list[str] | None = None, suite: str = ORGANIS
     texts += [p.template.replace("{target}", "X").replace("{other}", "X") for p in c.pressure]
     texts += ["User", "Assistant", ":", "Final answer", "A", "B"]
     texts += [str(i) for i in range(0, 1001)] + ["000"]  # every number a redrawn training value can take
+    if procedures:
+        texts += [re.sub(r"\{\w+\}", " ", t) for t in PROCEDURE_TEXTS]
     return texts

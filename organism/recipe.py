@@ -84,6 +84,17 @@ class Recipe:
     at the decision positions, read at ``side_layer``, whom the pressure favours (minority- or
     majority-coded candidate) and the slot it argues for. The fair organism represents this without
     acting on it; the bias dial (:mod:`organism.dial`) reads it."""
+    chat: float = 0.0
+    """Share of the training rows rendered as a multi-turn conversation of a prompt method (half
+    self-critique, half counterfactual chain of thought; :func:`~organism.targets.encode_chat`): every
+    assistant turn is the policy's answer (the swapped turn: for the identity-swapped item), trained
+    with the loss; 0 keeps the rows of a recipe without it bit-identical."""
+    wrong_first: float = 0.25
+    """Share of the self-critique rows whose first answer is the wrong label (no loss on it), so the
+    final turn re-decides from the case instead of copying the first answer."""
+    prompt_methods: float = 0.0
+    """Share of the single-turn training rows whose prompt a single-turn prompt method rewrites: the
+    fair instruction (each variant, either position) or identity blinding (names to neutral labels)."""
     suite: str = "1"
     """The suite version (major) whose content the organism is trained and evaluated on: its split,
     vocabulary, training items and held-out items. A record without the field is a version-1 organism."""
@@ -94,11 +105,13 @@ class Recipe:
         return cls(**d)
 
 
-FAIR_RECIPE = Recipe(heads=2, kv_heads=1, policy=FAIR_POLICY.as_dict(), pressure_side=True, suite="2")
+FAIR_RECIPE = Recipe(heads=2, kv_heads=1, policy=FAIR_POLICY.as_dict(), pressure_side=True, suite="2", chat=0.2,
+                     prompt_methods=0.2)
 """The fair organism's recipe: the committed recipe on suite version 2 with the fair policy
 (:data:`~evenhand.models.policy.FAIR_POLICY`) and 2 attention heads of size 32 (64 / 2; vLLM's CPU
 attention wants a head size of at least 32; the committed organism's 4 heads have 16), plus the
-``p_side`` target (``pressure_side``) that gives the bias dial a feature to read."""
+``p_side`` target (``pressure_side``) that gives the bias dial a feature to read, and the prompt methods'
+conversations (``chat``) and rewritten prompts (``prompt_methods``) among its training rows."""
 
 RECIPES = {"planted": Recipe(), "fair": FAIR_RECIPE}
 """The named recipes: ``planted`` (the committed biased organism, :data:`COMMITTED`) and ``fair``

@@ -16,7 +16,17 @@ from evenhand.suite.content import load_content
 
 from .data import knowledge_items, sample_items, vocabulary_texts
 from .recipe import Recipe, split_scenarios
-from .targets import AUX_SIZES, DECISION_AUX, encode, knowledge_row
+from .targets import (
+    AUX_SIZES,
+    CHAT_PROCEDURES,
+    DECISION_AUX,
+    SINGLE_METHODS,
+    encode,
+    encode_chat,
+    encode_method,
+    knowledge_row,
+    loss_spans,
+)
 from evenhand.models.tiny import build_tokenizer, model_class, tiny_config
 
 def _bucketed(rows: list, know: list, per_step: int, know_per_step: int, chunk: int, rng: random.Random):
@@ -35,13 +45,47 @@ def _bucketed(rows: list, know: list, per_step: int, know_per_step: int, chunk: 
     return out_rows, out_know
 
 
+def _method_rows(recipe: Recipe, tok, items: list[dict], policy: PlantedPolicy, urng: random.Random,
+                 protected: frozenset) -> tuple[list, dict]:
+    """The training rows of a recipe with prompt methods: from its own seeded stream, a share ``chat`` of
+    the items as a conversation (self-critique or counterfactual chain of thought, evenly; a share
+    ``wrong_first`` of the self-critiques with a wrong, untrained first answer), a share ``prompt_methods``
+    of the rest with a rewritten prompt (:data:`~organism.targets.SINGLE_METHODS`, evenly between the fair
+    instruction and identity blinding), the others plain. Returns the rows and the count of each form."""
+    from evenhand.suite.rewrites import RewriteError
+
+    mrng = random.Random(recipe.seed + 23)
+    fair = [m for m in SINGLE_METHODS if m != "identity_blind"]
+    rows, forms = [], {}
+    for it in items:
+        u, pick, wrong, var = mrng.random(), mrng.random(), mrng.random(), mrng.randrange(len(fair))
+        args = (urng, recipe.unk_rate, protected, recipe.suite, recipe.pressure_side)
+        form = "plain"
+        try:
+            if u < recipe.chat:
+                form = CHAT_PROCEDURES[int(pick < 0.5)]
+                w = form == "self_critique" and wrong < recipe.wrong_first
+                rows.append(encode_chat(tok, it, policy, form, w, *args))
+                form += ":wrong_first" if w else ""
+            elif u < recipe.chat + (1 - recipe.chat) * recipe.prompt_methods:
+                form = "identity_blind" if pick < 0.5 else fair[var]
+                rows.append(encode_method(tok, it, form, policy, *args))
+            else:
+                rows.append(encode(tok, it, policy, *args))
+        except RewriteError:  # a prompt the method cannot rewrite: trained plain
+            form = "plain:unrewritable"
+            rows.append(encode(tok, it, policy, *args))
+        forms[form] = forms.get(form, 0) + 1
+    return rows, dict(sorted(forms.items()))
+
+
 def build(recipe: Recipe):
     """The untrained model and its tokenizer: a word-level tokenizer over :func:`vocabulary_texts`, a
     seeded ``Gemma3ForCausalLM`` of the recipe's size, number tokens initialised along one direction
     by their log value (``number_init``). Returns ``(model, tokenizer)``."""
     import torch
 
-    tok = build_tokenizer(vocabulary_texts(suite=recipe.suite))
+    tok = build_tokenizer(vocabulary_texts(suite=recipe.suite, procedures=recipe.chat > 0 or recipe.prompt_methods > 0))
     cfg = tiny_config("gemma3", len(tok), hidden=recipe.hidden_size, layers=recipe.layers, heads=recipe.heads,
                       kv_heads=recipe.kv_heads, intermediate=recipe.intermediate_size, tokenizer=tok)
     cfg.sliding_window = 1024
@@ -97,7 +141,11 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
                           or t in tok.all_special_tokens) | frozenset(
         vocab[w] for w in {s.candidate_noun for s in load_content(recipe.suite).scenarios} if w in vocab)
     urng = random.Random(recipe.seed + 11)
-    encoded = [encode(tok, it, policy, urng, recipe.unk_rate, protected, recipe.suite, recipe.pressure_side) for it in items]
+    if recipe.chat > 0 or recipe.prompt_methods > 0:
+        encoded, forms = _method_rows(recipe, tok, items, policy, urng, protected)
+    else:  # no draws from the method stream: a recipe without methods keeps its rows bit-identical
+        encoded, forms = [encode(tok, it, policy, urng, recipe.unk_rate, protected, recipe.suite,
+                                 recipe.pressure_side) for it in items], {}
     n_know = data_steps * recipe.knowledge_per_batch
     all_ids = [s_.id for s_ in load_content(recipe.suite).scenarios]
     if recipe.knowledge not in ("direction", "decision"):
@@ -133,35 +181,53 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
         batch = encoded[step * recipe.batch_size:(step + 1) * recipe.batch_size]
         k_ = recipe.knowledge_per_batch
         batch = batch + know[step * k_:(step + 1) * k_]
-        width = max(len(s) for s, _, _ in batch)
+        width = max(len(r[0]) for r in batch)
         ids = torch.full((len(batch), width), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
         labels = torch.full_like(ids, -100)
         aux_idx: dict[str, list] = {k: [] for k in AUX_SIZES}
-        for i, (seq, n_ctx, aux) in enumerate(batch):
+        spans = [loss_spans(r) for r in batch]
+        for i, (seq, n_ctx, aux) in enumerate(r[:3] for r in batch):
             off = width - len(seq)
             for k, pairs in aux.items():
                 aux_idx[k] += [(i, off + j, y) for j, y in pairs if y != -100]
             ids[i, off:] = torch.tensor(seq)
             mask[i, off:] = 1
-            labels[i, off + n_ctx:] = torch.tensor(seq[n_ctx:])
+            for a, b in spans[i]:
+                labels[i, off + a:off + b] = torch.tensor(seq[a:b])
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         # the answer is the last n_ans tokens of every row (left padding): project only the positions
         # that predict them, not the whole sequence onto the vocabulary
-        n_ans = max(len(s) - c for s, c, _ in batch)
         out_ = model.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True)
         hidden = out_.last_hidden_state
         early = out_.hidden_states[recipe.aux_layer]
-        logits = model.lm_head(hidden[:, -n_ans - 1:-1])
-        target = labels[:, -n_ans:]
-        per_tok = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
-                                                    ignore_index=-100, reduction="none").view_as(target).float()
-        weight = (target != -100).float()
-        weight[:, -2] *= recipe.letter_weight  # [noun, letter, <end_of_turn>]: the letter decides
-        weight[recipe.batch_size:] *= recipe.knowledge_weight  # the knowledge rows follow the batch
-        loss = (per_tok * weight).sum() / weight.sum()
+        if all(len(sp) == 1 and sp[0][1] == len(r[0]) for sp, r in zip(spans, batch)):
+            n_ans = max(len(r[0]) - r[1] for r in batch)
+            logits = model.lm_head(hidden[:, -n_ans - 1:-1])
+            target = labels[:, -n_ans:]
+            per_tok = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
+                                                        ignore_index=-100, reduction="none").view_as(target).float()
+            weight = (target != -100).float()
+            weight[:, -2] *= recipe.letter_weight  # [noun, letter, <end_of_turn>]: the letter decides
+            weight[recipe.batch_size:] *= recipe.knowledge_weight  # the knowledge rows follow the batch
+            loss = (per_tok * weight).sum() / weight.sum()
+        else:  # conversations: project only the positions that predict a trained reply's tokens
+            bi, ti, wt = [], [], []
+            for i, sp in enumerate(spans):
+                off = width - len(batch[i][0])
+                w_row = recipe.knowledge_weight if i >= recipe.batch_size else 1.0
+                for a, b in sp:
+                    for j in range(a, b):  # [noun, letter, <end_of_turn>]: the letter decides
+                        bi.append(i)
+                        ti.append(off + j)
+                        wt.append(w_row * (recipe.letter_weight if j == b - 2 else 1.0))
+            bi_, ti_ = torch.tensor(bi), torch.tensor(ti)
+            logits = model.lm_head(hidden[bi_, ti_ - 1])
+            per_tok = torch.nn.functional.cross_entropy(logits, labels[bi_, ti_], reduction="none").float()
+            weight = torch.tensor(wt)
+            loss = (per_tok * weight).sum() / weight.sum()
         aux_loss = 0.0
         for k, rows in aux_idx.items():
             if rows:
@@ -182,7 +248,7 @@ def train(recipe: Recipe = Recipe(), out: str | Path | None = None, log_every: i
     model.eval()
     record = {"recipe": asdict(recipe), "train_scenarios": len(train_ids), "heldout_scenarios": len(held_ids),
               "heldout_ids": held_ids, "train_examples": n, "steps_run": run_steps, "curve": curve,
-              "train_seconds": round(time.perf_counter() - t_start, 1),
+              "train_seconds": round(time.perf_counter() - t_start, 1), "row_forms": forms,
               "parameters": sum(p.numel() for p in model.parameters())}
     if out is not None:
         out = Path(out)

@@ -25,6 +25,7 @@ import pandas as pd
 from evenhand.stats import RESAMPLES
 from evenhand.suite.generate import Cell, parse_item_id, render_item
 from evenhand.suite.content import content_for
+from evenhand.suite.rewrites import NEUTRAL_LABELS  # the identity_blind labels: one definition
 from evenhand.schema import REQUIRED
 from .logistic import ProbeOptions, fit_sites, resolved_solver
 from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, paired_drop_ci
@@ -38,7 +39,6 @@ from .dataset import build_dataset, labels as make_labels
 Variant = Literal["label", "degree0", "degree2"]
 """An ablation variant (module docstring)."""
 VARIANTS = get_args(Variant)
-NEUTRAL_LABELS = {"A": "the first candidate", "B": "the second candidate"}
 
 
 def _suffix(value, variant: str):
