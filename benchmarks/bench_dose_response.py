@@ -101,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rc = max(run_one(mechanism_config(cfg, m), args) for m in mechs)
     if args.across and not (args.only or args.replication_shard):
-        table, rob = write_across({m: mechanism_config(cfg, m).output_dir for m in mechs}, across_dir(cfg))
+        try:
+            _, rob = write_across({m: mechanism_config(cfg, m).output_dir for m in mechs}, across_dir(cfg))
+        except (FileNotFoundError, ValueError) as exc:  # a mechanism's run not scored (its worker failed)
+            print(f"across the mechanisms: not written: {exc}", file=sys.stderr)
+            return 1
         with pd.option_context("display.width", 250, "display.max_columns", None, "display.max_colwidth", 60):
             print(rob[["arm", "metric", "verdict", *CLASSES]].to_string(index=False))
         print(f"across the mechanisms: {across_dir(cfg)}")
