@@ -147,7 +147,7 @@ def mechanism_name(name: str) -> str:
     return MECHANISM_NAMES.get(name) or humanise(name)
 
 
-CLASS_STYLE = {"removes": 2, "nothing": 0, "inconclusive": 7, "neither": 1}
+CLASS_STYLE = {"removes": 2, "nothing": 0, "inconclusive": 4, "neither": 1}
 """The palette index of each unflagged class (flagged cells: hollow grey)."""
 
 
