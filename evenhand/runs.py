@@ -231,6 +231,14 @@ class RunDir:
     seconds_path = _at("seconds.json", "A dose-response cell's or fit's decoding or fitting time.")
     replication_fields_path = _at("replications/replication.json", "The fields a dose-response run's "
                                   "independent replications were decoded with.")
+    # the dose-response benchmark across dial mechanisms (its directory: the runs' parent, ``across/``)
+    across_table = _at("across.parquet", "The dose-response slopes across dial mechanisms (arm x metric x mechanism).")
+    across_csv = _at("across.csv", "The across-mechanism table as CSV.")
+    across_json = _at("across.json", "The dose-response runs an across-mechanism table was read from.")
+    robustness_csv = _at("robustness.csv", "Per arm and metric: the mechanisms under which its slope removes the "
+                         "planted gap, removes nothing, neither, or is flagged.")
+    across_figure_stem = _at("across", "The across-mechanism figure (stem; .pdf/.svg/.png; ``across_<metric>`` "
+                             "for a metric other than FragGap).")
 
     # item response theory (evenhand irt)
     irt_items_path = _at("irt_items.parquet", "An IRT fit's item table: strata fields and 2PL parameters with SEs.")

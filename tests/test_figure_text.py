@@ -26,6 +26,7 @@ def captured(monkeypatch):
     import experiments.figures  # noqa: F401
     import experiments.studies.compare_figures  # noqa: F401
     import experiments.studies.dose_response.scoring  # noqa: F401
+    import experiments.studies.dose_response.across  # noqa: F401
     import organism.figures  # noqa: F401
     import probes.attribution  # noqa: F401
     figs = []
@@ -217,6 +218,18 @@ def test_dose_figure_names_arms_and_states_what_positive_means(captured):
     fig = captured[0]
     _no_raw_ids(fig)
     assert "+ =" in fig.axes[0].get_ylabel()
+
+
+def test_across_figure_names_arms_and_mechanisms_and_states_what_1_means(captured):
+    from experiments.studies.dose_response.across import across_figure, across_table
+    summ = pd.DataFrame([{"arm": a, "metric": "fraggap", "slope": 0.5, "slope_low": 0.2, "slope_high": 0.8,
+                          "degraded": a == "reft_r1", "degraded_by": "accuracy_loss" if a == "reft_r1" else ""}
+                         for a in ("caa", "reft_r1", "reft_r1-random", "oracle_half")])
+    across_figure(across_table({"last_layer": summ, "xor": summ}), "unused")
+    fig = captured[0]
+    _no_raw_ids(fig)
+    assert [ax.get_title() for ax in fig.axes] == ["Last layer", "XOR"]
+    assert any("1 = the planted gap removed" in t for t in _texts(fig))
 
 
 def test_calibration_and_attribution_state_the_sign(captured):

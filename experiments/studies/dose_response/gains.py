@@ -1,11 +1,11 @@
 """The dial's gain under each arm of a dose-response run (:func:`.study.measured_gain`).
 
-A diagnostic of *how* an arm changes the implanted gap: the dial adds ``beta <a, h> v`` to the residual
-stream, so an arm can remove the gap by reading ``a`` out (the projection oracle: gain 0; the half oracle:
+A diagnostic of *how* an arm changes the implanted gap: the last_layer dial adds ``beta <a, h> v`` to the
+residual stream (the other mechanisms: docs/ORGANISM.md), so an arm can remove the gap by reading ``a`` out (the projection oracle: gain 0; the half oracle:
 half the baseline's), by damping the
 read (an edit that adds a large vector before the dial's layer shrinks the normalised ``h`` and with it
 ``<a, h>``), or by acting downstream on the answer. The gain (A-minus-B letter logit per unit beta, signed
-by ``c``) is measured on the run's degree-3 GT items with the arm's edit in both the undialled and the dialled
+by ``c``) is measured on the run's GT items (the mechanism's eval degree) with the arm's edit in both the undialled and the dialled
 pass, the candidate noun declared the answer token as in decoding (so ``caa``'s edits at generated positions act
 where they act when it decides). Prompt and conversation methods (no weight or activation edit) are not
 measured (``measured`` says why).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 from evenhand.models.loading import load_model
-from organism.dial import DIAL_FILE, Dial
+from organism.dials import load_mechanism
 from evenhand.runs import RunDir, write_table_atomic
 from interventions.base import EditingIntervention
 from interventions.fitted import Fitted
@@ -38,7 +38,7 @@ def arm_gains(cfg, k: int | None = None, progress: bool = True) -> pd.DataFrame:
     if not 0 < k < len(betas) or not betas[k]:
         raise ValueError(f"beta index {k}: need a nonzero beta of the run ({betas})")
     lm = load_model(cfg.model)
-    dial = Dial.load(Path(cfg.model) / DIAL_FILE)
+    dial = load_mechanism(cfg.model, cfg.mechanism)
     _, ev = item_sets(cfg, json.loads((Path(cfg.model) / "organism.json").read_text()))
     ev = ev[ev["condition"] == "GT"]
     options = {m.name: m.options for m in cfg.methods}

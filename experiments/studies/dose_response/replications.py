@@ -21,7 +21,7 @@ import pandas as pd
 
 from evenhand.runs import RunDir
 
-from .items import eval_items
+from .items import eval_degree, eval_items
 from .scoring import BASELINE, DoseData, dose_data, known_removal
 from evenhand.runs import write_json_atomic
 from organism.calibration import scenario_multipliers
@@ -82,7 +82,8 @@ def decode_replication(dec, record: dict, r: int, arms: list[str], gains: list[f
     cfg = dec.cfg
     cells = replication_cells(arms, len(dec.betas))
     seed = replication_seed(cfg.seed, r)
-    items = eval_items(record, cfg.replication_scenarios, cfg.eval_contrasts, seed, cfg.replication_conditions)
+    items = eval_items(record, cfg.replication_scenarios, cfg.eval_contrasts, seed, cfg.replication_conditions,
+                       eval_degree(cfg))
     scen = sorted(items["scenario_id"].unique())
     mults = [scenario_multipliers(scen, cfg.icc, beta, gains[k] or 1.0, seed) for k, beta in enumerate(dec.betas)]
     with tqdm(total=len(cells), desc=f"replication r{r:02d}", unit="cell", disable=not dec.progress) as bar:

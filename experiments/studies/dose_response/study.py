@@ -1,7 +1,7 @@
 """The dose-response study (``kind: dose_response``): every intervention on the fair organism with the bias dial.
 
-The fair organism (docs/ORGANISM.md) with the dial at each ``beta`` of a grid, with per-scenario random
-effects, decides the same held-out degree-3 items as is (the ``baseline``), under every method of the
+The fair organism (docs/ORGANISM.md) with the dial (the config's ``mechanism``) at each ``beta`` of a grid, with
+per-scenario random effects, decides the same held-out items at the mechanism's ``eval_degree`` as is (the ``baseline``), under every method of the
 config (fitted on the dialled model), under each direction method's random control, under the two full
 oracles and the half oracle, and (at scoring time) under each method's scrambled control. The run goes
 through :mod:`evenhand.stages` in a :class:`~evenhand.runs.RunDir`: the model, the grid, one stage per
@@ -26,7 +26,7 @@ from evenhand.suite.subsets import Condition
 from evenhand.stages import LoadModel, Stage, StageReport, FnStage, exists, open_run, run_stages
 from experiments.studies.base import Study, register
 
-from .items import item_sets
+from .items import eval_degree, item_sets
 from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, ORACLE_ARMS, ORACLE_FRACTION,
                            PARTIAL_ORACLE, REFUSAL_MARGIN)
 from evenhand.options import ConfigError, Rules, build
@@ -34,7 +34,7 @@ from interventions.registry import load_builtin
 from evenhand.options import read_yaml
 from interventions.registry import get
 from organism.dial import dialled
-from organism.calibration import CALIBRATION_FILE, beta_for, gain_at
+from organism.calibration import beta_for, gain_at
 from organism.calibration import letter_logit_diff
 from organism.dial import pressure_sign
 from evenhand.decisions import decide
@@ -44,7 +44,9 @@ from evenhand.runs import write_json_atomic
 from interventions.fitted import Fitted
 from evenhand.models.loading import load_model
 from organism.calibration import scenario_multipliers
-from organism.dial import DIAL_FILE, Dial
+from organism.dial import Dial
+from organism.dials import load_mechanism, mechanism_class
+from organism.mechanism import DEFAULT_MECHANISM, MechanismError, calibration_file, dial_file
 from .replications import check_replication_fields
 from .replications import decode_replication, replication_cells
 from evenhand.runs import write_table_atomic
@@ -112,9 +114,14 @@ class DoseConfig:
     """The benchmark's config (``experiments/configs/dose_response.yaml``; :func:`parse_config`)."""
     output_dir: str
     model: str = "evenhand/models/organism_fair"
-    """The fair organism's directory (with ``dial.json``; ``calibration.json`` when ``betas`` is empty)."""
+    """The fair organism's directory (with the mechanism's fitted file, :func:`~organism.mechanism.dial_file`, and
+    its calibration curve, :func:`~organism.mechanism.calibration_file`, when ``betas`` is empty)."""
+    mechanism: str = DEFAULT_MECHANISM
+    """The dial mechanism that plants the bias (a name of :data:`organism.mechanism.MECHANISMS`): its fitted
+    file, its calibration curve and its ``eval_degree`` (the degree of the evaluation and fitting items)."""
     fraggaps: tuple[float, ...] = (0.0, 2.5, 5.0, 10.0, 20.0)
-    """Target degree-3 FragGaps (pp); each beta is read off the calibration curve (0 pp: beta 0)."""
+    """Target FragGaps (pp) at the mechanism's ``eval_degree``; each beta is read off its calibration curve (0 pp:
+    beta 0)."""
     betas: tuple[float, ...] = ()
     """An explicit beta grid (the first must be 0); when given, ``fraggaps`` is not used."""
     icc: float = 0.1
@@ -127,7 +134,8 @@ class DoseConfig:
     conditions: tuple[Condition, ...] = ("GT",)
     """The item conditions decided (GT: FragGap and accuracy; add AMB for TieShift)."""
     train_scenarios: int = 24
-    train_degrees: tuple[int, ...] = (3,)
+    train_degrees: tuple[int, ...] = ()
+    """The degrees of the fitting items; empty: the mechanism's ``eval_degree`` (:func:`train_degrees`)."""
     train_max_items: int = 600
     methods: tuple[DoseMethod, ...] = tuple(DoseMethod(m) for m in METHODS)
     controls: bool = True
@@ -172,6 +180,10 @@ def parse_config(raw: dict, where: str = "config") -> DoseConfig:
         cfg = build(DoseConfig, raw, rules=rules)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    try:
+        mechanism_class(cfg.mechanism)
+    except MechanismError as exc:
+        raise ConfigError(f"{where}: config field 'mechanism': {exc}") from None
     for i, m in enumerate(cfg.methods):
         if m.name not in REGISTRY:
             raise ConfigError(f"{where}: config field 'methods[{i}].name': unknown intervention {m.name!r}")
@@ -208,8 +220,11 @@ def arm_names(cfg: DoseConfig) -> list[str]:
 
 @contextlib.contextmanager
 def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None]:
-    """Inside: the model's weights hold the dial at ``beta`` (and the ``oracle``'s edit on top); restored
-    exactly on exit, the oracle's edit first (:func:`organism.dial.dialled`)."""
+    """Inside: the model carries the dial mechanism ``dial`` at ``beta`` (and the ``oracle``'s edit on top);
+    restored exactly on exit, the oracle's edit first (:func:`organism.dial.dialled`)."""
+    if oracle is not None and oracle.layer is not None and not isinstance(dial, Dial):
+        raise ValueError(f"a misplaced projection oracle (layer {oracle.layer}) exists for the last_layer dial only, "
+                         f"not {dial.name!r}")
     with contextlib.ExitStack() as stack:
         stack.enter_context(dialled(lm.model, dial, beta))
         if oracle is not None and oracle.kind == "inverse":
@@ -220,11 +235,27 @@ def edited(lm, dial, beta: float, oracle: Oracle | None = None) -> Iterator[None
         yield
 
 
+def read_curve(cfg: DoseConfig) -> dict | None:
+    """The mechanism's calibration curve next to the organism (:func:`~organism.mechanism.calibration_file`), or
+    None when there is none; refused when it records another mechanism or another degree than the run's."""
+    path = Path(cfg.model) / calibration_file(cfg.mechanism)
+    if not path.exists():
+        return None
+    curve = json.loads(path.read_text())
+    if curve.get("mechanism", cfg.mechanism) != cfg.mechanism:  # without the key: the file name's mechanism
+        raise ValueError(f"{path}: a calibration curve of mechanism {curve['mechanism']!r}, the config's "
+                         f"mechanism is {cfg.mechanism!r} (config field 'mechanism')")
+    if curve.get("degree", eval_degree(cfg)) != eval_degree(cfg):
+        raise ValueError(f"{path}: calibrated at degree {curve['degree']}, mechanism {cfg.mechanism!r} is "
+                         f"evaluated at degree {eval_degree(cfg)}: recalibrate it")
+    return curve
+
+
 def grid(cfg: DoseConfig, lm, dial, train: pd.DataFrame) -> tuple[list[float], list[float | None], list[float]]:
     """(betas, their target FragGaps or None, the dial's gain at each beta) from the config and, for targets,
-    the committed calibration curve."""
-    curve_path = Path(cfg.model) / CALIBRATION_FILE
-    curve = json.loads(curve_path.read_text()) if curve_path.exists() else None
+    the mechanism's committed calibration curve (:func:`read_curve`)."""
+    curve_path = Path(cfg.model) / calibration_file(cfg.mechanism)
+    curve = read_curve(cfg)
     if cfg.betas:
         betas, targets = [float(b) for b in cfg.betas], [None] * len(cfg.betas)
     elif curve is None:
@@ -405,7 +436,7 @@ class DoseRun:
 
         cfg = self.cfg
         self.record = json.loads((Path(cfg.model) / "organism.json").read_text())
-        self.dial = Dial.load(Path(cfg.model) / DIAL_FILE)
+        self.dial = load_mechanism(cfg.model, cfg.mechanism)
         lm = self.model()
         self.train, self.ev = item_sets(cfg, self.record)
         self.betas, self.targets, self.gains = grid(cfg, lm, self.dial, self.train)
@@ -415,7 +446,10 @@ class DoseRun:
         self.dec = CellDecoder(cfg, lm, self.dial, self.train, self.betas, self.progress, self.run)
         if cfg.replicate == "independent" and self.only is None:
             check_replication_fields(cfg, self.run, write=True)
-        run.update_manifest(betas=self.betas, targets=self.targets, gains=self.gains, arms=self.arms,
+        run.update_manifest(mechanism={"name": self.dial.name, "summary": self.dial.summary,
+                                       "eval_degree": eval_degree(cfg), "file": dial_file(self.dial.name),
+                                       "curve": calibration_file(self.dial.name) if not cfg.betas else None},
+                            betas=self.betas, targets=self.targets, gains=self.gains, arms=self.arms,
                             n_eval_items=len(self.ev), n_eval_scenarios=len(scen), n_train_items=len(self.train),
                             eval_scenarios=scen)
 
