@@ -62,7 +62,7 @@ test-full: $(STAMP)
 # The fair organism and its bias dial (docs/ORGANISM.md): train (about 10 min on 2 idle cores), the
 # held-out known-answer checks recorded in its organism.json, the dial's a and v (dial.json), and the
 # calibration curve of degree-3 FragGap by beta (calibration.json + calibration.png).
-DIAL_BETAS ?= 0 10 20 40 60 80 120 160
+DIAL_BETAS ?= 0 10 20 40 60 80 120 160 200
 organism-fair: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/evenhand organism train --recipe fair --no-eval
 	HF_HUB_OFFLINE=1 $(BIN)/evenhand organism eval --path evenhand/models/organism_fair --no-probe --record

@@ -126,8 +126,12 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
         points.append({"beta": float(beta), "gain": (shift / beta) if beta else None, "logit_shift": shift,
                        "answered": float(resp["choice"].notna().mean()),
                        **{m: {k: rep[m][k] for k in ("value", "ci_low", "ci_high")} for m in CALIBRATION_METRICS}})
-    where = ({"layer": dial.layer, "weight": dial.weight_name} if isinstance(dial, Dial)
-             else {"layers": list(dial.layers), "weights": sorted(dial.weight_deltas(0.0))})
+    if isinstance(dial, Dial):
+        where = {"layer": dial.layer, "weight": dial.weight_name}
+    elif dial.in_weights:
+        where = {"weights": sorted(dial.weight_deltas(0.0))}
+    else:  # a forward hook: no weight to name
+        where = {"hook": dial.summary}
     return {"path": str(path), "degree": degree, "n_items": len(items), "n_scenarios": int(items["scenario_id"].nunique()),
             "seed": seed, **({} if mechanism == DEFAULT_MECHANISM else {"mechanism": mechanism}), **where,
             "points": points}

@@ -46,3 +46,12 @@ def test_weight_edit_is_undone_exactly():
     with dial.project(lm.model):
         pass
     assert all(torch.equal(p, before[n]) for n, p in lm.model.named_parameters())
+
+
+def test_calibrate_records_where_a_hook_mechanism_acts():
+    """A hook mechanism has no weight to name: the curve says it is a hook (failed before with an
+    AttributeError after every beta was decided)."""
+    from organism.calibration import calibrate
+    curve = calibrate([0, 50], FAIR, n_scenarios=1, mechanism="xor", progress=False)
+    assert curve["mechanism"] == "xor" and "hook" in curve and "weight" not in curve
+    assert [p["beta"] for p in curve["points"]] == [0.0, 50.0] and curve["points"][1]["gain"] is not None
