@@ -127,6 +127,7 @@ def calibrate(betas, path: str | Path = FAIR, n_scenarios: int | None = None, re
                        "answered": float(resp["choice"].notna().mean()),
                        **{m: {k: rep[m][k] for k in ("value", "ci_low", "ci_high")} for m in CALIBRATION_METRICS}})
     where = ({"layer": dial.layer, "weight": dial.weight_name} if isinstance(dial, Dial)
+             else {"hook": dial.summary} if not dial.in_weights
              else {"layers": list(dial.layers), "weights": sorted(dial.weight_deltas(0.0))})
     return {"path": str(path), "degree": degree, "n_items": len(items), "n_scenarios": int(items["scenario_id"].nunique()),
             "seed": seed, **({} if mechanism == DEFAULT_MECHANISM else {"mechanism": mechanism}), **where,
