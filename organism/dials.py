@@ -38,5 +38,6 @@ def load_mechanism(organism_dir: str | Path, name: str = DEFAULT_MECHANISM) -> M
 def load_builtin() -> None:
     """Import the modules that register the built-in mechanisms."""
     from . import dial  # noqa: F401  (registers last_layer; deferred: pulls in the model loading)
-    from . import mechanisms  # noqa: F401  (registers decision, distributed, names; deferred: likewise)
+    from . import mechanisms  # noqa: F401  (registers distributed, names; deferred: likewise)
     from . import mechanism_xor  # noqa: F401  (registers xor; deferred: as dial)
+    from . import mechanism_decision  # noqa: F401  (registers decision; deferred: as dial)

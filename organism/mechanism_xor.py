@@ -15,11 +15,7 @@ More in docs/ORGANISM.md, "The xor mechanism"."""
 from __future__ import annotations
 
 import json
-import math
 import random
-import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,7 +28,8 @@ from evenhand.suite.matched import matched_items
 from probes.logistic import grouped_folds
 
 from .dial import ANSWER_POSITIONS, letter_position_batches, pressure_sign, write_direction
-from .mechanism import Mechanism, MechanismError, register
+from .mechanism import MechanismError, register
+from .mechanism_hooks import HookMechanism
 from .recipe import FAIR, record_suite, split_scenarios
 
 READ_LAYER = 1
@@ -40,8 +37,6 @@ READ_LAYER = 1
 OTHER_POSITIONS = tuple(e for e in ANSWER_POSITIONS if e != "noun")
 """The other answer positions (the last prompt token and the letter): the push acts there too (a gate at a
 position reads that position only), and the fit records how far the gate opens there."""
-_LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""model -> {mechanism key: its live hooks} (one pair of hooks per fitted mechanism and model)."""
 
 
 def slot_signs(items: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -62,7 +57,7 @@ def xor_gate(p_hat, m_hat):
 
 @register
 @dataclass(frozen=True)
-class XorGate(Mechanism):
+class XorGate(HookMechanism):
     """A fitted ``xor`` mechanism (see the module docstring)."""
     name = "xor"
     summary = ("forward hook: the last layer's MLP output pushed toward the pressure's slot where the product of two "
@@ -132,31 +127,17 @@ class XorGate(Mechanism):
         """``G`` of residuals ``x`` [n, d] (:meth:`combine` of :meth:`reads`): the push per unit beta along ``v``."""
         return self.combine(*self.reads(x))
 
-    @contextmanager
-    def applied(self, model, beta: float) -> Iterator[None]:
-        beta = float(beta)
-        if not math.isfinite(beta):
-            raise MechanismError(f"xor: beta must be finite, got {beta}")
-        hooks = _hooks(self, model)
-        hooks.betas.append(beta)
-        try:
-            yield
-        finally:
-            del hooks.betas[len(hooks.betas) - 1 - hooks.betas[::-1].index(beta)]  # this block's (the innermost)
-            _release(self, model, hooks)
+    def read_module(self, model):
+        return model.model.layers[self.read_layer].pre_feedforward_layernorm
 
-    @contextmanager
-    def project(self, model) -> Iterator[None]:
-        """Inside, the gate reads the residual with both reads' directions removed (``x`` moved to the nearest point
-        where ``R x + b = 0``): both reads are 0, so the gate is shut at any beta. Only the gate's copy is
-        projected; the organism's own computation is untouched."""
-        hooks = _hooks(self, model)
-        hooks.projected += 1
-        try:
-            yield
-        finally:
-            hooks.projected -= 1
-            _release(self, model, hooks)
+    def gate_positions(self, x, projected: bool, hooks):
+        """The gate at every position of the pass, reading that position only (so a KV cache changes nothing);
+        ``projected`` (:meth:`project`): ``x`` moved to the nearest point where ``R x + b = 0`` first, both reads 0."""
+        r, b = self.read_tensors(x)
+        if projected:
+            x = x - ((x @ r.T + b) @ (r @ r.T).inverse()) @ r
+        reads = x @ r.T + b
+        return self.combine(reads[..., 0], reads[..., 1])
 
     @classmethod
     def fit(cls, path: str | Path = FAIR, read_layer: int = READ_LAYER, push_layer: int | None = None,
@@ -287,57 +268,3 @@ def is_nonlinear_gate(check: dict, high: float = 0.9, margin: float = 0.1) -> bo
     (>= ``high``) but no linear read of ``g`` (accuracy <= 0.5 + ``margin``)."""
     return (min(check["p"]["value"], check["m"]["value"], check["xor"]["value"]) >= high
             and check["g"]["value"] <= 0.5 + margin)
-
-
-class _Hooks:
-    """The live hooks of one fitted mechanism on one model: the read (a pre-hook on the read layer's
-    ``pre_feedforward_layernorm``) stores the gate of every position of the pass, the push (a hook on the push
-    layer's MLP) adds ``sum(betas) * G * v``; nothing when the betas sum to 0."""
-
-    def __init__(self, mech: XorGate, model):
-        self.mech, self.betas, self.projected, self.pending = mech, [], 0, None
-        layers = model.model.layers
-        self.handles = [layers[mech.read_layer].pre_feedforward_layernorm.register_forward_pre_hook(self.read),
-                        layers[mech.push_layer].mlp.register_forward_hook(self.push)]
-
-    def read(self, module, args):
-        x = args[0].float()
-        r, b = self.mech.read_tensors(x)
-        if self.projected:
-            x = x - ((x @ r.T + b) @ (r @ r.T).inverse()) @ r
-        reads = x @ r.T + b
-        self.pending = self.mech.combine(reads[..., 0], reads[..., 1])
-
-    def push(self, module, args, out):
-        g, self.pending = self.pending, None
-        if g is None:
-            raise MechanismError(f"xor: layer {self.mech.push_layer}'s MLP ran without the read at layer "
-                                 f"{self.mech.read_layer} (call the whole model)")
-        total = sum(self.betas)
-        if total == 0.0:
-            return None
-        import torch
-        v = torch.tensor(self.mech.v, dtype=torch.float32, device=out.device)
-        return (out.float() + (total * g).unsqueeze(-1) * v).to(out.dtype)
-
-    def remove(self):
-        for h in self.handles:
-            h.remove()
-
-
-def _hooks(mech: XorGate, model) -> _Hooks:
-    """The live hooks of ``mech`` on ``model`` (registered on first use)."""
-    live = _LIVE.setdefault(model, {})
-    if mech.key() not in live:
-        live[mech.key()] = _Hooks(mech, model)
-    return live[mech.key()]
-
-
-def _release(mech: XorGate, model, hooks: _Hooks) -> None:
-    """Remove ``hooks`` once no block of ``mech`` is open on ``model``."""
-    if not hooks.betas and not hooks.projected:
-        hooks.remove()
-        live = _LIVE.get(model, {})
-        live.pop(mech.key(), None)
-        if not live:
-            _LIVE.pop(model, None)

@@ -1,8 +1,7 @@
-"""Three more bias-dial mechanisms (:mod:`organism.mechanism`), each a sum of rank-1 weight edits
-``W(l) += beta * scale * v_l a_l^T`` whose reads ``a_l`` are fitted on the organism like the first one's:
+"""Two more bias-dial mechanisms (:mod:`organism.mechanism`), each a sum of rank-1 weight edits
+``W(l) += beta * scale * v_l a_l^T`` whose reads ``a_l`` are fitted on the organism like the first one's
+(``decision``, a forward hook, is :mod:`organism.mechanism_decision`'s):
 
-- ``decision``: one edit of the last layer's value projection, read at the last prompt token (the decision
-  position, where caches and probes read), writing what moves the letter's logits at the noun through attention;
 - ``distributed``: one edit at every layer, read at the letter position, each 1/L of the strength;
 - ``names``: one edit at the last layer, read at the letter position, keyed to the names (acts at degree 1 only).
 
@@ -33,6 +32,7 @@ from .dial import (
     ridge_read,
     write_direction,
 )
+from .mechanism_decision import Decision
 from .mechanism import DEFAULT_MECHANISM, Mechanism, MechanismError, register, restored
 from .recipe import FAIR
 from evenhand.models.loading import load_model
@@ -182,47 +182,6 @@ def _check_record(lm, mech: LayerEdits, fit_items, check_items, fit_ids, seed: i
 
 @register
 @dataclass(frozen=True)
-class Decision(LayerEdits):
-    """``decision``: a rank-1 edit read at the LAST PROMPT TOKEN (the decision position, where activation caches
-    and probes read), reaching the letter at the noun only through attention. By default it edits the last
-    layer's VALUE projection ``W_v += beta * u r^T``: ``r`` reads ``c`` (:func:`~organism.dial.pressure_sign`)
-    from the normed residual entering the layer at the last prompt token, with target 0 at the noun, the letter
-    and a sample of earlier prompt positions (every position's value is edited); ``u`` is the mean gradient of
-    the letter's A-minus-B logit at the noun w.r.t. that value (:func:`letter_gradient`, unit length). An edit
-    of an earlier layer's down-projection there (``module="mlp.down_proj"``, layer 0 or 1) is the other form;
-    on the fair organism it cannot plant a gap: the MLP's output passes a norm before it joins the residual,
-    and the letter's gradient w.r.t. it is 1e-5 (layer 1) to 1e-3 (layer 0) against 0.2 at the noun
-    (docs/ORGANISM.md, "Dial mechanisms"). Models a bias decided at the decision token; methods that read
-    or steer the last prompt token see its gate."""
-    name = "decision"
-    summary = ("rank-1 edit of the last layer's value projection; reads the pressure's side (design label c) at "
-               "the last prompt token and reaches the letter at the noun through attention")
-    position = "prompt"
-
-    @classmethod
-    def fit(cls, path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,
-            n_fit: int = 24, n_check: int = 12, batch_size: int = 64, zero_sample: int = 8,
-            module: str = "self_attn.v_proj") -> Decision:
-        """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`; ``layer``: default
-        the last for the value projection, layer 0 for a down-projection)."""
-        record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
-        last = record["recipe"]["layers"] - 1
-        layer = (last if module == "self_attn.v_proj" else 0) if layer is None else layer
-        if module == "mlp.down_proj" and not 0 <= layer < last:
-            raise MechanismError(f"decision: a down-projection edit must sit below the last layer ({last}), so "
-                                 f"that later attention carries it to the letter; got layer {layer}")
-        lm = load_model(str(path))
-        a = fit_read(lm, fit_items, layer, ridge, batch_size, at="prompt", zero_at=("noun", "A", "B"),
-                     zero_sample=zero_sample, seed=seed, module=module)
-        g = letter_gradient(lm, fit_items[pressure_sign(fit_items) != 0], layer, "prompt", batch_size, module)
-        mech = cls(layers=(layer,), a=(tuple(a),), v=(tuple(g / np.linalg.norm(g)),), module=module)
-        rec = _check_record(lm, mech, fit_items, check_items, fit_ids, seed, ridge, batch_size=batch_size)
-        return cls(layers=mech.layers, a=mech.a, v=mech.v, module=module,
-                   record={**rec, "zero_sample": zero_sample, "gradient_norm": round(float(np.linalg.norm(g)), 4)})
-
-
-@register
-@dataclass(frozen=True)
 class Distributed(LayerEdits):
     """``distributed``: a rank-1 edit of EVERY layer's down-projection, each at ``beta / L``. Layer ``l``'s read
     ``a_l`` reads ``c`` at the letter position from that layer's down-projection input (target 0 at the last
@@ -309,7 +268,7 @@ def fit_mechanism(name: str = DEFAULT_MECHANISM, path: str | Path = FAIR, seed: 
         return fit_dial(path, layer=layer, seed=seed, n_fit=n_fit, n_check=n_check, batch_size=batch_size)
     kw = dict(path=path, seed=seed, n_fit=n_fit, n_check=n_check, batch_size=batch_size)
     if name == "decision":
-        return Decision.fit(**kw, **({} if layer is None else {"layer": layer}))
+        return Decision.fit(**kw, layer=layer)
     if name == "names":
         return Names.fit(**kw, layer=layer)
     if name == "distributed":

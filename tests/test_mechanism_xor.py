@@ -156,7 +156,7 @@ def test_the_gate_is_no_linear_read_of_its_site(lm, mech):
 def test_composes_with_an_interventions_hooks(mech, lm, items, base):
     """leace fitted and applied with the mechanism on: both edits act, and everything is restored."""
     from interventions.registry import get
-    from organism.mechanism_xor import _LIVE
+    from organism.mechanism_hooks import _LIVE
 
     train_ids, _ = split_scenarios(0, 0.2, "2")
     train = matched_items(train_ids[:2], 0, suite="2")

@@ -1,5 +1,5 @@
-"""The bias dial's mechanisms (organism/dial.py's last_layer, organism/mechanisms.py's decision, distributed and
-names) fitted on the fair organism on a few scenarios: each moves the letter, signed by c, at a beta inside its
+"""The bias dial's weight-edit mechanisms (organism/dial.py's last_layer, organism/mechanisms.py's distributed and
+names; the hook mechanisms decision and xor have their own tests) fitted on the fair organism on a few scenarios: each moves the letter, signed by c, at a beta inside its
 range with every answer parsed (and not when switched off); names leaves degrees 2-3 alone; each edit is undone
 bit for bit, cancels with its inverse, is erased by its projection oracle and round-trips through its file."""
 from __future__ import annotations
@@ -14,16 +14,14 @@ from organism.calibration import calibration_items, dialled_decisions, letter_lo
 from organism.dial import letter_position_batches, pressure_sign
 from organism.dials import load_mechanism, read_mechanism
 from organism.mechanism import MechanismError, dial_file
-from organism.mechanisms import Decision, Distributed, Names, fit_mechanism
+from organism.mechanisms import Distributed, Names, fit_mechanism
 from organism.recipe import FAIR
 
-NAMES = ("last_layer", "decision", "distributed", "names")
-BETA = {"last_layer": 80.0, "decision": 1000.0, "distributed": 80.0, "names": 140.0}
+NAMES = ("last_layer", "distributed", "names")
+BETA = {"last_layer": 80.0, "distributed": 80.0, "names": 140.0}
 """A beta well inside each mechanism's calibrated range (docs/ORGANISM.md, "Dial mechanisms")."""
-LARGE = {"last_layer": 1.0, "decision": 0.2, "distributed": 1.0, "names": 1.0}
-"""The least c-signed letter-logit shift at ``BETA`` that counts as large: the decision mechanism's saturates
-near 0.47 on the fair organism by beta 3000 (its route, the noun's attention to the last prompt token, is capped
-by the post-attention norm; beyond ~1000 it also costs parsed answers), the others' grow past 2."""
+LARGE = {"last_layer": 1.0, "distributed": 1.0, "names": 1.0}
+"""The least c-signed letter-logit shift at ``BETA`` that counts as large (each grows past 2)."""
 FITTED: dict = {}
 
 
@@ -120,11 +118,10 @@ def test_save_and_load_round_trip(tmp_path, name):
 
 
 def test_declared_degrees_and_shapes():
-    cls = {"decision": Decision, "distributed": Distributed, "names": Names}
-    assert Names.degrees == (1,) and Names.eval_degree == 1 and Decision.eval_degree == Distributed.eval_degree == 3
+    cls = {"distributed": Distributed, "names": Names}
+    assert Names.degrees == (1,) and Names.eval_degree == 1 and Distributed.eval_degree == 3
     d = fitted("distributed")
     assert d.layers == (0, 1, 2) and d.scale == pytest.approx(1 / 3)
-    assert fitted("decision").module == "self_attn.v_proj" and fitted("decision").position == "prompt"
     assert all(type(fitted(n)) is c for n, c in cls.items())
     with pytest.raises(MechanismError, match="one entry per edited layer"):
         Names(layers=(2,), a=(), v=((0.0,),))

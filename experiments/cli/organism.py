@@ -200,7 +200,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = org.add_parser("fit-dial", help="fit the bias dial's directions a and v on the fair organism")
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.add_argument("--layer", type=int, default=None,
-                   help="the edited layer (default: the last; decision: the last; distributed edits every layer)")
+                   help="the edited layer (default: the last); decision: the layer whose input its gate reads "
+                        "(default: the recipe's side_layer); distributed edits every layer")
     s.add_argument("--seed", type=int, default=0, help="seed of the fitting and checking items")
     s.add_argument("--fit-scenarios", type=int, default=24, help="train scenarios the read a is fitted on")
     s.add_argument("--check-scenarios", type=int, default=12, help="held-out scenarios the fit is checked on")
