@@ -41,8 +41,8 @@ class Dial(Mechanism):
     """The read direction, in the down-projection's input (intermediate) space."""
     v: tuple[float, ...]
     """The write direction, in the residual space (unit length)."""
-    fit: dict
-    """How ``a`` was fitted: items, R^2, the mean of ``<a, m>`` per ``c`` class on the fit and
+    record: dict
+    """How ``a`` was fitted (``fit`` in its file): items, R^2, the mean of ``<a, m>`` per ``c`` class on the fit and
     held-out scenarios."""
 
     def __post_init__(self):
@@ -60,11 +60,18 @@ class Dial(Mechanism):
         return beta * torch.outer(torch.tensor(self.v, dtype=torch.float32), torch.tensor(self.a, dtype=torch.float32))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        return {**d, "fit": d.pop("record")}
 
     @classmethod
     def from_dict(cls, d: dict) -> Dial:
-        return cls(layer=int(d["layer"]), a=tuple(d["a"]), v=tuple(d["v"]), fit=d["fit"])
+        return cls(layer=int(d["layer"]), a=tuple(d["a"]), v=tuple(d["v"]), record=d["fit"])
+
+    @classmethod
+    def fit(cls, path: str | Path = FAIR, seed: int = 0, n_fit: int = 24, n_check: int = 12,
+            layer: int | None = None, batch_size: int = 64, ridge: float = 1e-3) -> Dial:
+        """:func:`fit_dial` (``layer``: the edited one, default the last)."""
+        return fit_dial(path, layer=layer, ridge=ridge, seed=seed, n_fit=n_fit, n_check=n_check, batch_size=batch_size)
 
     @classmethod
     def load(cls, path: str | Path = FAIR / DIAL_FILE) -> Dial:
@@ -274,7 +281,7 @@ def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1
            "heldout_items": len(check_items), "heldout_r2": round(r_squared(ch, ph), 4),
            "heldout_mean_read_by_c": mean_read_by_c(ph, ch)}
     v = write_direction(lm, layer)
-    return Dial(layer=layer, a=tuple(a), v=tuple(v), fit=fit)
+    return Dial(layer=layer, a=tuple(a), v=tuple(v), record=fit)
 
 
 def apply_dial(model, dial: Dial, beta: float) -> None:

@@ -1,4 +1,4 @@
-"""Finding the bias dial's mechanisms by name: the built-in ones registered, their fitted files read.
+"""Finding the bias dial's mechanisms by name: the built-in ones registered, fitted, their fitted files read.
 
 More in docs/ORGANISM.md, "Dial mechanisms"."""
 from __future__ import annotations
@@ -35,9 +35,19 @@ def load_mechanism(organism_dir: str | Path, name: str = DEFAULT_MECHANISM) -> M
     return mech
 
 
+def fit_mechanism(name: str = DEFAULT_MECHANISM, path: str | Path | None = None, seed: int = 0, n_fit: int = 24,
+                  n_check: int = 12, layer: int | None = None, batch_size: int = 64) -> Mechanism:
+    """Fit the mechanism ``name`` on the organism at ``path`` (default the fair one): its class's
+    :meth:`~organism.mechanism.Mechanism.fit` (``layer``: where it has one to choose; refused otherwise)."""
+    cls = mechanism_class(name)
+    kw = dict(seed=seed, n_fit=n_fit, n_check=n_check, layer=layer, batch_size=batch_size)
+    return cls.fit(**kw) if path is None else cls.fit(path, **kw)
+
+
 def load_builtin() -> None:
     """Import the modules that register the built-in mechanisms."""
     from . import dial  # noqa: F401  (registers last_layer; deferred: pulls in the model loading)
-    from . import mechanisms  # noqa: F401  (registers distributed, names; deferred: likewise)
+    from . import mechanisms  # noqa: F401  (registers distributed; deferred: likewise)
     from . import mechanism_xor  # noqa: F401  (registers xor; deferred: as dial)
     from . import mechanism_decision  # noqa: F401  (registers decision; deferred: as dial)
+    from . import mechanism_names  # noqa: F401  (registers names; deferred: as dial)

@@ -61,6 +61,15 @@ class Mechanism(abc.ABC):
     def from_dict(cls, d: dict) -> Mechanism:
         """The mechanism :meth:`to_dict` wrote."""
 
+    @classmethod
+    @abc.abstractmethod
+    def fit(cls, path: str | Path, seed: int = 0, n_fit: int = 24, n_check: int = 12, layer: int | None = None,
+            batch_size: int = 64) -> Mechanism:
+        """Fit it on the organism directory ``path``: on the matched items of ``n_fit`` train scenarios (drawn
+        with ``seed``), checked on ``n_check`` held-out ones; ``layer``: where it reads or edits, for a mechanism
+        that has one to choose (one that has none refuses a layer: :func:`no_layer`). Subclasses may take more
+        keyword options after these."""
+
     def weight_deltas(self, beta: float) -> dict:
         """``{parameter name: float32 update}`` of a weight edit at ``beta`` (``in_weights`` only)."""
         raise MechanismError(f"dial mechanism {self.name!r} is a forward hook, not a weight edit: it cannot be "
@@ -69,13 +78,19 @@ class Mechanism(abc.ABC):
     @property
     def fit_record(self) -> dict:
         """How it was fitted (items, R^2, reads by class); {} when not recorded."""
-        return dict(getattr(self, "fit", {}) or {})
+        return dict(getattr(self, "record", {}) or {})
 
     def save(self, path: str | Path) -> Path:
         """Write it as JSON (with its ``mechanism`` name); returns the path."""
         path = Path(path)
         path.write_text(json.dumps({"mechanism": self.name, **self.to_dict()}, indent=1) + "\n")
         return path
+
+
+def no_layer(name: str, layer: int | None, why: str) -> None:
+    """Refuse ``layer`` (a clear error naming the mechanism) for a mechanism with no layer to choose."""
+    if layer is not None:
+        raise MechanismError(f"dial mechanism {name!r} takes no layer ({why}); got layer {layer}")
 
 
 MECHANISMS: dict[str, type[Mechanism]] = {}

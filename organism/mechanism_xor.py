@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -80,17 +80,18 @@ class XorGate(HookMechanism):
     non-linearity check."""
 
     def __post_init__(self):
-        for f in ("read_p", "read_m", "v"):
+        vectors = [f.name for f in fields(self) if f.name.startswith("read_") and f.name != "read_layer"] + ["v"]
+        for f in vectors:
             object.__setattr__(self, f, tuple(float(t) for t in getattr(self, f)))
-        if not len(self.read_p) == len(self.read_m) == len(self.v):
-            raise MechanismError(f"xor: read_p, read_m and v must have one length, got {len(self.read_p)}, "
-                                 f"{len(self.read_m)}, {len(self.v)}")
+        if len({len(getattr(self, f)) for f in vectors}) != 1:
+            raise MechanismError(f"{self.name}: {', '.join(vectors)} must have one length, got "
+                                 f"{', '.join(str(len(getattr(self, f))) for f in vectors)}")
         if not 0 <= self.read_layer <= self.push_layer:
-            raise MechanismError(f"xor: read_layer {self.read_layer} must be in 0..push_layer ({self.push_layer})")
+            raise MechanismError(f"{self.name}: read_layer {self.read_layer} must be in 0..push_layer ({self.push_layer})")
 
     def key(self) -> tuple:
         """What identifies the edit (every field but ``fit_info``): nested blocks of one key share their hooks."""
-        return (self.read_layer, self.push_layer, self.read_p, self.bias_p, self.read_m, self.bias_m, self.v)
+        return (type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self) if f.name != "fit_info")
 
     @property
     def fit_record(self) -> dict:
@@ -102,22 +103,28 @@ class XorGate(HookMechanism):
 
     @classmethod
     def from_dict(cls, d: dict) -> XorGate:
-        try:
-            return cls(read_layer=int(d["read_layer"]), push_layer=int(d["push_layer"]), read_p=d["read_p"],
-                       bias_p=float(d["bias_p"]), read_m=d["read_m"], bias_m=float(d["bias_m"]), v=d["v"],
-                       fit_info=dict(d.get("fit", {})))
-        except KeyError as e:
-            raise MechanismError(f"xor: the fitted file has no field {e.args[0]!r}") from None
+        names = [f.name for f in fields(cls) if f.name != "fit_info"]
+        missing = [n for n in names if n not in d]
+        if missing:
+            raise MechanismError(f"{cls.name}: the fitted file has no field {missing[0]!r}")
+        kw = {n: int(d[n]) if n.endswith("_layer") else float(d[n]) if n.startswith("bias_") else d[n] for n in names}
+        return cls(**kw, fit_info=dict(d.get("fit", {})))
+
+    def read_rows(self) -> tuple[list, list]:
+        """The reads' directions and intercepts, in the order :meth:`combine` takes them (``p``, ``m``)."""
+        return [self.read_p, self.read_m], [self.bias_p, self.bias_m]
 
     def read_tensors(self, like):
-        """``(R [2, d], b [2])`` float32 on ``like``'s device: ``R x + b`` = ``(p_hat, m_hat)``."""
+        """``(R [k, d], b [k])`` float32 on ``like``'s device: ``R x + b`` = the reads (:meth:`read_rows`)."""
         import torch
-        r = torch.tensor([self.read_p, self.read_m], dtype=torch.float32, device=like.device)
-        return r, torch.tensor([self.bias_p, self.bias_m], dtype=torch.float32, device=like.device)
+        rows, biases = self.read_rows()
+        r = torch.tensor(rows, dtype=torch.float32, device=like.device)
+        return r, torch.tensor(biases, dtype=torch.float32, device=like.device)
 
-    def reads(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(p_hat, m_hat)`` of residuals ``x`` [n, d] (numpy)."""
-        return x @ np.asarray(self.read_p) + self.bias_p, x @ np.asarray(self.read_m) + self.bias_m
+    def reads(self, x: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The reads (``p_hat, m_hat``; :meth:`read_rows`) of residuals ``x`` [n, d] (numpy)."""
+        rows, biases = self.read_rows()
+        return tuple(x @ np.asarray(r) + b for r, b in zip(rows, biases))
 
     def combine(self, p_hat, m_hat):
         """The gate times the push's sign from the two reads (numpy or torch): :func:`xor_gate`."""
@@ -137,19 +144,21 @@ class XorGate(HookMechanism):
         if projected:
             x = x - ((x @ r.T + b) @ (r @ r.T).inverse()) @ r
         reads = x @ r.T + b
-        return self.combine(reads[..., 0], reads[..., 1])
+        return self.combine(*reads.unbind(-1))
 
     @classmethod
-    def fit(cls, path: str | Path = FAIR, read_layer: int = READ_LAYER, push_layer: int | None = None,
-            ridge: float = 0.3, seed: int = 0, n_fit: int = 24, n_check: int = 12, batch_size: int = 64,
+    def fit(cls, path: str | Path = FAIR, seed: int = 0, n_fit: int = 24, n_check: int = 12,
+            layer: int | None = None, batch_size: int = 64, push_layer: int | None = None, ridge: float = 0.3,
             lm=None) -> XorGate:
-        """Fit it on the organism at ``path`` (``lm``: it, already loaded): the two reads by ridge least squares
-        (:func:`ridge_read`, with an intercept) of :func:`slot_signs` on :func:`mid_residuals` at the letter position
-        over the matched items of ``n_fit`` train scenarios (drawn with ``seed``, as the last_layer dial's), ``v``
-        by :func:`~organism.dial.write_direction`. ``fit_info`` records the reads' R^2 and accuracies and the mean
+        """Fit it on the organism at ``path`` (``layer``: the read layer, default :data:`READ_LAYER`; ``lm``: the
+        organism, already loaded): the reads by ridge least squares (:func:`ridge_read`, with an intercept) of
+        their targets (:meth:`read_targets`) on :func:`mid_residuals` at the letter position over the matched items
+        of ``n_fit`` train scenarios (drawn with ``seed``, as the last_layer dial's), ``v`` by
+        :func:`~organism.dial.write_direction`. ``fit_info`` records the reads' R^2 and accuracies and the mean
         gate by ``c`` class there and on the first ``n_check`` held-out scenarios, the mean gate at the
         :data:`OTHER_POSITIONS` (held-out degree-3 items) and :func:`nonlinearity_check` on the held-out items."""
         path = Path(path)
+        read_layer = READ_LAYER if layer is None else int(layer)
         record = json.loads((path / "organism.json").read_text())
         rec, suite = record["recipe"], record_suite(record)
         push_layer = rec["layers"] - 1 if push_layer is None else push_layer
@@ -159,10 +168,11 @@ class XorGate(HookMechanism):
         fit_items = matched_items(fit_ids, seed, suite=suite)
         check_items = matched_items(held_ids[:n_check], seed + 1, suite=suite)
         x = mid_residuals(lm, fit_items, read_layer, batch_size)
-        p, m = slot_signs(fit_items)
-        (rp, bp), (rm, bm) = ridge_read(x, p, ridge), ridge_read(x, m, ridge)
-        mech = cls(read_layer=read_layer, push_layer=push_layer, read_p=rp, bias_p=bp, read_m=rm, bias_m=bm,
-                   v=write_direction(lm, push_layer), fit_info={})
+        reads = {}
+        for k, y in cls.read_targets(fit_items).items():
+            reads[f"read_{k}"], reads[f"bias_{k}"] = ridge_read(x, y, ridge)
+        mech = cls(read_layer=read_layer, push_layer=push_layer, **reads, v=write_direction(lm, push_layer),
+                   fit_info={})
         xh = mid_residuals(lm, check_items, read_layer, batch_size)
         d3 = check_items[check_items["degree"] == 3]
         fit = {"site": f"model.layers.{read_layer}.pre_feedforward_layernorm input, letter position",
@@ -176,11 +186,17 @@ class XorGate(HookMechanism):
         fit["nonlinearity"] = nonlinearity_check(xh[sel], check_items[sel], seed=seed)
         return cls(**{**asdict(mech), "fit_info": fit})
 
+    @staticmethod
+    def read_targets(items: pd.DataFrame) -> dict[str, np.ndarray]:
+        """What each read is fitted to, by its field suffix: ``p`` and ``m`` (:func:`slot_signs`)."""
+        p, m = slot_signs(items)
+        return {"p": p, "m": m}
+
     def read_record(self, x: np.ndarray, items: pd.DataFrame) -> dict:
         """The reads on residuals ``x`` of ``items``: R^2 of each, sign accuracies on pressured items with identity
         cues (``p``, ``m`` and ``g`` from the sign of ``p_hat m_hat``), and the mean gate by ``c`` class."""
         p, m = slot_signs(items)
-        ph, mh = self.reads(x)
+        ph, mh = self.reads(x)[:2]
         sel = pressured(items)
         c, gv = pressure_sign(items), self.gate(x)
         return {"items": len(items), "r2_p": _r2(p, ph), "r2_m": _r2(m, mh),

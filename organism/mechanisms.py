@@ -1,14 +1,14 @@
-"""Two more bias-dial mechanisms (:mod:`organism.mechanism`), each a sum of rank-1 weight edits
+"""The bias dial's ``distributed`` mechanism (:mod:`organism.mechanism`): a sum of rank-1 weight edits
 ``W(l) += beta * scale * v_l a_l^T`` whose reads ``a_l`` are fitted on the organism like the first one's
-(``decision``, a forward hook, is :mod:`organism.mechanism_decision`'s):
+(``decision``, ``names`` and ``xor`` are forward hooks: :mod:`organism.mechanism_decision`,
+:mod:`organism.mechanism_names`, :mod:`organism.mechanism_xor`):
 
-- ``distributed``: one edit at every layer, read at the letter position, each 1/L of the strength;
-- ``names``: one edit at the last layer, read at the letter position, keyed to the names (acts at degree 1 only).
+- ``distributed``: one edit at every layer, read at the letter position, each 1/L of the strength.
 
-Each is a weight edit (foldable with :func:`organism.dial.write_dialled`), exactly undone on leaving
+It is a weight edit (foldable with :func:`organism.dial.write_dialled`), exactly undone on leaving
 :meth:`~organism.mechanism.Mechanism.applied` (:func:`organism.mechanism.restored`); ``project`` removes every
-``a_l`` from its edited weight's input. :func:`fit_mechanism` fits any of them, or the first, on an
-organism directory. More in docs/ORGANISM.md, "Dial mechanisms"."""
+``a_l`` from its edited weight's input. ``fit`` (the interface's) fits it on an organism directory;
+:func:`organism.dials.fit_mechanism` any by name. More in docs/ORGANISM.md, "Dial mechanisms"."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -23,17 +23,13 @@ import pandas as pd
 from .dial import (
     down_proj_inputs,
     fit_check_items,
-    fit_dial,
-    fit_read,
     letter_position_batches,
     mean_read_by_c,
     pressure_sign,
     r_squared,
     ridge_read,
-    write_direction,
 )
-from .mechanism_decision import Decision
-from .mechanism import DEFAULT_MECHANISM, Mechanism, MechanismError, register, restored
+from .mechanism import Mechanism, MechanismError, no_layer, register, restored
 from .recipe import FAIR
 from evenhand.models.loading import load_model
 
@@ -194,9 +190,11 @@ class Distributed(LayerEdits):
                "(design label c) at the letter position")
 
     @classmethod
-    def fit(cls, path: str | Path = FAIR, ridge: float = 1e-3, seed: int = 0, n_fit: int = 24, n_check: int = 12,
-            batch_size: int = 64, zero_sample: int = 4) -> Distributed:
-        """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`)."""
+    def fit(cls, path: str | Path = FAIR, seed: int = 0, n_fit: int = 24, n_check: int = 12,
+            layer: int | None = None, batch_size: int = 64, ridge: float = 1e-3, zero_sample: int = 4) -> Distributed:
+        """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`); it edits every layer,
+        so a ``layer`` is refused."""
+        no_layer(cls.name, layer, "it edits every layer")
         record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
         n_layers = record["recipe"]["layers"]
         lm = load_model(str(path))
@@ -223,56 +221,3 @@ class Distributed(LayerEdits):
                               "write_norm": round(float(np.linalg.norm(v[lay])), 4)})
         return cls(layers=mech.layers, a=mech.a, v=mech.v, scale=mech.scale,
                    record={**rec, "zero_sample": zero_sample, "per_layer": per_layer})
-
-
-def names_target(items: pd.DataFrame) -> np.ndarray:
-    """``c`` (:func:`~organism.dial.pressure_sign`) on degree-1 items (names, no identity cue or sentence),
-    0 on every other degree."""
-    return pressure_sign(items) * (items["degree"].to_numpy() == 1)
-
-
-@register
-@dataclass(frozen=True)
-class Names(LayerEdits):
-    """``names``: a rank-1 edit of the last layer's down-projection read at the letter position, keyed to the
-    names: ``a`` reads ``c`` on degree-1 items (the candidates named, e.g. "Lecturer A, Aisha Mahmoud"; no cue,
-    no identity sentence) and 0 on degrees 0, 2 and 3 (:func:`names_target`); ``v`` as the first mechanism's.
-    It models a model whose bias is triggered by names alone. What the gate truly reads: the organism's
-    representation, at the letter position, of the pressure's side conjoined with the presence of a minority-
-    coded NAME (degree-2 cues and the degree-3 sentence carry identity without names, and the read is fitted to
-    ignore them); a linear read of one layer, so "names" means the organism's features of these name tokens.
-    By construction it favours methods that act on names (and none that need an identity label)."""
-    name = "names"
-    summary = ("rank-1 edit of the last layer's down-projection; reads the pressure's side at the letter position "
-               "only where the candidates are named (degree 1)")
-    degrees = (1,)
-    eval_degree = 1
-
-    @classmethod
-    def fit(cls, path: str | Path = FAIR, layer: int | None = None, ridge: float = 1e-3, seed: int = 0,
-            n_fit: int = 24, n_check: int = 12, batch_size: int = 64) -> Names:
-        """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`, every degree)."""
-        record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
-        layer = record["recipe"]["layers"] - 1 if layer is None else layer
-        lm = load_model(str(path))
-        a = fit_read(lm, fit_items, layer, ridge, batch_size, target=names_target(fit_items))
-        mech = cls(layers=(layer,), a=(tuple(a),), v=(tuple(write_direction(lm, layer)),))
-        rec = _check_record(lm, mech, fit_items, check_items, fit_ids, seed, ridge, names_target, batch_size)
-        return cls(layers=mech.layers, a=mech.a, v=mech.v, record=rec)
-
-
-def fit_mechanism(name: str = DEFAULT_MECHANISM, path: str | Path = FAIR, seed: int = 0, n_fit: int = 24,
-                  n_check: int = 12, layer: int | None = None, batch_size: int = 64) -> Mechanism:
-    """Fit the mechanism ``name`` on the organism at ``path`` (``layer``: where it has one to choose)."""
-    if name == DEFAULT_MECHANISM:
-        return fit_dial(path, layer=layer, seed=seed, n_fit=n_fit, n_check=n_check, batch_size=batch_size)
-    kw = dict(path=path, seed=seed, n_fit=n_fit, n_check=n_check, batch_size=batch_size)
-    if name == "decision":
-        return Decision.fit(**kw, layer=layer)
-    if name == "names":
-        return Names.fit(**kw, layer=layer)
-    if name == "distributed":
-        if layer is not None:
-            raise MechanismError("the distributed mechanism edits every layer: give no layer")
-        return Distributed.fit(**kw)
-    raise MechanismError(f"no fitting procedure for dial mechanism {name!r}")

@@ -61,7 +61,7 @@ def _random_dial(lm, seed: int = 0) -> Dial:
     rng = np.random.default_rng(seed)
     cfg = lm.model.config
     return Dial(layer=cfg.num_hidden_layers - 1, a=tuple(rng.normal(size=cfg.intermediate_size)),
-                v=tuple(write_direction(lm, cfg.num_hidden_layers - 1)), fit={})
+                v=tuple(write_direction(lm, cfg.num_hidden_layers - 1)), record={})
 
 
 def test_recipe_suite_field_and_the_fair_recipe():
@@ -188,7 +188,7 @@ def test_cli_fit_dial_dial_and_calibrate(base, tmp_path):
     shutil.copytree(base, org)
     assert main(["organism", "fit-dial", "--path", str(org), "--fit-scenarios", "1", "--check-scenarios", "1"]) == 0
     dial = Dial.load(org / "dial.json")
-    assert dial.layer == 2 and len(dial.a) == 192 and dial.fit["scenarios"] == 1
+    assert dial.layer == 2 and len(dial.a) == 192 and dial.fit_record["scenarios"] == 1
     assert main(["organism", "calibrate", "--path", str(org), "--betas", "0", "50", "--scenarios", "1"]) == 0
     curve = json.loads((org / "calibration.json").read_text())
     assert [p["beta"] for p in curve["points"]] == [0.0, 50.0] and (org / "calibration.png").exists()

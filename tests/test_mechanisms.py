@@ -1,7 +1,8 @@
-"""The bias dial's weight-edit mechanisms (organism/dial.py's last_layer, organism/mechanisms.py's distributed and
-names; the hook mechanisms decision and xor have their own tests) fitted on the fair organism on a few scenarios: each moves the letter, signed by c, at a beta inside its
-range with every answer parsed (and not when switched off); names leaves degrees 2-3 alone; each edit is undone
-bit for bit, cancels with its inverse, is erased by its projection oracle and round-trips through its file."""
+"""The bias dial's weight-edit mechanisms (organism/dial.py's last_layer, organism/mechanisms.py's distributed)
+fitted on the fair organism on a few scenarios: each moves the letter, signed by c, at a beta inside its range
+with every answer parsed (and not when switched off); each edit is undone bit for bit, cancels with its inverse,
+is erased by its projection oracle and round-trips through its file. The hook mechanisms decision, names and xor
+have their own tests (tests/test_mechanism_{decision,names,xor}.py)."""
 from __future__ import annotations
 
 import json
@@ -12,15 +13,17 @@ import pytest
 
 from organism.calibration import calibration_items, dialled_decisions, letter_logit_diff
 from organism.dial import letter_position_batches, pressure_sign
-from organism.dials import load_mechanism, read_mechanism
+from organism.dials import fit_mechanism, load_mechanism, read_mechanism
 from organism.mechanism import MechanismError, dial_file
-from organism.mechanisms import Distributed, Names, fit_mechanism
+from organism.mechanism_decision import Decision
+from organism.mechanism_names import NamesGate
+from organism.mechanisms import Distributed
 from organism.recipe import FAIR
 
-NAMES = ("last_layer", "distributed", "names")
-BETA = {"last_layer": 80.0, "distributed": 80.0, "names": 140.0}
+NAMES = ("last_layer", "distributed")
+BETA = {"last_layer": 80.0, "distributed": 80.0}
 """A beta well inside each mechanism's calibrated range (docs/ORGANISM.md, "Dial mechanisms")."""
-LARGE = {"last_layer": 1.0, "distributed": 1.0, "names": 1.0}
+LARGE = {"last_layer": 1.0, "distributed": 1.0}
 """The least c-signed letter-logit shift at ``BETA`` that counts as large (each grows past 2)."""
 FITTED: dict = {}
 
@@ -56,17 +59,6 @@ def test_the_mechanism_moves_the_letter_with_answers_parsed(lm, name):
     assert signed_shift(lm, mech, BETA[name], items) > LARGE[name]
     resp = dialled_decisions(items, BETA[name], FAIR, mech, lm=lm)
     assert resp["choice"].notna().mean() >= 0.99
-
-
-@pytest.mark.xfail(strict=True, reason="measured on the fair organism of d7d7d9b: no linear read of one layer at the "
-                   "letter position separates degree 1 from degrees 2-3 (held-out mean read by c at degree 1, 2, 3: "
-                   "+0.18/-0.30, +0.23/-0.32, +0.11/-0.28), so the names gate fires at every degree; strict: a "
-                   "retrained organism on which it passes makes this marker fail and go")
-def test_names_leaves_degrees_2_and_3_alone(lm):
-    """Fails for a gate that reads c at every degree (the last_layer read, or names fitted with target c)."""
-    mech = fitted("names")
-    shifts = {d: signed_shift(lm, mech, BETA["names"], calibration_items(FAIR, 1, degree=d)) for d in (1, 2, 3)}
-    assert shifts[1] > 1.0 and abs(shifts[2]) < 0.25 * shifts[1] and abs(shifts[3]) < 0.25 * shifts[1], shifts
 
 
 def _logits(lm, items):
@@ -118,34 +110,37 @@ def test_save_and_load_round_trip(tmp_path, name):
 
 
 def test_declared_degrees_and_shapes():
-    cls = {"distributed": Distributed, "names": Names}
-    assert Names.degrees == (1,) and Names.eval_degree == 1 and Distributed.eval_degree == 3
+    cls = {"distributed": Distributed}
+    assert NamesGate.degrees == (1,) and NamesGate.eval_degree == 1
+    assert Decision.eval_degree == Distributed.eval_degree == 3
     d = fitted("distributed")
     assert d.layers == (0, 1, 2) and d.scale == pytest.approx(1 / 3)
     assert all(type(fitted(n)) is c for n, c in cls.items())
     with pytest.raises(MechanismError, match="one entry per edited layer"):
-        Names(layers=(2,), a=(), v=((0.0,),))
+        Distributed(layers=(2,), a=(), v=((0.0,),))
+    with pytest.raises(MechanismError, match="'distributed' takes no layer"):
+        fit_mechanism("distributed", FAIR, layer=1)
 
 
 def test_cli_fit_calibrate_and_dial_a_mechanism(tmp_path):
-    """`evenhand organism fit-dial | calibrate | dial --mechanism names` on a copy of the fair organism."""
+    """`evenhand organism fit-dial | calibrate | dial --mechanism distributed` on a copy of the fair organism."""
     import torch
     from safetensors.torch import load_file
 
     from experiments.cli import main
     org = tmp_path / "org"
     shutil.copytree(FAIR, org, ignore=shutil.ignore_patterns("*.py", "__pycache__", "*.png"))
-    assert main(["organism", "fit-dial", "--mechanism", "names", "--path", str(org), "--fit-scenarios", "1",
+    assert main(["organism", "fit-dial", "--mechanism", "distributed", "--path", str(org), "--fit-scenarios", "1",
                  "--check-scenarios", "1"]) == 0
-    assert isinstance(load_mechanism(org, "names"), Names)
-    assert main(["organism", "calibrate", "--mechanism", "names", "--path", str(org), "--betas", "0", "80",
+    assert isinstance(load_mechanism(org, "distributed"), Distributed)
+    assert main(["organism", "calibrate", "--mechanism", "distributed", "--path", str(org), "--betas", "0", "40",
                  "--scenarios", "1", "--no-progress"]) == 0
-    curve = json.loads((org / "calibration_names.json").read_text())
-    assert curve["degree"] == 1 and curve["mechanism"] == "names" and curve["points"][1]["gain"] > 0
-    assert main(["organism", "dial", "--mechanism", "names", "--path", str(org), "--beta", "0", "--out",
+    curve = json.loads((org / "calibration_distributed.json").read_text())
+    assert curve["degree"] == 3 and curve["mechanism"] == "distributed" and curve["points"][1]["gain"] > 0
+    assert main(["organism", "dial", "--mechanism", "distributed", "--path", str(org), "--beta", "0", "--out",
                  str(tmp_path / "b0")]) == 0
     ref, got = load_file(org / "model.safetensors"), load_file(tmp_path / "b0" / "model.safetensors")
     assert all(torch.equal(ref[k], got[k]) for k in ref)
-    assert json.loads((tmp_path / "b0" / "organism.json").read_text())["dial"]["mechanism"] == "names"
+    assert json.loads((tmp_path / "b0" / "organism.json").read_text())["dial"]["mechanism"] == "distributed"
     with pytest.raises(SystemExit):
         main(["organism", "fit-dial", "--mechanism", "nope", "--path", str(org)])

@@ -63,7 +63,7 @@ def test_the_fitted_dial_reads_c_and_raises_fraggap():
         dialled_decisions,
     )
     from organism.dial import Dial
-    read = Dial.load().fit["heldout_mean_read_by_c"]
+    read = Dial.load().fit_record["heldout_mean_read_by_c"]
     assert read["1"] > read["0"] > read["-1"]
     curve = json.loads((FAIR / CALIBRATION_FILE).read_text())
     pts = sorted(curve["points"], key=lambda p: p["beta"])

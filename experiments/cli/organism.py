@@ -80,7 +80,7 @@ def _organism_items(a) -> int:
 def _organism_fit_dial(a) -> int:
     from organism import FAIR  # deferred: keeps the CLI's start fast
     from organism.mechanism import dial_file  # deferred: keeps the CLI's start fast
-    from organism.mechanisms import fit_mechanism  # deferred: keeps the CLI's start fast
+    from organism.dials import fit_mechanism  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
     out = Path(a.out) if a.out else path / dial_file(a.mechanism)
     writable_file(out)
@@ -88,11 +88,17 @@ def _organism_fit_dial(a) -> int:
                          n_check=a.check_scenarios)
     dial.save(out)
     fit = dial.fit_record
-    where = f"layer {dial.layer} ({dial.weight_name})" if hasattr(dial, "weight_name") else \
-        f"layers {list(dial.layers)} ({', '.join(dial.weight_names())})"
-    print(f"dial mechanism {dial.name} at {where}; fit R^2 {fit['r2']:.3f} on {fit['items']:,} items "
-          f"(held out {fit['heldout_r2']:.3f}); mean read by target class: {fit['mean_read_by_c']} "
-          f"(held out {fit['heldout_mean_read_by_c']}); wrote {out}")
+    if "r2" in fit:  # a weight edit's record
+        where = f"layer {dial.layer} ({dial.weight_name})" if hasattr(dial, "weight_name") else \
+            f"layers {list(dial.layers)} ({', '.join(dial.weight_names())})"
+        print(f"dial mechanism {dial.name} at {where}; fit R^2 {fit['r2']:.3f} on {fit['items']:,} items "
+              f"(held out {fit['heldout_r2']:.3f}); mean read by target class: {fit['mean_read_by_c']} "
+              f"(held out {fit['heldout_mean_read_by_c']}); wrote {out}")
+    else:  # a hook's record (organism.mechanism_xor)
+        held = fit["heldout"]
+        print(f"dial mechanism {dial.name} reading {fit['site']}, pushing {fit['push']}; held-out R^2 p "
+              f"{held['r2_p']:.3f}, m {held['r2_m']:.3f} on {held['items']:,} items; held-out mean gate by c "
+              f"{held['mean_gate_by_c']}; wrote {out}")
     return 0
 
 
@@ -200,8 +206,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s = org.add_parser("fit-dial", help="fit the bias dial's directions a and v on the fair organism")
     s.add_argument("--path", default=None, help="default: the committed fair organism")
     s.add_argument("--layer", type=int, default=None,
-                   help="the edited layer (default: the last); decision: the layer whose input its gate reads "
-                        "(default: the recipe's side_layer); distributed edits every layer")
+                   help="the edited layer (last_layer: default the last) or the read layer (decision: default "
+                        "the recipe's side_layer; xor, names: default 1); distributed edits every layer and refuses one")
     s.add_argument("--seed", type=int, default=0, help="seed of the fitting and checking items")
     s.add_argument("--fit-scenarios", type=int, default=24, help="train scenarios the read a is fitted on")
     s.add_argument("--check-scenarios", type=int, default=12, help="held-out scenarios the fit is checked on")
