@@ -88,17 +88,10 @@ def _organism_fit_dial(a) -> int:
                          n_check=a.check_scenarios)
     dial.save(out)
     fit = dial.fit_record
-    if "r2" in fit:  # a weight edit's record
-        where = f"layer {dial.layer} ({dial.weight_name})" if hasattr(dial, "weight_name") else \
-            f"layers {list(dial.layers)} ({', '.join(dial.weight_names())})"
-        print(f"dial mechanism {dial.name} at {where}; fit R^2 {fit['r2']:.3f} on {fit['items']:,} items "
-              f"(held out {fit['heldout_r2']:.3f}); mean read by target class: {fit['mean_read_by_c']} "
-              f"(held out {fit['heldout_mean_read_by_c']}); wrote {out}")
-    else:  # a hook's record (organism.mechanism_xor)
-        held = fit["heldout"]
-        print(f"dial mechanism {dial.name} reading {fit['site']}, pushing {fit['push']}; held-out R^2 p "
-              f"{held['r2_p']:.3f}, m {held['r2_m']:.3f} on {held['items']:,} items; held-out mean gate by c "
-              f"{held['mean_gate_by_c']}; wrote {out}")
+    stats = {k: fit[k] for k in ("items", "r2", "heldout_r2", "mean_read_by_c", "heldout_mean_read_by_c") if k in fit}
+    if isinstance(fit.get("heldout"), dict):  # a hook's record: its reads checked on held-out scenarios
+        stats.update({f"heldout {k}": v for k, v in fit["heldout"].items() if k.startswith(("r2", "accuracy", "mean_gate"))})
+    print(f"dial mechanism {dial.name}: {dial.summary}\n  fit: {json.dumps(stats)}\n  wrote {out}")
     return 0
 
 
