@@ -153,7 +153,7 @@ def degree_effects(mech: Mechanism, betas, path: str | Path = FAIR, n_scenarios:
     c = pressure_sign(items)
     deg = items["degree"].to_numpy()
     base = letter_logit_diff(lm, items, batch_size)
-    reads = mech.reads(lm, items, batch_size) if hasattr(mech, "reads") else None
+    reads = mech.reads(lm, items, batch_size) if mech.in_weights and hasattr(mech, "reads") else None  # a hook's reads take activations
     diag = {}
     for d in (0, 1, 2, 3):
         sel = deg == d

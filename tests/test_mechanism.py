@@ -55,3 +55,14 @@ def test_calibrate_records_where_a_hook_mechanism_acts():
     curve = calibrate([0, 50], FAIR, n_scenarios=1, mechanism="xor", progress=False)
     assert curve["mechanism"] == "xor" and "hook" in curve and "weight" not in curve
     assert [p["beta"] for p in curve["points"]] == [0.0, 50.0] and curve["points"][1]["gain"] is not None
+
+
+def test_degree_effects_takes_a_hook_mechanism():
+    """The degree check on a forward-hook mechanism (it called the weight edits' ``reads(lm, items, ...)`` on
+    the xor gate's ``reads(x)`` and failed with a TypeError): every degree reported, degree 0 never moves."""
+    from organism.calibration import degree_effects, degree_table
+    eff = degree_effects(load_mechanism(FAIR, "xor"), [40.0], FAIR, n_scenarios=1)
+    t = degree_table(eff)
+    assert sorted(t["degree"].unique()) == [0, 1, 2, 3] and sorted(t["beta"].unique()) == [0.0, 40.0]
+    assert (t[t["degree"] == 0]["fraggap_value"] == 0).all()
+    assert (t[(t["beta"] == 40.0) & (t["degree"] > 0)]["gain"] > 0).all()
