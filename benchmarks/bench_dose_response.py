@@ -119,7 +119,7 @@ def mechanism_config(cfg, mechanism: str):
 
 def across_dir(cfg) -> Path:
     """Where the across-mechanism outputs go: ``<output_dir>/across``."""
-    return Path(cfg.output_dir) / "across"
+    return RunDir(cfg.output_dir).across_dir
 
 
 def worker_calls(cfg, mechs: list[str], args) -> list[tuple[str, list[str], set[str]]]:

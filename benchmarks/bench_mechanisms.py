@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     mechs = args.mechanism or found_runs(root)
     if not mechs:
         ap.error(f"runs: no <mechanism>/summary.csv under {root}")
-    out = Path(args.out) if args.out else root / "across"
+    out = Path(args.out) if args.out else RunDir(root).across_dir
     try:
         _, rob = write_across({m: root / m for m in mechs}, out)
     except (FileNotFoundError, ValueError) as exc:

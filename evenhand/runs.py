@@ -232,6 +232,7 @@ class RunDir:
     replication_fields_path = _at("replications/replication.json", "The fields a dose-response run's "
                                   "independent replications were decoded with.")
     # the dose-response benchmark across dial mechanisms (its directory: the runs' parent, ``across/``)
+    across_dir = _at("across", "The across-mechanism outputs' directory, in the per-mechanism runs' parent.")
     across_table = _at("across.parquet", "The dose-response slopes across dial mechanisms (arm x metric x mechanism).")
     across_csv = _at("across.csv", "The across-mechanism table as CSV.")
     across_json = _at("across.json", "The dose-response runs an across-mechanism table was read from.")

@@ -21,7 +21,7 @@ from evenhand.engine.positions import current_answer_tokens
 
 from .mechanism import Mechanism, MechanismError
 
-_LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """model -> {mechanism key: its live hooks} (one set of hooks per fitted mechanism and model)."""
 
 
@@ -117,7 +117,7 @@ class GateHooks:
 
 def live_hooks(mech: HookMechanism, model) -> GateHooks:
     """The live hooks of ``mech`` on ``model`` (registered on first use)."""
-    live = _LIVE.setdefault(model, {})
+    live = LIVE.setdefault(model, {})
     if mech.key() not in live:
         live[mech.key()] = GateHooks(mech, model)
     return live[mech.key()]
@@ -127,7 +127,7 @@ def release(mech: HookMechanism, model, hooks: GateHooks) -> None:
     """Remove ``hooks`` once no block of ``mech`` is open on ``model``."""
     if not hooks.betas and not hooks.projected:
         hooks.remove()
-        live = _LIVE.get(model, {})
+        live = LIVE.get(model, {})
         live.pop(mech.key(), None)
         if not live:
-            _LIVE.pop(model, None)
+            LIVE.pop(model, None)

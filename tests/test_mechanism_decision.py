@@ -15,9 +15,9 @@ from organism.dial import pressure_sign, write_dialled
 from organism.dials import read_mechanism
 from organism.mechanism import MECHANISMS, MechanismError
 from organism.mechanism_decision import Decision
-from organism.mechanism_hooks import _LIVE
-from organism.mechanisms import fit_mechanism
-from organism.recipe import FAIR
+from organism.mechanism_hooks import LIVE
+from organism.dials import fit_mechanism
+from organism.recipe import FAIR_V1 as FAIR  # thresholds set on v1 (fitted there in the test)
 
 BETA = 40.0
 """A moderate strength: a c-signed letter shift of about 2.4 logits (gain ~0.06 per unit beta, docs/ORGANISM.md)."""
@@ -174,7 +174,7 @@ def test_a_decode_step_without_its_prompt_pass_is_an_error(mech, lm, items):
             with pytest.raises(MechanismError, match="prefix reuse"):
                 lm.model(input_ids=ids[:, cut:], attention_mask=mask, position_ids=pos[:, cut:],
                          past_key_values=out.past_key_values)
-    assert not _LIVE
+    assert not LIVE
 
 
 def test_undone_exactly_the_inverse_cancels_and_the_projection_shuts_it(mech, lm, items, base):
@@ -188,7 +188,7 @@ def test_undone_exactly_the_inverse_cancels_and_the_projection_shuts_it(mech, lm
         with mech.applied(lm.model, BETA):
             assert np.abs(letter_logit_diff(lm, items) - base).max() > 1.0
             raise RuntimeError("inside")
-    assert not any(m._forward_hooks or m._forward_pre_hooks for m in watched) and not _LIVE
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in watched) and not LIVE
     assert torch.equal(torch.tensor(letter_logit_diff(lm, items)), torch.tensor(base))
     with mech.applied(lm.model, BETA), mech.applied(lm.model, -BETA):
         assert np.array_equal(letter_logit_diff(lm, items), base)
@@ -198,7 +198,7 @@ def test_undone_exactly_the_inverse_cancels_and_the_projection_shuts_it(mech, lm
         assert np.array_equal(letter_logit_diff(lm, items), half)
     with mech.applied(lm.model, BETA), mech.project(lm.model):
         assert np.abs(letter_logit_diff(lm, items) - base).max() < 1e-4
-    assert not _LIVE
+    assert not LIVE
 
 
 def test_fit_mechanism_routes_to_it(lm):

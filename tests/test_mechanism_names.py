@@ -15,7 +15,7 @@ from organism.dials import load_mechanism, read_mechanism
 from organism.mechanism import MECHANISMS, MechanismError
 from organism.mechanism_names import NamesGate
 from organism.mechanism_xor import xor_gate
-from organism.recipe import FAIR
+from organism.recipe import FAIR_V1 as FAIR  # thresholds set on v1 (its fit of this mechanism)
 
 BETA = 200.0
 """A strength inside the range (the gate's mean at degree 1 is about half the xor gate's)."""

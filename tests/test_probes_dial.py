@@ -59,7 +59,8 @@ def design_catches_up(study: pd.DataFrame, target: str, low: float, high: float,
 def study():
     """The probe study at beta 0 and BIG on 6 held-out scenarios' degree-3 items (912 items), one site."""
     from organism.probe import dial_probe_study
-    return dial_probe_study([0.0, BIG], n_scenarios=6, degrees=(3,), targets=("amb_side", "departed"), sites=(SITE,),
+    from organism.recipe import FAIR_V1  # its thresholds were set on v1; on the retrained organism see the closing note of issue 33
+    return dial_probe_study([0.0, BIG], FAIR_V1, n_scenarios=6, degrees=(3,), targets=("amb_side", "departed"), sites=(SITE,),
                             opts=FAST, resamples=300)
 
 
