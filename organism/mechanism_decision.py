@@ -59,25 +59,6 @@ class Decision(HookMechanism):
         if not 0 <= self.read_layer <= self.push_layer:
             raise MechanismError(f"decision: read_layer {self.read_layer} must be in 0..push_layer ({self.push_layer})")
 
-    def key(self) -> tuple:
-        return (self.name, self.read_layer, self.push_layer, self.read, self.bias, self.v)
-
-    @property
-    def fit_record(self) -> dict:
-        return dict(self.fit_info)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        return {**d, "fit": d.pop("fit_info")}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> Decision:
-        try:
-            return cls(read_layer=int(d["read_layer"]), push_layer=int(d["push_layer"]), read=d["read"],
-                       bias=float(d["bias"]), v=d["v"], fit_info=dict(d.get("fit", {})))
-        except KeyError as e:
-            raise MechanismError(f"decision: the fitted file has no field {e.args[0]!r}") from None
-
     def read_module(self, model):
         return model.model.layers[self.read_layer]
 

@@ -15,7 +15,7 @@ import math
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 
 from evenhand.engine.positions import current_answer_tokens
 
@@ -34,12 +34,30 @@ class PassInfo:
 
 
 class HookMechanism(Mechanism):
-    """A dial mechanism applied by forward hooks (subclasses: frozen dataclasses with ``push_layer`` and ``v``)."""
+    """A dial mechanism applied by forward hooks (subclasses: frozen dataclasses with ``push_layer``, ``v`` and a
+    ``fit_info`` record, written as ``fit`` in the file; ``*_layer`` fields are ints, ``bias*`` floats)."""
     in_weights = False
 
-    @abc.abstractmethod
     def key(self) -> tuple:
-        """What identifies the edit (fit records aside): nested blocks of one key share their hooks."""
+        """What identifies the edit (every field but ``fit_info``): nested blocks of one key share their hooks."""
+        return (type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self) if f.name != "fit_info")
+
+    @property
+    def fit_record(self) -> dict:
+        return dict(self.fit_info)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        return {**d, "fit": d.pop("fit_info")}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HookMechanism:
+        names = [f.name for f in fields(cls) if f.name != "fit_info"]
+        missing = [n for n in names if n not in d]
+        if missing:
+            raise MechanismError(f"{cls.name}: the fitted file has no field {missing[0]!r}")
+        kw = {n: int(d[n]) if n.endswith("_layer") else float(d[n]) if n.startswith("bias") else d[n] for n in names}
+        return cls(**kw, fit_info=dict(d.get("fit", {})))
 
     @abc.abstractmethod
     def read_module(self, model):

@@ -89,27 +89,6 @@ class XorGate(HookMechanism):
         if not 0 <= self.read_layer <= self.push_layer:
             raise MechanismError(f"{self.name}: read_layer {self.read_layer} must be in 0..push_layer ({self.push_layer})")
 
-    def key(self) -> tuple:
-        """What identifies the edit (every field but ``fit_info``): nested blocks of one key share their hooks."""
-        return (type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self) if f.name != "fit_info")
-
-    @property
-    def fit_record(self) -> dict:
-        return dict(self.fit_info)
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        return {**d, "fit": d.pop("fit_info")}
-
-    @classmethod
-    def from_dict(cls, d: dict) -> XorGate:
-        names = [f.name for f in fields(cls) if f.name != "fit_info"]
-        missing = [n for n in names if n not in d]
-        if missing:
-            raise MechanismError(f"{cls.name}: the fitted file has no field {missing[0]!r}")
-        kw = {n: int(d[n]) if n.endswith("_layer") else float(d[n]) if n.startswith("bias_") else d[n] for n in names}
-        return cls(**kw, fit_info=dict(d.get("fit", {})))
-
     def read_rows(self) -> tuple[list, list]:
         """The reads' directions and intercepts, in the order :meth:`combine` takes them (``p``, ``m``)."""
         return [self.read_p, self.read_m], [self.bias_p, self.bias_m]
