@@ -104,10 +104,6 @@ class LayerEdits(Mechanism):
             raise MechanismError(f"dial mechanism {self.name!r}: layers, a and v must have one entry per edited "
                                  f"layer, got {len(self.layers)}, {len(self.a)}, {len(self.v)}")
 
-    @property
-    def fit_record(self) -> dict:
-        return dict(self.record)
-
     def weight_names(self) -> list[str]:
         """The edited parameters' names in the model's state dict."""
         return [f"model.layers.{lay}.{self.module}.weight" for lay in self.layers]
