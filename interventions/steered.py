@@ -23,7 +23,6 @@ from evenhand.models.sites import n_layers
 from evenhand.prompts import model_text, user_message
 from .reading import adds_special_tokens
 from evenhand.engine.batching import left_pad
-from evenhand.models.sites import module, resolve
 from steering.directions import diff_of_means
 
 
@@ -268,6 +267,36 @@ def relabelled(z, seed: int) -> np.ndarray:
     return np.random.default_rng(int(seed)).permutation(np.asarray(z))
 
 
+PAIR_STRATA = "concept_pair_strata"
+"""The tensor of an ``ace`` ``demographic`` fit holding each item's minority-coded slot (0 A, 1 B), one per row pair."""
+
+
+def pair_flipped(z, strata, seed: int) -> np.ndarray:
+    """Paired labels ``z`` (rows ``2i``, ``2i + 1`` of item ``i``, one of each class) with the labels of exactly half
+    the items of each stratum swapped (an odd one out by a coin; ``numpy.random.default_rng(seed)``).
+
+    The null of a paired, counterbalanced design: within an item the two rows are exchangeable when there is no
+    concept, and each stratum (the minority's slot) keeps its class balance, so whatever the real labels cancel by
+    design (an item's own activations, the slot's letter) cancels in the relabelled difference of means too. A
+    plain permutation of the rows (:func:`relabelled`) breaks both: on the organism it left the slots unbalanced by
+    chance, and its ``ace`` direction at the last layer read the A-minus-B letter (docs/INTERVENTIONS.md)."""
+    z, strata = np.asarray(z), np.asarray(strata)
+    if len(z) != 2 * len(strata) or not (np.all(z[0::2] == 1 - z[1::2]) and set(np.unique(z)) <= {0, 1}):
+        raise InterventionError(f"ace: paired labels need one row of each class per item ({len(z)} labels, "
+                                f"{len(strata)} strata)")
+    rng = np.random.default_rng(int(seed))
+    flip = np.zeros(len(strata), dtype=bool)
+    for g in np.unique(strata):
+        idx = rng.permutation(np.flatnonzero(strata == g))
+        flip[idx[:len(idx) // 2]] = True
+        if len(idx) % 2:
+            flip[idx[-1]] = bool(rng.random() < 0.5)
+    out = z.copy()
+    out[0::2] = np.where(flip, z[1::2], z[0::2])
+    out[1::2] = np.where(flip, z[0::2], z[1::2])
+    return out
+
+
 class _RelabelledControl(DirectionIntervention):
     """The control of an eraser: the same eraser refitted on a seeded random permutation of the labels (one
     permutation for every site), on the activations, sites and fit options of the fit."""
@@ -379,7 +408,7 @@ class ACE(_RelabelledControl):
     concept's difference-of-means direction to the mean of the two classes. The concept (fit option ``concept``)
     is by default the candidate's demographic coding read over the tokens of each candidate's profile
     (:func:`demographic_activations`). Control: the same edit along the difference-of-means direction of a random
-    relabelling of the concept."""
+    relabelling of the concept (``demographic``: half of each slot stratum's pairs swapped, :func:`pair_flipped`)."""
     name = "ace"
     FitOptions = ACEFit
     ApplyOptions = StrengthApply
@@ -401,6 +430,8 @@ class ACE(_RelabelledControl):
             tensors.update(self.site_tensors(acts[s], z, s))
             tensors[fit_activations_key(s)] = _float32(acts[s])
         tensors[LABELS] = _labels(z)
+        if options.concept == "demographic":
+            tensors[PAIR_STRATA] = _labels((rows["minority_slot"] == "B").to_numpy(int))
         return {"sites": sites, "n_train": len(rows), "concept": options.concept, "position": position,
                 "operator_norms": {s: 1.0 for s in sites}}, tensors
 
@@ -416,9 +447,17 @@ class ACE(_RelabelledControl):
                 for s in fitted.info["sites"]}
 
     def control_tensors(self, fitted: Fitted, seed: int) -> dict:
-        """Each site's direction from the fitting activations with the labels permuted (seed ``seed``)."""
+        """Each site's direction from the fitting activations with the labels relabelled (seed ``seed``): for the
+        paired ``demographic`` concept half of each slot stratum's pairs swapped (:func:`pair_flipped`), for the
+        others the labels permuted (:func:`relabelled`)."""
         z, acts = self.fitting_data(fitted)
-        fake = relabelled(z, seed)
+        if fitted.info.get("concept", "demographic") == "demographic":
+            if PAIR_STRATA not in fitted.tensors:
+                raise InterventionError(f"{self.name}: the fit has no tensor {PAIR_STRATA!r}, needed to relabel its "
+                                        "pairs within slot strata (a fit made before the control kept them: fit again)")
+            fake = pair_flipped(z, fitted.tensors[PAIR_STRATA].cpu().numpy(), seed)
+        else:
+            fake = relabelled(z, seed)
         out = {LABELS: _labels(fake)}
         for s in fitted.info["sites"]:
             out.update(self.site_tensors(acts[s], fake, s))

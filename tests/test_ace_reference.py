@@ -13,7 +13,8 @@ import pytest
 from interventions.base import InterventionError
 from interventions.reading import prompt_ids, token_states
 from interventions.registry import get
-from interventions.steered import ACE, concept_labels, demographic_activations, profile_spans, span_means
+from interventions.steered import (ACE, PAIR_STRATA, concept_labels, demographic_activations, pair_flipped,
+                                  profile_spans, relabelled, span_means)
 
 
 # --- a constructed case with a known answer ----------------------------------------------------------------------
@@ -158,3 +159,69 @@ def test_relational_is_the_concept_before_issue_28(lm, train_items):
         ace.split_options({"concept": "identity"})
     with pytest.raises(InterventionError, match="concept 'demographic' needs train items with identity cues"):
         demographic_activations(lm, train_items.assign(degree=0), ["blocks.1.resid_post"])
+
+
+# --- the control: the eraser refitted on relabelled pairs -------------------------------------------------------
+def _paired_slot_rows(seed=0, n=300, d=32, slot_scale=20.0):
+    """Paired rows with NO demographic concept: row pair i is (minority-coded, majority-coded) candidate, each row
+    ``item_i + (+-slot) + noise`` with ``+slot`` for the candidate in slot A; the minority's slot alternates over
+    the items (counterbalanced). Returns (rows [2n, d], labels, strata, the slot direction)."""
+    rng = np.random.default_rng(seed)
+    slot = rng.standard_normal(d)
+    slot *= slot_scale / np.linalg.norm(slot)
+    strata = np.arange(n) % 2  # 0: the minority-coded candidate is in slot A
+    rows = []
+    for i in range(n):
+        item = rng.standard_normal(d)
+        a, b = item + slot + rng.standard_normal(d), item - slot + rng.standard_normal(d)
+        rows += [a, b] if strata[i] == 0 else [b, a]
+    return np.array(rows), np.tile([1, 0], n), strata, slot
+
+
+def test_the_control_relabels_pairs_within_slot_strata():
+    """``pair_flipped`` swaps exactly half of each stratum's pairs (the odd one by a coin), keeps one row of each
+    class per item, and is seeded; unpaired labels are refused."""
+    z, strata = np.tile([1, 0], 9), np.array([0, 0, 0, 0, 1, 1, 1, 1, 1])
+    fake = pair_flipped(z, strata, seed=3)
+    flipped = fake[0::2] == 0
+    assert np.all(fake[0::2] == 1 - fake[1::2])
+    assert flipped[strata == 0].sum() == 2 and flipped[strata == 1].sum() in (2, 3)
+    assert np.array_equal(pair_flipped(z, strata, seed=3), fake)
+    assert any(not np.array_equal(pair_flipped(z, strata, seed=k), fake) for k in range(4, 10))
+    with pytest.raises(InterventionError, match="one row of each class per item"):
+        pair_flipped(np.array([1, 1, 0, 0]), np.array([0, 1]), seed=0)
+
+
+def test_a_plain_permutation_reads_the_slot_where_the_paired_control_does_not():
+    """The constructed failure of the old control: with no concept and a large slot direction that the real labels
+    cancel by counterbalancing, a plain permutation of the rows leaves the slots unbalanced by chance and its
+    difference of means points along the slot (median |cos| 0.71 over 20 seeds; a random direction's is about 0.12 in 32 dimensions); the
+    paired, slot-stratified relabelling cancels it as the real labels do."""
+    from steering.directions import diff_of_means
+    cos_plain, cos_paired = [], []
+    for seed in range(20):
+        X, z, strata, slot = _paired_slot_rows(seed)
+        for fake, out in ((relabelled(z, seed), cos_plain), (pair_flipped(z, strata, seed), cos_paired)):
+            d = diff_of_means(X, fake)
+            out.append(abs(d @ slot) / np.linalg.norm(d) / np.linalg.norm(slot))
+        real = diff_of_means(X, z)
+        assert abs(real @ slot) / np.linalg.norm(real) / np.linalg.norm(slot) < 0.6
+    print(f"|cos(relabelled direction, slot)| over 20 seeds: plain permutation median {np.median(cos_plain):.2f}, "
+          f"paired within strata median {np.median(cos_paired):.2f}")
+    assert np.median(cos_plain) > 0.5 > 0.25 > np.median(cos_paired)
+
+
+def test_the_ace_control_needs_the_pairs_strata(lm, train_items):
+    """The fit stores each item's minority slot; the control refits on pair-flipped labels at every site, and a fit
+    without the strata (made before) is refused with a message to fit again."""
+    ace = get("ace")
+    fitted = ace.fit(lm, train_items, {"layers": [1], "batch_size": 8})
+    rows = train_items[train_items["degree"].astype(int) > 0]
+    assert fitted.tensors[PAIR_STRATA].tolist() == (rows["minority_slot"] == "B").astype(int).tolist()
+    control = ace.random_control(fitted, seed=5)
+    want = pair_flipped(fitted.tensors["concept_labels"].numpy(), fitted.tensors[PAIR_STRATA].numpy(), 5)
+    assert control.tensors["concept_labels"].tolist() == want.tolist()
+    old = type(fitted)(fitted.name, dict(fitted.fit_options), fitted.seed, fitted.key, fitted.control,
+                       dict(fitted.info), {k: t for k, t in fitted.tensors.items() if k != PAIR_STRATA})
+    with pytest.raises(InterventionError, match="concept_pair_strata.*fit again"):
+        ace.random_control(old, seed=5)
