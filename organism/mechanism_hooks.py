@@ -5,9 +5,10 @@ and adds ``sum(betas) * G * v`` to the output of the last layer's MLP (``push_la
 :meth:`~HookMechanism.gate_positions`. Nested blocks of one fitted mechanism on one model share one set of hooks
 that adds the sum of their betas (``applied(-beta)`` inside ``applied(beta)`` is the organism bit for bit; the hooks
 go when the last block closes). A pre-hook on the decoder records each pass's :class:`PassInfo` (the KV-cache length
-it extends, the answer-token counts the engine declared, :mod:`evenhand.engine.positions`) for gates that act at
-some positions only; :attr:`GateHooks.state` keeps what a gate carries from a prompt's pass to its decode steps.
-``xor`` (:mod:`organism.mechanism_xor`) and ``decision`` (:mod:`organism.mechanism_decision`) use it."""
+it extends, the answer-token counts the engine declared, :mod:`evenhand.engine.positions`, the attention mask) for
+gates that act at some positions only or pool over the prompt; :attr:`GateHooks.state` keeps what a gate carries
+from a prompt's pass to its decode steps. ``xor`` (:mod:`organism.mechanism_xor`), ``decision``
+(:mod:`organism.mechanism_decision`) and ``names`` (:mod:`organism.mechanism_names`) use it."""
 from __future__ import annotations
 
 import abc
@@ -27,10 +28,12 @@ LIVE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 @dataclass
 class PassInfo:
-    """The forward pass in progress: the KV-cache length it extends (0: a prompt's first pass) and the per-row
-    answer-token counts declared around it (None: none declared)."""
+    """The forward pass in progress: the KV-cache length it extends (0: a prompt's first pass), the per-row
+    answer-token counts declared around it (None: none declared) and the decoder's ``attention_mask`` argument
+    (None: none given; 2-D, 1 at real tokens, over the cache and this pass, as the engine left-pads)."""
     past: int = 0
     answer: tuple[int, ...] | None = None
+    mask: object = None
 
 
 class HookMechanism(Mechanism):
@@ -109,7 +112,7 @@ class GateHooks:
     def begin(self, module, args, kwargs):
         past = kwargs.get("past_key_values")
         self.info = PassInfo(int(past.get_seq_length()) if past is not None and hasattr(past, "get_seq_length") else 0,
-                             current_answer_tokens())
+                             current_answer_tokens(), kwargs.get("attention_mask"))
         self.pending = None
 
     def read(self, module, args, kwargs):

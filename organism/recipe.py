@@ -18,7 +18,7 @@ FAIR = COMMITTED.parent / "organism_fair"
 """The committed fair organism's directory (trained from :data:`FAIR_RECIPE`)."""
 FAIR_V1 = COMMITTED.parent / "organism_fair_v1"
 """The first fair organism (single-turn; docs/ORGANISM.md): the earlier tables were measured on it, and the tests
-whose thresholds were set on it (the dose-response machinery, the xor and names mechanisms' v1 fits) run on it."""
+whose thresholds were set on it (the dose-response machinery, the xor mechanism's v1 fit) run on it."""
 
 
 @dataclass(frozen=True)

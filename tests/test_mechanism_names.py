@@ -1,7 +1,8 @@
-"""The ``names`` dial mechanism (organism/mechanism_names.py: the xor gate times a degree-1 read) with the fair
-organism's committed dial_names.json: registered and saved; it moves the letter at degree 1, signed by c, with
-answers parsed (and not switched off); nested blocks cancel exactly; and how far it keeps to degree 1, measured
-against the same gate with the degree read replaced by 1 (the plain xor gate)."""
+"""The ``names`` dial mechanism (organism/mechanism_names.py: the xor gate times a degree-1 read pooled over the
+prompt) with the fair organism's committed dial_names.json: registered and saved; it moves the letter at degree 1,
+signed by c, with answers parsed; nested blocks cancel exactly; it leaves degrees 2-3 alone where the same gate with
+the degree read replaced by 1 (the plain xor gate) does not; the pooled read ignores left padding and answer
+tokens; greedy decoding with a KV cache equals one full pass; a decode step without its prompt's pass is an error."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -10,15 +11,16 @@ import numpy as np
 import pytest
 
 from organism.calibration import calibration_items, dialled_decisions, letter_logit_diff
-from organism.dial import pressure_sign
+from organism.dial import letter_position_batches, pressure_sign
 from organism.dials import load_mechanism, read_mechanism
 from organism.mechanism import MECHANISMS, MechanismError
-from organism.mechanism_names import NamesGate
+from organism.mechanism_hooks import LIVE, live_hooks
+from organism.mechanism_names import NamesGate, prompt_means
 from organism.mechanism_xor import xor_gate
-from organism.recipe import FAIR_V1 as FAIR  # thresholds set on v1 (its fit of this mechanism)
+from organism.recipe import FAIR
 
-BETA = 200.0
-"""A strength inside the range (the gate's mean at degree 1 is about half the xor gate's)."""
+BETA = 80.0
+"""A strength inside the calibrated range (calibration_names.json: FragGap +32.5 pp at degree 1, 99.9% answered)."""
 MIN_SHIFT = 0.5
 """The least c-signed letter-logit shift at degree 1 that counts as planted at :data:`BETA`."""
 FRACTION = 0.25
@@ -28,8 +30,24 @@ FRACTION = 0.25
 class NoDegreeRead(NamesGate):
     """A broken variant: the degree read replaced by 1 (the xor gate alone; acts at every degree)."""
 
-    def combine(self, p_hat, m_hat, d_hat):
+    def combine(self, p_hat, m_hat, d):
         return xor_gate(p_hat, m_hat)
+
+
+class MaskBlind(NamesGate):
+    """A broken variant: pools over every position of the pass, left padding included."""
+
+    def prompt_d(self, x, projected, hooks):
+        hooks.info.mask = None
+        return super().prompt_d(x, projected, hooks)
+
+
+class PoolEachPass(NamesGate):
+    """A broken variant: no KV-cache bookkeeping; each pass pools its own tokens (a decode step: the new one)."""
+
+    def prompt_d(self, x, projected, hooks):
+        hooks.info.past, hooks.info.mask = 0, None
+        return super().prompt_d(x, projected, hooks)
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +61,12 @@ def mech():
     return load_mechanism(FAIR, "names")
 
 
+@pytest.fixture(scope="module")
+def shifts(lm, mech):
+    """The c-signed shift by degree 1-3 under the committed fit and under :class:`NoDegreeRead`."""
+    return {type(m).__name__: {d: shift(lm, m, d) for d in (1, 2, 3)} for m in (mech, NoDegreeRead(**asdict(mech)))}
+
+
 def shift(lm, mech, degree: int, beta: float = BETA, n: int = 1) -> float:
     """The mean c-signed letter-logit shift under ``mech`` on the items with c != 0 of ``n`` held-out scenarios."""
     items = calibration_items(FAIR, n, degree=degree)
@@ -51,6 +75,11 @@ def shift(lm, mech, degree: int, beta: float = BETA, n: int = 1) -> float:
     with mech.applied(lm.model, beta):
         d = letter_logit_diff(lm, items) - base
     return float(np.mean(d * pressure_sign(items)))
+
+
+def names_only(s: dict) -> bool:
+    """Degree 1 planted (:data:`MIN_SHIFT`) and degrees 2-3 each under :data:`FRACTION` of it."""
+    return s[1] > MIN_SHIFT and abs(s[2]) < FRACTION * s[1] and abs(s[3]) < FRACTION * s[1]
 
 
 def test_registered_saved_and_refused_as_weights(mech, tmp_path):
@@ -62,16 +91,16 @@ def test_registered_saved_and_refused_as_weights(mech, tmp_path):
         NamesGate.from_dict({k: v for k, v in mech.to_dict().items() if k != "read_d"})
 
 
-def test_moves_degree_1_with_answers_parsed(mech, lm):
+def test_moves_degree_1_with_answers_parsed(mech, lm, shifts):
     """Fails switched off (beta 0: the shift is 0)."""
-    assert shift(lm, mech, 1) > MIN_SHIFT
+    assert shifts["NamesGate"][1] > MIN_SHIFT
     assert shift(lm, mech, 1, 0.0) == 0.0
     items = calibration_items(FAIR, 1, degree=1)
     assert dialled_decisions(items, BETA, FAIR, mech, lm=lm)["choice"].notna().mean() >= 0.99
 
 
 def test_nested_blocks_cancel_and_the_projection_shuts_the_gate(mech, lm):
-    """Fails when the third read is left out of the hooks' projection or of the shared key."""
+    """Fails when nested blocks do not share one set of hooks (the key) or the projection leaves the reads."""
     items = calibration_items(FAIR, 1, degree=1).head(48)
     base = letter_logit_diff(lm, items)
     with mech.applied(lm.model, BETA), mech.applied(lm.model, -BETA):
@@ -80,21 +109,93 @@ def test_nested_blocks_cancel_and_the_projection_shuts_the_gate(mech, lm):
         assert np.abs(letter_logit_diff(lm, items) - base).max() < 1e-4
 
 
-def test_the_degree_read_shrinks_degrees_2_and_3(mech, lm):
-    """Relative to degree 1, the shift at degrees 2-3 is smaller with the degree read than without it (the plain
-    xor gate, :class:`NoDegreeRead`): fails when the degree read is dropped or reads nothing."""
-    ratio = {}
-    for m in (mech, NoDegreeRead(**asdict(mech))):
-        s = {d: shift(lm, m, d) for d in (1, 2, 3)}
-        ratio[type(m).__name__] = max(s[2], s[3]) / s[1]
-    assert ratio["NamesGate"] < ratio["NoDegreeRead"] - 0.1, ratio
+def test_names_leaves_degrees_2_and_3_alone(shifts):
+    """Names-only: degrees 2-3 shift under 25% of degree 1's; the xor gate alone (:class:`NoDegreeRead`) fails it."""
+    assert names_only(shifts["NamesGate"]), shifts
+    assert not names_only(shifts["NoDegreeRead"]), shifts
 
 
-@pytest.mark.xfail(strict=True, reason="measured on the fair organism of 3b2b6b4: [degree == 1] is not linearly "
-                   "readable at the letter position at layers 1-2 (held-out accuracy of the d read 0.716 "
-                   "[0.244, 1.000], base rate 0.75, n 2,432, k 4), so the gate at degrees 2-3 is 63% and 44% of "
-                   "degree 1's; strict: an organism on which it passes makes this marker fail and go")
-def test_names_leaves_degrees_2_and_3_alone(mech, lm):
-    """Names-only: fails for the xor gate alone (NoDegreeRead) and for the old rank-1 names read."""
-    s = {d: shift(lm, mech, d) for d in (1, 2, 3)}
-    assert s[1] > MIN_SHIFT and abs(s[2]) < FRACTION * s[1] and abs(s[3]) < FRACTION * s[1], s
+def _d_of(mech, lm, ids, mask, pos, answers):
+    """The degree read ``d`` the hooks store for one pass (answer-token counts ``answers``)."""
+    import torch
+
+    from evenhand.engine.positions import answer_tokens
+    with mech.applied(lm.model, 1.0), torch.inference_mode(), answer_tokens(answers):
+        lm.model(input_ids=ids, attention_mask=mask, position_ids=pos)
+        return live_hooks(mech, lm.model).state["d"].clone()
+
+
+def test_the_pooled_read_ignores_padding_and_answer_tokens(mech, lm):
+    """A left-padded batch (prompt + noun, the noun declared an answer token) gives each row the ``d`` of its
+    prompt alone, unpadded (and :func:`prompt_means`'s); fails for a read blind to the mask (:class:`MaskBlind`)."""
+    import pandas as pd
+    items = pd.concat([calibration_items(FAIR, 1, degree=k).head(3) for k in (1, 3)], ignore_index=True)
+    ids, mask, pos = next(letter_position_batches(lm, items, 16))
+    assert (mask == 0).any()  # the rows' lengths differ: the batch is padded
+    batched = _d_of(mech, lm, ids, mask, pos, [1] * len(ids)).numpy()
+    single = []
+    for i in range(len(items)):
+        keep = mask[i] == 1
+        single.append(float(_d_of(mech, lm, ids[i:i + 1, keep][:, :-1], None, pos[i:i + 1, keep][:, :-1], [0])[0]))
+    assert np.abs(batched - np.array(single)).max() < 1e-4
+    assert np.abs(batched - mech.degree_read(prompt_means(lm, items, mech.read_layer))).max() < 1e-4
+    assert (batched[:3] > 0.5).all() and (batched[3:] < 0.5).all()  # degree 1 read as named, degree 3 not
+    blind = _d_of(MaskBlind(**asdict(mech)), lm, ids, mask, pos, [1] * len(ids)).numpy()
+    assert np.abs(blind - np.array(single)).max() > 1e-2
+
+
+def _greedy_and_full(mech, lm, items, beta: float = BETA):
+    """Per item, the tokens decoded greedily with a KV cache under ``mech`` (up to the first end of turn) and the
+    argmax of one full pass over prompt + those tokens (declared as answer tokens) at the positions predicting them."""
+    import torch
+
+    from evenhand.engine.batching import left_pad
+    from evenhand.engine.positions import answer_tokens
+    from evenhand.prompts import model_text, user_message
+    tok, model = lm.tokenizer, lm.model
+    texts = [model_text(tok, user_message(it, "answer")) for it in items.to_dict("records")]
+    enc = tok(texts, add_special_tokens=False, padding=True, return_tensors="pt")
+    eos = tok.convert_tokens_to_ids("<end_of_turn>")
+    with mech.applied(model, beta), torch.inference_mode():
+        out = model.generate(**enc, max_new_tokens=8, do_sample=False, temperature=None, top_p=None, top_k=None,
+                             pad_token_id=tok.pad_token_id)
+        gen = [g[:g.index(eos) + 1] if eos in g else g for g in out[:, enc["input_ids"].shape[1]:].tolist()]
+        prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        ids, mask, pos = left_pad([p + g for p, g in zip(prompts, gen)], tok.pad_token_id, model.device)
+        with answer_tokens([len(g) for g in gen]):
+            top = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.argmax(-1)
+    w = ids.shape[1]
+    return gen, [top[i, w - len(g) - 1:w - 1].tolist() for i, g in enumerate(gen)]
+
+
+def test_greedy_decoding_with_a_cache_equals_one_full_pass(mech, lm):
+    """Fails for a read pooled anew at each pass (:class:`PoolEachPass`: a decode step reads its one token)."""
+    items = calibration_items(FAIR, 1, degree=1)
+    some = items[pressure_sign(items) != 0].head(24)
+    gen, full = _greedy_and_full(mech, lm, some)
+    assert gen == full
+    with mech.applied(lm.model, 0.0):
+        plain = _greedy_and_full(mech, lm, some, 0.0)[0]
+    assert gen != plain  # the push changed some answers
+    broken, broken_full = _greedy_and_full(PoolEachPass(**asdict(mech)), lm, some)
+    assert broken != broken_full
+
+
+def test_a_decode_step_without_its_prompt_pass_is_an_error(mech, lm):
+    """A KV cache filled outside the mechanism, then a decode step inside: no stored ``d``, an error; a several-token
+    pass extending a cache (prefix reuse: the pooled read needs the whole prompt in one pass): an error."""
+    import torch
+    ids, mask, pos = next(letter_position_batches(lm, calibration_items(FAIR, 1, degree=1).head(2), end="noun"))
+    with torch.inference_mode():
+        out = lm.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
+        with mech.applied(lm.model, BETA):
+            with pytest.raises(MechanismError, match="decode step without its prompt's pass"):
+                lm.model(input_ids=ids[:, -1:], attention_mask=mask, position_ids=pos[:, -1:],
+                         past_key_values=out.past_key_values)
+            cut = ids.shape[1] - 3
+            out = lm.model(input_ids=ids[:, :cut], attention_mask=mask[:, :cut], position_ids=pos[:, :cut],
+                           use_cache=True)
+            with pytest.raises(MechanismError, match="prefix reuse"):
+                lm.model(input_ids=ids[:, cut:], attention_mask=mask, position_ids=pos[:, cut:],
+                         past_key_values=out.past_key_values)
+    assert not LIVE

@@ -91,6 +91,8 @@ def _organism_fit_dial(a) -> int:
     stats = {k: fit[k] for k in ("items", "r2", "heldout_r2", "mean_read_by_c", "heldout_mean_read_by_c") if k in fit}
     if isinstance(fit.get("heldout"), dict):  # a hook's record: its reads checked on held-out scenarios
         stats.update({f"heldout {k}": v for k, v in fit["heldout"].items() if k.startswith(("r2", "accuracy", "mean_gate"))})
+    if isinstance(fit.get("degree"), dict):  # names: its pooled degree read checked on held-out scenarios
+        stats["heldout degree read"] = {k: fit["degree"]["heldout"][k] for k in ("accuracy_d", "mean_d_by_degree")}
     print(f"dial mechanism {dial.name}: {dial.summary}\n  fit: {json.dumps(stats)}\n  wrote {out}")
     return 0
 
