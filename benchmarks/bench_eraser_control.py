@@ -10,8 +10,9 @@ principal component, and the class-1 rows by slot (``ace``'s paired concept), fo
 the control as it was before (a plain permutation of the rows' labels); then the dial's gain
 (:func:`~experiments.studies.dose_response.study.measured_gain`, on the first ``--items`` GT items of the run's
 evaluation set) as is and under each of the three, with the edit at every fitted layer, at each layer alone, and
-at the prompt or generated positions alone. Writes ``eraser_control_<method>.json`` in the run.
-docs/INTERVENTIONS.md, "Why ace's random control removed the gap", reads it."""
+at the prompt or generated positions alone; with ``--seeds N``, the same over the controls of N replications'
+seeds (:func:`over_seeds`). Writes ``eraser_control_<method>.json`` in the run.
+docs/INTERVENTIONS.md, "Why ace's random control removes part of the gap", reads it."""
 from __future__ import annotations
 
 import argparse
@@ -69,6 +70,48 @@ def plain_permutation_control(method, fit, seed: int):
     return fit.replace_tensors(tensors, "random")
 
 
+def over_seeds(n: int, control_seed: int, method, fit, lm, mech, items, beta: float, v, run) -> dict:
+    """Per replication ``r < n``, the control drawn with the seed that replication decodes with, and the plain
+    permutation with the same seed: the dial's gain under each relative to no arm, |cos| of the last site's
+    direction with ``v``; with the run's ``replications.parquet``, the replication's FragGap slope of the control
+    and its Spearman correlation with the relative gain. ``summary``: means over the seeds (and the correlation)."""
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    from experiments.studies.dose_response.replications import replication_seed
+    from experiments.studies.dose_response.study import measured_gain
+    base = measured_gain(lm, mech, items, beta)[0]
+    last = fit.info["sites"][-1]
+    slopes = {}
+    if run.dose_replications_table.exists():
+        t = pd.read_parquet(run.dose_replications_table)
+        t = t[(t["arm"] == f"{method.name}-random") & (t["metric"] == "fraggap") & t["slope"].notna()]
+        slopes = dict(zip(t["replication"], t["slope"]))
+    rows = []
+    for r in range(n):
+        sd = replication_seed(control_seed, r)
+        row = {"replication": r, "seed": sd, "slope": slopes.get(r)}
+        controls = (("control", method.random_control(fit, sd)), ("plain", plain_permutation_control(method, fit, sd)))
+        for name, f in controls:
+            d = f.tensors[f"{last}/direction"].double().numpy()
+            row[f"{name}_abs_cos_v"] = round(float(abs(d @ v) / np.linalg.norm(d)), 4)
+            row[f"{name}_relative_gain"] = round(measured_gain(lm, mech, items, beta,
+                                                              lambda f=f: method.apply(f, lm, method.ApplyOptions()))[0]
+                                                 / base, 4)
+        rows.append(row)
+        print(f"r{r:02d} seed {sd}: " + ", ".join(f"{k} {row[k]}" for k in row if k.endswith(("cos_v", "gain"))),
+              flush=True)
+    x = pd.DataFrame(rows)
+    means = {f"mean_{c}": round(float(x[c].mean()), 4) for c in x if c.endswith(("cos_v", "gain"))}
+    summary = {"seeds": n, "site": last, **means}
+    with_slope = x.dropna(subset=["slope"])
+    if len(with_slope) > 2:
+        rho, p = spearmanr(with_slope["slope"], with_slope["control_relative_gain"])
+        summary["spearman_slope_vs_control_gain"] = {"rho": round(float(rho), 3), "p": round(float(p), 4),
+                                                     "n": len(with_slope)}
+    return {"rows": rows, "summary": summary}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config", help="the dose_response config of the run (experiments/configs/dose_response*.yaml)")
@@ -79,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--items", type=int, default=300,
                     help="GT evaluation items the gains are measured on (default 300)")
     ap.add_argument("--seed", type=int, help="the control's seed (default the config's control_seed)")
+    ap.add_argument("--seeds", type=int, default=0, help="also the controls of the first N replications' seeds: "
+                    "each one's relative gain and last-site |cos| with v, against the replication's slope (default 0)")
     args = ap.parse_args(argv)
 
     from evenhand.models.loading import load_model
@@ -133,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         for pos in ("prompt", "generated"):
             gain(f"{name} at {pos} positions only", lambda f=f, pos=pos: method.apply(f, lm, opts(positions=pos)))
     out["gains"] = gains
+    if args.seeds:
+        out["over_seeds"] = over_seeds(args.seeds, seed, method, fit, lm, mech, ev, betas[k], v, run)
+        print(json.dumps(out["over_seeds"]["summary"], indent=1), flush=True)
     path = Path(cfg.output_dir) / f"eraser_control_{args.method}.json"
     write_json_atomic(path, out)
     print(f"written: {path}")

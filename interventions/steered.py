@@ -275,11 +275,12 @@ def pair_flipped(z, strata, seed: int) -> np.ndarray:
     """Paired labels ``z`` (rows ``2i``, ``2i + 1`` of item ``i``, one of each class) with the labels of exactly half
     the items of each stratum swapped (an odd one out by a coin; ``numpy.random.default_rng(seed)``).
 
-    The null of a paired design: within an item the two rows are exchangeable when there is no concept, so an
-    item's own activations cancel as in the real fit; and each stratum (the minority's slot) puts half its class-1
-    rows in either slot, so the slots' difference (their letter) cancels too. A plain permutation of the rows
-    (:func:`relabelled`) keeps neither: on the organism its chance slot imbalance made the control's last-layer
-    direction read the A-minus-B letter (docs/INTERVENTIONS.md, "Why ace's random control removed the gap")."""
+    The null of the paired estimator: within an item the two rows are exchangeable when there is no concept, so
+    the relabelled difference of means has the sampling noise the real one would have without a concept (an item's
+    own activations cancel), and each stratum (the minority's slot) puts half its class-1 rows in either slot, so
+    the slots' mean difference cancels too. A plain permutation of the rows (:func:`relabelled`) mixes in the
+    variation between items instead. Neither makes the control harmless on the organism (docs/INTERVENTIONS.md,
+    "Why ace's random control removes part of the gap")."""
     z, strata = np.asarray(z), np.asarray(strata)
     if len(z) != 2 * len(strata) or not (np.all(z[0::2] == 1 - z[1::2]) and set(np.unique(z)) <= {0, 1}):
         raise InterventionError(f"ace: paired labels need one row of each class per item ({len(z)} labels, "

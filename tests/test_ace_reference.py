@@ -193,9 +193,9 @@ def test_the_control_relabels_pairs_within_slot_strata():
 
 
 def test_a_plain_permutation_reads_the_slot_where_the_paired_control_does_not():
-    """The constructed failure of the old control: with no concept and a large slot direction that the real labels
-    cancel by counterbalancing, a plain permutation of the rows leaves the slots unbalanced by chance and its
-    difference of means points along the slot (median |cos| 0.71 over 20 seeds; a random direction's is about 0.12 in 32 dimensions); the
+    """A constructed case where the two relabellings differ: with no concept and a large slot direction that the
+    real labels cancel by counterbalancing, a plain permutation of the rows leaves the slots unbalanced by chance
+    and its difference of means points along the slot (median |cos| 0.71 over 20 seeds; a random direction's is about 0.12 in 32 dimensions); the
     paired, slot-stratified relabelling cancels it as the real labels do."""
     from steering.directions import diff_of_means
     cos_plain, cos_paired = [], []
