@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("config", help="the dose_response config of the run (experiments/configs/dose_response*.yaml)")
     ap.add_argument("--mechanism", required=True,
                     help="the dial mechanism whose run (<output_dir>/<mechanism>) to read")
+    ap.add_argument("--output-dir", help="the directory of the per-mechanism runs (default the config's output_dir)")
     ap.add_argument("--method", default="ace", choices=("ace",), help="the eraser: ace (a direction per site; "
                     "leace's oblique projections have no one direction to compare)")
     ap.add_argument("--items", type=int, default=300,
@@ -135,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     from organism.dials import load_mechanism
 
     cfg = load_config(args.config)
-    cfg = replace(cfg, mechanism=args.mechanism, output_dir=str(Path(cfg.output_dir) / args.mechanism))
+    runs = args.output_dir or cfg.output_dir
+    cfg = replace(cfg, mechanism=args.mechanism, output_dir=str(Path(runs) / args.mechanism))
     run = RunDir(cfg.output_dir)
     if not run.manifest_path.exists():
         ap.error(f"{run.manifest_path}: the run is not scored (run bench_dose_response.py on it first)")
