@@ -35,15 +35,19 @@ def push_direction(mech) -> np.ndarray:
 
 
 def site_geometry(fit, v: np.ndarray) -> dict:
-    """Per site: cos(direction, v), |cos(direction, first PC of the fitting activations)|, that PC's variance share."""
+    """Per site: cos(direction, v), |cos(direction, first PC of the fitting activations)|, that PC's variance share,
+    and the fitting activations' variance along ``v`` over their mean variance per direction (``v_variance_ratio``)."""
     out = {}
     for s in fit.info["sites"]:
         d = fit.tensors[f"{s}/direction"].double().numpy()
         d = d / np.linalg.norm(d)
         x = fit.tensors[f"{s}/fit_activations"].double().numpy()
-        _, sv, vt = np.linalg.svd(x - x.mean(0), full_matrices=False)
+        x = x - x.mean(0)
+        _, sv, vt = np.linalg.svd(x, full_matrices=False)
+        per_direction = float((sv ** 2).sum()) / x.shape[1]
         out[s] = {"cos_v": round(float(d @ v), 3), "abs_cos_pc1": round(float(abs(d @ vt[0])), 3),
-                  "pc1_variance_share": round(float(sv[0] ** 2 / (sv ** 2).sum()), 3)}
+                  "pc1_variance_share": round(float(sv[0] ** 2 / (sv ** 2).sum()), 3),
+                  "v_variance_ratio": round(float(((x @ v) ** 2).sum()) / per_direction, 2)}
     return out
 
 
