@@ -65,13 +65,9 @@ def class1_by_slot(fit) -> dict | None:
 def plain_permutation_control(method, fit, seed: int):
     """The control as it was before the pairs were relabelled within slot strata: the eraser refitted on a plain
     permutation of the rows' labels (:func:`interventions.steered.relabelled`), for comparison."""
-    from interventions.steered import LABELS, _labels, relabelled
-    z, acts = method.fitting_data(fit)
-    fake = relabelled(z, seed)
-    tensors = {LABELS: _labels(fake)}
-    for s in fit.info["sites"]:
-        tensors.update(method.site_tensors(acts[s], fake, s))
-    return fit.replace_tensors(tensors, "random")
+    from interventions.steered import relabelled
+    z, _ = method.fitting_data(fit)
+    return fit.replace_tensors(method.refit_tensors(fit, relabelled(z, seed)), "random")
 
 
 def over_seeds(n: int, control_seed: int, method, fit, lm, mech, items, beta: float, v, run) -> dict:

@@ -459,9 +459,14 @@ class ACE(_RelabelledControl):
             fake = pair_flipped(z, fitted.tensors[PAIR_STRATA].cpu().numpy(), seed)
         else:
             fake = relabelled(z, seed)
-        out = {LABELS: _labels(fake)}
+        return self.refit_tensors(fitted, fake)
+
+    def refit_tensors(self, fitted: Fitted, labels) -> dict:
+        """The fit's tensors refitted on its fitting activations with ``labels`` in place of the concept's."""
+        _, acts = self.fitting_data(fitted)
+        out = {LABELS: _labels(labels)}
         for s in fitted.info["sites"]:
-            out.update(self.site_tensors(acts[s], fake, s))
+            out.update(self.site_tensors(acts[s], labels, s))
         return out
 
 
