@@ -1,8 +1,10 @@
 """The bias dial's weight-edit mechanisms (organism/dial.py's last_layer, organism/mechanisms.py's distributed)
-fitted on the fair organism on a few scenarios: each moves the letter, signed by c, at a beta inside its range
-with every answer parsed (and not when switched off); each edit is undone bit for bit, cancels with its inverse,
-is erased by its projection oracle and round-trips through its file. The hook mechanisms decision, names and xor
-have their own tests (tests/test_mechanism_{decision,names,xor}.py)."""
+on the fair organism: last_layer fitted on 2 scenarios, distributed as committed (dial_distributed.json; its fit,
+about 40 s of CPU, runs once, through the CLI, in the last test, which holds that fresh fit to the same bar).
+Each moves the letter, signed by c, at a beta inside its range with every answer parsed (and not when switched
+off); each edit is undone bit for bit, cancels with its inverse, is erased by its projection oracle and
+round-trips through its file. The hook mechanisms decision, names and xor have their own tests
+(tests/test_mechanism_{decision,names,xor}.py)."""
 from __future__ import annotations
 
 import json
@@ -35,9 +37,11 @@ def lm():
 
 
 def fitted(name: str):
-    """``name`` fitted on 2 train scenarios of the fair organism (once per session)."""
+    """``name`` on the fair organism (once per session): last_layer fitted on 2 train scenarios, distributed
+    the committed fit (a fresh one: :func:`test_cli_fit_calibrate_and_dial_a_mechanism`)."""
     if name not in FITTED:
-        FITTED[name] = fit_mechanism(name, FAIR, n_fit=2, n_check=1, batch_size=128)
+        FITTED[name] = (load_mechanism(FAIR, name) if name == "distributed"
+                        else fit_mechanism(name, FAIR, n_fit=2, n_check=1, batch_size=128))
     return FITTED[name]
 
 
@@ -122,8 +126,10 @@ def test_declared_degrees_and_shapes():
         fit_mechanism("distributed", FAIR, layer=1)
 
 
-def test_cli_fit_calibrate_and_dial_a_mechanism(tmp_path):
-    """`evenhand organism fit-dial | calibrate | dial --mechanism distributed` on a copy of the fair organism."""
+def test_cli_fit_calibrate_and_dial_a_mechanism(lm, tmp_path):
+    """`evenhand organism fit-dial | calibrate | dial --mechanism distributed` on a copy of the fair organism; the
+    fresh fit (1 scenario) moves the letter as :func:`test_the_mechanism_moves_the_letter_with_answers_parsed`
+    asks of the committed one (fails switched off: beta 0)."""
     import torch
     from safetensors.torch import load_file
 
@@ -132,7 +138,10 @@ def test_cli_fit_calibrate_and_dial_a_mechanism(tmp_path):
     shutil.copytree(FAIR, org, ignore=shutil.ignore_patterns("*.py", "__pycache__", "*.png"))
     assert main(["organism", "fit-dial", "--mechanism", "distributed", "--path", str(org), "--fit-scenarios", "1",
                  "--check-scenarios", "1"]) == 0
-    assert isinstance(load_mechanism(org, "distributed"), Distributed)
+    fresh = load_mechanism(org, "distributed")
+    assert isinstance(fresh, Distributed) and fresh.fit_record["scenarios"] == 1
+    assert fresh != fitted("distributed")  # fitted here, not the committed file copied with the organism
+    assert signed_shift(lm, fresh, BETA["distributed"], calibration_items(FAIR, 1)) > LARGE["distributed"]
     assert main(["organism", "calibrate", "--mechanism", "distributed", "--path", str(org), "--betas", "0", "40",
                  "--scenarios", "1", "--no-progress"]) == 0
     curve = json.loads((org / "calibration_distributed.json").read_text())
