@@ -15,7 +15,8 @@ import pytest
 from evenhand.options import ConfigError
 from evenhand.runs import RunDir, RunError
 from experiments.studies.dose_response import across
-from experiments.studies.dose_response.across import across_figure, across_table, classify, robustness
+from experiments.studies.dose_response.across import (across_figure, across_markdown, across_table, arm_order, classify,
+                                                     robustness)
 from experiments.studies.dose_response.study import DoseConfig, DoseRun, SCORING_FIELDS, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,6 +143,20 @@ def test_the_across_table_reads_each_cell():
     table = across_table(CONSTRUCTED)
     assert _problems(table, robustness(table)) == []
     assert table.loc[(table["arm"] == "leace") & (table["mechanism"] == "alpha"), "covers_1"].item() is True
+
+
+def test_the_markdown_table_shows_each_cell_as_read():
+    """Rows in the figure's order (methods, random controls, oracles), one column per mechanism; a flagged cell says
+    so beside its CI (never a bare CI that reads as removal), an undefined one says undefined, a missing one not
+    run."""
+    table = across_table({**CONSTRUCTED, "gamma": _summary({"caa": (0.2, -0.1, 0.5, "")})})
+    md = across_markdown(table).splitlines()
+    assert md[0] == "| arm | `alpha` | `beta` | `gamma` |" and md[1] == "|---|---|---|---|"
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in md[2:]}
+    assert [line.split(" | ")[0].lstrip("| ") for line in md[2:]] == arm_order(list(CONSTRUCTED["alpha"]["arm"]))
+    assert rows["leace"] == "| leace | +1.00 [+0.80, +1.20] flagged | +0.90 [+0.60, +1.10] flagged | not run |"
+    assert rows["caa"] == "| caa | +0.95 [+0.70, +1.20] | +0.05 [-0.30, +0.40] | +0.20 [-0.10, +0.50] |"
+    assert rows["loreft"].startswith("| loreft | undefined | +1.80 [+1.40, +2.20] |")
 
 
 BROKEN = {

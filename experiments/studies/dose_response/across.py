@@ -6,7 +6,8 @@ mechanism); :func:`classify` reads each cell: ``removes`` (the slope CI covers 1
 and not 1), ``inconclusive`` (both), ``neither`` (side: ``partial``, ``overshoot``, ``reverse``), ``flagged`` (a
 degraded cell: accuracy loss or refusals beyond the run's margins; never read as removal) or ``undefined``;
 :func:`robustness` lists per arm the mechanisms of each class; :func:`across_figure` draws the slopes, methods as
-rows and mechanisms as columns. :func:`write_across` writes them with ``across.json`` (the runs read).
+rows and mechanisms as columns, :func:`across_markdown` tabulates them. :func:`write_across` writes them with
+``across.json`` (the runs read).
 
 More in docs/INTERVENTIONS.md, "The benchmark across dial mechanisms"."""
 from __future__ import annotations
@@ -222,6 +223,27 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
     return save(fig, stem, formats)
 
 
+def across_markdown(table: pd.DataFrame, metric: str = "fraggap") -> str:
+    """``metric``'s slopes as a Markdown table (arms as rows in :func:`arm_order`, mechanisms as columns in the
+    table's order): ``+0.93 [+0.65, +1.21]``, with `` flagged`` for a degraded cell, ``undefined`` without a CI
+    and ``not run`` where the arm has no row under that mechanism."""
+    t = table[table["metric"] == metric]
+    mechs = list(dict.fromkeys(t["mechanism"]))
+    cells = {(r["arm"], r["mechanism"]): r for r in t.to_dict("records")}
+
+    def cell(arm: str, mech: str) -> str:
+        r = cells.get((arm, mech))
+        if r is None:
+            return "not run"
+        flag = " flagged" if r["degraded"] else ""
+        if r["slope_low"] is None or pd.isna(r["slope_low"]):
+            return "undefined" + ("," + flag if flag else "")
+        return f"{r['slope']:+.2f} [{r['slope_low']:+.2f}, {r['slope_high']:+.2f}]{flag}"
+    lines = ["| arm | " + " | ".join(f"`{m}`" for m in mechs) + " |", "|---" * (len(mechs) + 1) + "|"]
+    lines += [f"| {a} | " + " | ".join(cell(a, m) for m in mechs) + " |" for a in arm_order(list(t["arm"]))]
+    return "\n".join(lines) + "\n"
+
+
 def read_summaries(runs: Mapping[str, str | Path]) -> tuple[dict[str, pd.DataFrame], list[dict]]:
     """Each run's summary (``{mechanism: run directory}``) and what ``across.json`` records of it: the path, the
     summary's SHA-256, and from its manifest the status, the betas, the targets, the scenario counts and the
@@ -251,8 +273,8 @@ def read_summaries(runs: Mapping[str, str | Path]) -> tuple[dict[str, pd.DataFra
 
 def write_across(runs: Mapping[str, str | Path], out: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Read the runs (:func:`read_summaries`), write ``across.parquet``/``.csv``, ``robustness.csv``, the figure
-    per metric (``across.*`` for FragGap, ``across_tieshift.*``) and ``across.json`` to ``out``; returns the
-    across table and the robustness summary."""
+    and the Markdown table per metric (``across.*`` for FragGap, ``across_tieshift.*``) and ``across.json`` to
+    ``out``; returns the across table and the robustness summary."""
     summaries, records = read_summaries(runs)
     table = across_table(summaries)
     rob = robustness(table)
@@ -265,6 +287,7 @@ def write_across(runs: Mapping[str, str | Path], out: str | Path) -> tuple[pd.Da
     for metric in [m for m in dict.fromkeys(table["metric"]) if isinstance(m, str)]:
         stem = d.across_figure_stem if metric == "fraggap" else d.path / f"{d.across_figure_stem.name}_{metric}"
         figures += [p.name for p in across_figure(table, stem, metric)]
+        (d.path / f"{stem.name}.md").write_text(across_markdown(table, metric))
     write_json_atomic(d.across_json, {"runs": records, "classes": list(CLASSES), "figures": figures,
                                       "rows": len(table), "rule": RULE})
     return table, rob
