@@ -35,3 +35,24 @@ def tiny_gemma3_multimodal(tok, sliding_window: int):
     model = tf.Gemma3ForConditionalGeneration(cfg).eval()
     model.generation_config.pad_token_id = tok.pad_token_id
     return model
+
+
+def greedy_and_full(mech, lm, items, beta: float):
+    """Per item, the tokens decoded greedily with a KV cache under the dial mechanism ``mech`` at ``beta`` (up to
+    the first end of turn) and the argmax of one full pass over prompt + those tokens (declared as answer tokens) at
+    the positions predicting them: equal when the mechanism's hooks decode exactly with the cache."""
+    from evenhand.engine.positions import answer_tokens
+    tok, model = lm.tokenizer, lm.model
+    texts = [model_text(tok, user_message(it, "answer")) for it in items.to_dict("records")]
+    enc = tok(texts, add_special_tokens=False, padding=True, return_tensors="pt")
+    eos = tok.convert_tokens_to_ids("<end_of_turn>")
+    with mech.applied(model, beta), torch.inference_mode():
+        out = model.generate(**enc, max_new_tokens=8, do_sample=False, temperature=None, top_p=None, top_k=None,
+                             pad_token_id=tok.pad_token_id)
+        gen = [g[:g.index(eos) + 1] if eos in g else g for g in out[:, enc["input_ids"].shape[1]:].tolist()]
+        prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        ids, mask, pos = left_pad([p + g for p, g in zip(prompts, gen)], tok.pad_token_id, model.device)
+        with answer_tokens([len(g) for g in gen]):
+            top = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.argmax(-1)
+    w = ids.shape[1]
+    return gen, [top[i, w - len(g) - 1:w - 1].tolist() for i, g in enumerate(gen)]

@@ -10,6 +10,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
+from tests.helpers import greedy_and_full
 from organism.calibration import calibration_items, dialled_decisions, letter_logit_diff
 from organism.dial import pressure_sign, write_dialled
 from organism.dials import read_mechanism
@@ -119,39 +120,15 @@ def test_erasing_the_read_at_the_last_prompt_token_removes_the_bias(mech, lm, it
     assert signed_shift(noun, lm, items, base, edit=erase("last")) > REMOVED * planted
 
 
-def _greedy_and_full(mech, lm, items, beta: float = BETA):
-    """Per item, the tokens decoded greedily with a KV cache under ``mech`` (up to the first end of turn) and the
-    argmax of one full pass over prompt + those tokens (declared as answer tokens) at the positions predicting them."""
-    import torch
-
-    from evenhand.engine.batching import left_pad
-    from evenhand.engine.positions import answer_tokens
-    from evenhand.prompts import model_text, user_message
-    tok, model = lm.tokenizer, lm.model
-    texts = [model_text(tok, user_message(it, "answer")) for it in items.to_dict("records")]
-    enc = tok(texts, add_special_tokens=False, padding=True, return_tensors="pt")
-    eos = tok.convert_tokens_to_ids("<end_of_turn>")
-    with mech.applied(model, beta), torch.inference_mode():
-        out = model.generate(**enc, max_new_tokens=8, do_sample=False, temperature=None, top_p=None, top_k=None,
-                             pad_token_id=tok.pad_token_id)
-        gen = [g[:g.index(eos) + 1] if eos in g else g for g in out[:, enc["input_ids"].shape[1]:].tolist()]
-        prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        ids, mask, pos = left_pad([p + g for p, g in zip(prompts, gen)], tok.pad_token_id, model.device)
-        with answer_tokens([len(g) for g in gen]):
-            top = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.argmax(-1)
-    w = ids.shape[1]
-    return gen, [top[i, w - len(g) - 1:w - 1].tolist() for i, g in enumerate(gen)]
-
-
 def test_greedy_decoding_with_a_cache_equals_one_full_pass(mech, lm, items):
     """Fails for a gate re-read at each pass's last position (a decode step then reads the token it decodes)."""
     some = items.head(24)
-    gen, full = _greedy_and_full(mech, lm, some)
+    gen, full = greedy_and_full(mech, lm, some, BETA)
     assert gen == full
     with mech.applied(lm.model, 0.0):
-        plain = _greedy_and_full(mech, lm, some, 0.0)[0]
+        plain = greedy_and_full(mech, lm, some, 0.0)[0]
     assert gen != plain  # the push changed some answers
-    broken, broken_full = _greedy_and_full(EveryPass(**asdict(mech)), lm, some)
+    broken, broken_full = greedy_and_full(EveryPass(**asdict(mech)), lm, some, BETA)
     assert broken != broken_full
 
 
