@@ -56,3 +56,22 @@ def greedy_and_full(mech, lm, items, beta: float):
             top = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.argmax(-1)
     w = ids.shape[1]
     return gen, [top[i, w - len(g) - 1:w - 1].tolist() for i, g in enumerate(gen)]
+
+
+def assert_cache_misuse_refused(mech, lm, ids, mask, pos, beta: float, error) -> None:
+    """Under ``mech`` at ``beta``: a decode step extending a KV cache filled outside the mechanism raises ``error``
+    ("decode step without its prompt's pass"), and so does a several-token pass extending a cache ("prefix reuse");
+    ``ids, mask, pos``: a left-padded batch."""
+    import pytest
+    with torch.inference_mode():
+        out = lm.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
+        with mech.applied(lm.model, beta):
+            with pytest.raises(error, match="decode step without its prompt's pass"):
+                lm.model(input_ids=ids[:, -1:], attention_mask=mask, position_ids=pos[:, -1:],
+                         past_key_values=out.past_key_values)
+            cut = ids.shape[1] - 3
+            out = lm.model(input_ids=ids[:, :cut], attention_mask=mask[:, :cut], position_ids=pos[:, :cut],
+                           use_cache=True)
+            with pytest.raises(error, match="prefix reuse"):
+                lm.model(input_ids=ids[:, cut:], attention_mask=mask, position_ids=pos[:, cut:],
+                         past_key_values=out.past_key_values)

@@ -10,7 +10,7 @@ from dataclasses import asdict
 import numpy as np
 import pytest
 
-from tests.helpers import greedy_and_full
+from tests.helpers import assert_cache_misuse_refused, greedy_and_full
 from organism.calibration import calibration_items, dialled_decisions, letter_logit_diff
 from organism.dial import pressure_sign, write_dialled
 from organism.dials import read_mechanism
@@ -135,22 +135,9 @@ def test_greedy_decoding_with_a_cache_equals_one_full_pass(mech, lm, items):
 def test_a_decode_step_without_its_prompt_pass_is_an_error(mech, lm, items):
     """A KV cache filled outside the mechanism, then a decode step inside: no gate to push with, an error; a
     several-token pass extending a cache without declared answer tokens (prefix reuse): an error."""
-    import torch
-
     from organism.dial import letter_position_batches
     ids, mask, pos = next(letter_position_batches(lm, items.head(2), end="noun"))
-    with torch.inference_mode():
-        out = lm.model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], position_ids=pos[:, :-1], use_cache=True)
-        with mech.applied(lm.model, BETA):
-            with pytest.raises(MechanismError, match="decode step without its prompt's pass"):
-                lm.model(input_ids=ids[:, -1:], attention_mask=mask, position_ids=pos[:, -1:],
-                         past_key_values=out.past_key_values)
-            cut = ids.shape[1] - 3
-            out = lm.model(input_ids=ids[:, :cut], attention_mask=mask[:, :cut], position_ids=pos[:, :cut],
-                           use_cache=True)
-            with pytest.raises(MechanismError, match="prefix reuse"):
-                lm.model(input_ids=ids[:, cut:], attention_mask=mask, position_ids=pos[:, cut:],
-                         past_key_values=out.past_key_values)
+    assert_cache_misuse_refused(mech, lm, ids, mask, pos, BETA, MechanismError)
     assert not LIVE
 
 
