@@ -156,8 +156,9 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
                   formats: Sequence[str] = FORMATS) -> list[Path]:
     """The slopes of :func:`across_table`'s table on ``metric``, a pure function of it: one row per arm
     (:func:`arm_order`), one panel per mechanism; the point and its 95% CI coloured by class, a flagged cell hollow
-    grey and marked "flagged", a slope without CI written "undefined", a CI beyond ``xlim`` ending in an arrow;
-    reference lines at 0 (nothing removed) and 1 (the planted gap removed), the arm's known slope as a black tick."""
+    grey and marked "flagged", a slope without CI written "undefined", a CI beyond ``xlim`` ending in an arrow (a
+    point beyond it: an arrow and its value); reference lines at 0 (nothing removed) and 1 (the planted gap
+    removed), the arm's known slope as a black tick."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -195,8 +196,13 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
                 if (end < edge) if marker == "<" else (end > edge):
                     ax.plot([edge], [y], marker=marker, ms=3, color=col, zorder=3, clip_on=False)
             x = min(max(v, lo_x), hi_x)
-            ax.plot([x], [y], marker="o", ms=3.2, zorder=4, clip_on=False,
-                    mfc="white" if flagged else col, mec=col, mew=0.9)
+            if x != v:  # the point itself is off the axis: an arrow at the edge and its value, not a dot there
+                ax.plot([x], [y], marker=">" if v > x else "<", ms=4, zorder=4, clip_on=False, color=col)
+                ax.text(x - 0.08 if v > x else x + 0.08, y + 0.3, f"{v:+.2f}", fontsize=4.5, color="0.35",
+                        ha="right" if v > x else "left", va="center")
+            else:
+                ax.plot([x], [y], marker="o", ms=3.2, zorder=4, clip_on=False,
+                        mfc="white" if flagged else col, mec=col, mew=0.9)
             if flagged:
                 ax.text(x, y - 0.2, "flagged", fontsize=4.5, color="0.35", ha="center", va="bottom")
         ax.set_xlim(lo_x, hi_x)
