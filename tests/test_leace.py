@@ -12,7 +12,8 @@ from sklearn.model_selection import cross_val_score
 from interventions.base import InterventionError
 from interventions.fitted import Fitted
 from interventions.registry import get
-from interventions.steered import LABELS, concept_labels, eraser_norms, fit_activations_key, relabelled
+from interventions.steered import (LABELS, PAIR_STRATA, concept_labels, eraser_norms, fit_activations_key, pair_flipped,
+                                  relabelled)
 from steering.directions import diff_of_means
 from steering.leace import fit_leace
 
@@ -263,7 +264,8 @@ def test_ace_control_is_the_same_edit_on_relabelled_data(lm, train_items):
     fitted = ace.fit(lm, train_items, {"layers": [0, 1], "batch_size": 16})
     control = ace.random_control(fitted, seed=5)
     z = fitted.tensors[LABELS].numpy()  # the default concept's labels (demographic: one row per candidate)
-    fake = relabelled(z, 5)
+    fake = pair_flipped(z, fitted.tensors[PAIR_STRATA].numpy(), 5)  # paired: half of each slot stratum's pairs
+    assert np.array_equal(control.tensors[LABELS].numpy(), fake)
     assert eraser_norms(fitted) == eraser_norms(control) == {s: 1.0 for s in fitted.info["sites"]}
     assert fitted.info["operator_norms"] == eraser_norms(fitted)
     zc = z - z.mean()
