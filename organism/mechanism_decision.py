@@ -47,7 +47,7 @@ class Decision(HookMechanism):
     """``b``: the read's intercept."""
     v: tuple[float, ...]
     """The push direction (unit length, residual space)."""
-    fit_info: dict
+    record: dict
     """How the read was fitted (``fit`` in the file): items, R^2, the mean read by ``c`` class and degree."""
 
     def __post_init__(self):
@@ -111,7 +111,7 @@ class Decision(HookMechanism):
         """Fit on the organism at ``path`` (items: :func:`~organism.dial.fit_check_items`, every degree; ``layer``:
         the read layer, default the recipe's ``side_layer``; ``lm``: the organism, already loaded): ``a, b`` by
         :func:`~organism.mechanism_xor.ridge_read` of ``c`` on the residual entering ``layer`` at the last prompt
-        token; ``v`` by :func:`~organism.dial.write_direction` at the last layer. ``fit_info``: R^2 and the mean
+        token; ``v`` by :func:`~organism.dial.write_direction` at the last layer. ``record``: R^2 and the mean
         read by ``c`` there and on the check items (also per degree)."""
         record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
         rec = record["recipe"]
@@ -124,7 +124,7 @@ class Decision(HookMechanism):
         c = pressure_sign(fit_items)
         a, b = ridge_read(x, c, ridge)
         mech = cls(read_layer=layer, push_layer=push_layer, read=a, bias=b, v=write_direction(lm, push_layer),
-                   fit_info={})
+                   record={})
         ph, ch = mech.reads(lm, check_items, batch_size), pressure_sign(check_items)
         deg = check_items["degree"].to_numpy()
         fit = {"site": f"model.layers.{layer} input (hidden_states[{layer}]), last prompt token",
@@ -134,4 +134,4 @@ class Decision(HookMechanism):
                "heldout_r2": round(r_squared(ch, ph), 4), "heldout_mean_read_by_c": mean_read_by_c(ph, ch),
                "heldout_mean_read_by_degree_and_c": {str(d): mean_read_by_c(ph[deg == d], ch[deg == d])
                                                      for d in (0, 1, 2, 3)}}
-        return cls(**{**asdict(mech), "fit_info": fit})
+        return cls(**{**asdict(mech), "record": fit})

@@ -37,30 +37,27 @@ class PassInfo:
 
 
 class HookMechanism(Mechanism):
-    """A dial mechanism applied by forward hooks (subclasses: frozen dataclasses with ``push_layer``, ``v`` and a
-    ``fit_info`` record, written as ``fit`` in the file; ``*_layer`` fields are ints, ``bias*`` floats)."""
+    """A dial mechanism applied by forward hooks (subclasses: frozen dataclasses with ``push_layer``, ``v`` and a fit
+    ``record``, written as ``fit`` in the file as the weight mechanisms' is; ``*_layer`` fields are ints, ``bias*``
+    floats)."""
     in_weights = False
 
     def key(self) -> tuple:
-        """What identifies the edit (every field but ``fit_info``): nested blocks of one key share their hooks."""
-        return (type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self) if f.name != "fit_info")
-
-    @property
-    def fit_record(self) -> dict:
-        return dict(self.fit_info)
+        """What identifies the edit (every field but ``record``): nested blocks of one key share their hooks."""
+        return (type(self).__name__,) + tuple(getattr(self, f.name) for f in fields(self) if f.name != "record")
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        return {**d, "fit": d.pop("fit_info")}
+        return {**d, "fit": d.pop("record")}
 
     @classmethod
     def from_dict(cls, d: dict) -> HookMechanism:
-        names = [f.name for f in fields(cls) if f.name != "fit_info"]
+        names = [f.name for f in fields(cls) if f.name != "record"]
         missing = [n for n in names if n not in d]
         if missing:
             raise MechanismError(f"{cls.name}: the fitted file has no field {missing[0]!r}")
         kw = {n: int(d[n]) if n.endswith("_layer") else float(d[n]) if n.startswith("bias") else d[n] for n in names}
-        return cls(**kw, fit_info=dict(d.get("fit", {})))
+        return cls(**kw, record=dict(d.get("fit", {})))
 
     @abc.abstractmethod
     def read_module(self, model):

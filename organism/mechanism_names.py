@@ -142,22 +142,22 @@ class NamesGate(XorGate):
             lm=None, degree_ridge: float = DEGREE_RIDGE) -> NamesGate:
         """Fit on the organism at ``path``: the xor part by :meth:`XorGate.fit` (same arguments), then ``w, b`` by
         ridge least squares (``degree_ridge``) of ``[degree == 1]`` on :func:`prompt_means` at the read site over
-        the same fit items (every degree; :func:`~organism.dial.fit_check_items`). ``fit_info``: the xor
+        the same fit items (every degree; :func:`~organism.dial.fit_check_items`). ``record``: the xor
         record plus ``degree`` (:meth:`degree_record` on the fit and the held-out items)."""
         lm = lm or load_model(str(path))
         xor = XorGate.fit(path, seed, n_fit, n_check, layer, batch_size, push_layer, ridge, lm)
         _, _, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
         xp = prompt_means(lm, fit_items, xor.read_layer, batch_size)
         w, b = ridge_read(xp, named(fit_items), degree_ridge)
-        base = {k: v for k, v in asdict(xor).items() if k != "fit_info"}
-        mech = cls(**base, read_d=w, bias_d=b, fit_info={})
+        base = {k: v for k, v in asdict(xor).items() if k != "record"}
+        mech = cls(**base, read_d=w, bias_d=b, record={})
         xh = mid_residuals(lm, check_items, xor.read_layer, batch_size)
         xhp = prompt_means(lm, check_items, xor.read_layer, batch_size)
         degree = {"site": f"model.layers.{xor.read_layer}.pre_feedforward_layernorm input, mean over the prompt's "
                           "real positions", "ridge": degree_ridge, "fit": mech.degree_record(xp, fit_items),
                   "heldout": {**mech.degree_record(xhp, check_items),
                               "gate_by_degree_and_c": mech.gate_by_degree_and_c(xh, xhp, check_items)}}
-        return cls(**{**asdict(mech), "fit_info": {**xor.fit_info, "degree": degree}})
+        return cls(**{**asdict(mech), "record": {**xor.record, "degree": degree}})
 
     def degree_record(self, pooled: np.ndarray, items: pd.DataFrame) -> dict:
         """The degree read on prompt means ``pooled`` of ``items``: accuracy of ``d > 0.5`` for ``[degree == 1]``

@@ -75,7 +75,7 @@ class XorGate(HookMechanism):
     bias_m: float
     v: tuple[float, ...]
     """The push direction (unit length, residual space)."""
-    fit_info: dict
+    record: dict
     """How the reads were fitted (``fit`` in the file): items, R^2 and accuracies, the gate by class, the
     non-linearity check."""
 
@@ -133,7 +133,7 @@ class XorGate(HookMechanism):
         organism, already loaded): the reads by ridge least squares (:func:`ridge_read`, with an intercept) of
         their targets (:meth:`read_targets`) on :func:`mid_residuals` at the letter position over the matched items
         of ``n_fit`` train scenarios (drawn with ``seed``, as the last_layer dial's), ``v`` by
-        :func:`~organism.dial.write_direction`. ``fit_info`` records the reads' R^2 and accuracies and the mean
+        :func:`~organism.dial.write_direction`. ``record`` records the reads' R^2 and accuracies and the mean
         gate by ``c`` class there and on the first ``n_check`` held-out scenarios, the mean gate at the
         :data:`OTHER_POSITIONS` (held-out degree-3 items) and :func:`nonlinearity_check` on the held-out items."""
         path = Path(path)
@@ -151,7 +151,7 @@ class XorGate(HookMechanism):
         for k, y in cls.read_targets(fit_items).items():
             reads[f"read_{k}"], reads[f"bias_{k}"] = ridge_read(x, y, ridge)
         mech = cls(read_layer=read_layer, push_layer=push_layer, **reads, v=write_direction(lm, push_layer),
-                   fit_info={})
+                   record={})
         xh = mid_residuals(lm, check_items, read_layer, batch_size)
         d3 = check_items[check_items["degree"] == 3]
         fit = {"site": f"model.layers.{read_layer}.pre_feedforward_layernorm input, letter position",
@@ -163,7 +163,7 @@ class XorGate(HookMechanism):
                    for e in OTHER_POSITIONS}}
         sel = pressured(check_items)
         fit["nonlinearity"] = nonlinearity_check(xh[sel], check_items[sel], seed=seed)
-        return cls(**{**asdict(mech), "fit_info": fit})
+        return cls(**{**asdict(mech), "record": fit})
 
     @staticmethod
     def read_targets(items: pd.DataFrame) -> dict[str, np.ndarray]:

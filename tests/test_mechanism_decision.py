@@ -90,7 +90,7 @@ def test_registered_saved_and_refused_as_weights(mech, tmp_path):
         write_dialled(10.0, tmp_path / "out", FAIR, mech)
     with pytest.raises(MechanismError, match="no field 'read'"):
         Decision.from_dict({k: v for k, v in mech.to_dict().items() if k != "read"})
-    assert mech.fit_info["heldout_r2"] > 0.2, mech.fit_info  # the read carries c out of sample
+    assert mech.record["heldout_r2"] > 0.2, mech.record  # the read carries c out of sample
 
 
 def test_plants_a_large_shift_with_answers_parsed(mech, lm, items, base):
