@@ -23,7 +23,7 @@ import pandas as pd
 from evenhand.models.loading import load_model
 from evenhand.stats import jackknife_t_estimate
 
-from .dial import fit_check_items, letter_position_batches, pressure_sign
+from .dial import fit_check_items, pressure_sign
 from .mechanism import MechanismError, register
 from .mechanism_hooks import GateHooks
 from .mechanism_xor import XorGate, mid_residuals, ridge_read, xor_gate
@@ -42,21 +42,8 @@ def named(items: pd.DataFrame) -> np.ndarray:
 def prompt_means(lm, items: pd.DataFrame, layer: int, batch_size: int = 64,
                  module: str = "pre_feedforward_layernorm") -> np.ndarray:
     """The input of ``model.layers[layer].<module>`` averaged over each item's prompt (as decide renders it; real
-    positions only), one row per item (float32)."""
-    import torch
-    got: list = []
-    mod = lm.model.model.layers[layer].get_submodule(module)
-    hook = mod.register_forward_pre_hook(lambda m, a: got.append(a[0].detach().float()))
-    out = []
-    try:
-        with torch.inference_mode():
-            for ids, mask, pos in letter_position_batches(lm, items, batch_size, "prompt"):
-                lm.model.model(input_ids=ids, attention_mask=mask, position_ids=pos)
-                w = mask.float().unsqueeze(-1)
-                out.append(((got.pop() * w).sum(1) / w.sum(1)).numpy())
-    finally:
-        hook.remove()
-    return np.concatenate(out)
+    positions only), one row per item (float32; :func:`~organism.mechanism_xor.mid_residuals` pooled)."""
+    return mid_residuals(lm, items, layer, batch_size, end="prompt", module=module, pool=True)
 
 
 @register

@@ -206,21 +206,26 @@ def ridge_read(x: np.ndarray, y: np.ndarray, ridge: float = 1e-3) -> tuple[np.nd
 
 
 def mid_residuals(lm, items: pd.DataFrame, layer: int, batch_size: int = 64, end: str = "noun",
-                  module: str = "pre_feedforward_layernorm") -> np.ndarray:
+                  module: str = "pre_feedforward_layernorm", pool: bool = False) -> np.ndarray:
     """The input of ``model.layers[layer].<module>`` (default: the mid-block residual) at the last position of
-    :func:`~organism.dial.letter_position_batches` (``end``), one row per item (float32)."""
+    :func:`~organism.dial.letter_position_batches` (``end``), or with ``pool`` its mean over the real (unpadded)
+    positions up to there, one row per item (float32)."""
     import torch
     model = lm.model
     got: list = []
     mod = model.model.layers[layer].get_submodule(module)
-    hook = mod.register_forward_pre_hook(lambda m, a: got.append(a[0][:, -1].detach().float()))
+    hook = mod.register_forward_pre_hook(lambda m, a: got.append(a[0].detach().float()))
+    out = []
     try:
         with torch.inference_mode():
             for ids, mask, pos in letter_position_batches(lm, items, batch_size, end):
                 model.model(input_ids=ids, attention_mask=mask, position_ids=pos)
+                h = got.pop()
+                w = mask.float().unsqueeze(-1)
+                out.append((h * w).sum(1) / w.sum(1) if pool else h[:, -1])
     finally:
         hook.remove()
-    return torch.cat(got).numpy()
+    return torch.cat(out).numpy()
 
 
 def nonlinearity_check(x: np.ndarray, items: pd.DataFrame, folds: int = 5, seed: int = 0, C: float = 1.0) -> dict:
