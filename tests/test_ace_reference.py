@@ -225,3 +225,32 @@ def test_the_ace_control_needs_the_pairs_strata(lm, train_items):
                        dict(fitted.info), {k: t for k, t in fitted.tensors.items() if k != PAIR_STRATA})
     with pytest.raises(InterventionError, match="concept_pair_strata.*fit again"):
         ace.random_control(old, seed=5)
+
+
+def test_the_eraser_control_diagnostic_on_constructed_fits():
+    """bench_eraser_control's pure parts: the class-1 rows by slot (real paired labels keep the design's counts, a
+    pair-flipped control splits each stratum evenly) and the variance along ``v`` over the mean per direction
+    (a construction with variance 9 along ``v`` and 1 along three other axes: 9 / 3 = 3)."""
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    from interventions.fitted import Fitted
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_eraser_control import class1_by_slot, site_geometry
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    x = rng.standard_normal((n, 4)) * np.array([3.0, 1.0, 1.0, 1.0])
+    strata = np.array([0] * 6 + [1] * 2)
+    z = np.tile([1, 0], 8)
+    tensors = {"concept_labels": torch.tensor(z), PAIR_STRATA: torch.tensor(strata),
+               "s/direction": torch.tensor([1.0, 1.0, 0.0, 0.0]), "s/fit_activations": torch.tensor(x)}
+    fit = Fitted("ace", {}, 0, "k", "none", {"sites": ["s"]}, tensors)
+    assert class1_by_slot(fit) == {"A": 6, "B": 2}
+    flipped = fit.replace_tensors({"concept_labels": torch.tensor(pair_flipped(z, strata, 1))}, "random")
+    assert class1_by_slot(flipped) == {"A": 4, "B": 4}
+    g = site_geometry(fit, np.array([1.0, 0.0, 0.0, 0.0]))["s"]
+    assert abs(g["v_variance_ratio"] - 3.0) < 0.2 and abs(g["cos_v"] - 2 ** -0.5) < 1e-3
+    assert site_geometry(fit, np.array([0.0, 1.0, 0.0, 0.0]))["s"]["v_variance_ratio"] < 0.5
