@@ -263,15 +263,17 @@ def check_oom(ctx: Ctx) -> dict:
     items = _items(ctx)
     big = len(items)
     out = {"arch": arch, "asked_batch": big}
-    if ctx.cuda:
+    real_cap = ctx.cuda and not ctx.args.tiny  # toy widths never fill a GPU: they get the injected error
+    if real_cap:
         _free(ctx)
         free, total = torch.cuda.mem_get_info()
         allowed = torch.cuda.memory_allocated() + int(ctx.args.oom_headroom_gib * 2**30)
         torch.cuda.set_per_process_memory_fraction(min(1.0, allowed / total))
         out["cap_gib"] = round(allowed / 2**30, 2)
         injected = None
-    else:  # CPU: no allocator to cap; an injected out-of-memory error above a batch of 8
+    else:  # CPU or toy widths: an injected out-of-memory error above a batch of 8
         injected = 8
+    out["oom_source"] = "device memory capped" if real_cap else "injected above batch 8"
     try:
         opts = eh.DecideOptions(mode="logprob", batch_size=big, progress=False)
         if injected is None:
@@ -279,7 +281,7 @@ def check_oom(ctx: Ctx) -> dict:
         else:
             rows = _with_injected_oom(lm, injected, lambda: eh.decide(items, lm, opts))
     finally:
-        if ctx.cuda:
+        if real_cap:
             torch.cuda.set_per_process_memory_fraction(1.0)
         _free(ctx)
     used = int(rows["batch_size"].max())
@@ -523,7 +525,9 @@ def parse_layers(text: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tiny", action="store_true", help="toy widths on the CPU: the same code, for CI")
+    ap.add_argument("--tiny", action="store_true",
+                    help="toy widths (CI runs this on the CPU; on a GPU it is a one-minute plumbing check)")
+    ap.add_argument("--device", default=None, help="cuda | cpu (default: cuda when available)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"), help="where the JSON files go")
     ap.add_argument("--work", default=None,
                     help="scratch folder for checkpoints and caches (default: a temporary folder, removed at the end)")
@@ -552,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
         a.probe_sites, a.probe_dim, a.probe_rows = min(a.probe_sites, 3), min(a.probe_dim, 32), min(a.probe_rows, 400)
         a.learned_steps, a.learned_batch = min(a.learned_steps, 2), min(a.learned_batch, 4)
     import torch
-    device = "cuda" if torch.cuda.is_available() and not a.tiny else "cpu"
+    device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cpu" and not a.tiny:
         print("no CUDA device: run with --tiny on CPU", file=sys.stderr)
         return 2
