@@ -254,3 +254,86 @@ def test_small_comparison_restores_every_cell(arch, ckpts, tmp_path, monkeypatch
     manifest = json.loads((tmp_path / "cmp" / "manifest.json").read_text())["model"]
     assert manifest["dtype"] == "bfloat16" and manifest["architecture"] == json.loads(
         (ckpts[arch] / "config.json").read_text())["model_type"]
+
+
+@pytest.fixture(scope="module")
+def vllm_cpu_gemma3(pytestconfig):
+    """Let vLLM's module for Gemma3ForConditionalGeneration import on this CPU machine.
+
+    That module imports transformers' torchvision image processor at import time, and the CPU install has no
+    torchvision (PyPI's builds are CUDA builds that break ``import vllm``: the Makefile removes them; a GPU
+    install of vllm has one). Here the processor's module is given the PIL processor class, and vLLM inspects
+    the model class in this process (its inspection subprocess would not see that module). Neither is called
+    with images off, and without ``language_model_only`` the engine still fails as on a GPU (the test below)."""
+    import importlib.util
+    import sys
+    import types
+    if importlib.util.find_spec("torchvision") is not None:
+        yield
+        return
+    from transformers.models.gemma3 import image_processing_pil_gemma3 as pil
+    from vllm.model_executor.models import registry
+    name = "transformers.models.gemma3.image_processing_gemma3"
+    shim = types.ModuleType(name)
+    shim.Gemma3ImageProcessor = pil.Gemma3ImageProcessorPil
+    mp = pytest.MonkeyPatch()
+    mp.setitem(sys.modules, name, shim)
+    mp.setattr(registry, "_run_in_subprocess", lambda fn: fn())
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def vllm_models(ckpts, vllm_cpu_gemma3):
+    pytest.importorskip("vllm")
+    from evenhand.engine.vllm_engine import load_vllm
+    models = {}
+    try:
+        for a, d in ckpts.items():
+            models[a] = load_vllm(spec_of(a, d), max_model_len=1024)
+        yield models
+    finally:
+        for vm in models.values():
+            vm.close()
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_vllm_decides_on_the_preset_classes(arch, vllm_models, lms, items):
+    """Both classes start in vLLM (the multimodal one text-only) and decide as on hf: in bfloat16 the greedy
+    tokens may part at a near tie, so the first generated token's agreement is checked, not whole texts."""
+    vm, lm = vllm_models[arch], lms[arch]
+    assert vm.dtype == "bfloat16" and vm.describe()["architecture"] == lm.architecture
+    for mode, budget in (("answer", 4), ("reasoning", 8)):
+        kw = dict(mode=mode, max_new_tokens=budget, reasoning_max_new_tokens=budget, progress=False)
+        hf = decide(items, lm, DecideOptions(batch_size=8, **kw))
+        vl = decide(items, vm, DecideOptions(batch_size=8, engine="vllm", **kw))
+        assert vl["item_id"].tolist() == hf["item_id"].tolist() and (vl["mode"] == mode).all()
+        assert vl["n_new_tokens"].between(1, budget).all() and np.isfinite(vl["gen_logprob"]).all()
+        first = [t.split()[:1] for t in hf["text"]], [t.split()[:1] for t in vl["text"]]
+        assert np.mean([a == b for a, b in zip(*first)]) >= 0.75, (hf["text"].tolist(), vl["text"].tolist())
+
+
+def test_vllm_needs_language_model_only_for_the_multimodal_class(ckpts, vllm_cpu_gemma3, monkeypatch):
+    """What the engine's ``language_model_only`` avoids: without it vLLM builds Gemma 3's image processor, which
+    needs the tokenizer the engine skips (EvenHand tokenises), and refuses to start."""
+    pytest.importorskip("vllm")
+    import vllm
+
+    from evenhand.engine.vllm_engine import load_vllm
+    real = vllm.LLM
+    monkeypatch.setattr(vllm, "LLM", lambda **kw: real(**{**kw, "language_model_only": False}))
+    with pytest.raises(ValueError, match="requires a tokenizer"):
+        load_vllm(spec_of("gemma3-mm", ckpts["gemma3-mm"]), max_model_len=1024)
+
+
+def test_vllm_names_missing_torchvision_for_the_multimodal_class(ckpts, monkeypatch):
+    """Without torchvision vLLM cannot import its Gemma 3 multimodal module: the engine says so in one line
+    (vLLM's own message is that the architecture "failed to be inspected")."""
+    pytest.importorskip("vllm")
+    import sys
+
+    from evenhand.engine.vllm_engine import load_vllm
+    from evenhand.models.loading import ModelLoadError
+    monkeypatch.setitem(sys.modules, "transformers.models.gemma3.image_processing_gemma3", None)
+    with pytest.raises(ModelLoadError, match="only where torchvision imports"):
+        load_vllm(spec_of("gemma3-mm", ckpts["gemma3-mm"]), max_model_len=1024)
