@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -313,14 +314,33 @@ def host_rows(saved: dict, stack: bool | None = None) -> list[dict]:
 
 
 def boot_bridge(lm: LoadedModel):
-    """A TransformerLens TransformerBridge on its own deep copy of the model (the bridge rewrites it)."""
+    """A TransformerLens TransformerBridge on its own deep copy of the model (the bridge rewrites it), booted
+    without a multimodal processor (:func:`text_only_bridge`)."""
     import copy
 
     from transformer_lens.model_bridge import TransformerBridge
     model = copy.deepcopy(lm.model)
     if not getattr(model.config, "architectures", None):
         model.config.architectures = [type(model).__name__]
-    return TransformerBridge.boot_transformers(lm.name, hf_model=model, tokenizer=lm.tokenizer)
+    with text_only_bridge():
+        return TransformerBridge.boot_transformers(lm.name, hf_model=model, tokenizer=lm.tokenizer)
+
+
+@contextmanager
+def text_only_bridge():
+    """While TransformerLens boots a bridge, it loads no modality processor.
+
+    TransformerLens 4.3 loads a multimodal model's ``AutoProcessor`` (Gemma3ForConditionalGeneration, the class
+    gemma-3-12b-it loads as) and, when that fails without torchvision, runs ``pip install torchvision`` from
+    inside the boot: on a CPU machine that replaced the CPU torch with a CUDA build. The cache hands the bridge
+    token ids of text only, so the processor is never needed: its loader is a no-op for the boot."""
+    from transformer_lens.model_bridge.sources.transformers import source
+    loader = source.load_modality_processor
+    source.load_modality_processor = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        source.load_modality_processor = loader
 
 
 def _tl_runner(lm, texts, special, hooks):

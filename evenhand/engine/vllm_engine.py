@@ -113,9 +113,20 @@ def load_vllm(spec: ModelSpec | str, *, gpu_memory_utilization: float = 0.85, ma
     kw = {"revision": spec.revision} if spec.revision else {}
     tok = load_tokenizer(where, {"trust_remote_code": False, **kw})
     cfg = json.loads((Path(where) / "config.json").read_text()) if (Path(where) / "config.json").is_file() else {}
+    if "Gemma3ForConditionalGeneration" in (cfg.get("architectures") or []):
+        try:  # vLLM's module for this class imports it (torchvision) before anything starts
+            import transformers.models.gemma3.image_processing_gemma3  # noqa: F401
+        except ImportError as exc:
+            raise ModelLoadError(f"vLLM 0.32 runs Gemma3ForConditionalGeneration ({source}) only where torchvision "
+                                 f"imports ({exc}): install the torchvision build that matches your torch (a GPU "
+                                 f"install of vllm brings it), or use engine hf") from None
+    # language_model_only: EvenHand sends token ids of text only, and a multimodal class (gemma-3-12b-it loads as
+    # Gemma3ForConditionalGeneration) then starts without its image processor, which vLLM 0.32 cannot build
+    # without the tokenizer skip_tokenizer_init leaves out (a ValueError at start-up); text-only classes ignore it
     llm = LLM(model=where, skip_tokenizer_init=True, dtype=dtype, enable_prefix_caching=True, trust_remote_code=False,
               seed=0, max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-              enforce_eager=(device == "cpu") if enforce_eager is None else enforce_eager, **kw)
+              enforce_eager=(device == "cpu") if enforce_eager is None else enforce_eager, language_model_only=True,
+              **kw)
     return VllmModel(llm=llm, tokenizer=tok, spec=spec, name=display_name(spec), source=source, device=device,
                      dtype=dtype, eos_ids=_eos_ids(where, tok), architecture=cfg.get("model_type", "unknown"),
                      meta={"weights": weights_fingerprint(where, None, spec.revision)})
