@@ -13,7 +13,7 @@ from .options import ProbeOptions, probe_device
 from .solver import GroupSolver, sklearn_fit, solver_report
 
 __all__ = ["ProbeOptions", "FoldResult", "grouped_folds", "plan_fits", "check_inputs", "select_C", "fit_sklearn",
-           "fit_torch", "resolved_solver", "fit_sites"]
+           "fit_torch", "resolved_solver", "fit_sites", "time_solver"]
 
 
 @dataclass
@@ -241,3 +241,46 @@ def fit_sites(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
     if resolved_solver(opts, max(widths(Xs), default=None)) == "sklearn":
         return [fit_sklearn(Xs[i], y, groups, opts, keep_full) for i in range(len(Xs))]  # no site kept between fits
     return fit_torch(Xs, y, groups, opts, keep_full)
+
+
+def time_solver(sites: int = 49, dim: int = 3840, rows: int = 10_000, device: str = "auto",
+                opts: ProbeOptions | None = None, seed: int = 0) -> dict:
+    """Time the torch probe solver at a given shape on ``device`` (for the GPU smoke check: FairStress's
+    49 sites x 3,840 dims, here 10k rows): synthetic float32 features made one site at a time (a planted
+    direction per site, scenarios of 8 rows), fitted with the probes' nested grouped CV
+    (:func:`fit_torch`; the features are made one site at a time when the solver reads them, which the time
+    includes, about as long as reading them from a cache). Returns seconds, the peak memory (on CUDA
+    ``torch.cuda.max_memory_allocated``; on a CPU the plan's expected peak), the plan and the solver's counts."""
+    import time
+    from dataclasses import replace
+
+    import torch
+
+    from .features import SiteSequence
+    opts = replace(opts or ProbeOptions(), solver="torch", device=device)
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, rows)
+    groups = np.repeat(np.arange(rows // 8 + 1), 8)[:rows]
+
+    def site(i: int) -> np.ndarray:
+        r = np.random.default_rng([seed, i])
+        u = r.normal(size=dim)
+        u /= np.linalg.norm(u)
+        return (r.standard_normal((rows, dim), np.float32)
+                + np.outer(2 * y - 1, u).astype(np.float32) * (0.5 + 1.5 * i / max(1, sites - 1)))
+
+    Xs = SiteSequence(site, sites, [dim] * sites)
+    dev = probe_device(opts)
+    cuda = dev.split(":")[0] == "cuda"
+    if cuda:
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+    t0 = time.perf_counter()
+    res = fit_torch(Xs, y, groups, opts)
+    if cuda:
+        torch.cuda.synchronize(dev)
+    seconds = time.perf_counter() - t0
+    report = res[0].solver
+    peak = int(torch.cuda.max_memory_allocated(dev)) if cuda else int(report["expected_peak_bytes"])
+    return {"sites": sites, "dim": dim, "rows": rows, "device": dev, "seconds": round(seconds, 3),
+            "peak_bytes": peak, "peak_measured": cuda, "solver": report}

@@ -22,7 +22,8 @@ from probes import options as probe_options
 from probes.dataset import build_dataset, labels
 from probes.features import SiteFeatures, SiteSequence, site_sequence, widths
 from probes.logistic import ProbeOptions, fit_sites, resolved_solver
-from probes.solver import compute_dtype, memory_plan, time_solver
+from probes.logistic import time_solver
+from probes.solver import compute_dtype, memory_plan
 from probes.sweep import probe_sweep
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
