@@ -8,16 +8,24 @@ every ``blocks.{L}.resid_post``), read inside one ``nnsight`` trace with
 names, the mean over the tokens of each candidate's name (``SITE@name_A``,
 ``SITE@name_B``; NaN rows elsewhere).
 
-Storage: ``OUT/activations/acts-NNNNN.safetensors`` shards (float16 by default,
-one tensor per site, item ids in the shard's metadata), ``manifest.json``
-(model, sites, dtype, suite version, width) and, when complete, ``index.json``.
-Resumable like decisions; memory is one batch, whatever the number of items.
+Storage: ``OUT/activations/acts-NNNNN.safetensors`` shards (one tensor per site, item ids in the
+shard's metadata), ``manifest.json`` (model, sites, storage dtype, suite version, width) and, when
+complete, ``index.json``. Resumable like decisions; memory is one batch, whatever the number of items.
+
+The storage dtype never overflows the model's: ``auto`` stores bfloat16 for a model that computes in
+bfloat16 and float32 otherwise; bfloat16 can be asked for any model. float16 is not offered: its range
+ends at 65,504, below what Gemma-class residual streams reach (why those models run in bfloat16), and
+a cast to it turns such a value into inf. Every batch is checked before it is written: a non-finite
+value stops the cache with one line naming the site and the item (nothing already written is lost).
+The shards are written with torch tensors (``safetensors.torch``: numpy has no bfloat16) and read as
+float32, one site at a time (:meth:`ActivationCache.load` fills one preallocated matrix shard by shard),
+so a reader's memory is one site's matrix whatever the number of sites.
 """
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,8 +45,10 @@ from .stages import report_progress
 Backend = Literal["nnsight", "transformer_lens"]
 """What reads the activations (``backend``): nnsight (one trace of the Hugging Face model) or TransformerLens."""
 BACKENDS = get_args(Backend)
-CacheDtype = Literal["float16", "float32"]
-"""The storage dtype of a cache."""
+CacheDtype = Literal["auto", "bfloat16", "float32"]
+"""The storage dtype of a cache (module docstring): auto (the model's bfloat16, else float32), bfloat16, float32."""
+STORED_DTYPES = ("bfloat16", "float32", "float16")
+"""The dtypes a cache on disk may hold (float16: caches written before bfloat16, read only)."""
 _ORDER = {"resid_pre": 0, "attn_out": 1, "mlp_out": 2, "resid_post": 3}
 
 
@@ -49,8 +59,9 @@ class CacheOptions:
     """Site names or shorthands: residual (embed + every resid_post), all."""
     batch_size: int = 8
     """Items per traced forward pass."""
-    dtype: CacheDtype = "float16"
-    """Storage dtype: float16 | float32."""
+    dtype: CacheDtype = "auto"
+    """Storage dtype: auto | bfloat16 | float32. auto: bfloat16 for a bfloat16 model, float32 otherwise
+    (never float16, whose range a residual stream can exceed)."""
     name_mean: bool = False
     """Also keep the mean over each candidate's name tokens (items with names only)."""
     chat_template: ChatTemplate = "auto"
@@ -59,6 +70,46 @@ class CacheOptions:
     """Show a progress bar."""
     progress_label: str = ""
     """What the progress bar says the cache is for (``ablation label``), before ``cache[backend]``."""
+
+    def __post_init__(self):
+        if self.dtype not in get_args(CacheDtype):
+            raise ValueError(f"cache dtype must be auto, bfloat16 or float32, got {self.dtype!r}"
+                             + (" (float16 overflows above 65,504, which residual streams exceed)"
+                                if self.dtype == "float16" else ""))
+
+
+class NonFiniteActivation(ValueError):
+    """A cached value is NaN or infinite (or overflows the storage dtype): the message names the site and item."""
+
+
+def storage_dtype(requested: str, model_dtype) -> str:
+    """The dtype a cache stores for ``requested`` (:data:`CacheDtype`) and a model computing in
+    ``model_dtype`` (a torch dtype or its name): ``auto`` is bfloat16 for a bfloat16 model, float32 otherwise."""
+    if requested != "auto":
+        return requested
+    return "bfloat16" if str(model_dtype).replace("torch.", "") == "bfloat16" else "float32"
+
+
+def storage_tensors(rows: list[dict], keys: list[str], item_ids: list[str], dtype: str) -> dict:
+    """One batch's rows (:func:`host_rows`) as one torch tensor per key in the storage ``dtype``, checked:
+    raises :class:`NonFiniteActivation` naming the first site and item holding a NaN or infinite value
+    after the cast (a value the dtype cannot hold becomes inf). A name-mean site (``SITE@name_A``) may hold
+    all-NaN rows: the items without a name."""
+    import torch
+    out = {}
+    for k in keys:
+        t = torch.from_numpy(np.stack([r[k] for r in rows])).to(getattr(torch, dtype))
+        bad = ~torch.isfinite(t)
+        if "@name_" in k:
+            bad &= ~torch.isnan(t).all(1, keepdim=True)
+        if bool(bad.any()):
+            i, j = (int(v) for v in bad.nonzero()[0])
+            raw = float(rows[i][k][j])
+            what = (f"{raw:g} does not fit {dtype}" if np.isfinite(raw) else f"the model gave {raw:g}")
+            raise NonFiniteActivation(f"activation cache: site {k!r}, item {item_ids[i]!r}: non-finite value at "
+                                      f"dimension {j} ({what}); nothing of this batch was written")
+        out[k] = t
+    return out
 
 
 def execution_order(site: str) -> tuple:
@@ -118,37 +169,55 @@ class ActivationCache:
     def sites(self) -> list[str]:
         return self.manifest["stored_sites"]
 
-    def _iter(self, site: str) -> Iterator[tuple[list[str], np.ndarray]]:
-        from safetensors import safe_open
-        for p in self._shards.shards():
-            with safe_open(p, framework="np") as f:
-                ids = json.loads(f.metadata()["item_ids"])
-                yield ids, f.get_tensor(site).astype(np.float32)
+    @property
+    def dtype(self) -> str:
+        """The storage dtype recorded in the manifest (bfloat16, float32; float16 in older caches)."""
+        return self.manifest["dtype"]
 
-    def item_ids(self) -> list[str]:
+    def _layout(self) -> list[tuple[Path, list[str]]]:
+        """Every shard with the item ids it holds, in order (from the shards' headers only)."""
         from safetensors import safe_open
-        out: list[str] = []
+        out = []
         for p in self._shards.shards():
-            with safe_open(p, framework="np") as f:
-                out += json.loads(f.metadata()["item_ids"])
+            with safe_open(p, framework="pt") as f:
+                out.append((p, json.loads(f.metadata()["item_ids"])))
         return out
 
+    @staticmethod
+    def _read(path: Path, site: str) -> np.ndarray:
+        """One shard's matrix of ``site`` as float32 (bfloat16 is read through torch: numpy has none)."""
+        from safetensors import safe_open
+        with safe_open(path, framework="pt") as f:
+            return f.get_tensor(site).float().numpy()
+
+    def item_ids(self) -> list[str]:
+        return [k for _, ids in self._layout() for k in ids]
+
     def load(self, site: str, item_ids: list[str] | None = None) -> tuple[list[str], np.ndarray]:
+        """(item ids, float32 matrix) of ``site``, in the cache's order or ``item_ids``' (the last copy of an
+        item cached twice). The matrix is allocated once and filled shard by shard: memory is one site's
+        matrix and one shard, whatever the number of sites."""
         if site not in self.sites:
             raise KeyError(f"site {site!r} is not in this cache; cached: {', '.join(self.sites)}")
-        ids, parts = [], []
-        for i, arr in self._iter(site):
-            ids += i
-            parts.append(arr)
-        mat = np.concatenate(parts) if parts else np.zeros((0, self.manifest["d_model"]), np.float32)
-        if item_ids is not None:
-            pos = {k: j for j, k in enumerate(ids)}
-            missing = [k for k in item_ids if k not in pos]
-            if missing:
-                raise KeyError(f"{len(missing)} item ids are not in the cache, e.g. {missing[0]!r}")
-            mat = mat[[pos[k] for k in item_ids]]
-            ids = list(item_ids)
-        return ids, mat
+        layout = self._layout()
+        ids = [k for _, part in layout for k in part]
+        starts = np.cumsum([0] + [len(part) for _, part in layout])
+        if item_ids is None:
+            mat = np.empty((len(ids), self.manifest["d_model"]), np.float32)
+            for j, (p, _) in enumerate(layout):
+                mat[starts[j]:starts[j + 1]] = self._read(p, site)
+            return ids, mat
+        pos = {k: j for j, k in enumerate(ids)}
+        missing = [k for k in item_ids if k not in pos]
+        if missing:
+            raise KeyError(f"{len(missing)} item ids are not in the cache, e.g. {missing[0]!r}")
+        want = np.array([pos[k] for k in item_ids], dtype=np.int64)
+        shard = np.searchsorted(starts, want, side="right") - 1
+        mat = np.empty((len(want), self.manifest["d_model"]), np.float32)
+        for j in np.unique(shard):
+            rows = np.flatnonzero(shard == j)
+            mat[rows] = self._read(layout[j][0], site)[want[rows] - starts[j]]
+        return list(item_ids), mat
 
 
 TL_HOOKS = {"embed": "hook_embed", "ln_final": "ln_final.hook_normalized", "resid_pre": "hook_resid_pre",
@@ -184,8 +253,8 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     resolved = [resolve(lm.model, s) for s in sites]
     keys = sites if backend == "nnsight" else [tl_hook_name(s) for s in sites]
     stored = list(keys) + ([f"{s}@name_{slot}" for s in sites for slot in "AB"] if opts.name_mean else [])
-    np_dtype = {"float16": np.float16, "float32": np.float32}[opts.dtype]
-    manifest = {"model": lm.describe(), "sites": sites, "stored_sites": stored, "dtype": opts.dtype,
+    dtype = storage_dtype(opts.dtype, next(lm.model.parameters()).dtype)
+    manifest = {"model": lm.describe(), "sites": sites, "stored_sites": stored, "dtype": dtype,
                 "position": "last prompt token", "suite_version": suite_version, "options": asdict(opts),
                 "d_model": int(lm.model.config.get_text_config().hidden_size), "backend": backend}
     shards = ShardDir(out, "acts", "safetensors")
@@ -193,7 +262,7 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     mpath = RunDir(out).manifest_path
     if mpath.exists():
         old = read_json(mpath)
-        if old["stored_sites"] != stored or old["dtype"] != opts.dtype or old["model"]["name"] != lm.name:
+        if old["stored_sites"] != stored or old["dtype"] != dtype or old["model"]["name"] != lm.name:
             raise ValueError(f"{out} already holds a cache of other sites, dtype, backend or model; "
                              f"use another directory")
     write_json(mpath, manifest)
@@ -212,12 +281,13 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     halving = Halving(opts.batch_size)
     bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
                desc=" ".join(filter(None, (opts.progress_label, f"cache[{backend}]"))), dynamic_ncols=True)
-    from safetensors.numpy import save_file
+    from safetensors.torch import save_file
     with torch.inference_mode():
         for idx in batches:
             rows = halving.run(run, idx)
-            arrays = {k: np.stack([r[k] for r in rows]).astype(np_dtype) for k in stored}
-            meta = {"item_ids": json.dumps([todo[i]["item_id"] for i in idx])}
+            batch_ids = [todo[i]["item_id"] for i in idx]
+            arrays = storage_tensors(rows, stored, batch_ids, dtype)
+            meta = {"item_ids": json.dumps(batch_ids)}
             shards.atomic_write(lambda tmp: save_file(arrays, tmp, metadata=meta))
             bar.update(len(idx))
             report_progress(bar.n, bar.total)  # the run's time left in this stage

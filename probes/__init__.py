@@ -24,6 +24,7 @@ _EXPORTS = {
     "ControlTypesWarning": ".design",
     # the cross-validated probe
     "ProbeOptions": ".logistic", "FoldResult": ".logistic", "fit_sites": ".logistic", "grouped_folds": ".logistic",
+    "time_solver": ".logistic",
     # sweeps: evidence baseline, gain, control task
     "probe_sweep": ".sweep", "write_sweep": ".sweep", "best_site": ".sweep", "control_task": ".sweep",
     # scores with CIs over scenarios (cluster bootstrap; jackknife-t for paired differences)
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from .attribution import aggregate, attribute, attribution_figure, run_attribution
     from .dataset import FILTERS, LABELS, TARGETS, ProbeDataset, apply_filters, build_dataset, from_run, residual_target
     from .design import ControlTypesWarning, control_labels, design_features, input_types, types_seen
-    from .logistic import FoldResult, ProbeOptions, fit_sites, grouped_folds
+    from .logistic import FoldResult, ProbeOptions, fit_sites, grouped_folds, time_solver
     from .scores import PAIRED_INTERVAL, accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
     from .sweep import best_site, control_task, probe_sweep, write_sweep
     from .text import fit_text, strip_answer

@@ -28,6 +28,7 @@ from evenhand.suite.content import content_for
 from evenhand.suite.rewrites import NEUTRAL_LABELS  # the identity_blind labels: one definition
 from evenhand.schema import REQUIRED
 from .logistic import ProbeOptions, fit_sites, resolved_solver
+from .features import site_sequence, widths
 from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, paired_drop_ci
 from .sweep import site_layer
 from evenhand.activations import ActivationCache, CacheOptions, cache_activations
@@ -120,7 +121,7 @@ def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[n
         hit = (np.full(len(yy), np.nan) if len(np.unique(yy)) < 2
                else (fit_sites([design], yy, groups, opts)[0].prob >= 0.5) == (yy == 1))
         fixed[name] = accuracy_ci(hit, groups, resamples, opts.seed)
-    base = {**(extra or {}), "engine": resolved_solver(opts, max(x.shape[1] for x in original)),
+    base = {**(extra or {}), "engine": resolved_solver(opts, max(widths(original))),
             "transfer": "out-of-fold"}
     k = len(np.unique(groups))
     rows = []
@@ -193,8 +194,8 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     base = {"label": label, "variant": variant, "degree": degree, "minority_slot": minority_slot or "both"}
     ceilings = {"ceiling_original": prompt_ceiling(orig.meta["prompt"].to_numpy(object)[oi], y_o),
                 "ceiling_ablated": prompt_ceiling(abl.meta["prompt"].to_numpy(object)[ai], y_a)}
-    table = ablation_table(orig.sites, [orig.features[s][oi] for s in orig.sites],
-                           [abl.features[s][ai] for s in orig.sites], y_o, y_a, groups, opts, resamples,
+    table = ablation_table(orig.sites, site_sequence(orig.features, orig.sites, lambda X: X[oi]),
+                           site_sequence(abl.features, orig.sites, lambda X: X[ai]), y_o, y_a, groups, opts, resamples,
                            orig.design[oi], abl.design[ai], ceilings, base)
     write_table_atomic(out.ablation_table, table)
     write_table_atomic(out.ablation_csv, table)

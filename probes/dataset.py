@@ -3,7 +3,7 @@
 More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -15,6 +15,7 @@ from evenhand.sides import favours_minority
 from .logistic import ProbeOptions, fit_sites
 from .design import design_features, input_types
 from evenhand.activations import ActivationCache
+from .features import SiteFeatures
 from evenhand.runs import RunDir
 
 Label = Literal["favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed",
@@ -90,8 +91,10 @@ def residual_target(side: np.ndarray, design: np.ndarray, groups: np.ndarray, op
 
 @dataclass
 class ProbeDataset:
-    """Features per site for the rows of ``meta`` (aligned), with labels and groups."""
-    features: dict[str, np.ndarray]
+    """Features per site for the rows of ``meta`` (aligned), with labels and groups. ``features`` maps a
+    site to its [rows, d] matrix: a dict, or (from :func:`build_dataset`) a :class:`probes.features.SiteFeatures`
+    that reads a site from the cache when asked, one at a time."""
+    features: Mapping[str, np.ndarray]
     y: np.ndarray
     groups: np.ndarray
     meta: pd.DataFrame
@@ -115,7 +118,9 @@ def build_dataset(responses: pd.DataFrame, cache, label: str = "favours_minority
                   filters: dict | None = None, opts=None) -> ProbeDataset:
     """Join ``responses`` (one row per item) with an :class:`~evenhand.activations.ActivationCache`.
     Labels are computed on all of ``responses`` (``flipped`` looks up baselines) before the filters;
-    ``opts`` (:class:`~probes.logistic.ProbeOptions`) fits the design prediction of ``side_residual``."""
+    ``opts`` (:class:`~probes.logistic.ProbeOptions`) fits the design prediction of ``side_residual``.
+    The features are not read here: ``features[site]`` reads that site's rows from the cache when asked
+    (:class:`probes.features.SiteFeatures`), so memory does not grow with the number of sites."""
     if "item_id" not in responses.columns:
         raise ValueError("responses have no item_id column")
     if responses["item_id"].duplicated().any():
@@ -141,7 +146,7 @@ def build_dataset(responses: pd.DataFrame, cache, label: str = "favours_minority
     if unknown:
         raise ValueError(f"sites not in the cache: {', '.join(unknown)}; cached: {', '.join(cache.sites)}")
     ids = df["item_id"].tolist()
-    feats = {s: cache.load(s, ids)[1] for s in chosen}
+    feats = SiteFeatures(cache, ids, chosen)
     return ProbeDataset(feats, y, groups, df, label, dropped, dict(filters or {}), design, input_types(df))
 
 

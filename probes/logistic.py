@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .options import ProbeOptions
-from .solver import sklearn_fit, torch_solve
+from .features import widths
+from .options import ProbeOptions, probe_device
+from .solver import GroupSolver, sklearn_fit, solver_report
 
 __all__ = ["ProbeOptions", "FoldResult", "grouped_folds", "plan_fits", "check_inputs", "select_C", "fit_sklearn",
-           "fit_torch", "resolved_solver", "fit_sites"]
+           "fit_torch", "resolved_solver", "fit_sites", "time_solver"]
 
 
 @dataclass
@@ -164,62 +165,122 @@ def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: Pro
               keep_full: bool = False) -> list[FoldResult]:
     """Nested grouped CV for every site at once (same splits and objective as :func:`fit_sklearn`).
 
-    The features are read in their own dtype and never copied whole (:func:`probes.solver.torch_solve`
-    streams them by site group); each result's ``solver`` is the solver's report (plan, expected peak
+    The features are read in their own dtype, one site at a time and never copied whole
+    (:class:`probes.solver.GroupSolver` streams them by site group; ``Xs`` may be a
+    :class:`probes.features.SiteSequence` that reads each site when indexed), each checked as it is read;
+    each group's solutions are reduced to its sites' results before the next group is solved, so the host
+    holds one group's outputs. Each result's ``solver`` is the solver's report (plan, expected peak
     memory, Newton steps, contractions, convergence)."""
     y = np.asarray(y).astype(int)
     groups = np.asarray(groups)
-    Xs = [np.asarray(X) for X in Xs]
-    for X in Xs:
-        check_inputs(X, y, groups)
-    if len({X.shape for X in Xs}) > 1:
-        raise ValueError(f"sites differ in shape: {sorted({X.shape for X in Xs})}")
+    if len(Xs) == 0:
+        return []
+    first = np.asarray(Xs[0])
+    check_inputs(first, y, groups)
+    shape = first.shape
+    del first
     outer, fits = plan_fits(groups, opts)
     masks = [m for _, _, m in fits] + ([np.ones(len(y), bool)] if keep_full else [])
     pos = {(f, i): j for j, (f, i, _) in enumerate(fits)}
     pos[(-1, -1)] = len(fits)
-    sol = torch_solve(Xs, y, masks, opts.Cs, opts)
-    report = sol.report()
+    solver = GroupSolver(Xs, y, masks, opts.Cs, opts, check=lambda X: check_inputs(np.asarray(X), y, groups),
+                         shape=shape)
     out = []
-    for s in range(len(Xs)):
-        def prob(j, c, rows):
-            return _sigmoid(sol.logits[s, j, c, rows])
-        p = np.zeros(len(y))
-        chosen, fold_fits = [], []
-        for f in range(outer.max() + 1):
-            inner = [(i, m) for (ff, i, m) in fits if ff == f and i >= 0]
-            acc = np.zeros(len(opts.Cs))
-            for c in range(len(opts.Cs)):
-                for i, m in inner:
-                    test = (outer != f) & ~m
-                    acc[c] += ((prob(pos[(f, i)], c, test) >= 0.5) == y[test]).mean() / len(inner)
-            c = select_C(acc, opts.Cs)
-            chosen.append(opts.Cs[c])
-            j = pos[(f, -1)]
-            p[outer == f] = prob(j, c, outer == f)
-            fold_fits.append((sol.W[s, j, c].copy(), float(sol.b[s, j, c]), sol.mu[s, j].copy(), sol.sd[s, j].copy()))
-        res = FoldResult(p, outer, chosen, solver=report, fold_fits=fold_fits)
-        if keep_full:
-            c = opts.Cs.index(max(set(chosen), key=chosen.count))
-            j = pos[(-1, -1)]
-            res.full_fit = (sol.W[s, j, c].copy(), float(sol.b[s, j, c]), sol.mu[s, j].copy(), sol.sd[s, j].copy())
-        out.append(res)
+    for part in solver:
+        for s in range(part.sites.stop - part.sites.start):
+            out.append(_site_result(part, s, y, outer, fits, pos, opts, keep_full))
+        del part                                   # one group's outputs alive at a time
+    steps, contractions, unconverged = solver.finish()
+    report = solver_report(solver.plan, steps, contractions, unconverged)
+    for res in out:
+        res.solver = report
     return out
 
 
+def _site_result(sol, s: int, y, outer, fits, pos, opts: ProbeOptions, keep_full: bool) -> FoldResult:
+    """Site ``s`` of a group's solutions (:class:`probes.solver.GroupSolution`) as its out-of-fold result."""
+    def prob(j, c, rows):
+        return _sigmoid(sol.logits[s, j, c, rows])
+    p = np.zeros(len(y))
+    chosen, fold_fits = [], []
+    for f in range(outer.max() + 1):
+        inner = [(i, m) for (ff, i, m) in fits if ff == f and i >= 0]
+        acc = np.zeros(len(opts.Cs))
+        for c in range(len(opts.Cs)):
+            for i, m in inner:
+                test = (outer != f) & ~m
+                acc[c] += ((prob(pos[(f, i)], c, test) >= 0.5) == y[test]).mean() / len(inner)
+        c = select_C(acc, opts.Cs)
+        chosen.append(opts.Cs[c])
+        j = pos[(f, -1)]
+        p[outer == f] = prob(j, c, outer == f)
+        fold_fits.append((sol.W[s, j, c].copy(), float(sol.b[s, j, c]), sol.mu[s, j].copy(), sol.sd[s, j].copy()))
+    res = FoldResult(p, outer, chosen, fold_fits=fold_fits)
+    if keep_full:
+        c = opts.Cs.index(max(set(chosen), key=chosen.count))
+        j = pos[(-1, -1)]
+        res.full_fit = (sol.W[s, j, c].copy(), float(sol.b[s, j, c]), sol.mu[s, j].copy(), sol.sd[s, j].copy())
+    return res
+
+
 def resolved_solver(opts: ProbeOptions, dim: int | None = None) -> str:
-    """The solver ``opts`` runs for features of dimension ``dim``: ``auto`` is torch on CUDA devices,
-    and on a CPU torch up to ``newton_max_dim`` features and scikit-learn above (see the module docstring)."""
+    """The solver ``opts`` runs for features of dimension ``dim``: ``auto`` is torch on CUDA devices
+    (``device="auto"`` is CUDA whenever torch sees one: :func:`probes.options.probe_device`), and on a
+    CPU torch up to ``newton_max_dim`` features and scikit-learn above (see the module docstring)."""
     if opts.solver != "auto":
         return opts.solver
-    if str(opts.device).startswith("cuda"):
+    if probe_device(opts).startswith("cuda"):
         return "torch"
     return "torch" if dim is not None and dim + 1 <= opts.newton_max_dim else "sklearn"
 
 
 def fit_sites(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
               keep_full: bool = False) -> list[FoldResult]:
-    """Out-of-fold predictions for each site's features with the chosen solver."""
-    if resolved_solver(opts, max((np.shape(X)[1] for X in Xs), default=None)) == "sklearn":
-        return [fit_sklearn(X, y, groups, opts, keep_full) for X in Xs]
+    """Out-of-fold predictions for each site's features with the chosen solver (``Xs``: a list, or a
+    :class:`probes.features.SiteSequence` read one site at a time)."""
+    if resolved_solver(opts, max(widths(Xs), default=None)) == "sklearn":
+        return [fit_sklearn(Xs[i], y, groups, opts, keep_full) for i in range(len(Xs))]  # no site kept between fits
     return fit_torch(Xs, y, groups, opts, keep_full)
+
+
+def time_solver(sites: int = 49, dim: int = 3840, rows: int = 10_000, device: str = "auto",
+                opts: ProbeOptions | None = None, seed: int = 0) -> dict:
+    """Time the torch probe solver at a given shape on ``device`` (for the GPU smoke check: FairStress's
+    49 sites x 3,840 dims, here 10k rows): synthetic float32 features made one site at a time (a planted
+    direction per site, scenarios of 8 rows), fitted with the probes' nested grouped CV
+    (:func:`fit_torch`; the features are made one site at a time when the solver reads them, which the time
+    includes, about as long as reading them from a cache). Returns seconds, the peak memory (on CUDA
+    ``torch.cuda.max_memory_allocated``; on a CPU the plan's expected peak), the plan and the solver's counts."""
+    import time
+    from dataclasses import replace
+
+    import torch
+
+    from .features import SiteSequence
+    opts = replace(opts or ProbeOptions(), solver="torch", device=device)
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, rows)
+    groups = np.repeat(np.arange(rows // 8 + 1), 8)[:rows]
+
+    def site(i: int) -> np.ndarray:
+        r = np.random.default_rng([seed, i])
+        u = r.normal(size=dim)
+        u /= np.linalg.norm(u)
+        return (r.standard_normal((rows, dim), np.float32)
+                + np.outer(2 * y - 1, u).astype(np.float32) * (0.5 + 1.5 * i / max(1, sites - 1)))
+
+    Xs = SiteSequence(site, sites, [dim] * sites)
+    dev = probe_device(opts)
+    cuda = dev.split(":")[0] == "cuda"
+    if cuda:
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+    t0 = time.perf_counter()
+    res = fit_torch(Xs, y, groups, opts)
+    if cuda:
+        torch.cuda.synchronize(dev)
+    seconds = time.perf_counter() - t0
+    report = res[0].solver
+    peak = int(torch.cuda.max_memory_allocated(dev)) if cuda else int(report["expected_peak_bytes"])
+    return {"sites": sites, "dim": dim, "rows": rows, "device": dev, "seconds": round(seconds, 3),
+            "peak_bytes": peak, "peak_measured": cuda, "solver": report}

@@ -17,6 +17,7 @@ import pandas as pd
 
 from evenhand.stats import RESAMPLES
 from .dataset import ProbeDataset
+from .features import site_sequence, widths
 from .logistic import FoldResult, ProbeOptions, fit_sites
 from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
 from .design import control_labels
@@ -177,12 +178,15 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     """Fit and score a probe per site of ``ds``, the evidence baseline and design + activations probes
     (when ``ds.design`` is set), the control task (``control``) and the text baseline (``text``).
     Returns (tidy table, fold results by site). ``progress``: a bar over the fits and the sites scored.
+    The sites are read one at a time as each fit reaches them (:func:`probes.features.site_sequence`; the
+    design + activations features are stacked per site as read), so host memory does not grow with the
+    number of sites.
     Fits that stop at the iteration limit are counted (``table.attrs["unconverged"]``, recorded by
     :func:`write_sweep`) and reported once on stderr in words (:func:`unconverged_text`)."""
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
-    Xs = [ds.features[s] for s in ds.sites]
+    Xs = site_sequence(ds.features, ds.sites)
     has_design = ds.design is not None and ds.design.shape[1] > 0
     bar = tqdm(total=1 + 2 * has_design + bool(control) + len(Xs) + bool(text), unit="step",
                disable=not progress, desc=f"probe[{ds.label}]", dynamic_ncols=True)
@@ -199,7 +203,8 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
         bar.update()
         bar.set_postfix_str("design + activations")
         with collect_unconverged(unconverged):
-            combined = fit_sites([np.hstack([ds.design, X]) for X in Xs], ds.y, ds.groups, opts)
+            combined = fit_sites(site_sequence(ds.features, ds.sites, lambda X: np.hstack([ds.design, X]),
+                                               ds.design.shape[1]), ds.y, ds.groups, opts)
         bar.update()
     controls: list[FoldResult | None] = [None] * len(Xs)
     seen = None
@@ -214,7 +219,7 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
                 c.labels = y_c
         bar.update()
     bar.set_postfix_str("scoring sites")
-    extra = {"label": ds.label, "engine": resolved_solver(opts, max(x.shape[1] for x in Xs)),
+    extra = {"label": ds.label, "engine": resolved_solver(opts, max(widths(Xs))),
              "filters": json.dumps(ds.filters, sort_keys=True, default=str),
              "variant": "activations", "condition": condition_text(ds.filters)}
     rows = []

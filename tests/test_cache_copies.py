@@ -125,8 +125,8 @@ def test_merge_caches_gathers_parts_into_one_cache(tiny, smoke_items, tmp_path):
     for site in whole.sites:  # the parts' values exactly; a whole cache's up to float rounding (other batches)
         assert np.array_equal(ActivationCache(out).load(site, part_ids)[1], values[site]), site
         np.testing.assert_allclose(whole.load(site, ids)[1], ActivationCache(out).load(site, ids)[1], rtol=0, atol=1e-6)
-    other = cache_activations(items.head(2), lm, CacheOptions(batch_size=4, dtype="float16", progress=False),
-                              tmp_path / "f16")
+    other = cache_activations(items.head(2), lm, CacheOptions(batch_size=4, dtype="bfloat16", progress=False),
+                              tmp_path / "bf16")
     again = cache_activations(items.head(2), lm, opts, tmp_path / "f32")
     with pytest.raises(ValueError, match="other sites, dtype or model"):
         merge_caches([again.path, other.path], tmp_path / "bad", ids)

@@ -68,7 +68,7 @@ class CacheConfig:
     sites: tuple[str, ...] = CacheOptions.sites
     """Site names or shorthands (residual, all)."""
     dtype: CacheDtype = CacheOptions.dtype
-    """float16 | float32."""
+    """auto | bfloat16 | float32 (auto: the model's bfloat16, else float32; never float16)."""
     name_mean: bool = CacheOptions.name_mean
     """Also cache the mean over each candidate's name tokens."""
     backend: Backend = "nnsight"
