@@ -17,6 +17,8 @@ def _run(a) -> int:
     if a.backend not in study.backends:
         raise ValueError(f"a {study.kind} config runs on the {' or '.join(study.backends)} backend, not {a.backend}")
     cfg = study.parse(data, str(a.config))
+    from .plan import refuse_unfit  # before anything loads: a config that cannot fit on this GPU is refused
+    refuse_unfit(a.config)
     ray_options = {"address": a.address, "workers": a.workers, "gpus_per_worker": a.gpus_per_worker}
     result = study.run(cfg, progress=show, backend=a.backend, **(ray_options if a.backend == "ray" else {}))
     text = study.text(cfg, result)
