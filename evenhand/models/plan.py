@@ -12,9 +12,10 @@ The formulas are ours (no library predicts these stages); they are first-order a
 - weights: the parameter count from the shapes x the dtype's bytes;
 - KV cache: 2 (K and V) x layers x kv heads x head dim x bytes x batch x tokens (a sliding-window layer keeps at
   most its window);
-- activations of a forward: ``batch x tokens x (ACT_HIDDEN x hidden + 2 x intermediate) x bytes`` (residual,
-  attention and MLP buffers alive at once) plus the attention scores of one layer (``batch x heads x tokens^2``
-  x bytes; SDPA's memory-efficient kernels need less) plus the last position's float32 logits;
+- activations of a forward: ``batch x tokens x (ACT_HIDDEN x hidden + MLP_COPIES x intermediate) x bytes``
+  (residual, attention and MLP buffers alive at once; the two constants set from CPU measurements) plus the
+  last position's float32 logits (and, with eager attention only, one layer's ``batch x heads x tokens^2``
+  scores: SDPA's kernels, which the presets use, do not materialise them);
 - the cache writer: the forward plus every cached site's last-token row in float32 (the device-side stack);
 - the probe solver (torch): one site's float32 matrix (items x hidden) x ``PROBE_COPIES`` (data, a fold's
   standardised copy, gradients);
@@ -32,9 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 GB = 1e9
-ACT_HIDDEN = 6
-"""Residual-width buffers a decoder layer holds at once in a forward (input, normed input, attention output,
-residual sums, q/k/v at GQA width): an upper estimate."""
+ACT_HIDDEN = 10
+"""Residual-width buffers a decoder layer holds at once in a forward (input, the norms' float32 upcasts, q/k/v
+at GQA width, attention output, residual sums)."""
+MLP_COPIES = 4
+"""Intermediate-width buffers of the gated MLP (gate, up, the activation, their product)."""
 PROBE_COPIES = 3
 """Copies of one site's float32 matrix the torch probe solver holds (data, standardised fold, gradient)."""
 SHARD_OVERHEAD = 256
@@ -47,6 +50,9 @@ control task each site fits ``folds x (inner x Cs + 1) x 2`` = 160 probes."""
 PROBE_PASSES = 420
 """Passes over the data per probe fit by the torch Newton-CG solver: ~10 Newton steps x (2 + 2 x ~20 CG
 iterations)."""
+HOST_RUNTIME = 25e6
+"""Host bytes of a first CPU forward beyond the weights and activations, after torch and transformers are
+imported (kernels, allocator pools): ~25 MB, measured at batch 1 x 64 tokens (benchmarks/bench_plan.py)."""
 HUB_SHARD = 5 * GB
 """The largest weight shard the hub's checkpoints use: the host memory of a load streamed to the device."""
 DECISION_ROW_BYTES = {"logprob": 400, "answer": 500, "reasoning": 2500}
@@ -58,15 +64,15 @@ DECISION_ROW_BYTES = {"logprob": 400, "answer": 500, "reasoning": 2500}
 # plan reads are kept.
 PRESET_CONFIGS: dict[str, dict] = {
     "gemma-3-12b-it": {
-        "architectures": ["Gemma3ForConditionalGeneration"], "torch_dtype": "bfloat16",
-        "text_config": {"hidden_size": 3840, "intermediate_size": 15360, "num_hidden_layers": 48,
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "torch_dtype": "bfloat16",
+        "text_config": {"model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360, "num_hidden_layers": 48,
                         "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "vocab_size": 262208,
                         "sliding_window": 1024, "sliding_window_pattern": 6, "tie_word_embeddings": True},
         "vision_config": {"hidden_size": 1152, "intermediate_size": 4304, "num_hidden_layers": 27,
-                          "image_size": 896, "patch_size": 14},
+                          "image_size": 896, "patch_size": 14, "vision_use_head": False},
     },
     "qwen2.5-7b-instruct": {
-        "architectures": ["Qwen2ForCausalLM"], "torch_dtype": "bfloat16", "hidden_size": 3584,
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "torch_dtype": "bfloat16", "hidden_size": 3584,
         "intermediate_size": 18944, "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
         "vocab_size": 152064, "tie_word_embeddings": False, "attention_bias": True,
     },
@@ -106,6 +112,7 @@ class Shapes:
     vocab: int
     tied: bool = True
     bias: bool = False
+    qk_norm: bool = False
     sliding_window: int | None = None
     sliding_every: int = 0
     """Every ``sliding_every``-th layer is global, the rest slide (Gemma 3: 6); 0: none slide."""
@@ -120,7 +127,8 @@ class Shapes:
         attn = h * self.heads * hd * 2 + h * self.kv_heads * hd * 2
         if self.bias:
             attn += self.heads * hd + 2 * self.kv_heads * hd
-        layer = attn + 3 * h * self.intermediate + 4 * h + 2 * hd
+        norms = 4 * h + 2 * hd if self.qk_norm else 2 * h  # Gemma 3: four norms and q/k norms per layer
+        layer = attn + 3 * h * self.intermediate + norms
         return self.vocab * h * (1 if self.tied else 2) + self.layers * layer + h + self.extra_params
 
     def kv_tokens(self, tokens: int) -> int:
@@ -143,20 +151,26 @@ def shapes_from_config(cfg: dict, dtype: str | None = None) -> Shapes:
         raise ValueError(f"config.json has no {exc.args[0]}: cannot plan this model") from None
     extra = 0
     v = cfg.get("vision_config")
-    if v:
-        vh, vi = int(v["hidden_size"]), int(v["intermediate_size"])
-        patches = (int(v.get("image_size", 896)) // int(v.get("patch_size", 14))) ** 2
-        extra = int(v["num_hidden_layers"]) * (4 * vh * vh + 2 * vh * vi) + patches * vh + vh * h
+    if v:  # SigLIP (Gemma 3's vision tower) and the projector into the text width
+        vh, vi, ps = int(v["hidden_size"]), int(v["intermediate_size"]), int(v.get("patch_size", 14))
+        mlp = 2 * vh * vi + vi + vh
+        layer = 4 * (vh * vh + vh) + mlp + 4 * vh
+        patches = (int(v.get("image_size", 896)) // ps) ** 2
+        extra = int(v["num_hidden_layers"]) * layer + 3 * ps * ps * vh + vh + patches * vh + 2 * vh + vh * h + vh
+        if v.get("vision_use_head", True):
+            extra += vh + 4 * (vh * vh + vh) + 2 * vh + mlp
     window = t.get("sliding_window")
     every = int(t.get("sliding_window_pattern") or 0)
     if window and not every and t.get("layer_types"):
         kinds = t["layer_types"]
         every = len(kinds) // max(1, sum(k == "full_attention" for k in kinds))
     tied = cfg.get("tie_word_embeddings", t.get("tie_word_embeddings", True))
+    kind = str(t.get("model_type") or cfg.get("model_type") or "")
     return Shapes(hidden=h, intermediate=inter, layers=layers, heads=heads,
                   kv_heads=int(t.get("num_key_value_heads") or heads),
                   head_dim=int(t.get("head_dim") or h // heads), vocab=vocab, tied=bool(tied),
-                  bias=bool(t.get("attention_bias", False)), sliding_window=int(window) if window else None,
+                  bias=bool(t.get("attention_bias", kind.startswith("qwen2"))), qk_norm=kind.startswith("gemma3"),
+                  sliding_window=int(window) if window else None,
                   sliding_every=every, extra_params=extra,
                   dtype=dtype or str(cfg.get("torch_dtype") or cfg.get("dtype") or t.get("dtype") or "bfloat16"))
 
@@ -220,11 +234,13 @@ class Plan:
         over = [(k, v) for k, v in self.gpu.items() if v > self.device.memory]
         if not over:
             return None
+        where = f"{self.model} does not fit on {self.device.name} ({self.device.memory / GB:.0f} GB)"
+        if self.gpu["weights"] > self.device.memory:
+            return f"{where}: stage weights needs {self.gpu['weights'] / GB:.1f} GB; use a larger device"
         k, v = max(over, key=lambda kv: kv[1])
-        return (f"{self.model} does not fit on {self.device.name} ({self.device.memory / GB:.0f} GB): stage {k} "
-                f"needs {v / GB:.1f} GB; lower batch_size (the decision stage fits at batch "
-                f"{auto_batch_size(self.device.memory, self.shapes, self.work.prompt_tokens + self.work.new_tokens)}) "
-                f"or use a larger device")
+        fit = auto_batch_size(self.device.memory, self.shapes, self.work.prompt_tokens + self.work.new_tokens)
+        return (f"{where}: stage {k} needs {v / GB:.1f} GB; lower batch_size (the decision stage fits at batch "
+                f"{fit}) or use a larger device")
 
     def table(self) -> str:
         """The plan as text: one line per stage and resource."""
@@ -255,11 +271,12 @@ def _duration(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else (f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h")
 
 
-def forward_bytes(s: Shapes, batch: int, tokens: int) -> float:
-    """Activations of one forward of ``batch`` sequences of ``tokens`` (module docstring), in bytes."""
+def forward_bytes(s: Shapes, batch: int, tokens: int, eager: bool = False) -> float:
+    """Activations of one forward of ``batch`` sequences of ``tokens`` (module docstring), in bytes; ``eager``:
+    the attention scores are materialised (eager attention; SDPA's kernels, the presets', do not)."""
     b = DTYPE_BYTES.get(s.dtype, 2)
-    acts = batch * tokens * (ACT_HIDDEN * s.hidden + 2 * s.intermediate) * b
-    scores = batch * s.heads * tokens * tokens * b
+    acts = batch * tokens * (ACT_HIDDEN * s.hidden + MLP_COPIES * s.intermediate) * b
+    scores = batch * s.heads * tokens * tokens * b if eager else 0
     logits = batch * s.vocab * 4 * 2
     return acts + scores + logits
 
@@ -306,15 +323,15 @@ def plan(model: str, shapes: Shapes, work: Workload, device: Device, efficiency:
     if work.train_batch:
         tok = work.prompt_tokens
         p.gpu["learned training"] = weights + 2 * (work.train_batch * tok * shapes.layers / 2
-                                                   * (ACT_HIDDEN * shapes.hidden + 2 * shapes.intermediate) * b)
+                                                   * (ACT_HIDDEN * shapes.hidden + MLP_COPIES * shapes.intermediate) * b)
     # host: the load streams to the device (device_map); on the CPU the weights live on the host
     on_cpu = device.name == "CPU"
     cache_store = DTYPE_BYTES.get(work.cache_dtype, 2)
     p.host["load"] = weights if on_cpu else min(weights, HUB_SHARD)
     if work.cache_sites:
         p.host["probe (one site)"] = work.items * shapes.hidden * 4.0 * 1.5
-    if on_cpu:
-        p.host["decisions"] = p.gpu["decisions"]
+    if on_cpu:  # the weights are read from the mmapped files into the process (counted once)
+        p.host["decisions"] = HOST_RUNTIME + p.gpu["decisions"]
         p.gpu = {}
     n_batches = math.ceil(work.items / work.batch_size)
     p.disk["decisions"] = work.items * DECISION_ROW_BYTES.get(work.mode, 500)

@@ -81,7 +81,11 @@ def plan_config(cfg, device: Device, efficiency: float = 0.4) -> Plan:
 
 
 def cuda_device() -> Device | None:
-    """The CUDA device a run will use, with its free memory now (None without CUDA)."""
+    """The CUDA device a run will use, with its free memory now (None without CUDA; torch is imported only on a
+    machine with an NVIDIA driver, so a failing command stays fast elsewhere)."""
+    import os
+    if not os.path.exists("/dev/nvidiactl") and not os.environ.get("CUDA_VISIBLE_DEVICES"):
+        return None
     import torch
     if not torch.cuda.is_available():
         return None
