@@ -38,5 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local (default) or ray: a run config's or a sweep's cells on Ray actors")
     s.add_argument("--address", default=None, help="ray: a cluster address (default: start a local one)")
     s.add_argument("--workers", type=int, default=2, help="ray: model-holding actors")
-    s.add_argument("--gpus-per-worker", type=float, default=0.0, help="ray: GPUs per actor")
+    s.add_argument("--gpus-per-worker", type=float, default=None,
+                   help="ray: GPUs per actor (default: 1 when CUDA is present, else 0)")
     s.set_defaults(fn=_run)
