@@ -255,6 +255,9 @@ class Plan:
         lines += [f"    {k:<22} {v / GB:9.2f} GB" for k, v in self.gpu.items()]
         lines.append(f"    {'device memory':<22} {self.device.memory / GB:9.2f} GB -> "
                      f"{'fits' if self.fits() else 'DOES NOT FIT'}")
+        if self.device.name != "CPU":
+            lines.append(f"    {'largest batch fitting':<22} {auto_batch_size(self.device.memory, s, w.prompt_tokens + w.new_tokens):9d}"
+                         f" (decisions, 85% of the device)")
         lines.append("  host memory (peak):")
         lines += [f"    {k:<22} {v / GB:9.2f} GB" for k, v in self.host.items()]
         lines.append("  disk:")
