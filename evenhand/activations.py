@@ -384,16 +384,24 @@ def host_rows(saved: dict, stack: bool | None = None) -> list[dict]:
 
 
 def boot_bridge(lm: LoadedModel):
-    """A TransformerLens TransformerBridge on its own deep copy of the model (the bridge rewrites it), booted
-    without a multimodal processor (:func:`text_only_bridge`)."""
+    """A TransformerLens TransformerBridge on a structural copy of the model that shares its weights.
+
+    The bridge rewrites the module tree it is given and switches its attention to eager, so it gets its own
+    tree (modules and config copied) whose parameters and buffers are the loaded model's own tensors: no second
+    copy of the weights (+24 GB at 12B with a deep copy), and ``lm.model`` keeps its modules and attention. The
+    bridge is named by the model's local directory (``lm.meta["path"]``), never a hub id, so booting it reads
+    nothing from the hub (its config comes from the model; its tokenizer is ``lm.tokenizer``). It boots without
+    a multimodal processor (:func:`text_only_bridge`)."""
     import copy
 
     from transformer_lens.model_bridge import TransformerBridge
-    model = copy.deepcopy(lm.model)
+    shared = {id(t): t for t in list(lm.model.parameters()) + list(lm.model.buffers())}
+    model = copy.deepcopy(lm.model, memo=shared)
     if not getattr(model.config, "architectures", None):
         model.config.architectures = [type(model).__name__]
     with text_only_bridge():
-        return TransformerBridge.boot_transformers(lm.name, hf_model=model, tokenizer=lm.tokenizer)
+        return TransformerBridge.boot_transformers(lm.meta.get("path") or lm.spec.model, hf_model=model,
+                                                   tokenizer=lm.tokenizer)
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from evenhand.suite.content import content_for
 from evenhand.models.sites import n_layers
 from evenhand.engine.scoring import label_token_ids
 from evenhand.prompts import labels, model_text, user_message, uses_chat_template
-from evenhand.engine.batching import left_pad
+from evenhand.engine.batching import halve_on_oom, left_pad
 from .reading import prompt_ids, token_states
 
 
@@ -286,10 +286,17 @@ def hooked(lm, site: str, module):
         yield lm.model
 
 
-def train(lm, module, pairs: list, options, forward, progress: bool = False, name: str = "learned") -> list[dict]:
+def train(lm, module, pairs: list, options, forward, progress: bool = False, name: str = "learned",
+          micro_batch: int | None = None, stats: dict | None = None) -> list[dict]:
     """Train ``module`` (the model frozen) on ``pairs`` for ``options.steps`` steps of ``options.batch_size``
     pairs with Adam at ``options.lr``; ``forward`` (a context manager such as :func:`hooked`) yields the edited
-    model's forward. Returns the loss curve (every 10th step and the last)."""
+    model's forward. Returns the loss curve (every 10th step and the last).
+
+    Each step accumulates its gradient over micro-batches of at most ``micro_batch`` pairs (default the whole
+    batch), each term weighted by its share of the batch (:func:`step_terms`), so the gradient and the loss equal
+    the full batch's up to rounding. On out-of-memory the step is redone at half the micro-batch
+    (:func:`~evenhand.engine.batching.halve_on_oom`: the failed attempt's graph is freed first) and later steps
+    keep that size; ``stats``, when given, receives ``micro_batch``, the size the last step ran at."""
     import torch
     from tqdm.auto import tqdm
     sparse = hasattr(module, "project_gradient")  # ReFT-r1: top-k latents, L1 penalty, unit-norm direction
@@ -308,40 +315,72 @@ def train(lm, module, pairs: list, options, forward, progress: bool = False, nam
     lm.model.eval()
     curve = []
     steps, bs = options.steps, options.batch_size
-    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    micro = min(bs, micro_batch or bs)
     try:
         with forward as model:
             for step in tqdm(range(steps), disable=not progress, desc=name):
                 batch = [pairs[(step * bs + i) % len(pairs)] for i in range(bs)]
-                if objective == "axbench":
-                    nll = answer_nll(lm, [a for a, _ in batch] + [b for _, b in batch], set_mask, model)
-                    loss = axbench_objective(nll, module.l1, step, steps, options.l1)
-                else:
-                    lo_x = letter_logodds(lm, [a for a, _ in batch], set_mask, model)
-                    l1 = module.l1 if sparse else 0.0
-                    lo_s = letter_logodds(lm, [b for _, b in batch], set_mask, model)
-                    loss = float(options.consistency) * ((lo_x - lo_s) ** 2).mean()
-                    gt = [i for i, (a, _) in enumerate(batch) if a["condition"] == "GT"]
-                    if gt:
-                        tgt = torch.tensor([1.0 if batch[i][0]["correct_slot"] == "A" else 0.0 for i in gt],
-                                           device=lo_x.device)
-                        loss = loss + bce(lo_x[gt], tgt) + bce(lo_s[gt], tgt)
-                    if sparse:  # AxBench: the L1 weight ramps from 0 to its value over training
-                        loss = loss + (step / steps) * float(options.l1) * (l1 + module.l1) / 2
-                opt.zero_grad()
-                loss.backward()
+
+                def attempt(size: int) -> float:
+                    opt.zero_grad()
+                    if sparse:  # a failed attempt's L1 term holds its graph: drop it
+                        module.l1 = module.magnitude = None
+                    total = 0.0
+                    for i in range(0, bs, size):
+                        term = step_terms(lm, model, module, batch, batch[i:i + size], options, step, set_mask)
+                        term.backward()
+                        total += float(term.detach())
+                    return total
+
+                loss, micro = halve_on_oom(attempt, micro)
                 if sparse:
                     module.project_gradient()
                 opt.step()
                 if sparse:
                     module.renormalise()
                 if step % 10 == 0 or step == steps - 1:
-                    curve.append({"step": step, "loss": round(float(loss.detach()), 6)})
+                    curve.append({"step": step, "loss": round(loss, 6)})
     finally:
         for p, g in zip(lm.model.parameters(), frozen):
             p.requires_grad_(g)
         lm.model.train(was_training)
+    if stats is not None:
+        stats["micro_batch"] = micro
     return curve
+
+
+def step_terms(lm, model, module, batch: list, part: list, options, step: int, set_mask):
+    """The share of the training loss of the step's ``batch`` that its micro-batch ``part`` contributes: each mean
+    over the batch becomes the part's sum over the batch's count (the consistency term over pairs, the
+    cross-entropy over GT pairs, the L1 term over pairs, AxBench's language-modelling loss over answer tokens),
+    so the parts' terms add up to the batch's loss and their gradients to its gradient."""
+    import torch
+    sparse = set_mask is not None
+    bs, steps = len(batch), options.steps
+    if getattr(options, "objective", "task") == "axbench":
+        n_tok = sum(answer_tokens(lm, [a for a, _ in batch] + [b for _, b in batch]))
+        items = [a for a, _ in part] + [b for _, b in part]
+        nll = answer_nll(lm, items, set_mask, model)
+        return nll * (sum(answer_tokens(lm, items)) / n_tok) + axbench_objective(
+            0.0, module.l1, step, steps, options.l1) * (len(part) / bs)
+    lo_x = letter_logodds(lm, [a for a, _ in part], set_mask, model)
+    l1 = module.l1 if sparse else 0.0
+    lo_s = letter_logodds(lm, [b for _, b in part], set_mask, model)
+    loss = float(options.consistency) * ((lo_x - lo_s) ** 2).sum() / bs
+    n_gt = sum(a["condition"] == "GT" for a, _ in batch)
+    gt = [i for i, (a, _) in enumerate(part) if a["condition"] == "GT"]
+    if gt:
+        bce = torch.nn.functional.binary_cross_entropy_with_logits
+        tgt = torch.tensor([1.0 if part[i][0]["correct_slot"] == "A" else 0.0 for i in gt], device=lo_x.device)
+        loss = loss + (bce(lo_x[gt], tgt, reduction="sum") + bce(lo_s[gt], tgt, reduction="sum")) / n_gt
+    if sparse:  # AxBench: the L1 weight ramps from 0 to its value over training
+        loss = loss + (step / steps) * float(options.l1) * (l1 + module.l1) / 2 * (len(part) / bs)
+    return loss
+
+
+def answer_tokens(lm, items: list[dict]) -> list[int]:
+    """Per GT item, the number of tokens of its correct answer (what :func:`answer_nll` averages over)."""
+    return [len(ca if it["correct_slot"] == "A" else cb) for it, (_, ca, cb) in zip(items, answer_batch(lm, items))]
 
 
 def answer_batch(lm, items: list[dict]):

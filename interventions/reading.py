@@ -15,7 +15,7 @@ from evenhand.prompts import uses_chat_template
 from evenhand.prompts import model_text, user_message
 from evenhand.engine.scoring import label_token_ids
 from evenhand.prompts import labels
-from evenhand.engine.batching import left_pad
+from evenhand.engine.batching import Halving, left_pad
 from evenhand.models.sites import module, resolve
 
 
@@ -45,35 +45,56 @@ def last_token_activations(lm, seqs: list[list[int]], sites: list[str], batch_si
     """The value of each site at the last token of each sequence (float32 [n, d], rows in order).
 
     Read by :func:`steering.hooks.observe`, whose hooks run after any :func:`steering.hooks.steer` edit on the
-    same site, so inside a ``steer`` block the values are the edited ones."""
+    same site, so inside a ``steer`` block they read the edited values. Batches halve on out-of-memory
+    (:func:`read_batches`)."""
+    rows = read_batches(lm, seqs, sites, batch_size, lambda h, idx: h[:, -1], progress)
+    return {s: np.stack([r[s] for r in rows]).astype(np.float32) for s in sites}
+
+
+def read_batches(lm, seqs: list[list[int]], sites: list[str], batch_size: int, pick, progress: bool = False,
+                 desc: str = "activations") -> list[dict]:
+    """One dict per sequence (in order): site -> its row of ``pick(h, idx)`` as a float32 numpy array.
+
+    ``h`` is the site's hidden state on the device [batch, width, d], left-padded, and ``idx`` the indices in
+    ``seqs`` of the batch's sequences (row ``k`` holds ``seqs[idx[k]]`` in its last ``len(seqs[idx[k]])``
+    positions); ``pick`` returns a tensor with one row per sequence (the last token) or a list of one tensor per
+    sequence. It runs inside the hook, so only
+    what it keeps reaches the host: a reduction (a last token, a span mean) never holds every token of the
+    batch. The forward runs under ``inference_mode`` in batches of at most ``batch_size`` that halve on
+    out-of-memory (:class:`~evenhand.engine.batching.Halving`, which frees the failed batch first); the store is
+    emptied before each attempt, so a failed batch leaves nothing behind."""
     import torch
     from tqdm.auto import tqdm
 
     from steering.hooks import observe  # deferred: pulls in torch
     model = lm.model
-    out: dict[str, list] = {s: [] for s in sites}
-    with observe(model, sites, take=lambda h: h[:, -1].float().cpu()) as store, torch.inference_mode():
-        for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc="activations"):
-            ids, mask, pos = left_pad(seqs[i:i + batch_size], lm.tokenizer.pad_token_id, model.device)
+    halving = Halving(batch_size)
+    batch: list[int] = []
+
+    def take(h):
+        kept = pick(h, batch)
+        if isinstance(kept, torch.Tensor):
+            return list(kept.float().cpu().numpy())
+        return [x.float().cpu().numpy() for x in kept]
+
+    out: list[dict] = []
+    with observe(model, sites, take=take) as store, torch.inference_mode():
+        def run(idx: list[int]) -> list[dict]:
+            for v in store.values():
+                v.clear()
+            batch[:] = idx
+            ids, mask, pos = left_pad([seqs[j] for j in idx], lm.tokenizer.pad_token_id, model.device)
             model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
-            for s in sites:
-                out[s].append(store[s].pop().numpy())
-    return {s: np.concatenate(v).astype(np.float32) for s, v in out.items()}
+            rows = {s: store[s].pop() for s in sites}
+            return [{s: rows[s][k] for s in sites} for k in range(len(idx))]
+
+        for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc=desc):
+            out += halving.run(run, list(range(i, min(i + batch_size, len(seqs)))))
+    return out
 
 
 def token_states(lm, seqs: list[list[int]], site: str, batch_size: int = 32) -> list[np.ndarray]:
     """The value of ``site`` at every token of each sequence (float32 [len, d] per sequence, in order; read by
-    :func:`steering.hooks.observe`)."""
-    import torch
-
-    from steering.hooks import observe  # deferred: pulls in torch
-    model = lm.model
-    out = []
-    with observe(model, [site], take=lambda h: h.float().cpu()) as store, torch.inference_mode():
-        for i in range(0, len(seqs), batch_size):
-            chunk = seqs[i:i + batch_size]
-            ids, mask, pos = left_pad(chunk, lm.tokenizer.pad_token_id, model.device)
-            model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
-            h = store[site].pop().numpy()
-            out += [h[j, h.shape[1] - len(q):] for j, q in enumerate(chunk)]
-    return out
+    :func:`steering.hooks.observe`, batches halving on out-of-memory as in :func:`read_batches`)."""
+    return [r[site] for r in read_batches(lm, seqs, [site], batch_size, lambda h, idx: [
+        h[k, h.shape[1] - len(seqs[j]):] for k, j in enumerate(idx)])]

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .base import DirectionIntervention, Fitted, InterventionError, SitesApply, register
-from .reading import answer_sequences, last_token_activations, prompt_ids
+from .reading import answer_sequences, last_token_activations, prompt_ids, read_batches
 from evenhand.activations import CacheOptions, cache_activations
 from evenhand.models.sites import n_layers
 from evenhand.prompts import model_text, user_message
@@ -370,34 +370,19 @@ def demographic_activations(lm, train_items: pd.DataFrame, sites: list[str], bat
         ids, sp = profile_spans(lm, r)
         seqs.append(ids)
         spans.append((sp[r["minority_slot"]], sp[other[r["minority_slot"]]]))
-    acts = {}
-    states = _all_token_states(lm, seqs, sites, batch_size, progress)
-    for s in sites:
-        mino = span_means(states[s], [a for a, _ in spans])
-        majo = span_means(states[s], [b for _, b in spans])
-        acts[s] = np.stack([mino, majo], 1).reshape(2 * len(rows), -1).astype(np.float32)
+    import torch
+
+    def pick(h, idx):  # per sequence: the means of its two spans (float64, on the device); nothing else kept
+        out = []
+        for k, j in enumerate(idx):
+            off = h.shape[1] - len(seqs[j])
+            out.append(torch.stack([h[k, off + a:off + b].double().mean(0) for a, b in spans[j]]))
+        return out
+
+    read = read_batches(lm, seqs, sites, batch_size, pick, progress)
+    acts = {s: np.stack([r[s] for r in read]).reshape(2 * len(rows), -1).astype(np.float32) for s in sites}
     z = np.tile([1, 0], len(rows))
     return rows, z, acts
-
-
-def _all_token_states(lm, seqs: list[list[int]], sites: list[str], batch_size: int,
-                      progress: bool) -> dict[str, list[np.ndarray]]:
-    """Site -> the value at every token of each sequence (float32 [len, d] per sequence), all sites in one pass."""
-    import torch
-    from tqdm.auto import tqdm
-
-    from steering.hooks import observe  # deferred: pulls in torch
-    model = lm.model
-    out: dict[str, list] = {s: [] for s in sites}
-    with observe(model, sites, take=lambda h: h.float().cpu()) as store, torch.inference_mode():
-        for i in tqdm(range(0, len(seqs), batch_size), disable=not progress, desc="activations"):
-            chunk = seqs[i:i + batch_size]
-            ids, mask, pos = left_pad(chunk, lm.tokenizer.pad_token_id, model.device)
-            model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=1)
-            for s in sites:
-                h = store[s].pop().numpy()
-                out[s] += [h[j, h.shape[1] - len(q):] for j, q in enumerate(chunk)]
-    return out
 
 
 # --- ACE ---------------------------------------------------------------------------------------

@@ -61,3 +61,36 @@ def test_digest_sees_buffers_and_a_left_hook_is_counted(lm, tmp_path):
     lm.model[0].register_forward_hook(lambda *a: None)
     write_restore(tmp_path / "restore.json", get("ace"), Cell(Arm("ace"), {}, 0, 0), watched, digests, 1, 0, 0)
     assert json.loads((tmp_path / "restore.json").read_text())["checks"][0]["hooks_after"] == 1
+
+
+def test_digest_catches_any_single_element_change_through_data_in_bfloat16(lm):
+    """Every position of a bfloat16 weight, changed by one ulp through ``.data`` (no version bump): the on-device
+    checksum digest sees each one; restoring the value restores the digest."""
+    net = lm.model.to(torch.bfloat16)
+    before = weights_digest(net)
+    bits = net[1].weight.data.view(-1).view(torch.int16)  # the raw bits, written through .data
+    for i in range(bits.numel()):
+        bits[i] += 1  # the next bfloat16 value
+        assert weights_digest(net) != before, i
+        bits[i] -= 1
+    assert weights_digest(net) == before
+
+
+def test_digest_copies_no_weights_to_the_host(lm, monkeypatch):
+    """Only the two checksums per tensor leave the device: every host copy and numpy view is counted."""
+    seen = []
+    real_cpu, real_numpy = torch.Tensor.cpu, torch.Tensor.numpy
+    monkeypatch.setattr(torch.Tensor, "cpu", lambda t, *a, **k: (seen.append(t.numel()), real_cpu(t, *a, **k))[1])
+    monkeypatch.setattr(torch.Tensor, "numpy", lambda t, *a, **k: (seen.append(t.numel()), real_numpy(t, *a, **k))[1])
+    n = len(list(lm.model.parameters())) + len(list(lm.model.buffers()))
+    weights_digest(lm.model)
+    assert seen == [2 * n]  # one copy: a [tensors, 2] table (the old digest copied 64 x 64 + ... values)
+
+
+def test_checksums_equal_in_chunks_and_whole(monkeypatch):
+    """The chunked sums equal one pass over the whole tensor (the chunk offsets weight positions globally)."""
+    import interventions.model_state as ms
+    t = torch.randn(1000)
+    whole = ms.tensor_checksums([t])
+    monkeypatch.setattr(ms, "CHUNK", 7)
+    assert ms.tensor_checksums([t]) == whole

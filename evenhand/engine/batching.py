@@ -4,23 +4,54 @@ Batches are length-bucketed (:func:`plan_batches`: items sorted by token length,
 kept in input order (:func:`plan_batches_in_order`) or in token order for prefix reuse
 (:func:`plan_prefix_batches`), and left-padded with position ids that skip the padding
 (:func:`left_pad`). :class:`Halving` runs a batch and, on out-of-memory, splits it in halves; later
-batches use the smaller size.
+batches use the smaller size; :func:`halve_on_oom` retries one callable at half its size (a training
+step). Both free before they retry: the failed attempt's exception (whose traceback holds that attempt's
+frames, and so its tensors) is dropped by leaving the ``except`` block, then :func:`free_memory` runs
+``gc.collect()`` and ``torch.cuda.empty_cache()``, so the retry does not start beside the failed batch.
 """
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_OOM_TEXT = ("out of memory", "can't allocate memory")  # CUDA/MPS; torch's CPU allocator
 
 
 def is_oom(exc: BaseException) -> bool:
-    """Whether ``exc`` is an accelerator out-of-memory error."""
-    return "out of memory" in str(exc).lower() or type(exc).__name__ == "OutOfMemoryError"
+    """Whether ``exc`` is an out-of-memory error: ``torch.OutOfMemoryError`` (CUDA), a ``RuntimeError``
+    saying so (MPS, the CPU allocator's "can't allocate memory") or Python's ``MemoryError``."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return isinstance(exc, RuntimeError) and any(t in str(exc).lower() for t in _OOM_TEXT)
 
 
 def free_memory() -> None:
-    """Release cached accelerator memory (after an out-of-memory error)."""
+    """Collect garbage (the failed attempt's tensors, once nothing refers to them) and release cached
+    accelerator memory (``torch.cuda.empty_cache()`` when CUDA is present). Call it outside the ``except``
+    block: inside it the exception's traceback still holds the failed attempt's frames."""
+    gc.collect()
     import torch
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def halve_on_oom(fn: Callable[[int], T], size: int) -> tuple[T, int]:
+    """``(fn(size), size)``, retrying at half the size on out-of-memory (a size of one that runs out of
+    memory raises; any other error raises at once).
+
+    The retry runs after the ``except`` block, once :func:`free_memory` has run, so the failed attempt's
+    tensors are gone when it starts. Returns the size that ran, for the caller to keep."""
+    while True:
+        try:
+            return fn(size), size
+        except Exception as exc:  # noqa: BLE001 - filtered by is_oom; re-raised otherwise
+            if not is_oom(exc) or size <= 1:
+                raise
+        free_memory()  # here the exception and its traceback (the failed frames) are gone
+        size = max(1, size // 2)
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
@@ -49,20 +80,20 @@ class Halving:
     def __init__(self, limit: int):
         self.limit = limit
 
-    def run(self, fn: Callable[[list[int]], list[dict]], idx: list[int]) -> list[dict]:
+    def run(self, fn: Callable[[list[int]], list], idx: list[int]) -> list:
         """``fn(idx)``'s rows, running ``idx`` in pieces of at most :attr:`limit` and halving the
-        limit on out-of-memory (a batch of one that runs out of memory raises)."""
-        if len(idx) > self.limit:
-            step = self.limit
-            return [r for i in range(0, len(idx), step) for r in self.run(fn, idx[i:i + step])]
-        try:
-            return fn(idx)
-        except RuntimeError as exc:
-            if not is_oom(exc) or len(idx) == 1:
-                raise
-            free_memory()
-            self.limit = max(1, len(idx) // 2)
-            return self.run(fn, idx)
+        limit on out-of-memory (a batch of one that runs out of memory raises). The pieces are cut in
+        order, so the rows (and the batches run) equal a run started at the final limit."""
+        out: list = []
+        i = 0
+        while i < len(idx):
+            piece = idx[i:i + self.limit]
+            rows, size = halve_on_oom(lambda n: fn(piece[:n]), len(piece))
+            if size < len(piece):
+                self.limit = size
+            out.extend(rows)
+            i += size
+        return out
 
 
 def token_ids(tokenizer, texts: list[str], special: bool, chunk: int = 512) -> list[list[int]]:

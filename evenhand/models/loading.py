@@ -382,7 +382,7 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
         spec = replace(ModelSpec(spec) if isinstance(spec, str) else spec, **options)
     spec = resolve_spec(spec)
     where, gguf, source = locate(spec)
-    fingerprint = weights_fingerprint(where, gguf, spec.revision)
+    fingerprint = weights_fingerprint(where, gguf, spec.revision) if gguf else None  # others: after the download
     if gguf:
         from .gguf_cache import dequantised_copy
         copy = dequantised_copy(Path(where) / gguf, display_name(spec))
@@ -405,18 +405,62 @@ def load_model(spec: ModelSpec | str, **options: object) -> LoadedModel:
     try:
         tok = load_tokenizer(where, kw)
         template = apply_default_template(tok, spec)
-        mkw = dict(kw, dtype=dtype)
-        if spec.attn_implementation:
-            mkw["attn_implementation"] = spec.attn_implementation
-        if spec.device_map:
-            mkw["device_map"] = spec.device_map
-        model = AutoModelForCausalLM.from_pretrained(where, **mkw)
+        model = AutoModelForCausalLM.from_pretrained(where, **model_kwargs(spec, kw, dtype, device))
     except (OSError, ValueError, SafetensorError) as exc:
+        gated = access_refused(exc, spec.model)
+        if gated:
+            raise ModelLoadError(gated) from None
         raise ModelLoadError(f"cannot load model from {source}: {exc}; if a weight file is damaged, download or "
                              f"copy it again") from None
-    if not spec.device_map:
-        model = model.to(device)
     model.eval()
+    path = local_dir(where, gguf, spec.revision)
+    if fingerprint is None:  # after the download, so a hub model's resume check has its files to read
+        fingerprint = weights_fingerprint(where, gguf, spec.revision)
     return LoadedModel(model=model, tokenizer=tok, spec=spec, name=display_name(spec), source=source,
                        device=str(next(model.parameters()).device), dtype=str(dtype).replace("torch.", ""),
-                       meta={"weights": fingerprint, "chat_template": template})
+                       meta={"weights": fingerprint, "chat_template": template, "path": path})
+
+
+def model_kwargs(spec: ModelSpec, kw: dict, dtype, device: str) -> dict:
+    """``from_pretrained``'s arguments: ``kw`` (revision, gguf file, remote code), the dtype, the attention
+    implementation, and ``device_map``: the spec's, else ``{"": device}``, so the weights load straight onto
+    the device (never all on the CPU first, then copied)."""
+    mkw = dict(kw, dtype=dtype, device_map=spec.device_map or {"": device})
+    if spec.attn_implementation:
+        mkw["attn_implementation"] = spec.attn_implementation
+    return mkw
+
+
+def local_dir(where: str, gguf: str | None = None, revision: str | None = None) -> str | None:
+    """The local directory of a located model's files (a hub id's snapshot in the Hugging Face cache); None when
+    they are not on this machine."""
+    if Path(where).expanduser().is_dir():
+        return str(Path(where).expanduser())
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        cached = try_to_load_from_cache(where, gguf or "config.json", revision=revision)
+    except Exception:  # noqa: BLE001 - no cache: no directory
+        return None
+    return str(Path(cached).parent) if isinstance(cached, str) else None
+
+
+def access_refused(exc: BaseException, model: str) -> str | None:
+    """The message for a model the hub refused to serve (gated, private or needing a token: huggingface_hub's
+    ``GatedRepoError``, ``RepositoryNotFoundError`` or an HTTP 401/403 anywhere in ``exc``'s chain), else None."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        kind = type(e).__name__
+        status = getattr(getattr(e, "response", None), "status_code", None)
+        text = str(e)
+        if kind == "GatedRepoError" or "gated repo" in text.lower():
+            return (f"model '{model}' is gated on the Hugging Face hub: accept its licence on "
+                    f"https://huggingface.co/{model} and log in (`hf auth login` or HF_TOKEN), or point at a local "
+                    f"directory")
+        if kind == "RepositoryNotFoundError" or status in (401, 403) or "401 Client Error" in text:
+            return (f"model '{model}' was refused by the Hugging Face hub (not found, private, or unauthorised: "
+                    f"HTTP {status or 401}); log in (`hf auth login` or HF_TOKEN) with access to it, or point at a "
+                    f"local directory")
+        e = e.__cause__ or e.__context__
+    return None

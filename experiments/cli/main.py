@@ -8,8 +8,8 @@ from pathlib import Path
 
 from evenhand import __version__
 
-from . import (cache, decide, demo, figures, irt, organism, power, probe, report, run, runs, score, serve, show,
-               studies, suite, table)
+from . import (cache, decide, demo, figures, irt, organism, plan, power, probe, report, run, runs, score, serve,
+               show, studies, suite, table)
 from . import audit  # after common's users: importing it first would enter common.py mid-cycle
 
 
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     irt.register(sub)
     score.register_simulate(sub)
     run.register(sub)
+    plan.register(sub)
     decide.register(sub)
     serve.register(sub)
     cache.register(sub)

@@ -17,6 +17,8 @@ def _run(a) -> int:
     if a.backend not in study.backends:
         raise ValueError(f"a {study.kind} config runs on the {' or '.join(study.backends)} backend, not {a.backend}")
     cfg = study.parse(data, str(a.config))
+    from .plan import refuse_unfit  # before anything loads: a config that cannot fit on this GPU is refused
+    refuse_unfit(a.config)
     ray_options = {"address": a.address, "workers": a.workers, "gpus_per_worker": a.gpus_per_worker}
     result = study.run(cfg, progress=show, backend=a.backend, **(ray_options if a.backend == "ray" else {}))
     text = study.text(cfg, result)
@@ -36,5 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="local (default) or ray: a run config's or a sweep's cells on Ray actors")
     s.add_argument("--address", default=None, help="ray: a cluster address (default: start a local one)")
     s.add_argument("--workers", type=int, default=2, help="ray: model-holding actors")
-    s.add_argument("--gpus-per-worker", type=float, default=0.0, help="ray: GPUs per actor")
+    s.add_argument("--gpus-per-worker", type=float, default=None,
+                   help="ray: GPUs per actor (default: 1 when CUDA is present, else 0)")
     s.set_defaults(fn=_run)

@@ -107,14 +107,26 @@ class _Workers:
         self.actors, self.started_here = None, False
 
 
-def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_worker: float = 0.0,
+def gpus_for_workers(gpus_per_worker: float | None) -> float:
+    """The GPUs each actor asks Ray for: ``gpus_per_worker`` when given, else one when this machine has CUDA and
+    none otherwise (Ray then gives each actor its own device as ``cuda:0``, and schedules no more actors than
+    there are GPUs)."""
+    if gpus_per_worker is not None:
+        if gpus_per_worker < 0:
+            raise ValueError(f"gpus_per_worker must be at least 0, got {gpus_per_worker}")
+        return float(gpus_per_worker)
+    import torch
+    return 1.0 if torch.cuda.is_available() else 0.0
+
+
+def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_worker: float | None = None,
                    shards_per_worker: int = 4, progress: bool = True, threads_per_worker: int = 1,
                    max_restarts: int = 3, shard_by: str = "scenario", _delay: float = 0.0, _on_started=None,
                    _on_progress=None):
     """The Ray twin of :func:`experiments.studies.run_local.run_config`; returns (RunDir, metrics report).
 
     ``shard_by`` says what a shard keeps whole (:data:`evenhand.shards.SHARD_UNITS`: ``scenario``,
-    ``baseline`` or ``item``)."""
+    ``baseline`` or ``item``). ``gpus_per_worker`` (default: one when CUDA is present): :func:`gpus_for_workers`."""
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the extra
@@ -123,6 +135,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
 
     if workers < 1 or shards_per_worker < 1:
         raise ValueError("workers and shards_per_worker must be at least 1")
+    gpus_per_worker = gpus_for_workers(gpus_per_worker)
     out = check_output_dir(cfg.output_dir)
     spec = resolve_spec(cfg.model)
     where, gguf, source = locate(spec)
