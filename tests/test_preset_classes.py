@@ -262,7 +262,7 @@ def test_small_comparison_restores_every_cell(arch, ckpts, tmp_path, monkeypatch
 
 
 @pytest.fixture(scope="module")
-def vllm_cpu_gemma3(pytestconfig):
+def vllm_cpu_gemma3():
     """Let vLLM's module for Gemma3ForConditionalGeneration import on this CPU machine.
 
     That module imports transformers' torchvision image processor at import time, and the CPU install has no
