@@ -4,6 +4,7 @@ More in docs/BENCHMARKS.md, "Module notes"."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -41,10 +42,20 @@ def build(shape: dict, device: str, dtype):
     kw = {k: v for k, v in shape.items() if k != "arch"}
     cfg = tf.Qwen2Config(**kw) if shape["arch"] == "qwen2" else tf.Gemma3TextConfig(**kw)
     cls = tf.Qwen2ForCausalLM if shape["arch"] == "qwen2" else tf.Gemma3ForCausalLM
-    with torch.device(device):
+    with torch.device(device):  # made in ``dtype`` on the device: no float32 copy inflating reserved memory
         torch.manual_seed(0)
-        model = cls(cfg).to(dtype).eval()
+        model = cls._from_config(cfg, dtype=dtype).eval()
     return model
+
+
+def free_share(device: str, margin: float = 0.05, most: float = 0.8) -> float:
+    """The share of the GPU vLLM may ask for: what is free now less ``margin``, at most ``most`` (vLLM refuses
+    to start when it asks for more than is free, e.g. while memory of the Hugging Face model is still held)."""
+    if not device.startswith("cuda"):
+        return most
+    import torch
+    free, total = torch.cuda.mem_get_info()
+    return round(max(0.05, min(most, free / total - margin)), 3)
 
 
 def prompts(vocab: int, batch: int, length: int):
@@ -107,7 +118,7 @@ def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, re
     from evenhand.models.sites import residual_sites, resolve
     from evenhand.models.tiny import build_tokenizer
     traced = TransformersModel(model, tokenizer=build_tokenizer(["a b"]))  # ids are passed directly
-    layers = model.model.layers
+    n_layers = len(model.model.layers)  # a count, not a reference that would keep the weights alive after del
     resolved = [resolve(model, s) for s in residual_sites(model)]
     pos = (mask.cumsum(-1) - 1).clamp(min=0)
 
@@ -118,7 +129,7 @@ def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, re
         return saved
 
     vec = torch.randn(shape["hidden_size"], device=device, dtype=dtype)
-    edits = {f"blocks.{i}.resid_post": Add(vec, 0.1) for i in range(len(layers))}
+    edits = {f"blocks.{i}.resid_post": Add(vec, 0.1) for i in range(n_layers)}
 
     def steered():
         with steer(model, edits), torch.inference_mode():
@@ -143,7 +154,8 @@ def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, re
         s = hf_generate(model, gen_ids, batch, gen_tokens, sync)
         out.update(gen_prompts=gen_prompts, gen_tokens=gen_tokens, hf_generate_s=round(s, 3),
                    hf_gen_tok_per_s=round(gen_prompts * gen_tokens / s, 1))
-    del model, traced
+    del model, traced, plain, cached, steered
+    gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
     return out
@@ -184,7 +196,7 @@ def bench_vllm(name: str, shape: dict, device: str, ids, gen: int) -> dict:
         t = time.perf_counter()
         llm = LLM(model=d, load_format="dummy", skip_tokenizer_init=True, enable_prefix_caching=True, seed=0,
                   dtype="bfloat16" if device.startswith("cuda") else "float32", enforce_eager=device == "cpu",
-                  max_model_len=ids.shape[1] + gen + 16, gpu_memory_utilization=0.8)
+                  max_model_len=ids.shape[1] + gen + 16, gpu_memory_utilization=free_share(device))
         start = time.perf_counter() - t
         params = SamplingParams(temperature=0.0, max_tokens=gen, min_tokens=gen, ignore_eos=True, detokenize=False)
         prompts = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
@@ -243,31 +255,50 @@ def main() -> None:
     shapes = TINY if a.tiny else SHAPES
     results = {"device": device, "torch": torch.__version__, "shapes": [], "probes": [], "vllm": []}
     gen_prompts, gen_tokens = (8, 8) if a.tiny else (a.gen_prompts, a.gen_tokens)
-    for name, shape in shapes.items():
-        length = 64 if a.tiny else a.length
-        r = bench_shape(name, shape, device, 2 if a.tiny else a.batch, length, 2 if a.tiny else a.reps,
-                        gen_prompts, gen_tokens)
-        results["shapes"].append(r)
-        if gen_prompts:
-            v = bench_vllm(name, shape, device, prompts(shape["vocab_size"], gen_prompts, length), gen_tokens)
-            if "vllm_gen_tok_per_s" in v:
-                v["vllm_over_hf_gen"] = round(v["vllm_gen_tok_per_s"] / r["hf_gen_tok_per_s"], 2)
-            results["vllm"].append(v)
-        rows = 200 if a.tiny else a.probe_rows
-        results["probes"].append({"shape": name, **bench_probes(shape["num_hidden_layers"] + 1, shape["hidden_size"],
-                                                                rows, device, a.probe_sklearn_layers)})
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_shapes.json").write_text(json.dumps(results, indent=2))
+
+    def attempt(key: str, name: str, fn) -> dict:
+        """Run one measurement; a failure is recorded (its type and message), not fatal; the JSON is rewritten
+        after each one, so a run cut short keeps what it measured."""
+        try:
+            r = fn()
+        except Exception as exc:  # noqa: BLE001 - the next measurement still runs
+            r = {"shape": name, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+            gc.collect()
+            if device.startswith("cuda"):
+                torch.cuda.empty_cache()
+        results[key].append(r)
+        (out / "gpu_shapes.json").write_text(json.dumps(results, indent=2))
+        return r
+
+    for name, shape in shapes.items():
+        length = 64 if a.tiny else a.length
+        r = attempt("shapes", name, lambda: bench_shape(name, shape, device, 2 if a.tiny else a.batch, length,
+                                                        2 if a.tiny else a.reps, gen_prompts, gen_tokens))
+        if gen_prompts:
+            v = attempt("vllm", name, lambda: bench_vllm(name, shape, device,
+                                                          prompts(shape["vocab_size"], gen_prompts, length),
+                                                          gen_tokens))
+            if "vllm_gen_tok_per_s" in v and "hf_gen_tok_per_s" in r:
+                v["vllm_over_hf_gen"] = round(v["vllm_gen_tok_per_s"] / r["hf_gen_tok_per_s"], 2)
+                (out / "gpu_shapes.json").write_text(json.dumps(results, indent=2))
+        rows = 200 if a.tiny else a.probe_rows
+        attempt("probes", name, lambda: {"shape": name, **bench_probes(shape["num_hidden_layers"] + 1,
+                                                                       shape["hidden_size"], rows, device,
+                                                                       a.probe_sklearn_layers)})
     print(f"\n{'shape':<22}{'plain tok/s':>12}{'MFU':>7}{'cache x':>9}{'steer x':>9}{'probe sk/torch':>16}")
     for r, p in zip(results["shapes"], results["probes"]):
+        if "error" in r or "error" in p:
+            print(f"{r['shape']:<22}failed: {r.get('error') or p.get('error')}")
+            continue
         mfu = r.get("plain_mfu")
         print(f"{r['shape']:<22}{r['plain_tok_per_s']:>12,.0f}{'-' if mfu is None else f'{mfu:.2f}':>7}"
               f"{r['cache_over_plain']:>9.2f}{r['steering_over_plain']:>9.2f}{p['ratio_sklearn_over_torch']:>16.2f}")
     for v in results["vllm"]:
         print(f"{v['shape']:<22}generation: " + (f"vLLM {v['vllm_gen_tok_per_s']:,.0f} tok/s, "
                                                f"{v['vllm_over_hf_gen']:.2f}x HF generate" if "vllm_over_hf_gen" in v
-                                               else v["vllm"]))
+                                               else v.get("vllm") or v.get("error", "no ratio")))
     print(f"full numbers: {out / 'gpu_shapes.json'}")
 
 
