@@ -200,3 +200,15 @@ def test_verbalization_headline_is_computed_on_amb_rows_only():
         beside = t[(t["rows"] == "AMB") & t["method"].isin(["linear_probe", "evidence"])]
         assert set(beside["method"]) == {"linear_probe", "evidence"} and (beside["n"] == len(ds) // 2).all()
     assert "decodability" in set(t["method"]) and "verbal_classifier" not in set(t["method"])
+
+
+def test_the_reader_runs_through_an_engine_with_the_organism_as_plumbing_judge():
+    """The reader path end to end on a real engine (hf) with the model organism as the judge: one reply per
+    description, read as A, B or neither. Plumbing only: the organism was trained to answer the suite, not to
+    read descriptions, so what it reads is no finding."""
+    from evenhand.judge import load_judge
+    from probes.verbalize import reader_choices
+    ds = _mixed_dataset(n_scenarios=2, per=2)
+    reader = load_judge("evenhand-organism", "hf", "cpu", max_new_tokens=4)
+    picked = reader_choices(ds, ["Applicant A", "Applicant B", "nothing", "the stronger one"], reader)
+    assert len(picked) == 4 and set(picked) <= {"A", "B", None}
