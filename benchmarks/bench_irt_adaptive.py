@@ -31,8 +31,8 @@ POPULATIONS = {"fitted N(0,1)": Population(), "stronger N(1.5,0.5)": Population(
                "interacting (SD 0.7)": Population(interaction_sd=0.7)}
 SETTINGS = {"before: prior SD 1, shrunk a": AdaptiveOptions(prior_sd=1.0, discrimination="shrunk"),
             "prior SD 1, fitted a": AdaptiveOptions(prior_sd=1.0, discrimination="fitted"),
-            "prior SD 3, shrunk a": AdaptiveOptions(prior_sd=3.0, discrimination="shrunk"),
-            "prior SD 3, fitted a (the default)": AdaptiveOptions(prior_sd=3.0, discrimination="fitted"),
+            "prior SD 3, shrunk a (the default)": AdaptiveOptions(prior_sd=3.0, discrimination="shrunk"),
+            "prior SD 3, fitted a": AdaptiveOptions(prior_sd=3.0, discrimination="fitted"),
             "prior SD 3, 1 per scenario": AdaptiveOptions(prior_sd=3.0, discrimination="shrunk", per_scenario=1)}
 
 
