@@ -226,6 +226,83 @@ class ZeroShot:
         return {"positive": 1, "neutral": 0, "negative": -1}[r["labels"][0]]
 
 
+FRAMING_LABELS = {"favourable": 1, "neutral": 0, "unfavourable": -1}
+"""A framing label's value: the classifiers' +1, 0, -1."""
+VALIDATION = lexicon.DATA / "framing_validation.csv"
+"""The hand-labelled framing set (315 sentences; guidelines in ``framing_validation.md`` beside it)."""
+
+
+def lexicon_framing() -> Classifier:
+    """The lexicon baseline: VADER's polarity of the passage, whatever the group ("sentence polarity")."""
+    pol = lexicon.Polarity()
+
+    def classify(passage: str, group: str) -> int:
+        return pol.label(passage)
+    classify.name = "VADER sentence polarity (lexicon baseline)"  # type: ignore[attr-defined]
+    return classify
+
+
+def load_validation(path: str | Path | None = None) -> list[dict]:
+    """The rows of a framing validation file (``id``, ``group``, ``category``, ``label``, ``sentence``; default
+    :data:`VALIDATION`), each label one of :data:`FRAMING_LABELS` (a bad one is refused, naming its row)."""
+    import csv
+    p = Path(path) if path else VALIDATION
+    with open(p, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    need = {"id", "group", "label", "sentence"}
+    if not rows or not need <= set(rows[0]):
+        raise ValueError(f"{p}: a framing validation file needs columns {', '.join(sorted(need))}")
+    for r in rows:
+        if r["label"] not in FRAMING_LABELS:
+            raise ValueError(f"{p}: row {r['id']}: label must be one of {', '.join(FRAMING_LABELS)}, got {r['label']!r}")
+    return rows
+
+
+def agreement(truth, predicted, groups) -> tuple[list[dict], list[dict]]:
+    """(per group and over all rows (``group`` "all"): n, accuracy and Cohen's kappa of ``predicted`` against
+    ``truth`` (labels +1/0/-1; a None prediction counts as disagreeing; kappa NaN where the truth has one
+    label only); the confusion counts as tidy rows:
+    group, truth, predicted, count)."""
+    from sklearn.metrics import cohen_kappa_score  # deferred: scikit-learn only when validating
+    names = {v: k for k, v in FRAMING_LABELS.items()}
+    t = [names[x] for x in truth]
+    p = [names.get(x, "none") if x is not None else "none" for x in predicted]
+    summary, confusion = [], []
+    for g in sorted(set(groups)) + ["all"]:
+        idx = [i for i, x in enumerate(groups) if g in ("all", x)]
+        tt, pp = [t[i] for i in idx], [p[i] for i in idx]
+        kappa = float(cohen_kappa_score(tt, pp, labels=[*FRAMING_LABELS, "none"])) if len(set(tt)) > 1 \
+            else float("nan")
+        summary.append({"group": g, "n": len(idx), "accuracy": sum(a == b for a, b in zip(tt, pp)) / len(idx),
+                        "kappa": kappa})
+        for a in FRAMING_LABELS:
+            for b in [*FRAMING_LABELS, "none"]:
+                c = sum(x == a and y == b for x, y in zip(tt, pp))
+                if c or b != "none":
+                    confusion.append({"group": g, "truth": a, "predicted": b, "count": c})
+    return summary, confusion
+
+
+def label_all(classify: Classifier, pairs: list[tuple[str, str]]) -> list[int | None]:
+    """``classify`` on each (passage, group), through its ``many`` (one batched call) when it has one."""
+    many = getattr(classify, "many", None)
+    return list(many(pairs)) if many is not None else [classify(s, g) for s, g in pairs]
+
+
+def validate(classify: Classifier, rows: list[dict], groups: lexicon.Groups | None = None) -> dict:
+    """Agreement of ``classify`` with the hand labels of ``rows`` (:func:`load_validation`): ``summary`` and
+    ``confusion`` (:func:`agreement`, also per category under ``by_category``), ``predicted`` (per row) and
+    ``mention_recall`` (the share of rows whose group the term lists find in the sentence)."""
+    groups = groups or lexicon.groups()
+    pred = label_all(classify, [(r["sentence"], r["group"]) for r in rows])
+    truth = [FRAMING_LABELS[r["label"]] for r in rows]
+    summary, confusion = agreement(truth, pred, [r["group"] for r in rows])
+    by_cat, _ = agreement(truth, pred, [r.get("category", "") for r in rows])
+    found = sum(r["group"] in groups.mentioned(r["sentence"]) for r in rows) / len(rows)
+    return {"classifier": getattr(classify, "name", "custom"), "summary": summary, "confusion": confusion,
+            "by_category": [x for x in by_cat if x["group"] != "all"], "predicted": pred, "mention_recall": found}
+
+
 @dataclass
 class AuditResult:
     """The audit's tables (lists of dicts) and what it read."""
@@ -248,8 +325,8 @@ def audit(docs: Iterable[Doc], groups: lexicon.Groups | None = None, classify: C
     topics = lexicon.topics() if topics is None else topics
     name = getattr(classify, "name", "custom")
     if classify is None:
-        pol = lexicon.Polarity()
-        classify, name = (lambda passage, group: pol.label(passage)), "VADER sentence polarity"
+        classify = lexicon_framing()
+        name = classify.name
     tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
     topic_n: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
     docs_per_stage: dict[str, int] = defaultdict(int)

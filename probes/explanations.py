@@ -6,9 +6,10 @@ negative), ``identity`` (group terms and identity-framing words per 100 words), 
 the item's two criteria named) and ``values_cited`` (share of the chosen candidate's two values quoted),
 the last two matched against the scenario's own criteria and values in the suite content.
 
-Each measure's difference, minority-favouring minus majority-favouring correct choices on GT items, is the
-difference of two ratio means over the scenarios that hold both sides, with the jackknife-t over scenarios
-(:func:`evenhand.stats.jackknife_t_estimate`; n rows per side, k scenarios). Positive: the measure is higher
+Each measure's difference, minority-favouring minus majority-favouring correct choices on GT items, is a
+within-scenario contrast: per scenario holding both sides the difference of its two means, averaged over
+those scenarios (weights n1 n0 / (n1 + n0)), with the jackknife-t over scenarios
+(:func:`evenhand.stats.jackknife_t_estimate`; n rows per side, k scenarios; scenarios with one side counted). Positive: the measure is higher
 in explanations of minority-favouring choices. Limits and mapping to the study: docs/EXPLANATIONS.md.
 """
 from __future__ import annotations
@@ -170,33 +171,74 @@ def response_measures(responses: pd.DataFrame, polarity: lexicon.Polarity | None
     return out
 
 
+def _side_sums(measures: pd.DataFrame, m: str) -> pd.DataFrame:
+    """Per scenario: the sum and count of measure ``m`` on each side (columns (sum|count, 1|0)), zeros filled."""
+    d = measures[["scenario_id", "favours_minority", m]].dropna()
+    g = d.groupby(["scenario_id", "favours_minority"])[m].agg(["sum", "count"]).unstack("favours_minority")
+    need = [("sum", 1), ("sum", 0), ("count", 1), ("count", 0)]
+    return g.reindex(columns=pd.MultiIndex.from_tuples(need)).fillna(0.0)
+
+
 def paired_differences(measures: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Per measure: minority-favouring minus majority-favouring mean, jackknife-t CI over the scenarios
-    holding rows of both sides. Columns: measure, label, value, ci_low, ci_high, mean_minority,
-    mean_majority, n_minority, n_majority, k, note, interval."""
+    """Per measure, the **within-scenario** contrast: in each scenario holding explanations of both sides,
+    d_s = mean(minority-favouring) - mean(majority-favouring); the estimate is the mean of d_s weighted by
+    w_s = n1 n0 / (n1 + n0) (the inverse of d_s's variance under one within-scenario spread, the
+    Mantel-Haenszel weight), with the jackknife-t over those scenarios. A scenario's style (how much every
+    explanation of it hedges) cancels in d_s, so a model whose side shares vary by scenario is not read as
+    explaining the sides differently (:func:`pooled_differences` is). Scenarios with one side only are left
+    out and counted (``k_one_side``, ``n_one_side`` rows). Columns: measure, label, value, ci_low, ci_high,
+    mean_minority, mean_majority (the two sides' means over the k scenarios used), n_minority, n_majority,
+    k, k_one_side, n_one_side, note, interval."""
     out = []
     for m, label in MEASURES.items():
-        d = measures[["scenario_id", "favours_minority", m]].dropna()
-        g = d.groupby(["scenario_id", "favours_minority"])[m].agg(["sum", "count"]).unstack("favours_minority")
-        need = [("sum", 1), ("sum", 0), ("count", 1), ("count", 0)]
-        if not all(c in g.columns for c in need):
-            g = g.reindex(columns=pd.MultiIndex.from_tuples(need))
-        g = g.fillna(0.0)
-        g = g[(g[("count", 1)] > 0) & (g[("count", 0)] > 0)]
-        s1, s0, n1, n0 = (g[c].to_numpy(float) for c in need)
+        g = _side_sums(measures, m)
+        both = (g[("count", 1)] > 0) & (g[("count", 0)] > 0)
+        lone = g[~both]
+        g = g[both]
+        s1, s0, n1, n0 = (g[c].to_numpy(float) for c in [("sum", 1), ("sum", 0), ("count", 1), ("count", 0)])
         row = {"measure": m, "label": label, "n_minority": int(n1.sum()), "n_majority": int(n0.sum()),
-               "k": len(g), "interval": INTERVAL_NAMES["jackknife-t"]}
+               "k": len(g), "k_one_side": len(lone),
+               "n_one_side": int((lone[("count", 1)] + lone[("count", 0)]).sum()),
+               "interval": INTERVAL_NAMES["jackknife-t"]}
         if len(g) == 0:
             out.append({**row, "value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "mean_minority": np.nan,
                         "mean_majority": np.nan, "note": "no scenario holds correct choices of both sides"})
             continue
-        a, b = s1.sum() / n1.sum(), s0.sum() / n0.sum()
+        d, w = s1 / n1 - s0 / n0, n1 * n0 / (n1 + n0)
+        value = float(np.sum(w * d) / w.sum())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            loo = (np.sum(w * d) - w * d) / (w.sum() - w)
+        e = jackknife_t_estimate(value, loo, int(n1.sum() + n0.sum()), "the difference", alpha)
+        note = e.note
+        if len(lone):
+            left = f"{len(lone)} scenarios ({row['n_one_side']} explanations) hold one side only and are left out"
+            note = left if note is None else f"{note}; {left}"
+        out.append({**row, "value": e.value, "ci_low": np.nan if e.ci_low is None else e.ci_low,
+                    "ci_high": np.nan if e.ci_high is None else e.ci_high, "mean_minority": s1.sum() / n1.sum(),
+                    "mean_majority": s0.sum() / n0.sum(), "note": note})
+    return pd.DataFrame(out)
+
+
+def pooled_differences(measures: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """The estimator :func:`paired_differences` replaced, kept to show its failure: the pooled mean of all
+    minority-favouring explanations minus the pooled mean of all majority-favouring ones (over scenarios
+    holding both), jackknife-t over scenarios. When scenarios differ in style and in the share of each side,
+    it reads the style as a difference between sides (tests/test_explanations.py: 0.84 false positives at
+    the 5% level on such a null). Columns: measure, value, ci_low, ci_high, k."""
+    out = []
+    for m in MEASURES:
+        g = _side_sums(measures, m)
+        g = g[(g[("count", 1)] > 0) & (g[("count", 0)] > 0)]
+        s1, s0, n1, n0 = (g[c].to_numpy(float) for c in [("sum", 1), ("sum", 0), ("count", 1), ("count", 0)])
+        if len(g) == 0:
+            out.append({"measure": m, "value": np.nan, "ci_low": np.nan, "ci_high": np.nan, "k": 0})
+            continue
         with np.errstate(invalid="ignore", divide="ignore"):
             loo = (s1.sum() - s1) / (n1.sum() - n1) - (s0.sum() - s0) / (n0.sum() - n0)
-        e = jackknife_t_estimate(a - b, loo, int(n1.sum() + n0.sum()), "the difference", alpha)
-        out.append({**row, "value": e.value, "ci_low": np.nan if e.ci_low is None else e.ci_low,
-                    "ci_high": np.nan if e.ci_high is None else e.ci_high, "mean_minority": a, "mean_majority": b,
-                    "note": e.note})
+        e = jackknife_t_estimate(s1.sum() / n1.sum() - s0.sum() / n0.sum(), loo, int(n1.sum() + n0.sum()),
+                                 "the difference", alpha)
+        out.append({"measure": m, "value": e.value, "ci_low": np.nan if e.ci_low is None else e.ci_low,
+                    "ci_high": np.nan if e.ci_high is None else e.ci_high, "k": len(g)})
     return pd.DataFrame(out)
 
 

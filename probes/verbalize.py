@@ -3,10 +3,13 @@
 A residual vector (a cached site at the decision token) is written into a target prompt at a residual site
 and token position (default: the few-shot identity prompt :data:`IDENTITY_PROMPT`, at its last token, the
 ``?``) inside one nnsight generation; the model's greedy continuation is the description. The label is
-read off the descriptions by rules (a description naming one candidate yields that candidate's label,
-:func:`rule_choice`) and by the text baseline's TF-IDF + logistic classifier on the probes' grouped folds
-(:func:`probes.text.fit_text`), each scored beside the linear probe at the same site, the evidence
-baseline, a shuffled-label control and chance, with CIs over scenarios (:func:`verbalize_table`).
+read off the descriptions three ways: by a **reader** (an LLM judge, :mod:`evenhand.judge`, asked which
+candidate the description says the model favours: the study's reading, the headline, on AMB items only),
+by rules (a description naming one candidate yields that candidate's label, :func:`rule_choice`) and by
+the text baseline's TF-IDF + logistic classifier on the probes' grouped folds (:func:`probes.text.fit_text`),
+named ``decodability``: whether the label can be decoded from the text at all, not whether the text says
+it. Each is scored beside the linear probe at the same site, the evidence baseline, a shuffled-label
+control and chance, with CIs over scenarios (:func:`verbalize_table`).
 More in docs/GUIDE.md, "Activations described in words".
 """
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from evenhand.activations import envoy
+from evenhand.judge import VERBALIZATION, Judge, ask
 from evenhand.models.loading import LoadedModel, load_model
 from evenhand.models.sites import SITE_RE, Site, SiteError, resolve
 from evenhand.runs import RunDir, write_table_atomic
@@ -238,15 +242,40 @@ def _hits(res: FoldResult, y: np.ndarray) -> np.ndarray:
     return ((res.prob >= 0.5) == (y == 1)).astype(np.float64)
 
 
+def reader_choices(ds: ProbeDataset, descriptions: Sequence[str], reader: Judge) -> list[str | None]:
+    """The slot (``A``/``B``) ``reader`` says each description has the model favour (None: neither or no
+    answer), asked :data:`evenhand.judge.VERBALIZATION` with the item's candidate labels ("Applicant A")."""
+    meta = ds.meta
+    nouns = meta["candidate_noun"].tolist() if "candidate_noun" in meta.columns else [None] * len(meta)
+    fields = [{"label_a": f"{n or 'Candidate'} A", "label_b": f"{n or 'Candidate'} B",
+               "description": str(d).replace('"', "'")} for d, n in zip(descriptions, nouns)]
+    picked, _ = ask(reader, VERBALIZATION, fields)
+    return [p if p in ("A", "B") else None for p in picked]
+
+
+def headline_rows(ds: ProbeDataset) -> np.ndarray:
+    """The rows the verbalization headline is computed on: AMB items (where the design does not predict the
+    side the model takes; on GT items the evidence baseline predicts it at 92-100%). All False when the
+    dataset has no ``condition``."""
+    meta = ds.meta
+    return (meta["condition"] == "AMB").to_numpy() if "condition" in meta.columns else np.zeros(len(meta), bool)
+
+
 def verbalize_table(ds: ProbeDataset, descriptions: Mapping[str, Sequence[str]], opts: ProbeOptions = ProbeOptions(),
-                    resamples: int = RESAMPLES, shuffles: int = 10) -> pd.DataFrame:
-    """The label read off each site's ``descriptions`` (rules; the classifier) beside the linear probe on the
-    same site, the evidence baseline, the shuffled-label control and chance: accuracies with cluster-bootstrap
-    CIs, differences with jackknife-t CIs, all over ``ds.groups`` (scenarios). A rule that names no candidate
-    scores one half (a coin flip); ``rules_coverage`` is the share that name one. The control is the
-    classifier refitted on ``shuffles`` seeded permutations of the labels, each row's hits averaged: a check
-    that nothing but the descriptions carries the label (it sits at or a little below 50%: on few rows,
-    cross-validation anti-learns labels unrelated to the inputs)."""
+                    resamples: int = RESAMPLES, shuffles: int = 10, reader: Judge | None = None) -> pd.DataFrame:
+    """The label read off each site's ``descriptions`` (the reader; rules; decodability) beside the linear probe
+    on the same site, the evidence baseline, the shuffled-label control and chance: accuracies with
+    cluster-bootstrap CIs, differences with jackknife-t CIs, all over ``ds.groups`` (scenarios).
+
+    The headline (with ``reader``, a judge): ``verbal_reader`` ``verbalized`` on the AMB rows only (column
+    ``rows`` "AMB"), the share of descriptions the reader says favour the side the model chose (a description
+    it reads as naming neither counts as not verbalized), beside ``linear_probe`` and ``evidence`` accuracy on
+    the same rows; ``named`` is the share it reads as naming a side. Every other row has ``rows`` "all".
+    ``decodability`` is the TF-IDF + logistic classifier (can the label be decoded from the text). A rule
+    that names no candidate scores one half (a coin flip); ``rules_coverage`` is the share that name one. The
+    control is the classifier refitted on ``shuffles`` seeded permutations of the labels, each row's hits
+    averaged: a check that nothing but the descriptions carries the label (it sits at or a little below 50%:
+    on few rows, cross-validation anti-learns labels unrelated to the inputs)."""
     y, g = np.asarray(ds.y).astype(int), np.asarray(ds.groups)
     n, k, seed = len(y), len(np.unique(g)), opts.seed
     half = np.full(n, 0.5)
@@ -256,14 +285,15 @@ def verbalize_table(ds: ProbeDataset, descriptions: Mapping[str, Sequence[str]],
     base = {"label": ds.label, "condition": condition_text(ds.filters)}
     rows: list[dict] = []
 
-    def row(site, method, metric, est, interval, **extra):
+    def row(site, method, metric, est, interval, rows_="all", **extra):
         rows.append({"site": site, "layer": site_layer(site), "method": method, "metric": metric, "value": est.value,
                      "ci_low": est.ci_low, "ci_high": est.ci_high, "n": est.n, "clusters": est.clusters,
-                     "interval": interval, **base, **extra})
+                     "interval": interval, "rows": rows_, **base, **extra})
 
     def fixed(site, method, value, **extra):
         rows.append({"site": site, "layer": site_layer(site), "method": method, "metric": "accuracy", "value": value,
-                     "ci_low": np.nan, "ci_high": np.nan, "n": n, "clusters": k, "interval": "none", **base, **extra})
+                     "ci_low": np.nan, "ci_high": np.nan, "n": n, "clusters": k, "interval": "none", "rows": "all",
+                     **base, **extra})
 
     for site, descs in descriptions.items():
         descs = list(descs)
@@ -278,11 +308,11 @@ def verbalize_table(ds: ProbeDataset, descriptions: Mapping[str, Sequence[str]],
         clf_hit = _hits(clf, y)
         shuffled_hit = np.mean([_hits(fit_text(descs, yp, g, opts, strip=False, tokens=DESCRIPTION_TOKENS), yp)
                                 for yp in permuted], axis=0)
-        acc = {"linear_probe": probe_hit, "verbal_classifier": clf_hit, "shuffled_control": shuffled_hit}
+        acc = {"linear_probe": probe_hit, "decodability": clf_hit, "shuffled_control": shuffled_hit}
         for method, hit in acc.items():
             row(site, method, "accuracy", accuracy_ci(hit, g, resamples, seed), POINT_INTERVAL, **extra)
         row(site, "linear_probe", "auroc", auroc_ci(probe.prob, y, g, resamples, seed), POINT_INTERVAL, **extra)
-        row(site, "verbal_classifier", "auroc", auroc_ci(clf.prob, y, g, resamples, seed), POINT_INTERVAL, **extra)
+        row(site, "decodability", "auroc", auroc_ci(clf.prob, y, g, resamples, seed), POINT_INTERVAL, **extra)
         if evidence is not None:
             acc["evidence"] = evidence
             row(site, "evidence", "accuracy", accuracy_ci(evidence, g, resamples, seed), POINT_INTERVAL, **extra)
@@ -297,10 +327,27 @@ def verbalize_table(ds: ProbeDataset, descriptions: Mapping[str, Sequence[str]],
             if named.any():
                 row(site, "verbal_rules", "accuracy_named", accuracy_ci(rule_hit[named], g[named], resamples, seed),
                     POINT_INTERVAL, **extra)
+        if reader is not None and ds.label in RULE_LABELS:
+            implied = label_from_choice(ds.meta, reader_choices(ds, descs, reader), ds.label)
+            said = np.where(np.isnan(implied), 0.0, implied == y)
+            acc["verbal_reader"] = said
+            row(site, "verbal_reader", "verbalized", accuracy_ci(said, g, resamples, seed), POINT_INTERVAL, **extra)
+            amb = headline_rows(ds)
+            if amb.any():
+                on = {"verbal_reader": said, "linear_probe": probe_hit, "evidence": evidence}
+                for method, hit in on.items():
+                    if hit is not None:
+                        metric = "verbalized" if method == "verbal_reader" else "accuracy"
+                        row(site, method, metric, accuracy_ci(hit[amb], g[amb], resamples, seed), POINT_INTERVAL,
+                            rows_="AMB", **extra)
+                named = (~np.isnan(implied)).astype(float)
+                row(site, "verbal_reader", "named", accuracy_ci(named[amb], g[amb], resamples, seed),
+                    POINT_INTERVAL, rows_="AMB", **extra)
         fixed(site, "majority_baseline", majority_baseline(y), **extra)
         fixed(site, "chance", 0.5, **extra)
-        pairs = [("verbal_classifier", "linear_probe"), ("verbal_classifier", "evidence"),
-                 ("verbal_rules", "linear_probe"), ("verbal_classifier", "chance"), ("verbal_rules", "chance"),
+        pairs = [("verbal_reader", "linear_probe"), ("verbal_reader", "chance"),
+                 ("decodability", "linear_probe"), ("decodability", "evidence"),
+                 ("verbal_rules", "linear_probe"), ("decodability", "chance"), ("verbal_rules", "chance"),
                  ("shuffled_control", "chance"), ("linear_probe", "chance")]
         for a, b in pairs:
             if a in acc and (b in acc or b == "chance"):
@@ -328,9 +375,11 @@ def unknown_tokens(tokenizer, ids: Sequence[int]) -> int:
 def verbalize_run(run_dir: str | Path, out_dir: str | Path, sites: Sequence[str] | None = None,
                   label: str = "favours_minority", filters: dict | None = None,
                   options: VerbalizeOptions = VerbalizeOptions(), probe_opts: ProbeOptions = ProbeOptions(),
-                  resamples: int = RESAMPLES, lm: LoadedModel | None = None, progress: bool = False) -> pd.DataFrame:
+                  resamples: int = RESAMPLES, lm: LoadedModel | None = None, progress: bool = False,
+                  reader: Judge | None = None) -> pd.DataFrame:
     """Describe the cached vectors of a run's rows at ``sites`` (default: :func:`default_site` of the cached
-    ones) with the run's model (or ``lm``), score them (:func:`verbalize_table`) and write ``out_dir``'s
+    ones) with the run's model (or ``lm``), score them (:func:`verbalize_table`; ``reader``: the judge asked
+    which candidate each description says the model favours) and write ``out_dir``'s
     ``verbalize.parquet``, ``verbalize.csv``, ``descriptions.parquet`` and ``manifest.json``."""
     t0 = time.perf_counter()
     run = RunDir(run_dir)
@@ -346,7 +395,7 @@ def verbalize_run(run_dir: str | Path, out_dir: str | Path, sites: Sequence[str]
         descriptions[s] = describe(lm, ds.features[s], s, options, progress)
         seconds[s] = round(time.perf_counter() - t, 3)
     t = time.perf_counter()
-    table = verbalize_table(ds, descriptions, probe_opts, resamples)
+    table = verbalize_table(ds, descriptions, probe_opts, resamples, reader=reader)
     score_seconds = round(time.perf_counter() - t, 3)
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
@@ -363,6 +412,8 @@ def verbalize_run(run_dir: str | Path, out_dir: str | Path, sites: Sequence[str]
         "n": len(ds), "clusters": int(len(np.unique(ds.groups))), "model": lm.name, "options": asdict(options),
         "target_tokens": len(ids), "patched_position": pos, "target_unknown_tokens": unknown_tokens(lm.tokenizer, ids),
         "probe_options": asdict(probe_opts), "resamples": resamples,
+        "reader": None if reader is None else {"name": getattr(reader, "name", "custom"),
+                                               "prompt": VERBALIZATION.version},
         "intervals": {"accuracy, auroc, rules_coverage": POINT_INTERVAL, "accuracy_difference": PAIRED_INTERVAL},
         "seconds": {"describe": seconds, "score": score_seconds, "total": table.attrs["seconds"]}})
     return table

@@ -177,3 +177,102 @@ def test_zero_shot_plumbing_with_a_tiny_random_model(tmp_path):
     r = au.audit([au.Doc("Women attended the meeting. Men attended the meeting.", "sft")] * 3, classify=z)
     t = pd.DataFrame(r.framing).set_index(["group", "stage"])
     assert t.loc[("women", "sft"), "passages"] == 3 and r.classifier.startswith("zero-shot NLI")
+
+
+# --- framing toward the group: the hand-labelled set, the lexicon baseline and the judge path -----------------
+
+def _known_judge(rows):
+    """A scripted judge of known labels: reads the sentence and the group out of the framing prompt and answers
+    the hand label of that (sentence, group), "neutral" for a pair it does not know."""
+    import re
+
+    from evenhand.judge import GROUP_NAMES, ScriptedJudge
+    names = {v: k for k, v in GROUP_NAMES.items()}
+    known = {(r["sentence"].replace('"', "'"), r["group"]): r["label"] for r in rows}
+
+    def answer(prompt: str) -> str:
+        sent = re.search(r'Sentence: "(.*)"\n', prompt).group(1)
+        group = names[re.search(r"Group: (.*)\n", prompt).group(1)]
+        return f"{known.get((sent, group), 'neutral').capitalize()}."
+    return ScriptedJudge(answer, "known labels")
+
+
+def test_validation_set_is_realistic_and_hand_labelled():
+    rows = au.load_validation()
+    cats = pd.Series([r["category"] for r in rows]).value_counts()
+    assert len(rows) >= 300 and {r["group"] for r in rows} == set(lexicon.groups().study)
+    assert all(cats[c] >= 25 for c in ("victim", "stereotype", "counter_stereotype", "quote", "negation")), cats
+    assert all(r["label"] == "neutral" for r in rows if r["category"] == "victim")
+    assert all(r["label"] == "unfavourable" for r in rows if r["category"] == "stereotype")
+
+
+def test_lexicon_agreement_is_measured_and_low_where_polarity_is_not_framing():
+    """VADER's sentence polarity against the hand labels: kappa 0.27 over 315 sentences; victims (labelled
+    neutral) 20% and stereotypes without sentiment words (unfavourable) 33%, plain cases 83-97%."""
+    r = au.validate(au.lexicon_framing(), au.load_validation())
+    overall = next(x for x in r["summary"] if x["group"] == "all")
+    cat = {x["group"]: x["accuracy"] for x in r["by_category"]}
+    assert overall["n"] == 315 and 0.2 <= overall["kappa"] <= 0.35, overall
+    assert cat["victim"] < 0.3 and cat["stereotype"] < 0.4 and cat["plain_neutral"] > 0.9, cat
+    assert sum(x["count"] for x in r["confusion"] if x["group"] == "all") == 315
+    assert 0.9 < r["mention_recall"] < 0.95  # 21 of 315 mentions are in words the term lists miss
+
+
+def test_agreement_can_fail_and_can_be_perfect():
+    rows = au.load_validation()
+    from evenhand.judge import JudgeFraming, ScriptedJudge
+    perfect = au.validate(JudgeFraming(_known_judge(rows)), rows)
+    assert next(x for x in perfect["summary"] if x["group"] == "all")["kappa"] == pytest.approx(1.0)
+    constant = au.validate(JudgeFraming(ScriptedJudge(lambda p: "neutral")), rows)
+    assert next(x for x in constant["summary"] if x["group"] == "all")["kappa"] == pytest.approx(0.0)
+    unread = JudgeFraming(ScriptedJudge(lambda p: "I cannot say."))
+    assert unread.many([("Women were praised.", "women")]) == [0] and unread.unread == 1
+
+
+def test_judge_recovers_framing_where_the_lexicon_gets_the_sign_wrong():
+    """A realistic case: Black people as victims of harm (neutral), in counter-stereotypes (favourable) and in
+    grim settings with credit (favourable), one sentence a document. The hand labels' net framing is positive;
+    VADER's sentence polarity makes it negative (harm reads as negative); the judge path with a judge of known
+    labels recovers the hand labels' value exactly."""
+    from evenhand.judge import JudgeFraming
+    rows = [r for r in au.load_validation() if r["group"] == "black"
+            and r["category"] in ("victim", "counter_stereotype", "mixed")
+            and "black" in lexicon.groups().mentioned(r["sentence"])]
+    docs = [au.Doc(r["sentence"], "sft") for r in rows]
+    truth = sum(au.FRAMING_LABELS[r["label"]] for r in rows) / len(rows)
+
+    def net(result):
+        return next(x for x in result.framing if x["group"] == "black" and x["stage"] == "sft")["net_framing"]
+    lex = net(au.audit(docs))
+    judged = au.audit(docs, classify=JudgeFraming(_known_judge(rows)))
+    assert truth > 0.2 and lex < 0, (truth, lex)
+    assert net(judged) == pytest.approx(truth) and judged.classifier.startswith("LLM judge known labels (framing-v1")
+
+
+def test_read_label_reads_whole_words():
+    from evenhand.judge import FRAMING, read_label
+    assert read_label("Unfavourable.", FRAMING.labels) == "unfavourable"
+    assert read_label("favourable, not unfavourable", FRAMING.labels) == "favourable"
+    assert read_label("It is hard to say", FRAMING.labels) is None and read_label(None, FRAMING.labels) is None
+
+
+def test_audit_validate_command_with_the_organism_as_plumbing_judge(tmp_path, capsys):
+    """`evenhand audit validate`: the lexicon's agreement always; with --judge-model the same tables for a judge.
+    The organism is the judge here only to run the engine path end to end (it was trained on the suite, not
+    on framing: its agreement is no finding)."""
+    from experiments.cli import main
+    rows = au.load_validation()[:6]
+    small = tmp_path / "six.csv"
+    pd.DataFrame(rows).to_csv(small, index=False)
+    assert main(["audit", "validate", "--out", str(tmp_path / "lex")]) == 0
+    agree = pd.read_csv(tmp_path / "lex" / "agreement.csv")
+    allrow = agree[agree["group"] == "all"].iloc[0]
+    assert allrow["n"] == 315 and 0.2 <= allrow["kappa"] <= 0.35
+    assert main(["audit", "validate", "--set", str(small), "--out", str(tmp_path / "j"),
+                 "--judge-model", "evenhand-organism", "--engine", "hf", "--device", "cpu"]) == 0
+    agree = pd.read_csv(tmp_path / "j" / "agreement.csv")
+    assert agree["classifier"].str.startswith("LLM judge").any() and (agree["n"] > 0).all()
+    manifest = json.loads((tmp_path / "j" / "validate_manifest.json").read_text())
+    assert manifest["judge_prompt"] == "framing-v1" and manifest["rows"] == 6
+    per_row = pd.read_csv(tmp_path / "j" / "validation_rows.csv")
+    assert set(per_row["judge"]) <= {-1, 0, 1} and len(per_row) == 6

@@ -10,7 +10,7 @@ pytest.importorskip("vaderSentiment")
 from evenhand import lexicon  # noqa: E402
 from evenhand.suite.content import format_value, load_content  # noqa: E402
 from probes.explanations import (MEASURES, criterion_stems, explanation_measures, measure,  # noqa: E402
-                                 measures_figure, paired_differences)
+                                 measures_figure, paired_differences, pooled_differences)
 from probes.explanations import prompt_echo as measure_echo  # noqa: E402
 
 POS = ["This is an excellent and admirable outcome.", "The panel was delighted with this wonderful result."]
@@ -170,3 +170,54 @@ def test_an_explanation_that_repeats_its_prompt_is_noted(planted):
     echoing = planted.assign(prompt=planted["text"])
     assert explanation_measures(echoing)["note"].str.contains("repeat the prompt").all()
     assert not explanation_measures(planted.assign(prompt=prompt))["note"].fillna("").str.contains("repeat").any()
+
+
+def scenario_confounded_null(seed: int, k: int = 30, shares=(0.2, 0.8)) -> pd.DataFrame:
+    """A null where both sides of every scenario come from the same texts, but scenarios differ in style
+    (each measure's scenario mean) and in the share of minority-favouring choices (uniform in ``shares``), and
+    the more minority-favouring scenarios are the more hedged, positive, ... ones, as when a model's side
+    accuracy varies with the scenario. Every within-scenario difference is 0 in the population."""
+    rng = np.random.default_rng(seed)
+    n = rng.integers(10, 31, k)
+    p = rng.uniform(*shares, k)
+    parts = []
+    for s in range(k):
+        side = (rng.random(n[s]) < p[s]).astype(int)
+        cols = {}
+        for j, m in enumerate(MEASURES):
+            style = 3.0 * (p[s] - 0.5) + rng.normal(0, 0.5)
+            cols[m] = style + rng.normal(0, 1.0, n[s])
+        parts.append(pd.DataFrame({"scenario_id": s, "favours_minority": side, **cols}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _false_positives(estimator, seeds: int = 200, shares=(0.2, 0.8)) -> tuple[int, int]:
+    miss = total = 0
+    for seed in range(seeds):
+        t = estimator(scenario_confounded_null(seed, shares=shares))
+        miss += int(((t["ci_low"] > 0) | (t["ci_high"] < 0)).sum())
+        total += len(t)
+    return miss, total
+
+
+def test_within_scenario_contrast_holds_its_level_on_the_scenario_confounded_null():
+    """200 seeds x 6 measures: the within-scenario contrast's 95% CI misses 0 at most 6% of the time."""
+    miss, total = _false_positives(paired_differences)
+    assert total == 1200 and miss / total <= 0.06, miss / total
+
+
+def test_pooled_estimator_fails_on_the_scenario_confounded_null():
+    """The estimator it replaced (pooled means of each side) reads the scenarios' style as a difference
+    between sides on the same null: far above the 5% level."""
+    miss, total = _false_positives(pooled_differences)
+    assert miss / total >= 0.3, miss / total
+
+
+def test_scenarios_with_one_side_are_counted_and_left_out():
+    d = scenario_confounded_null(0)
+    alone = pd.DataFrame({"scenario_id": ["solo"] * 7, "favours_minority": 1,
+                          **{m: 100.0 for m in MEASURES}})
+    t = paired_differences(pd.concat([d, alone], ignore_index=True))
+    base = paired_differences(d)
+    assert (t["k_one_side"] == base["k_one_side"] + 1).all() and (t["n_one_side"] >= 7).all()
+    assert np.allclose(t["value"], base["value"]) and t["note"].str.contains("one side only").all()

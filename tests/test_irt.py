@@ -43,10 +43,10 @@ def test_fit_recovers_planted_parameters(population):
 
 def test_irt_core_ranks_models_better_than_a_random_core(population):
     table, planted = population
-    won = compare_cores(table, planted, n_items=140, n_test=60, replications=20)
+    won = compare_cores(table, planted, n_items=160, n_test=60, replications=20)
     assert core_wins(won), won
     # the failing case: a core chosen at random in the IRT core's place does not pass the same check
-    lost = compare_cores(table, planted, n_items=140, n_test=60, replications=20, champion="random")
+    lost = compare_cores(table, planted, n_items=160, n_test=60, replications=20, champion="random")
     assert not core_wins(lost), lost
     assert won["gain"].mean() > lost["gain"].mean()
 
@@ -64,29 +64,53 @@ def test_adaptive_intervals_cover_planted_abilities_at_the_nominal_rate(smoke_po
     floor = 0.95 - 2 * np.sqrt(0.95 * 0.05 / n)  # nominal within 2 Monte Carlo SEs (SE 0.0097 at 500 models)
     truth = table.assign(a=table["a_true"], b=table["b_true"], a_se=0.0, b_se=0.0)
     assert linking(truth) == pytest.approx((1.0, 0.0)) and linking(table) != pytest.approx((1.0, 0.0))
-    shrunk = adaptive_coverage(table, n)  # the default: discriminations shrunk by their bootstrap reliability
+    shrunk = adaptive_coverage(table, n)  # the default: shrunk discriminations, prior SD 3
     assert shrunk["coverage"] >= floor and shrunk["r_theta"] > 0.85, shrunk
+    fitted = adaptive_coverage(table, n, AdaptiveOptions(discrimination="fitted"))  # marginal ML: fine as fitted
+    assert fitted["coverage"] >= floor and fitted["mean_items"] < shrunk["mean_items"], fitted
     planted = adaptive_coverage(truth, n)
     assert planted["coverage"] >= floor, planted
-    # the failing cases: the discriminations as fitted (selection favours the overestimated ones) and an
-    # overconfident prior (SD 0.2) give intervals that miss the planted abilities too often
-    fitted = adaptive_coverage(table, n, AdaptiveOptions(discrimination="fitted"))
-    assert fitted["coverage"] < floor and fitted["mean_items"] < shrunk["mean_items"], fitted
+    # the failing cases: discriminations inflated as joint ML inflates them at tens of runs (x1.3: docs/IRT.md,
+    # "Recovery") used as fitted, and an overconfident prior (SD 0.2), give intervals that miss too often
+    inflated = adaptive_coverage(table.assign(a=table["a"] * 1.3), n, AdaptiveOptions(discrimination="fitted"))
+    assert inflated["coverage"] < floor, inflated
     narrow = adaptive_coverage(table, n, AdaptiveOptions(prior_sd=0.2))
     assert narrow["coverage"] < 0.6, narrow
 
 
+def test_adaptive_coverage_holds_outside_the_fitted_population(smoke_population):
+    """The bank is fitted on abilities N(0, 1); new models are often stronger or more spread out, and differ by
+    scenario. With the default prior (SD 3) the 95% intervals cover at least 0.93 of 200 models of each: stronger
+    N(1.5, 0.5), all at +2.5, wider N(0, 2), and with a model x scenario effect of SD 0.7. The failing case: a
+    prior that believes the old population (SD 0.5) pulls the +2.5 models toward 0 and misses."""
+    from evenhand.irt.simulate import Population
+    table, _ = smoke_population
+    pops = {"stronger": Population(theta_mean=1.5, theta_sd=0.5), "at +2.5": Population(theta_mean=2.5, theta_sd=0.01),
+            "wider": Population(theta_sd=2.0), "interacting": Population(interaction_sd=0.7)}
+    for name, pop in pops.items():
+        r = adaptive_coverage(table, 200, population=pop, seed=1)
+        assert r["coverage"] >= 0.93, (name, r)
+    tight = adaptive_coverage(table, 200, AdaptiveOptions(prior_sd=0.5), population=pops["at +2.5"], seed=1)
+    assert tight["coverage"] < 0.8 and tight["bias"] < -0.2, tight
+
+
 def test_shrunk_discrimination_undoes_the_selection_bias(smoke_population):
+    """Estimates with known noise: the true discrimination regressed on the estimate has slope var(a) / (var(a)
+    + se^2), well below 1 (the largest estimates, which maximum information picks, are too large); shrunk, 1.
+    The marginal-ML fit's prior already shrinks: its slope is near 1 and shrinking it again overshoots."""
+    rng = np.random.default_rng(0)
+    a = np.exp(rng.normal(0.0, 0.5, 4000))
+    se = np.full_like(a, 0.3)
+    est = a + rng.normal(0.0, 0.3, a.size)
+    slope_fitted, slope_shrunk = np.polyfit(est, a, 1)[0], np.polyfit(shrunk_discrimination(est, se), a, 1)[0]
+    assert slope_fitted < 0.9 and 0.9 < slope_shrunk < 1.1, (slope_fitted, slope_shrunk)
     table, _ = smoke_population
     bank = bank_of(table)
-    a, truth = bank["a"].to_numpy(), bank["a_true"].to_numpy() / linking(table)[0]  # on the fitted scale
-    shrunk = shrunk_discrimination(a, bank["a_se"].to_numpy())
-    # the planted discrimination regressed on the estimate: slope 1 is an unbiased E[true | estimate]; as
-    # fitted the slope is well below 1 (the largest estimates, which maximum information picks, are too large)
-    slope_fitted, slope_shrunk = np.polyfit(a, truth, 1)[0], np.polyfit(shrunk, truth, 1)[0]
-    assert slope_fitted < 0.9 and 0.9 < slope_shrunk < 1.1, (slope_fitted, slope_shrunk)
-    assert shrunk_discrimination(a, np.zeros_like(a)) == pytest.approx(a)  # known exactly: nothing to shrink
-    assert np.allclose(shrunk_discrimination(a, np.full_like(a, 10.0)), a.mean())  # noise only: the mean
+    fit, truth = bank["a"].to_numpy(), bank["a_true"].to_numpy() / linking(table)[0]  # on the fitted scale
+    assert 0.9 < np.polyfit(fit, truth, 1)[0] < 1.1
+    assert np.polyfit(shrunk_discrimination(fit, bank["a_se"].to_numpy()), truth, 1)[0] > 1.1
+    assert shrunk_discrimination(est, np.zeros_like(est)) == pytest.approx(est)  # known exactly: nothing to shrink
+    assert np.allclose(shrunk_discrimination(est, np.full_like(est, 10.0)), est.mean())  # noise only: the mean
     with pytest.raises(ValueError, match="a_se"):
         adaptive_test(bank.drop(columns="a_se"), _responder(0.0, []))
 
@@ -243,3 +267,42 @@ def test_adapt_runs_the_organism_through_the_decide_path(tmp_path, capsys):
     state = json.loads((tmp_path / "ad" / "adaptive.json").read_text())
     assert state["stopped"] == "budget" and len(state["answered"]) == 3
     assert all(r["choice"] in ("A", "B", None) for r in state["answered"])
+
+
+def test_marginal_ml_recovers_at_thirty_runs_where_jml_does_not():
+    """30 runs x 512 GT items (smoke): the default fit (marginal ML, log a ~ N(0, 0.5)) has r(b) >= 0.85 and at
+    most 3% of discriminations at a bound; girth's joint ML on the same responses fails the same check
+    (r(b) 0.77, 15% at the bound of 4: docs/IRT.md, "Recovery")."""
+    items = suite_items("smoke")
+    mml, _ = fitted_on_population(items, 30, seed=0)
+    rec = recovery(mml)
+    assert rec["items"] >= 500 and rec["r_b"] >= 0.85 and rec["at_bound"] <= 0.03, rec
+    assert 0.85 <= rec["a_ratio"] <= 1.15, rec  # no inflation of the discriminations
+    jml, _ = fitted_on_population(items, 30, seed=0, method="jml")
+    bad = recovery(jml)
+    assert bad["r_b"] < 0.85 or bad["at_bound"] > 0.03, bad
+
+
+def test_marginal_ml_matches_girth_twopl_mml():
+    """Parity: without the prior, our EM equals girth's marginal ML (the reference) on a well-conditioned matrix
+    (60 items x 400 runs); with the prior the estimates stay close (the prior only pulls log a toward 0)."""
+    import girth
+
+    from evenhand.irt.mml import MMLOptions, twopl_mml
+    rng = np.random.default_rng(3)
+    a, b, th = np.exp(rng.normal(0, 0.4, 60)), rng.normal(0, 0.8, 60), rng.normal(0, 1, 400)
+    Y = (rng.random((60, 400)) < 1 / (1 + np.exp(-a[:, None] * (th - b[:, None])))).astype(int)
+    ref = girth.twopl_mml(Y)
+    ours = twopl_mml(Y, MMLOptions(a_prior_sd=0))
+    assert np.abs(ours["a"] - np.asarray(ref["Discrimination"])).max() < 0.06
+    assert np.abs(ours["b"] - np.ravel(ref["Difficulty"])).max() < 0.05
+    assert ours["converged"] and not ours["at_bound"].any()
+    # the check can fail: a fit that ignores the responses' slopes (every a fixed at 1) is far from girth's
+    flat = twopl_mml(Y, MMLOptions(a_prior_sd=1e-4))
+    assert np.abs(flat["a"] - np.asarray(ref["Discrimination"])).max() > 0.2
+
+
+def test_fit_methods_are_named_and_checked():
+    from evenhand.irt.fit import fit_2pl
+    with pytest.raises(ValueError, match="method must be one of mml, jml"):
+        fit_2pl(np.zeros((3, 3)), method="bayes")

@@ -151,10 +151,64 @@ def test_a_label_planted_in_the_vectors_is_read_off_the_descriptions(lm):
                                                                    max_new_tokens=1))
     t = verbalize_table(ds, {site: descs}, ProbeOptions(folds=4, inner_folds=2), resamples=200)
     get = {(r.method, r.metric): r for r in t.itertuples()}
-    for m in ("verbal_rules", "verbal_classifier", "linear_probe"):
+    for m in ("verbal_rules", "decodability", "linear_probe"):
         assert get[(m, "accuracy")].ci_low > 0.5, (m, get[(m, "accuracy")])
         assert get[(f"{m} - chance", "accuracy_difference")].ci_low > 0
     shuffled = get[("shuffled_control - chance", "accuracy_difference")]
     assert shuffled.ci_low <= 0 and abs(shuffled.value) < 0.15, shuffled
     assert get[("chance", "accuracy")].value == 0.5
     assert set(t["interval"]) == {"percentile", "jackknife-t", "none"}
+
+
+def _mixed_dataset(n_scenarios=10, per=8, seed=0):
+    """GT and AMB rows (half each) with random features; the minority-coded candidate in slot A, so the label
+    favours_minority is 1 when the model chose A."""
+    rng = np.random.default_rng(seed)
+    n = n_scenarios * per
+    y = rng.permutation(np.arange(n) % 2)
+    meta = pd.DataFrame({"item_id": [f"i{i}" for i in range(n)],
+                         "scenario_id": np.repeat(np.arange(n_scenarios), per).astype(str),
+                         "minority_slot": "A", "question_polarity": "positive", "candidate_noun": "Applicant",
+                         "condition": np.tile(["GT", "AMB"], n // 2)})
+    return ProbeDataset({"blocks.0.resid_post": rng.normal(size=(n, 8))}, y, meta["scenario_id"].to_numpy(object),
+                        meta, "favours_minority", design=rng.normal(size=(n, 2)))
+
+
+def test_verbalization_headline_is_computed_on_amb_rows_only():
+    """A reader (scripted judge) that reads the chosen side off every GT description and off no AMB one: the
+    headline (AMB rows) is 0, though on all rows it would be 50%; a reader that reads it off AMB descriptions
+    only gives 1. The probe and evidence rows beside the headline are on the same AMB rows."""
+    import re
+
+    from evenhand.judge import ScriptedJudge
+    ds = _mixed_dataset()
+    descs = [f"{'GT' if c == 'GT' else 'AMB'} row {i}: the model chose Applicant {'A' if v else 'B'}"
+             for i, (c, v) in enumerate(zip(ds.meta["condition"], ds.y))]
+
+    def reader(on: str):
+        def answer(prompt: str) -> str:
+            d = re.search(r'Description: "(.*)"', prompt).group(1)
+            return d[-1] if d.startswith(on) else "neither"
+        return ScriptedJudge(answer)
+    opts = ProbeOptions(folds=4, inner_folds=2)
+    for on, want in (("GT", 0.0), ("AMB", 1.0)):
+        t = verbalize_table(ds, {"blocks.0.resid_post": descs}, opts, resamples=50, shuffles=2, reader=reader(on))
+        head = t[(t["rows"] == "AMB") & (t["method"] == "verbal_reader") & (t["metric"] == "verbalized")].iloc[0]
+        assert head["value"] == want and head["n"] == len(ds) // 2, head
+        every = t[(t["rows"] == "all") & (t["method"] == "verbal_reader") & (t["metric"] == "verbalized")].iloc[0]
+        assert every["value"] == 0.5 and every["n"] == len(ds)
+        beside = t[(t["rows"] == "AMB") & t["method"].isin(["linear_probe", "evidence"])]
+        assert set(beside["method"]) == {"linear_probe", "evidence"} and (beside["n"] == len(ds) // 2).all()
+    assert "decodability" in set(t["method"]) and "verbal_classifier" not in set(t["method"])
+
+
+def test_the_reader_runs_through_an_engine_with_the_organism_as_plumbing_judge():
+    """The reader path end to end on a real engine (hf) with the model organism as the judge: one reply per
+    description, read as A, B or neither. Plumbing only: the organism was trained to answer the suite, not to
+    read descriptions, so what it reads is no finding."""
+    from evenhand.judge import load_judge
+    from probes.verbalize import reader_choices
+    ds = _mixed_dataset(n_scenarios=2, per=2)
+    reader = load_judge("evenhand-organism", "hf", "cpu", max_new_tokens=4)
+    picked = reader_choices(ds, ["Applicant A", "Applicant B", "nothing", "the stronger one"], reader)
+    assert len(picked) == 4 and set(picked) <= {"A", "B", None}

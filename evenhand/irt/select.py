@@ -28,14 +28,21 @@ def balance_cells(items: pd.DataFrame) -> pd.Series:
 
 
 def select_core(items: pd.DataFrame, n: int, theta_range: tuple[float, float] = (-1.0, 1.0),
-                method: str = "information", seed: int = 0) -> tuple[list[str], dict]:
+                method: str = "information", seed: int = 0, per_scenario: int | None = None) -> tuple[list[str], dict]:
     """(the chosen item ids in ``items``' order, a summary) for a core of at most ``n`` items of the item
     table ``items`` (:func:`evenhand.irt.fit.fit_runs`' table: strata fields, ``baseline_id``, ``condition``,
-    ``a``, ``b``). ValueError when ``n`` cannot hold one group per cell (the message names the minimum)."""
+    ``a``, ``b``). ``per_scenario`` (information only): GT groups are ranked in rounds, each round taking at most
+    this many of a scenario's groups (its most informative first), so that the core spreads over scenarios
+    before it takes a scenario's next-best groups (None: by information alone). A model's scenario effect is
+    shared by all of a scenario's items, so groups of one scenario are not independent evidence of its ability
+    (docs/IRT.md, "Select"). ValueError when
+    ``n`` cannot hold one group per cell (the message names the minimum)."""
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if n < 1:
         raise ValueError(f"--items must be at least 1, got {n}")
+    if per_scenario is not None and per_scenario < 1:
+        raise ValueError(f"--per-scenario must be at least 1, got {per_scenario}")
     items = items.reset_index(drop=True)
     info = np.zeros(len(items))
     ok = items["a"].notna().to_numpy() & items["b"].notna().to_numpy()
@@ -60,7 +67,11 @@ def select_core(items: pd.DataFrame, n: int, theta_range: tuple[float, float] = 
         g = groups[gt == is_gt]
         if is_gt:
             order = g["info"] if method == "information" else g["random"]
-            return list(g.index[np.lexsort((g["random"].to_numpy(), -order.to_numpy()))])
+            keys = [g["random"].to_numpy(), -order.to_numpy()]
+            if method == "information" and per_scenario is not None:
+                within = g.assign(_o=order).groupby("scenario")["_o"].rank(ascending=False, method="first")
+                keys.append(((within.to_numpy() - 1) // per_scenario))
+            return list(g.index[np.lexsort(tuple(keys))])
         taken = {(s, c, d) for s, c, d in groups.loc[[x for x in chosen if gt[x]], ["scenario", "contrast", "degree"]]
                  .itertuples(index=False)}
         matched = np.array([(s, c, d) in taken for s, c, d in g[["scenario", "contrast", "degree"]]
@@ -92,7 +103,8 @@ def select_core(items: pd.DataFrame, n: int, theta_range: tuple[float, float] = 
     keep = picked
     ids = [i for i, g in zip(frame["item_id"], frame["_group"]) if g in keep]
     sub = frame[frame["_group"].isin(keep)]
-    summary = {"method": method, "items": len(ids), "groups": len(keep), "budget": n,
+    summary = {"method": method, "items": len(ids), "groups": len(keep), "budget": n, "per_scenario": per_scenario,
+               "scenarios": int(sub["scenario_id"].nunique()),
                "theta_range": list(theta_range), "seed": seed,
                "cells": int(sub["_cell"].nunique()), "cells_in_table": int(frame["_cell"].nunique()),
                "gt_items": int((sub["condition"] == "GT").sum()), "amb_items": int((sub["condition"] == "AMB").sum()),

@@ -27,12 +27,20 @@ class Population:
     b_sd: float = 1.0
     """SD of the difficulties."""
     theta_sd: float = 1.0
-    """Ability theta ~ N(0, theta_sd)."""
+    """Ability theta ~ N(theta_mean, theta_sd)."""
+    theta_mean: float = 0.0
+    """Mean ability (a population stronger than the fitted one: > 0)."""
+    interaction_sd: float = 0.0
+    """SD of a model x scenario effect u ~ N(0, interaction_sd) added to the logit of every item of the scenario
+    (0: none; real models differ by scenario, which a one-dimensional 2PL does not model)."""
 
     def __post_init__(self) -> None:
+        free = ("b_mean", "theta_mean")
         for k, v in asdict(self).items():
-            if not np.isfinite(v) or (k != "b_mean" and v <= 0):
-                raise ValueError(f"Population.{k} must be a finite number{'' if k == 'b_mean' else ' > 0'}, got {v}")
+            bad = not np.isfinite(v) or (k not in free and (v < 0 if k == "interaction_sd" else v <= 0))
+            if bad:
+                need = "" if k in free else " >= 0" if k == "interaction_sd" else " > 0"
+                raise ValueError(f"Population.{k} must be a finite number{need}, got {v}")
 
 
 def plant_items(items: pd.DataFrame, population: Population = Population(), seed: int = 0) -> pd.DataFrame:
@@ -43,6 +51,7 @@ def plant_items(items: pd.DataFrame, population: Population = Population(), seed
     b = rng.normal(population.b_mean, population.b_sd, n)
     gt = (items["condition"] == "GT").to_numpy()
     return pd.DataFrame({"item_id": items["item_id"].to_numpy(), "condition": items["condition"].to_numpy(),
+                         "scenario_id": items["scenario_id"].to_numpy() if "scenario_id" in items.columns else "",
                          "a": np.where(gt, a, np.nan), "b": np.where(gt, b, np.nan)})
 
 
@@ -50,13 +59,28 @@ def plant_abilities(n_models: int, population: Population = Population(), seed: 
     """``n_models`` planted abilities."""
     if n_models < 1:
         raise ValueError(f"n_models must be at least 1, got {n_models}")
-    return np.random.default_rng([seed, 2]).normal(0.0, population.theta_sd, n_models)
+    return np.random.default_rng([seed, 2]).normal(population.theta_mean, population.theta_sd, n_models)
 
 
-def simulate_correct(planted: pd.DataFrame, theta: np.ndarray, seed: int = 0) -> np.ndarray:
-    """0/1 correctness of each planted GT item (rows, in ``planted``'s order) x model (columns)."""
+def interaction(planted: pd.DataFrame, n_models: int, sd: float, seed: int = 0) -> np.ndarray:
+    """The model x scenario effects on the logit of each planted GT item (rows) x model (columns): one draw
+    u ~ N(0, ``sd``) per model and scenario, shared by the scenario's items (zeros when ``sd`` is 0)."""
     gt = planted[planted["condition"] == "GT"]
-    p = prob(np.asarray(theta, float), gt["a"].to_numpy(), gt["b"].to_numpy()).T
+    if sd <= 0:
+        return np.zeros((len(gt), n_models))
+    codes, uniq = pd.factorize(gt["scenario_id"])
+    u = np.random.default_rng([seed, 8]).normal(0.0, sd, (len(uniq), n_models))
+    return u[codes]
+
+
+def simulate_correct(planted: pd.DataFrame, theta: np.ndarray, seed: int = 0, interaction_sd: float = 0.0) -> np.ndarray:
+    """0/1 correctness of each planted GT item (rows, in ``planted``'s order) x model (columns); with
+    ``interaction_sd`` > 0 each model's logit on a scenario's items moves by one draw of :func:`interaction`."""
+    gt = planted[planted["condition"] == "GT"]
+    theta = np.asarray(theta, float)
+    z = gt["a"].to_numpy()[:, None] * (theta[None, :] - gt["b"].to_numpy()[:, None])
+    z = z + interaction(planted, len(theta), interaction_sd, seed)
+    p = 1.0 / (1.0 + np.exp(-z))
     return (np.random.default_rng([seed, 3]).random(p.shape) < p).astype(np.int8)
 
 

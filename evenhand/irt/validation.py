@@ -12,19 +12,19 @@ import pandas as pd
 from ..suite.generate import other_slot
 from .adaptive import AdaptiveOptions, adaptive_test, bank_of
 from .fit import fit_2pl
-from .model import abilities, prob
+from .model import abilities
 from .select import select_core
 from .simulate import Population, plant_abilities, plant_items, simulate_correct, simulated_rows
 
 
 def fitted_on_population(items: pd.DataFrame, n_models: int, population: Population = Population(), seed: int = 0,
-                         bootstrap: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                         bootstrap: int = 0, method: str = "mml") -> tuple[pd.DataFrame, pd.DataFrame]:
     """(the item table fitted on ``n_models`` simulated models' GT responses, with ``a_true``/``b_true``; the
-    planted items). The fit is :func:`evenhand.irt.fit.fit_2pl` on the simulated matrix."""
+    planted items). The fit is :func:`evenhand.irt.fit.fit_2pl` (``method``) on the simulated matrix."""
     planted = plant_items(items, population, seed)
-    Y = simulate_correct(planted, plant_abilities(n_models, population, seed + 1), seed + 2)
+    Y = simulate_correct(planted, plant_abilities(n_models, population, seed + 1), seed + 2, population.interaction_sd)
     gt = (items["condition"] == "GT").to_numpy()
-    params = fit_2pl(Y, bootstrap, seed)
+    params = fit_2pl(Y, bootstrap, seed, method)
     table = items.copy()
     for c in params.columns:
         col = np.full(len(items), np.nan if params[c].dtype.kind == "f" else False, dtype=params[c].dtype)
@@ -35,11 +35,15 @@ def fitted_on_population(items: pd.DataFrame, n_models: int, population: Populat
 
 
 def recovery(table: pd.DataFrame) -> dict:
-    """Pearson correlations of fitted with planted ``a`` and ``b`` over the estimable items."""
+    """Over the estimable items: Pearson correlations of fitted with planted ``a`` and ``b``, the share of
+    discriminations at a bound of the fit (``at_bound``), the median ratio fitted / planted a (1: unbiased
+    scale; JML's inflation shows here) and the mean error of b."""
     ok = table["estimable"].astype(bool) & table["a"].notna()
     t = table[ok]
     return {"items": int(ok.sum()), "r_a": float(np.corrcoef(t["a"], t["a_true"])[0, 1]),
-            "r_b": float(np.corrcoef(t["b"], t["b_true"])[0, 1])}
+            "r_b": float(np.corrcoef(t["b"], t["b_true"])[0, 1]),
+            "at_bound": float(t["at_bound"].astype(bool).mean()) if "at_bound" in t.columns else float("nan"),
+            "a_ratio": float(np.median(t["a"] / t["a_true"])), "b_bias": float(np.mean(t["b"] - t["b_true"]))}
 
 
 def core_abilities(table: pd.DataFrame, ids: list[str], Y: np.ndarray) -> np.ndarray:
@@ -58,19 +62,20 @@ def core_rank_correlation(table: pd.DataFrame, ids: list[str], Y: np.ndarray, th
 
 def compare_cores(table: pd.DataFrame, planted: pd.DataFrame, n_items: int, n_test: int, replications: int,
                   theta_range: tuple[float, float] = (-1.0, 1.0), population: Population = Population(),
-                  seed: int = 0, champion: str = "information") -> pd.DataFrame:
+                  seed: int = 0, champion: str = "information", per_scenario: int | None = None) -> pd.DataFrame:
     """Per replication: the Spearman correlation with planted abilities of ``n_test`` fresh simulated models
     ranked by the core ``champion`` chooses (``information``: the IRT core; ``random`` shows the check failing)
     and by the stratified random core of the same size (a new seed each replication), and the RMSE of their
     EAP abilities against the planted ones on the fitted scale (``irt_rmse``, ``random_rmse``; :func:`linking`).
-    Both score the same responses."""
-    ids, _ = select_core(table, n_items, theta_range, champion, seed)
+    Both score the same responses; ``population.interaction_sd`` > 0 adds model x scenario effects to them, and
+    ``per_scenario`` caps the champion's GT groups per scenario (:func:`select_core`)."""
+    ids, _ = select_core(table, n_items, theta_range, champion, seed, per_scenario)
     A, B = linking(table)
     rows = []
     for r in range(replications):
         other, _ = select_core(table, n_items, theta_range, "random", seed + 1000 + r)
         theta = plant_abilities(n_test, population, seed + 100 + r)
-        Y = simulate_correct(planted, theta, seed + 200 + r)
+        Y = simulate_correct(planted, theta, seed + 200 + r, population.interaction_sd)
         est = {k: core_abilities(table, c, Y) for k, c in (("irt", ids), ("random", other))}
         rows.append({"replication": r, **{k: float(pd.Series(e).corr(pd.Series(theta), method="spearman"))
                                           for k, e in est.items()},
@@ -110,18 +115,25 @@ def adaptive_coverage(table: pd.DataFrame, n_models: int, options: AdaptiveOptio
     theta = plant_abilities(n_models, population, seed + 300)
     rng = np.random.default_rng([seed, 5])
     A, B = linking(table)
-    covered, n_items, est = 0, [], []
+    covered, n_items, est, errors = 0, [], [], []
     for t in theta:
-        def answer(item: dict, t=t) -> str:
+        effect: dict = {}  # this model's scenario effects (population.interaction_sd), drawn when first met
+
+        def answer(item: dict, t=t, effect=effect) -> str:
             a, b = truth[item["item_id"]]
-            p = prob(np.array([t]), a, b)[0]
+            s = item.get("scenario_id")
+            if s not in effect:
+                effect[s] = rng.normal(0.0, population.interaction_sd) if population.interaction_sd > 0 else 0.0
+            p = 1.0 / (1.0 + np.exp(-(a * (t - b) + effect[s])))
             return item["correct_slot"] if rng.random() < p else other_slot(item["correct_slot"])
         ab = adaptive_test(bank, answer, options)["ability"]
         covered += ab["theta_lo"] <= A * t + B <= ab["theta_hi"]
         n_items.append(ab["n_items"])
         est.append(ab["theta_map"])
+        errors.append(ab["theta_eap"] - (A * t + B))
     return {"models": n_models, "coverage": covered / n_models, "mean_items": float(np.mean(n_items)),
-            "max_items": int(np.max(n_items)), "r_theta": float(np.corrcoef(est, theta)[0, 1])}
+            "max_items": int(np.max(n_items)), "r_theta": float(np.corrcoef(est, theta)[0, 1]),
+            "bias": float(np.mean(errors))}
 
 
 def timed(fn, *args, **kwargs):

@@ -180,7 +180,7 @@ def _probe_site_lines(table) -> list[str]:
     return lines
 
 
-VERBALIZE_ORDER = ("linear_probe", "evidence", "verbal_classifier", "verbal_rules", "shuffled_control",
+VERBALIZE_ORDER = ("linear_probe", "evidence", "decodability", "verbal_rules", "shuffled_control",
                    "majority_baseline", "chance")
 """The methods of a verbalization table, in the order :func:`verbalize_text` prints them."""
 
@@ -195,7 +195,16 @@ def verbalize_text(table) -> str:
         first = t.iloc[0]
         lines.append(f"\n{site}: n={first.n} rows, {first.clusters} scenarios, {first.distinct_descriptions} "
                      f"distinct descriptions ({first.label}, {first.condition})")
+        amb = t[t["rows"] == "AMB"] if "rows" in t.columns else t.iloc[:0]
+        if len(amb):
+            lines.append("  headline, AMB rows only (the design does not predict the side there):")
+            for r in amb.itertuples():
+                lines.append(f"  {r.method + ' ' + r.metric:<34}{_est(r):>22}  n={r.n}")
+        t = t[t["rows"] != "AMB"] if "rows" in t.columns else t
         wide = {(r.method, r.metric): r for r in t.itertuples()}
+        r = wide.get(("verbal_reader", "verbalized"))
+        if r is not None:
+            lines.append(f"  {'verbal_reader verbalized (all rows)':<34}{_est(r):>22}")
         for m in VERBALIZE_ORDER:
             r = wide.get((m, "accuracy"))
             if r is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from evenhand.decisions import DecideOptions
 from evenhand.irt.adaptive import AdaptiveOptions
+from evenhand.irt.mml import FIT_METHODS
 from evenhand.irt.select import METHODS
 from evenhand.irt.simulate import Population
 from evenhand.models.loading import ModelSpec
@@ -19,7 +20,7 @@ from .common import MODEL_FLAGS, json_flag, model_spec
 
 DECIDE_FLAGS = ("mode", "engine")
 """The DecideOptions fields `irt adapt --model` takes (their choices and help declared once, on DecideOptions)."""
-ADAPT_FLAGS = ("target_se", "budget", "prior_sd", "min_items", "discrimination")
+ADAPT_FLAGS = ("target_se", "budget", "prior_sd", "min_items", "per_scenario", "discrimination")
 POPULATION_FLAGS = ("a_sd", "b_mean", "b_sd", "theta_sd")
 
 
@@ -47,11 +48,12 @@ def _fit(a: argparse.Namespace) -> int:
         raise ValueError("runs: a run is given twice")
     tables = [_run_rows(r) for r in a.runs]
     version = items_version(tables[0]) if "suite_version" in tables[0].columns else None
+    model = {"mml": "2PL, marginal ML, log a ~ N(0, 0.5) (evenhand.irt.mml)", "jml": "2PL, girth.twopl_jml"}
     config = {"kind": "irt_fit", "runs": names, "bootstrap": a.bootstrap, "seed": a.seed,
-              "model": "2PL, girth.twopl_jml"}
+              "method": a.method, "model": model[a.method]}
 
     def fit(run):
-        items, runs = fit_runs(tables, names, a.bootstrap, a.seed)
+        items, runs = fit_runs(tables, names, a.bootstrap, a.seed, a.method)
         write_table_atomic(run.irt_items_path, items)
         write_table_atomic(run.irt_items_csv, items)
         write_table_atomic(run.irt_runs_path, runs)
@@ -101,7 +103,7 @@ def _core(a: argparse.Namespace) -> int:
         raise ValueError(f"--out must end in .parquet or .jsonl (an items file), got {a.out!r}")
     items, runs = _read_fit(a.fit)
     theta = _theta_range(a.theta, runs)
-    ids, summary = select_core(items, a.items, theta, a.method, a.seed)
+    ids, summary = select_core(items, a.items, theta, a.method, a.seed, a.per_scenario)
     content = load_content(RunDir(a.fit).manifest().get("suite_version"))
     write_table_atomic(Path(a.out), pd.DataFrame([item_by_id(i, content) for i in ids]))
     summary["out"] = a.out
@@ -209,6 +211,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--bootstrap", type=int, default=20,
                    help="bootstrap resamples over runs for the parameters' SEs and 95%% intervals (0: none)")
     s.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    s.add_argument("--method", choices=list(FIT_METHODS), default="mml",
+                   help="mml: marginal maximum likelihood with a lognormal prior on the discriminations (default); "
+                        "jml: girth's joint maximum likelihood (biased with tens of runs; docs/IRT.md)")
     s.set_defaults(fn=_fit)
 
     s = irt.add_parser("core", help="choose an informative core subset under the suite's balance constraints")
@@ -221,6 +226,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--method", choices=list(METHODS), default="information",
                    help="information (default) or random: the stratified random core of the same constraints")
     s.add_argument("--seed", type=int, default=0, help="seed of the tie-breaks, the AMB groups' order and --method random")
+    s.add_argument("--per-scenario", type=int, default=None, metavar="K",
+                   help="information: rank GT groups in rounds of at most K per scenario (default: by information alone)")
     json_flag(s)
     s.set_defaults(fn=_core)
 

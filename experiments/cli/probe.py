@@ -60,8 +60,12 @@ def _probe_verbalize(a) -> int:
     from probes.verbalize import verbalize_run  # deferred: keeps the CLI's start fast
     opts = options_from_args(VerbalizeOptions, a, VERBALIZE_FLAGS)
     out = writable_dir(Path(a.out) if a.out else RunDir(a.run_dir).verbalize_dir(a.label).path)
+    reader = None
+    if a.reader_model:
+        from evenhand.judge import load_judge  # deferred: loads an engine
+        reader = load_judge(a.reader_model, a.reader_engine)
     table = verbalize_run(a.run_dir, out, a.sites, a.label, probe_filters(a), opts, probe_options(a), a.resamples,
-                          progress=progress(a))
+                          progress=progress(a), reader=reader)
     print(verbalize_text(table))
     print(f"\nwrote {out}/verbalize.parquet (+ .csv, descriptions.parquet, manifest.json) in "
           f"{table.attrs['seconds']:.1f}s")
@@ -134,6 +138,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _filter_args(s)
     add_flags(s, VerbalizeOptions, VERBALIZE_FLAGS)
     progress_flag(s, BARS_ONLY)
+    s.add_argument("--reader-model", default=None,
+                   help="an LLM judge asked which candidate each description says the model favours: the "
+                        "headline (verbal_reader verbalized, on AMB rows); prompt evenhand.judge.VERBALIZATION")
+    s.add_argument("--reader-engine", default="hf", help="the reader's engine: hf, vllm, openai or one registered")
     s.set_defaults(fn=_probe_verbalize)
     s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")
     _probe_args(s)
