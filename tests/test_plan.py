@@ -1,4 +1,4 @@
-"""`evenhand plan` (issue 41, deliverable 7): the shapes read from config.json give the exact parameter count of the
+"""`evenhand plan`: the shapes read from config.json give the exact parameter count of the
 preset classes; predictions are within 25% of measurements on tiny models on the CPU (weights, the activation cache
 on disk, peak host memory); the presets plan offline; a config that cannot fit is refused before anything loads;
 the default batch size is a pure function of free memory, shapes and sequence length."""
