@@ -292,6 +292,25 @@ def auto_batch_size(free_bytes: float, s: Shapes, tokens: int, headroom: float =
     return batch
 
 
+FALLBACK_BATCH_SIZE = 8
+"""The batch size off CUDA (and for a model whose shapes are unknown)."""
+
+
+def default_batch_size(lm, tokens: int) -> int:
+    """The batch size of a loaded model when none is given: on CUDA, :func:`auto_batch_size` of the device's free
+    memory plus the weights already on it (the model's shapes from its config, its dtype, ``tokens`` per
+    sequence, prompt and generation); elsewhere, or for a model without a Hugging Face config,
+    :data:`FALLBACK_BATCH_SIZE`."""
+    model = getattr(lm, "model", None)
+    config = getattr(model, "config", None)
+    if config is None or not str(getattr(lm, "device", "")).startswith("cuda"):
+        return FALLBACK_BATCH_SIZE
+    import torch
+    free, _ = torch.cuda.mem_get_info(torch.device(lm.device))
+    shapes = shapes_from_config(config.to_dict(), str(lm.dtype))
+    return auto_batch_size(free + shapes.params * DTYPE_BYTES.get(shapes.dtype, 2), shapes, tokens)
+
+
 def plan(model: str, shapes: Shapes, work: Workload, device: Device, efficiency: float = 0.4) -> Plan:
     """The :class:`Plan` of ``work`` with ``shapes`` on ``device`` (``efficiency``: the fraction of peak FLOP/s
     and bandwidth reached)."""
