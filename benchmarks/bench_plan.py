@@ -1,4 +1,4 @@
-"""`evenhand plan`'s predictions against measurements on tiny random models on the CPU (issue 41).
+"""`evenhand plan`'s predictions against measurements on tiny random models on the CPU.
 
 Three measurements, each against :mod:`evenhand.models.plan`'s prediction from the model's config.json:
 weights (the parameters' bytes in memory and the safetensors bytes on disk, for Qwen2ForCausalLM and

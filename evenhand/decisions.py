@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from .engine import registry
 from .engine.batching import Halving, plan_batches, plan_batches_in_order, plan_prefix_batches, token_ids
 from .engine.registry import MODES, Batch, Mode, engine_of
 from .engine.rows import response_row
+from .models.plan import default_batch_size
 from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .shards import ParquetShards
 from .runs import RunDir, RunError
@@ -46,8 +47,9 @@ class DecideOptions:
     """How to decide items."""
     mode: Mode = "answer"
     """answer | reasoning | logprob."""
-    batch_size: int = 8
-    """Items per forward/generate call (halved automatically on out-of-memory)."""
+    batch_size: int | None = None
+    """Items per forward/generate call (halved automatically on out-of-memory); None (default): the largest that
+    fits the CUDA device's free memory (:func:`evenhand.models.plan.default_batch_size`), 8 elsewhere."""
     max_new_tokens: int = 8
     """Generation budget in answer mode."""
     reasoning_max_new_tokens: int = 512
@@ -73,7 +75,7 @@ class DecideOptions:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.batch_size < 1:
+        if self.batch_size is not None and self.batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {self.batch_size}")
         if self.prefix_min_tokens < 1:
             raise ValueError(f"prefix_min_tokens must be at least 1, got {self.prefix_min_tokens}")
@@ -121,6 +123,10 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
         special = not uses_chat_template(lm.tokenizer, opts.chat_template)
         texts = [model_text(lm.tokenizer, user_message(r, variant), opts.chat_template) for r in todo]
         ids = token_ids(lm.tokenizer, texts, special)
+    max_new = opts.max_new_tokens if opts.mode == "answer" else opts.reasoning_max_new_tokens
+    if opts.batch_size is None:
+        longest = max((len(x) for x in ids), default=0) + (max_new if opts.mode != "logprob" else 0)
+        opts = replace(opts, batch_size=default_batch_size(lm, longest))
     if messages is not None:
         batches = plan_batches_in_order(len(ids), opts.batch_size)
     elif opts.prefix_reuse or engine.prefix_reuse == "automatic":
@@ -129,7 +135,6 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
         batches = plan_batches([len(x) for x in ids], opts.batch_size)
     else:
         batches = plan_batches_in_order(len(ids), opts.batch_size)
-    max_new = opts.max_new_tokens if opts.mode == "answer" else opts.reasoning_max_new_tokens
     min_prefix = opts.prefix_min_tokens if opts.prefix_reuse else 0
     halving = Halving(opts.batch_size)
     used_template = not special

@@ -20,6 +20,7 @@ import pandas as pd
 from evenhand.decisions import DecideOptions
 from evenhand.engine import registry
 from evenhand.engine.batching import Halving, plan_batches, token_lengths
+from evenhand.models.plan import FALLBACK_BATCH_SIZE
 from evenhand.engine.registry import Batch, engine_of, takes_messages
 from evenhand.engine.generation import generate
 from evenhand.engine.rows import choice_fields, response_row
@@ -141,7 +142,7 @@ def _score_labels(lm, conversations: Sequence[Sequence[dict]], items: list[dict]
     """Label log-probabilities (``logprob_A``/``logprob_B``) after each conversation's last user turn."""
     special = not uses_chat_template(lm.tokenizer, opts.chat_template)
     texts = [conversation_text(lm.tokenizer, c, opts.chat_template) for c in conversations]
-    return _run_batched(lm, texts, special, opts.batch_size,
+    return _run_batched(lm, texts, special, opts.batch_size or FALLBACK_BATCH_SIZE,
                         lambda idx: score_labels(lm, [texts[i] for i in idx], [items[i] for i in idx], special),
                         opts.progress, desc)
 
@@ -189,7 +190,8 @@ def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_
             for r, item in zip(rows, records):
                 r.update(choice_fields(item, r, "logprob"))
         else:
-            rows = generate_rows(lm, convs, budget, opts.batch_size, opts.chat_template, progress=opts.progress,
+            rows = generate_rows(lm, convs, budget, opts.batch_size or FALLBACK_BATCH_SIZE, opts.chat_template,
+                                 progress=opts.progress,
                                  desc=desc)
         for i, (conv, r) in enumerate(zip(convs, rows)):
             conv.append({"role": "assistant", "content": r["text"]})

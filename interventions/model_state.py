@@ -87,7 +87,8 @@ def tensor_checksums(tensors: list) -> "list[tuple[int, int]]":
             flat = t.detach().contiguous().reshape(-1)
             if flat.dtype == torch.bool:
                 flat = flat.to(torch.uint8)
-            flat = flat.view(ints[flat.element_size()]) if flat.is_floating_point() or flat.is_complex() else flat
+            if flat.is_floating_point() or flat.is_complex():  # the raw bits; bytes for widths without an int
+                flat = flat.view(ints[flat.element_size()]) if flat.element_size() in ints else flat.view(torch.uint8)
             s1 = torch.zeros((), dtype=torch.int64, device=flat.device)
             s2 = torch.zeros((), dtype=torch.int64, device=flat.device)
             w = torch.arange(1, min(CHUNK, flat.numel()) + 1, dtype=torch.int64, device=flat.device)

@@ -1,4 +1,4 @@
-"""Out-of-memory recovery (issue 41, deliverable 5): the failed attempt is freed before the retry, and a run with
+"""Out-of-memory recovery: the failed attempt is freed before the retry, and a run with
 an injected OOM above a batch size finishes at the largest batch that fits, with the outputs of a run at that
 batch: the batch loop (:class:`~evenhand.engine.batching.Halving`), decisions, the intervention fitting reads
 (:mod:`interventions.reading`, ACE's span means) and learned training (:func:`interventions.learned.train`,

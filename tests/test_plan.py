@@ -1,4 +1,4 @@
-"""`evenhand plan` (issue 41, deliverable 7): the shapes read from config.json give the exact parameter count of the
+"""`evenhand plan`: the shapes read from config.json give the exact parameter count of the
 preset classes; predictions are within 25% of measurements on tiny models on the CPU (weights, the activation cache
 on disk, peak host memory); the presets plan offline; a config that cannot fit is refused before anything loads;
 the default batch size is a pure function of free memory, shapes and sequence length."""
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from evenhand.models.plan import (DEVICES, PRESET_CONFIGS, Device, Workload, auto_batch_size, decision_bytes, plan,
                                   shapes_from_config)
@@ -108,3 +109,24 @@ def test_run_refuses_before_loading_when_the_gpu_is_too_small(tmp_path, capsys, 
     assert main(["run", str(_config(tmp_path))]) == 2
     assert "does not fit on cuda:0" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_default_batch_size_from_the_device_memory(tiny_gemma_lm, monkeypatch):
+    """Off CUDA: 8. On CUDA (faked: a loaded model reporting cuda and the device's free memory): the largest batch
+    whose decision stage fits in that memory plus the weights already on the device."""
+    from dataclasses import replace
+
+    from evenhand.models.plan import FALLBACK_BATCH_SIZE, default_batch_size
+    assert default_batch_size(tiny_gemma_lm, 300) == FALLBACK_BATCH_SIZE == 8
+    s = shapes_from_config(tiny_gemma_lm.model.config.to_dict(), "float32")
+    free = 0.2e9
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, 80e9))
+    on_gpu = replace(tiny_gemma_lm, device="cuda:0")
+    got = default_batch_size(on_gpu, 300)
+    assert got == auto_batch_size(free + s.params * 4, s, 300) and got > 8
+
+
+def test_decide_without_a_batch_size_uses_the_default(tiny_gemma_lm, smoke_items):
+    from evenhand.decisions import DecideOptions, decide
+    r = decide(smoke_items.head(10), tiny_gemma_lm, DecideOptions(mode="logprob", progress=False))
+    assert DecideOptions().batch_size is None and r["batch_size"].max() == 8

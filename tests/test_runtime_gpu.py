@@ -1,4 +1,4 @@
-"""GPU-facing runtime choices checked on the CPU (issue 41, deliverable 6): Ray's per-actor GPU request,
+"""GPU-facing runtime choices checked on the CPU: Ray's per-actor GPU request,
 TransformerLens booted from the local path offline without a copy of the weights, loading straight to the device
 with ``device_map``, a gated model named as such, and the weights fingerprint taken after the download."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import torch
 
 
 class FakeRay:
-    """What :class:`experiments.studies.run_ray._Workers` asks of Ray, recording each actor's resources."""
+    """What :class:`experiments.studies.run_ray.WorkerPool` asks of Ray, recording each actor's resources."""
 
     def __init__(self):
         self.requested, self.started = [], False
@@ -37,7 +37,7 @@ def _actors(monkeypatch, gpus_per_worker, cuda: bool):
 
     monkeypatch.setattr(rr, "_worker_class", lambda ray, a, b: Worker)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    pool = rr._Workers(fake, None, None, 3, rr.gpus_for_workers(gpus_per_worker), 2, 0, None)
+    pool = rr.WorkerPool(fake, None, None, 3, rr.gpus_for_workers(gpus_per_worker), 2, 0, None)
     pool.spec = SimpleNamespace()
     monkeypatch.setattr(rr, "asdict", lambda spec: {})
     pool.get()

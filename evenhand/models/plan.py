@@ -1,30 +1,15 @@
 """A run's resources before anything loads: GPU memory per stage, host memory, disk and time.
 
-:func:`shapes_from_config` reads a model's shapes from its ``config.json`` (the text tower's for a multimodal
-model; the vision tower's parameters are counted in the weights); the two target presets' shapes are embedded
-(:data:`PRESET_CONFIGS`), so they plan offline. :func:`plan` predicts, for a batch size, a prompt length, a
-number of items and the cached sites, the bytes each stage holds on the device, the host memory, the disk of
-the activation cache and the decision shards, and the seconds per stage on a named device (:data:`DEVICES`).
-:func:`auto_batch_size` is the inverse: the largest batch whose decision stage fits in a device's free memory.
-
-The formulas are ours (no library predicts these stages); they are first-order and stated with each term:
-
-- weights: the parameter count from the shapes x the dtype's bytes;
-- KV cache: 2 (K and V) x layers x kv heads x head dim x bytes x batch x tokens (a sliding-window layer keeps at
-  most its window);
-- activations of a forward: ``batch x tokens x (ACT_HIDDEN x hidden + MLP_COPIES x intermediate) x bytes``
-  (residual, attention and MLP buffers alive at once; the two constants set from CPU measurements) plus the
-  last position's float32 logits (and, with eager attention only, one layer's ``batch x heads x tokens^2``
-  scores: SDPA's kernels, which the presets use, do not materialise them);
-- the cache writer: the forward plus every cached site's last-token row in float32 (the device-side stack);
-- the probe solver (torch): one site's float32 matrix (items x hidden) x ``PROBE_COPIES`` (data, a fold's
-  standardised copy, gradients);
-- learned training: the forward's activations kept for the backward from the edited layer up.
-
-Time: prefill FLOPs = 2 x parameters x tokens, run at ``efficiency`` x the device's peak; decoding (answer and
-reasoning modes) is memory-bound: each generated step reads the weights and the KV cache once per batch, at
-``efficiency`` x the device's bandwidth. The numbers are checked against measurements on tiny models on the CPU
-(tests/test_plan.py; docs/BENCHMARKS.md, "Plan: predicted against measured")."""
+:func:`shapes_from_config` reads a model's shapes from its ``config.json`` (a multimodal model's text tower, its
+vision tower counted in the weights; the two target presets' shapes are embedded in :data:`PRESET_CONFIGS`, so
+they plan offline); :func:`plan` predicts, for a :class:`Workload` on a :class:`Device` (:data:`DEVICES`), the
+bytes each stage holds on the device (weights; decisions: KV cache, a sliding layer keeping at most its window,
+and a forward's activations, :func:`forward_bytes`; the cache writer; the torch probe solver), host memory, the
+disk of the cache and the decision shards, and seconds per stage (prefill at ``efficiency`` x peak FLOP/s,
+decoding and probes memory-bound at ``efficiency`` x bandwidth). :func:`auto_batch_size` is the inverse: the
+largest batch whose decision stage fits. The formulas and constants are ours and first-order (docs/GUIDE.md,
+"Plan a GPU run before it loads"); they are checked against CPU measurements on tiny models
+(benchmarks/bench_plan.py; docs/BENCHMARKS.md, "Plan: predicted against measured")."""
 from __future__ import annotations
 
 import json
@@ -305,6 +290,25 @@ def auto_batch_size(free_bytes: float, s: Shapes, tokens: int, headroom: float =
     while batch * 2 <= most and decision_bytes(s, batch * 2, tokens) <= budget:
         batch *= 2
     return batch
+
+
+FALLBACK_BATCH_SIZE = 8
+"""The batch size off CUDA (and for a model whose shapes are unknown)."""
+
+
+def default_batch_size(lm, tokens: int) -> int:
+    """The batch size of a loaded model when none is given: on CUDA, :func:`auto_batch_size` of the device's free
+    memory plus the weights already on it (the model's shapes from its config, its dtype, ``tokens`` per
+    sequence, prompt and generation); elsewhere, or for a model without a Hugging Face config,
+    :data:`FALLBACK_BATCH_SIZE`."""
+    model = getattr(lm, "model", None)
+    config = getattr(model, "config", None)
+    if config is None or not str(getattr(lm, "device", "")).startswith("cuda"):
+        return FALLBACK_BATCH_SIZE
+    import torch
+    free, _ = torch.cuda.mem_get_info(torch.device(lm.device))
+    shapes = shapes_from_config(config.to_dict(), str(lm.dtype))
+    return auto_batch_size(free + shapes.params * DTYPE_BYTES.get(shapes.dtype, 2), shapes, tokens)
 
 
 def plan(model: str, shapes: Shapes, work: Workload, device: Device, efficiency: float = 0.4) -> Plan:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from evenhand.decisions import DecideOptions
 from evenhand.engine.openai_engine import OpenAIOptions
+from evenhand.models.plan import FALLBACK_BATCH_SIZE
 from evenhand.options import add_flags, options_from_args
 
 from .common import model_args, prepare, progress
@@ -30,7 +31,7 @@ def _decide(a) -> int:
     if opts.engine != "openai" and given:
         raise ValueError(f"{', '.join(given)} set engine openai's endpoint, but --engine is {opts.engine}: "
                          f"add --engine openai")
-    if opts.engine == "openai" and api.concurrency > opts.batch_size:
+    if opts.engine == "openai" and api.concurrency > (opts.batch_size or FALLBACK_BATCH_SIZE):
         raise ValueError(f"--concurrency {api.concurrency} exceeds --batch-size {opts.batch_size}: at most a batch's "
                          f"items are in flight; raise --batch-size")
     out, spec, items, lm = prepare(a, engine=opts.engine, options=api if opts.engine == "openai" else None)

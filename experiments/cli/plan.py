@@ -4,8 +4,10 @@ the same check against the free memory of the CUDA device it will use, before lo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
-from evenhand.models.plan import DEVICES, Device, Plan, Workload, model_config, plan, shapes_from_config
+from evenhand.models.plan import (DEVICES, FALLBACK_BATCH_SIZE, Device, Plan, Workload, auto_batch_size, model_config,
+                                  plan, shapes_from_config)
 from evenhand.options import read_yaml
 
 CHARS_PER_TOKEN = 4.0
@@ -67,7 +69,7 @@ def workload(cfg, n_items: int, longest: int, mean: int) -> Workload:
     return Workload(items=n_items, prompt_tokens=longest, mean_prompt_tokens=mean, mode=cfg.mode,
                     new_tokens={"logprob": 0, "answer": cfg.max_new_tokens,
                                 "reasoning": cfg.reasoning_max_new_tokens}[cfg.mode],
-                    batch_size=cfg.batch_size, cache_sites=sites, cache_dtype=c.dtype,
+                    batch_size=cfg.batch_size or FALLBACK_BATCH_SIZE, cache_sites=sites, cache_dtype=c.dtype,
                     cache_batch_size=c.batch_size, probe_rows=n_items if (c.enabled and cfg.probe) else 0)
 
 
@@ -77,7 +79,12 @@ def plan_config(cfg, device: Device, efficiency: float = 0.4) -> Plan:
     if dtype is None and device.name == "CPU":
         dtype = "float32"
     shapes = shapes_from_config(model_config(cfg.model.model), dtype)
-    return plan(cfg.model.model, shapes, workload(cfg, *prompt_lengths(cfg)), device, efficiency)
+    work = workload(cfg, *prompt_lengths(cfg))
+    if cfg.batch_size is None:  # what a run on this device would choose (evenhand.models.plan.default_batch_size)
+        tokens = work.prompt_tokens + work.new_tokens
+        bs = FALLBACK_BATCH_SIZE if device.name == "CPU" else auto_batch_size(device.memory, shapes, tokens)
+        work = dataclasses.replace(work, batch_size=bs, cache_batch_size=cfg.cache.batch_size or FALLBACK_BATCH_SIZE)
+    return plan(cfg.model.model, shapes, work, device, efficiency)
 
 
 def cuda_device() -> Device | None:

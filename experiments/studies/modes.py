@@ -115,8 +115,8 @@ class ModesConfig:
     """The run directory (``answer/``, ``logprob/``, ``mode_switch.csv``)."""
     suite: SuiteConfig = field(default_factory=SuiteConfig)
     """Which items."""
-    batch_size: int = DecideOptions.batch_size
-    """Items per batch."""
+    batch_size: int | None = DecideOptions.batch_size
+    """Items per batch (absent: from the CUDA device's free memory, 8 elsewhere)."""
 
 
 RULES = Rules(choices={"model.dtype": ("auto", "float32", "bfloat16", "float16"),

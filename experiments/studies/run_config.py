@@ -21,6 +21,7 @@ from evenhand.engine.registry import ENGINES as DECISION_ENGINES
 from evenhand.engine.openai_engine import OpenAIOptions
 from evenhand.engine.registry import Mode, refusal
 from evenhand.models.loading import ModelSpec
+from evenhand.models.plan import FALLBACK_BATCH_SIZE
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from evenhand.stats import BootstrapOptions
 from evenhand.suite.generate import DEGREES, Slot
@@ -152,8 +153,9 @@ class RunConfig:
     """Which items."""
     mode: Mode = DecideOptions.mode
     """answer | reasoning | logprob."""
-    batch_size: int = DecideOptions.batch_size
-    """Items per batch (halved automatically on out-of-memory)."""
+    batch_size: int | None = DecideOptions.batch_size
+    """Items per batch (halved automatically on out-of-memory); absent: the largest that fits the CUDA device's free
+    memory (evenhand plan prints it), 8 elsewhere."""
     max_new_tokens: int = DecideOptions.max_new_tokens
     """Generation budget in answer mode."""
     reasoning_max_new_tokens: int = DecideOptions.reasoning_max_new_tokens
@@ -244,9 +246,10 @@ def config_from_dict(data: dict) -> RunConfig:
     if cfg.openai is not None and cfg.engine != "openai":
         raise ConfigError(f"config field 'openai' sets engine openai's endpoint, but engine is {cfg.engine}: "
                           f"set engine: openai or drop the section")
-    if cfg.engine == "openai" and (cfg.openai or OpenAIOptions()).concurrency > cfg.batch_size:
+    in_flight = cfg.batch_size or FALLBACK_BATCH_SIZE
+    if cfg.engine == "openai" and (cfg.openai or OpenAIOptions()).concurrency > in_flight:
         raise ConfigError(f"config field 'openai.concurrency' ({(cfg.openai or OpenAIOptions()).concurrency}) exceeds "
-                          f"batch_size ({cfg.batch_size}): at most a batch's items are in flight; raise batch_size")
+                          f"batch_size ({in_flight}): at most a batch's items are in flight; raise batch_size")
     for stage in ("probe", "ablation"):
         if getattr(cfg, stage) is not None and not cfg.cache.enabled:
             raise ConfigError(f"config field '{stage}' needs the activation cache: set cache.enabled: true")

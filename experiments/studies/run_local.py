@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from evenhand.models.plan import FALLBACK_BATCH_SIZE
+
 from evenhand.messages import warn_unparseable
 from evenhand.metrics import INTERVAL
 from evenhand.models.loading import locate, resolve_spec
@@ -86,7 +88,7 @@ def finish_stages(cfg: RunConfig, spec, items, decided: FnStage, get_model, prog
         from evenhand.activations import CacheOptions, cache_activations
         from evenhand.suite.content import items_version
         c = cfg.cache
-        copts = options_for(CacheOptions, c, batch_size=c.batch_size or cfg.batch_size,
+        copts = options_for(CacheOptions, c, batch_size=c.batch_size or cfg.batch_size or FALLBACK_BATCH_SIZE,
                             chat_template=spec.chat_template, progress=progress)
 
         def cache(run: RunDir):
@@ -129,7 +131,8 @@ def analysis_stages(cfg: RunConfig, progress: bool, get_model=None, items=None) 
             def go(run: RunDir) -> None:
                 opts = options_for(ProbeOptions, ab)
                 name_ablation(run.path, run.ablation_dir(variant).path, variant, ab.label, ab.degree,
-                              list(ab.sites) if ab.sites else None, opts, cfg.resamples, cfg.batch_size,
+                              list(ab.sites) if ab.sites else None, opts, cfg.resamples,
+                              cfg.batch_size or FALLBACK_BATCH_SIZE,
                               progress=progress, lm=get_model() if get_model is not None else None,
                               minority_slot=ab.minority_slot)
             n = None if items is None else int(len(items) if ab.degree is None else (items["degree"] == ab.degree).sum())

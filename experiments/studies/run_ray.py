@@ -63,7 +63,7 @@ def _worker_class(ray, max_restarts: int, max_task_retries: int):
     return DecideWorker
 
 
-class _Workers:
+class WorkerPool:
     """Ray (started here unless it already runs) and the model-holding actors, made on first use and
     shared by the decide and cache stages; :meth:`close` shuts down what was started here."""
 
@@ -151,7 +151,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     model = LoadModel(lambda: {"name": spec.model, "source": source, "spec": asdict(spec),
                                "weights": weights_fingerprint(where, gguf, spec.revision)},
                       describe=lambda desc: desc, name="model")
-    pool = _Workers(ray, spec, address, workers, gpus_per_worker, threads_per_worker, max_restarts, _on_started)
+    pool = WorkerPool(ray, spec, address, workers, gpus_per_worker, threads_per_worker, max_restarts, _on_started)
     records = items.to_dict("records")
     by_shard: dict[int, list[dict]] = {}
     for r, k in zip(records, shard_ids):
