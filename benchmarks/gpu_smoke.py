@@ -28,6 +28,8 @@ The checks, in order (``--only`` / ``--skip`` take their names):
 - ``transformer_lens``: the TransformerLens bridge from the local checkpoint, offline, its residual stream
   against the nnsight cache's, and the extra device memory it takes.
 - ``probes``: the torch probe solver at 49 sites x 3,840 dims x 10,000 rows (``--probe-*``).
+- ``plan``: ``evenhand plan``'s predictions for this run's shapes and work against what the checks above measured
+  (predicted / measured: weights, decision memory above the weights and seconds, cache bytes, probe seconds).
 - ``vllm``: vLLM on the Gemma 3 checkpoint (text-only), in a subprocess after the Hugging Face models are freed.
 
 What is ours: all of it (a check script); the models are transformers' classes, vLLM is vLLM.
@@ -70,6 +72,8 @@ class Ctx:
     checkpoints: dict = field(default_factory=dict)
     models: dict = field(default_factory=dict)
     items: object = None
+    results: dict = field(default_factory=dict)
+    """Each finished check's result, by name (the plan check compares its predictions with them)."""
 
     @property
     def cuda(self) -> bool:
@@ -451,7 +455,65 @@ def check_transformer_lens(ctx: Ctx) -> dict:
 def check_probes(ctx: Ctx) -> dict:
     from probes.logistic import time_solver
     a = ctx.args
-    return time_solver(sites=a.probe_sites, dim=a.probe_dim, rows=a.probe_rows, device=ctx.device)
+    _free(ctx)
+    resident = 0
+    if ctx.cuda:
+        import torch
+        resident = torch.cuda.memory_allocated()
+    out = time_solver(sites=a.probe_sites, dim=a.probe_dim, rows=a.probe_rows, device=ctx.device)
+    if out["peak_measured"]:  # the models still loaded are not the solver's
+        out["peak_bytes_above_resident"] = out["peak_bytes"] - resident
+        out["expected_over_measured"] = round(out["solver"]["expected_peak_bytes"]
+                                              / max(out["peak_bytes_above_resident"], 1), 3)
+    return out
+
+
+def check_plan(ctx: Ctx) -> dict:
+    """``evenhand plan``'s predictions (:mod:`evenhand.models.plan`) against what this run measured: weights,
+    the decision stage's memory above the weights and its seconds (logprob and answer mode), the cache on disk,
+    and the probe solver's seconds and memory. Ratios are predicted / measured."""
+    from evenhand.models.plan import DEVICES, GB, Device, Workload, plan, shapes_from_config
+    r = ctx.results
+    if "checkpoint" not in r or "decide" not in r:
+        raise Skip("needs the checkpoint and decide checks' results")
+    name = ("H200" if "H200" in r.get("env", {}).get("device_name", "") else "H100") if ctx.cuda else "CPU"
+    dev: Device = DEVICES[name]
+    out = {"device_model": name, "efficiency": 0.4}
+    for arch in _archs(ctx):
+        if arch not in r["checkpoint"] or arch not in r["decide"]:
+            continue
+        cfg = json.loads((ctx.checkpoints[arch] / "config.json").read_text())
+        shapes = shapes_from_config(cfg, "bfloat16")
+        dec = r["decide"][arch]
+        tokens = int(round(dec["logprob"]["prompt_tokens_mean"] * 1.25))  # the widest prompt of a batch
+        row = {"weights": round(shapes.params * 2 / (r["checkpoint"][arch]["params"] * 2), 3)}
+        for mode in ("logprob", "answer"):
+            key = "logprob" if mode == "logprob" else "answer_prefix"
+            work = Workload(items=r["decide"]["items"], prompt_tokens=tokens,
+                            mean_prompt_tokens=int(dec["logprob"]["prompt_tokens_mean"]), mode=mode, new_tokens=8,
+                            batch_size=ctx.args.batch)
+            pl = plan(arch, shapes, work, dev)
+            row[f"{mode}_seconds"] = round(pl.seconds["decisions"] / dec[key]["seconds"], 3)
+            if ctx.cuda:
+                over = (dec[key]["device_peak_gib"] - dec[key]["device_allocated_gib"]) * 2**30
+                row[f"{mode}_memory_above_weights"] = round((pl.gpu["decisions"] - pl.gpu["weights"]) / max(over, 1), 3)
+        if arch in r.get("cache", {}):
+            c = r["cache"][arch]
+            work = Workload(items=r["cache"]["items"], prompt_tokens=tokens, batch_size=ctx.args.batch,
+                            cache_sites=c["sites"], cache_dtype=c["stored_dtype"] or "bfloat16")
+            row["cache_disk"] = round(plan(arch, shapes, work, dev).disk["activation cache"] / c["bytes_on_disk"], 3)
+        out[arch] = row
+    if "probes" in r:
+        pr = r["probes"]
+        shapes = shapes_from_config({"hidden_size": pr["dim"], "num_hidden_layers": pr["sites"] - 1,
+                                     "intermediate_size": 4 * pr["dim"], "num_attention_heads": 1,
+                                     "vocab_size": 1}, "bfloat16")
+        pl = plan("probe", shapes, Workload(items=pr["rows"], prompt_tokens=1, cache_sites=pr["sites"],
+                                            probe_rows=pr["rows"]), dev)
+        out["probes_seconds"] = round(pl.seconds["probes"] / pr["seconds"], 3)
+        out["probes_memory_note"] = (f"predicted {pl.gpu.get('probe solver', 0) / GB:.2f} GB for one site group; "
+                                     f"the solver's own plan expected {pr['solver']['expected_peak_bytes'] / GB:.2f} GB")
+    return out
 
 
 def check_vllm(ctx: Ctx) -> dict:
@@ -488,7 +550,7 @@ def check_vllm(ctx: Ctx) -> dict:
 CHECKS: dict[str, Callable[[Ctx], dict]] = {
     "env": check_env, "checkpoint": check_checkpoint, "decide": check_decide, "cache": check_cache,
     "oom": check_oom, "steering": check_steering, "restore": check_restore, "learned": check_learned,
-    "transformer_lens": check_transformer_lens, "probes": check_probes, "vllm": check_vllm,
+    "transformer_lens": check_transformer_lens, "probes": check_probes, "plan": check_plan, "vllm": check_vllm,
 }
 
 
@@ -502,6 +564,7 @@ def run_check(ctx: Ctx, name: str, fn: Callable[[Ctx], dict], deadline: float) -
     else:
         try:
             rec = {"check": name, "status": "ok", "result": fn(ctx)}
+            ctx.results[name] = rec["result"]
         except Skip as exc:
             rec = {"check": name, "status": "skipped", "reason": str(exc)}
         except BaseException as exc:  # noqa: BLE001 - one check's failure is recorded; the others still run
