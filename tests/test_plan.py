@@ -94,7 +94,7 @@ def test_plan_command_refuses_a_config_that_cannot_fit(tmp_path, capsys):
     from experiments.cli.main import main
     assert main(["plan", str(_config(tmp_path, batch=4096)), "--device", "A100-80GB"]) == 2
     err = capsys.readouterr().err
-    assert "does not fit on A100-80GB" in err and "stage decisions" in err
+    assert "does not fit on A100-80GB" in err and "stage cache writer" in err  # the largest stage: the trace holds every site per token
 
 
 def test_run_refuses_before_loading_when_the_gpu_is_too_small(tmp_path, capsys, monkeypatch):

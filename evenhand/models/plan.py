@@ -40,6 +40,15 @@ HOST_RUNTIME = 25e6
 imported (kernels, allocator pools): ~25 MB, measured at batch 1 x 64 tokens (benchmarks/bench_plan.py)."""
 HUB_SHARD = 5 * GB
 """The largest weight shard the hub's checkpoints use: the host memory of a load streamed to the device."""
+CACHE_TRACE_BYTES = 4.5
+"""Device bytes the activation cache's trace holds per token, site and residual dimension of a batch beyond one
+forward: set from the first H200 run (benchmarks/results/gpu_smoke/h200_real_width_2026-12-04.json, batch 64 x
+~190 tokens: 5.2 for Gemma 3 12B's 49 sites, 4.1 for Qwen2.5 7B's 29; the forward alone predicted 2.5 GiB where
+11.3 GiB was measured for Gemma)."""
+DECODE_STEP_S = 0.09
+"""Seconds of one generation step of a batch beyond reading the weights and KV cache on a GPU (Hugging Face
+``generate``'s per-step work): measured on the H200 at batch 64, 94 ms (Gemma 3 12B) and 100 ms (Qwen2.5 7B) per
+step against 13 and 8 ms of weight reads (same file)."""
 DECISION_ROW_BYTES = {"logprob": 400, "answer": 500, "reasoning": 2500}
 """Bytes per decision row in parquet (ids, labels, scores; reasoning adds its text)."""
 
@@ -324,7 +333,7 @@ def plan(model: str, shapes: Shapes, work: Workload, device: Device, efficiency:
     cbs = work.cache_batch_size or work.batch_size
     if work.cache_sites:
         p.gpu["cache writer"] = (weights + forward_bytes(shapes, cbs, work.prompt_tokens)
-                                 + cbs * work.cache_sites * shapes.hidden * 4)
+                                 + cbs * work.prompt_tokens * work.cache_sites * shapes.hidden * CACHE_TRACE_BYTES)
     if work.probe_rows:
         p.gpu["probe solver"] = PROBE_COPIES * work.probe_rows * shapes.hidden * 4.0
     if work.train_batch:
@@ -354,7 +363,7 @@ def plan(model: str, shapes: Shapes, work: Workload, device: Device, efficiency:
     decode = 0.0
     if work.mode != "logprob":
         per_step = weights + kv_bytes(shapes, work.batch_size, tokens)
-        decode = n_batches * work.new_tokens * per_step / bw
+        decode = n_batches * work.new_tokens * (per_step / bw + (0.0 if device.name == "CPU" else DECODE_STEP_S))
     p.seconds["decisions"] = prefill + decode
     if work.cache_sites:
         p.seconds["cache"] = prefill
