@@ -262,8 +262,9 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     if mpath.exists():
         old = read_json(mpath)
         if old["stored_sites"] != stored or old["dtype"] != dtype or old["model"]["name"] != lm.name:
-            raise ValueError(f"{out} already holds a cache of other sites, dtype, backend or model; "
-                             f"use another directory")
+            what = ("dtype " + old["dtype"] + f" (this cache stores {dtype})" if old["dtype"] != dtype
+                    else "sites, backend or model")
+            raise ValueError(f"{out} already holds a cache of other {what}; use another directory")
     write_json(mpath, manifest)
     done = set(ActivationCache(out).item_ids())
     todo = [r for r in records if r["item_id"] not in done]
