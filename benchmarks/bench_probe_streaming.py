@@ -1,17 +1,12 @@
 """Probe datasets stream one site at a time: peak host memory against the number of sites.
 
-A synthetic activation cache at FairStress's width (3,840 dims, Gemma-3-12B's residual stream; bfloat16
-shards as a bfloat16 model's cache is stored) over a stated number of core items (default 5,000, a tenth
-of the core's 49,920: every number here is linear in rows, so the full core multiplies the matrix sizes by
-10), with 1, 4, 16 and 49 sites. Each setting runs in a fresh subprocess that builds the probe dataset and
-then reads every site the way a probe sweep's three fits read them (:func:`probes.features.site_sequence`:
-the probes, the design + activations probes, the control task); it reports the peak RSS
-(``resource.getrusage``), the RSS before the dataset is built (imports and the responses), one site's
-float32 matrix, and the wall time. ``--old`` runs the loader as it was before (every site loaded as float32
-into the dataset, then the sweep's list of every site), the constructed case whose peak grows with sites.
-``--sweep`` adds a full :func:`probes.sweep.probe_sweep` (torch solver on the CPU) at a smaller shape.
-
-Goal (issue 41): peak RSS within 1.5x of one site's matrix plus a fixed overhead (the RSS before loading).
+A synthetic bfloat16 activation cache at FairStress's width (3,840 dims) over a stated number of core items
+(default 5,000, a tenth of the core; sizes are linear in rows) with 1, 4, 16 and 49 sites. Each setting runs
+in a fresh subprocess that builds the probe dataset and reads every site as a sweep's three fits do, and
+reports the peak RSS (``getrusage``), the RSS before, one site's float32 matrix and the time. ``--old`` runs
+the loader before streaming (every site loaded at once), whose peak grows with sites; ``--sweep`` adds a full
+probe sweep (torch solver on the CPU) at a smaller shape. Goal: peak RSS within 1.5x of one site's matrix
+plus a fixed overhead.
 
     python benchmarks/bench_probe_streaming.py --rows 5000 --sites 1 4 16 49 --old
 
@@ -210,10 +205,11 @@ def main() -> None:
         print(json.dumps(res))
         return
     root = Path(a.cache)
+    from evenhand.runs import RunDir
 
     def build(rows: int, dim: int, name: str) -> Path:
         path = root / name
-        if not (path / "index.json").exists():
+        if not RunDir(path).cache_index_path.exists():
             resp = synthetic_responses(rows)
             t = time.perf_counter()
             from probes.dataset import labels
