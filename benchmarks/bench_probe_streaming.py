@@ -1,17 +1,12 @@
 """Probe datasets stream one site at a time: peak host memory against the number of sites.
 
-A synthetic activation cache at FairStress's width (3,840 dims, Gemma-3-12B's residual stream; bfloat16
-shards as a bfloat16 model's cache is stored) over a stated number of core items (default 5,000, a tenth
-of the core's 49,920: every number here is linear in rows, so the full core multiplies the matrix sizes by
-10), with 1, 4, 16 and 49 sites. Each setting runs in a fresh subprocess that builds the probe dataset and
-then reads every site the way a probe sweep's three fits read them (:func:`probes.features.site_sequence`:
-the probes, the design + activations probes, the control task); it reports the peak RSS
-(``resource.getrusage``), the RSS before the dataset is built (imports and the responses), one site's
-float32 matrix, and the wall time. ``--old`` runs the loader as it was before (every site loaded as float32
-into the dataset, then the sweep's list of every site), the constructed case whose peak grows with sites.
-``--sweep`` adds a full :func:`probes.sweep.probe_sweep` (torch solver on the CPU) at a smaller shape.
-
-Goal (issue 41): peak RSS within 1.5x of one site's matrix plus a fixed overhead (the RSS before loading).
+A synthetic bfloat16 activation cache at FairStress's width (3,840 dims) over a stated number of core items
+(default 5,000, a tenth of the core; sizes are linear in rows) with 1, 4, 16 and 49 sites. Each setting runs
+in a fresh subprocess that builds the probe dataset and reads every site as a sweep's three fits do, and
+reports the peak RSS (``getrusage``), the RSS before, one site's float32 matrix and the time. ``--old`` runs
+the loader before streaming (every site loaded at once), whose peak grows with sites; ``--sweep`` adds a full
+probe sweep (torch solver on the CPU) at a smaller shape. Goal: peak RSS within 1.5x of one site's matrix
+plus a fixed overhead.
 
     python benchmarks/bench_probe_streaming.py --rows 5000 --sites 1 4 16 49 --old
 
@@ -131,8 +126,9 @@ def measure(cache_dir: str, rows: int, n_sites: int, old: bool) -> dict:
             "seconds": round(seconds, 2), "checksum": round(total, 3)}
 
 
-def measure_sweep(cache_dir: str, rows: int, n_sites: int) -> dict:
-    """In this (fresh) process: a full probe sweep (torch solver on the CPU, 3 x 2 folds, two Cs) over the
+def measure_sweep(cache_dir: str, rows: int, n_sites: int, budget: int | None = None) -> dict:
+    """In this (fresh) process: a full probe sweep (torch solver on the CPU, 3 x 2 folds, two Cs, memory
+    budget ``budget``: None is the CPU's 4 GiB, which holds every site of this shape in one group) over the
     first ``n_sites`` sites; peak RSS and time."""
     from evenhand.activations import ActivationCache
     from probes.dataset import build_dataset
@@ -140,7 +136,7 @@ def measure_sweep(cache_dir: str, rows: int, n_sites: int) -> dict:
     from probes.sweep import probe_sweep
     responses = synthetic_responses(rows)
     cache = ActivationCache(cache_dir)
-    opts = ProbeOptions(solver="torch", device="cpu", folds=3, inner_folds=2, Cs=(0.1, 1.0))
+    opts = ProbeOptions(solver="torch", device="cpu", folds=3, inner_folds=2, Cs=(0.1, 1.0), memory_budget=budget)
     from probes.logistic import fit_sites                # warm torch and the solver outside the measurement
     rng = np.random.default_rng(0)
     fit_sites([rng.standard_normal((60, 4))], rng.integers(0, 2, 60), np.repeat(np.arange(12), 5), opts)
@@ -152,7 +148,8 @@ def measure_sweep(cache_dir: str, rows: int, n_sites: int) -> dict:
     peak = peak_rss_bytes()
     one_site = len(ds) * cache.manifest["d_model"] * 4
     acc = table[table["metric"] == "accuracy"]["value"]
-    return {"sites": n_sites, "rows": len(ds), "dim": cache.manifest["d_model"], "loader": "sweep",
+    return {"sites": n_sites, "rows": len(ds), "dim": cache.manifest["d_model"],
+            "loader": "sweep" + (f", budget {budget:,} B" if budget else ", budget 4 GiB"),
             "peak_rss_mb": round(peak / 2**20, 1), "base_rss_mb": round(base / 2**20, 1),
             "one_site_mb": round(one_site / 2**20, 1), "over_base_in_sites": round((peak - base) / one_site, 2),
             "seconds": round(seconds, 2), "max_accuracy": round(float(acc.max()), 3)}
@@ -191,20 +188,28 @@ def main() -> None:
     ap.add_argument("--sweep", action="store_true", help="also a full probe sweep at --sweep-rows x --sweep-dim")
     ap.add_argument("--sweep-rows", type=int, default=1000)
     ap.add_argument("--sweep-dim", type=int, default=256)
+    ap.add_argument("--sweep-budget", type=int, default=None,
+                    help="the sweep's torch memory budget in bytes (default: the CPU's 4 GiB; 1: one site a group)")
+    ap.add_argument("--no-read", action="store_true", help="skip the dataset-read settings (with --sweep)")
     ap.add_argument("--cache", default="/tmp/evenhand_bench_probe_streaming", help="where the synthetic caches go")
     ap.add_argument("--out", default=None, help="write the rows as JSON here")
     ap.add_argument("--_measure", nargs=4, metavar=("DIR", "ROWS", "SITES", "MODE"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a._measure:
         d, rows, sites, mode = a._measure
-        res = measure_sweep(d, int(rows), int(sites)) if mode == "sweep" else measure(d, int(rows), int(sites), mode == "old")
+        if mode.startswith("sweep"):
+            budget = int(mode.split(":")[1]) if ":" in mode else None
+            res = measure_sweep(d, int(rows), int(sites), budget)
+        else:
+            res = measure(d, int(rows), int(sites), mode == "old")
         print(json.dumps(res))
         return
     root = Path(a.cache)
+    from evenhand.runs import RunDir
 
     def build(rows: int, dim: int, name: str) -> Path:
         path = root / name
-        if not (path / "index.json").exists():
+        if not RunDir(path).cache_index_path.exists():
             resp = synthetic_responses(rows)
             t = time.perf_counter()
             from probes.dataset import labels
@@ -215,16 +220,18 @@ def main() -> None:
                   flush=True)
         return path
 
-    path = build(a.rows, a.dim, f"c{a.rows}x{a.dim}x{max(a.sites)}{a.dtype}")
     rows = []
-    for mode in (["streamed", "old"] if a.old else ["streamed"]):
+    modes = [] if a.no_read else (["streamed", "old"] if a.old else ["streamed"])
+    path = build(a.rows, a.dim, f"c{a.rows}x{a.dim}x{max(a.sites)}{a.dtype}") if modes else None
+    for mode in modes:
         for n in a.sites:
             rows.append(child(["--_measure", str(path), str(a.rows), str(n), mode]))
             print(json.dumps(rows[-1]), flush=True)
     if a.sweep:
         spath = build(a.sweep_rows, a.sweep_dim, f"c{a.sweep_rows}x{a.sweep_dim}x{max(a.sites)}{a.dtype}")
         for n in a.sites:
-            rows.append(child(["--_measure", str(spath), str(a.sweep_rows), str(n), "sweep"]))
+            mode = "sweep" + (f":{a.sweep_budget}" if a.sweep_budget else "")
+            rows.append(child(["--_measure", str(spath), str(a.sweep_rows), str(n), mode]))
             print(json.dumps(rows[-1]), flush=True)
     print(table_text(rows))
     if a.out:

@@ -9,18 +9,9 @@ names, the mean over the tokens of each candidate's name (``SITE@name_A``,
 ``SITE@name_B``; NaN rows elsewhere).
 
 Storage: ``OUT/activations/acts-NNNNN.safetensors`` shards (one tensor per site, item ids in the
-shard's metadata), ``manifest.json`` (model, sites, storage dtype, suite version, width) and, when
-complete, ``index.json``. Resumable like decisions; memory is one batch, whatever the number of items.
-
-The storage dtype never overflows the model's: ``auto`` stores bfloat16 for a model that computes in
-bfloat16 and float32 otherwise; bfloat16 can be asked for any model. float16 is not offered: its range
-ends at 65,504, below what Gemma-class residual streams reach (why those models run in bfloat16), and
-a cast to it turns such a value into inf. Every batch is checked before it is written: a non-finite
-value stops the cache with one line naming the site and the item (nothing already written is lost).
-The shards are written with torch tensors (``safetensors.torch``: numpy has no bfloat16) and read as
-float32, one site at a time (:meth:`ActivationCache.load` fills one preallocated matrix shard by shard),
-so a reader's memory is one site's matrix whatever the number of sites.
-"""
+shard's metadata), ``manifest.json`` (model, sites, storage dtype, suite version, width), ``index.json``
+when complete; resumable. Stored in bfloat16 for a bfloat16 model, else float32 (never float16); a NaN or
+inf stops the cache naming site and item. Read as float32 one site at a time (docs/GUIDE.md, "Cache")."""
 from __future__ import annotations
 
 import json
@@ -263,8 +254,9 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     if mpath.exists():
         old = read_json(mpath)
         if old["stored_sites"] != stored or old["dtype"] != dtype or old["model"]["name"] != lm.name:
-            raise ValueError(f"{out} already holds a cache of other sites, dtype, backend or model; "
-                             f"use another directory")
+            what = ("dtype " + old["dtype"] + f" (this cache stores {dtype})" if old["dtype"] != dtype
+                    else "sites, backend or model")
+            raise ValueError(f"{out} already holds a cache of other {what}; use another directory")
     write_json(mpath, manifest)
     done = set(ActivationCache(out).item_ids())
     todo = [r for r in records if r["item_id"] not in done]

@@ -113,6 +113,9 @@ def test_a_bfloat16_model_caches_bfloat16(tiny_dirs, smoke_items, tmp_path):
     with safe_open(shard, framework="pt") as f:
         assert f.get_tensor("embed").dtype == torch.bfloat16
     assert cache.load("embed")[1].dtype == np.float32
+    with pytest.raises(ValueError, match=r"other dtype bfloat16 \(this cache stores float32\)"):
+        cache_activations(smoke_items.head(3), lm, CacheOptions(sites=("embed",), dtype="float32", progress=False),
+                          tmp_path / "c")
 
 
 def test_a_real_inf_stops_the_cache_naming_site_and_item_and_keeps_what_was_written(tiny, smoke_items, tmp_path):

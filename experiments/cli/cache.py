@@ -20,7 +20,7 @@ def _cache(a) -> int:
     opts = options_from_args(CacheOptions, a, ("sites", "batch_size", "dtype", "name_mean"), CACHE_FLAG_NAMES,
                              chat_template=spec.chat_template, progress=progress(a))
     cache = cache_activations(items, lm, opts, out, items_version(items), backend=a.backend)
-    print(f"cached {len(cache.item_ids()):,} items x {len(cache.sites)} sites ({a.cache_dtype}) in {out}")
+    print(f"cached {len(cache.item_ids()):,} items x {len(cache.sites)} sites ({cache.dtype}) in {out}")
     return 0
 
 
