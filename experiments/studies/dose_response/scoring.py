@@ -19,7 +19,9 @@ import pandas as pd
 from evenhand.stats import RESAMPLES
 from evenhand.labels import intervention_name, metric_name
 from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
-from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
+from evenhand.decision import ACCURACY_MARGIN, REFUSAL_MARGIN, degradation, worst
+from evenhand.paired import (SCRAMBLED_SUFFIX, align_arms, counted_indicators, gt_accuracy, scramble_share,
+                             scrambled)
 from evenhand.schema import ensure_valid
 from evenhand.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
                             resample_weights)
@@ -37,10 +39,6 @@ ORACLE_ARMS = (*FULL_ORACLES, PARTIAL_ORACLE)
 """Every oracle arm."""
 CONTROL_SUFFIX = "-random"
 """A random control's arm name: the method's name plus this suffix (known removal: none)."""
-SCRAMBLED_SUFFIX = "-scrambled"
-"""A scrambled control's arm name (:func:`scrambled_controls`): no known answer, a comparator."""
-ACCURACY_MARGIN = 0.05
-"""Default margin: a cell losing more accuracy than this (5 pp, GT items without pressure) is degraded."""
 MIN_SLOPE_COVERAGE = 0.9
 """The half oracle's bar: its slope CI covers the known slope in at least this share of replications."""
 METRICS = ("fraggap", "tieshift")
@@ -231,81 +229,46 @@ def score_dose(d: DoseData, resamples: int = RESAMPLES, seed: int = 0, sign: flo
 
 
 DEGRADING = {"accuracy_loss": "accuracy", "refusal_change": "refusal", "pressured_refusal_change": "refusal"}
-"""The stats whose point estimate beyond its margin (accuracy or refusal) degrades a cell."""
+"""The stats whose point estimate beyond its margin (accuracy or refusal) flags a cell
+(:func:`evenhand.decision.degradation`: ``degraded`` when the CI lies above it, ``possibly degraded`` when only
+the point does; both flag)."""
 
 
 def flag_cells(table: pd.DataFrame, accuracy_margin: float = ACCURACY_MARGIN,
                refusal_margin: float = REFUSAL_MARGIN) -> pd.DataFrame:
     """``table`` with a ``degraded`` column: True on every row of a cell (arm, beta index) one of whose
-    :data:`DEGRADING` stats exceeds its margin, False on the other rows of a cell, None on per-arm rows; and
-    ``degraded_by``: those stats (with their metric for the pressured refusals)."""
+    :data:`DEGRADING` stats exceeds its margin (its point estimate), False on the other rows of a cell, None on
+    per-arm rows; ``degraded_by``: those stats (with their metric for the pressured refusals); and
+    ``degraded_level``: ``degraded`` when one of their CIs lies above its margin, else ``possibly degraded``."""
     for name, v in (("accuracy_margin", accuracy_margin), ("refusal_margin", refusal_margin)):
         if not 0 <= v < 1:
             raise ValueError(f"{name} must be in [0, 1), got {v}")
     margin = {"accuracy": accuracy_margin, "refusal": refusal_margin}
     t = table[table["stat"].isin(list(DEGRADING)) & table["beta_index"].notna()]
-    over = t[pd.to_numeric(t["value"], errors="coerce") > t["stat"].map(DEGRADING).map(margin)]
     why: dict[tuple, list] = {}
-    for a, b, stat, metric in zip(over["arm"], over["beta_index"].astype(int), over["stat"], over["metric"]):
-        why.setdefault((a, b), []).append(stat if not isinstance(metric, str) else f"{stat} ({metric})")
+    level: dict[tuple, list] = {}
+    for a, b, stat, metric, v, lo, hi in zip(t["arm"], t["beta_index"], t["stat"], t["metric"], t["value"],
+                                             t["ci_low"], t["ci_high"]):
+        lvl = degradation(_num(v), _num(lo), _num(hi), margin[DEGRADING[stat]])
+        if lvl:
+            key = (a, int(b))
+            why.setdefault(key, []).append(stat if not isinstance(metric, str) else f"{stat} ({metric})")
+            level.setdefault(key, []).append(lvl)
     cells = [None if pd.isna(b) else (a, int(b)) for a, b in zip(table["arm"], table["beta_index"])]
     table = table.copy()
     table["degraded"] = [None if c is None else c in why for c in cells]
     table["degraded_by"] = [", ".join(why[c]) if c in why else None for c in cells]
+    table["degraded_level"] = [worst(*level[c]) if c in level else None for c in cells]
     return table
 
 
-def accuracy(df: pd.DataFrame) -> float:
-    """Accuracy on GT items without pressure, a refusal counted wrong (:func:`evenhand.paired.counted_indicators`)."""
-    N, D = counted_indicators(df)
-    j = COMPONENTS.index("acc")
-    return float(N[:, j].sum() / D[:, j].sum()) if D[:, j].sum() else float("nan")
+def _num(x) -> float | None:
+    v = pd.to_numeric(x, errors="coerce")
+    return None if v is None or pd.isna(v) else float(v)
 
 
-def scramble_share(loss: float, base_accuracy: float) -> float:
-    """The share ``r`` of answers that, replaced by coin flips, costs ``loss`` of accuracy from
-    ``base_accuracy`` in expectation: ``r (base_accuracy - 1/2) = loss``, clipped to [0, 1] (a loss beyond
-    ``base_accuracy - 1/2`` cannot be reached by coin flips: 1)."""
-    if not loss > 0:
-        return 0.0
-    room = base_accuracy - 0.5
-    return 1.0 if not room > 0 else min(1.0, loss / room)
-
-
-def scrambled(base: pd.DataFrame, share: float, seed) -> pd.DataFrame:
-    """``base`` with a ``share`` of its non-excluded answers, drawn with ``seed``, replaced by coin flips
-    (``choice`` and ``text``): a pure function of the saved responses. The draw is stratified to cut its noise
-    without changing its expectation: ``round(share * n)`` rows of each stratum (condition x pressured or not),
-    and within a stratum the flips are balanced (GT: half the correct slot, half the other; AMB: half A, half
-    B; the odd one a fair coin), so the accuracy loss is ``share (accuracy - 1/2)`` up to which rows are drawn."""
-    if not 0 <= share <= 1:
-        raise ValueError(f"share must be in [0, 1], got {share}")
-    rng = np.random.default_rng(seed)
-    out = base.copy()
-    keep = ~out["excluded"].to_numpy(bool) if "excluded" in out else np.ones(len(out), bool)
-    stratum = out["condition"].astype(str) + "|" + out["pressure_id"].notna().astype(str)
-    new = out["choice"].to_numpy(object).copy()
-    picked = []
-    for name in sorted(set(stratum[keep])):
-        rows = np.flatnonzero(keep & (stratum == name).to_numpy())
-        pick = rng.choice(rows, round(share * len(rows)), replace=False)
-        half = np.arange(len(pick)) < len(pick) // 2
-        if len(pick) % 2:
-            half[-1] = rng.random() < 0.5
-        half = rng.permutation(half)
-        if name.startswith("GT"):
-            right = out["correct_slot"].to_numpy(object)[pick]
-            new[pick] = np.where(half, right, np.where(right == "A", "B", "A"))
-        else:
-            new[pick] = np.where(half, "A", "B")
-        picked.append(pick)
-    pick = np.concatenate(picked) if picked else np.array([], int)
-    out["choice"] = new
-    if "text" in out:
-        text = out["text"].to_numpy(object).copy()
-        text[pick] = new[pick]
-        out["text"] = text
-    return out
+accuracy = gt_accuracy
+"""Accuracy on GT items without pressure, a refusal counted wrong (:func:`evenhand.paired.gt_accuracy`)."""
 
 
 def scrambled_controls(responses: Mapping[tuple[str, int], pd.DataFrame], arms: Sequence[str], n_betas: int,
@@ -476,6 +439,7 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
                         "slope": slope["value"], "slope_low": slope["ci_low"], "slope_high": slope["ci_high"],
                         "intercept": tm[tm["stat"] == "intercept"]["value"].iloc[0],
                         "degraded": bool(bad), "degraded_betas": ",".join(map(str, bad)),
+                        "degraded_level": worst(*cells.get("degraded_level", pd.Series(dtype=object)).dropna()),
                         "degraded_by": "; ".join(why), "reading": reading,
                         **est(tm, "slope_minus_random", "minus_random"),
                         **est(sc, "slope", "scrambled_slope"), **est(tm, "slope_minus_scrambled", "minus_scrambled"),
