@@ -102,7 +102,7 @@ def test_a_refusing_arm_never_beats_its_controls(items70):
 
 @pytest.mark.parametrize("low, high, margin, want", [
     (0.80, 0.90, 0.25, "removes"),      # precise and inside 1 +- 0.25 (old rule: "neither", partial)
-    (0.80, 0.90, 0.10, "partial"),      # a precise 0.85 is not "removes" at a 0.1 margin
+    (0.80, 0.90, 0.05, "partial"),      # a precise 0.85 is not "removes" at a 0.05 margin
     (0.55, 1.15, 0.25, "inconclusive"),  # the old rule: "removes" (covers 1, not 0)
     (0.14, 1.86, 0.25, "inconclusive"),  # +1.00 [+0.14, +1.86]: the old rule's "removes"
     (-0.20, 0.20, 0.25, "none"),

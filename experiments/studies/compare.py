@@ -33,7 +33,7 @@ from evenhand.suite.content import items_version, load_content
 from evenhand.suite.generate import DEGREES, degree_valid
 from evenhand.metrics import score
 from evenhand.schema import validate_rows
-from evenhand.paired import score_arms
+from evenhand.paired import SCRAMBLED_SUFFIX, score_arms
 from evenhand.stages import open_run
 from evenhand.models.loading import locate
 from evenhand.stages import run_stages
@@ -198,7 +198,8 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
                     seed: int, refusal_margin: float, signs: dict[str, float] | None = None,
                     sign_source: dict[str, str] | None = None) -> list[dict]:
     """The comparison table's rows: each cell's ``value`` rows and the paired scoring of every cell against the
-    baseline and against its random controls (:func:`evenhand.paired.score_arms`, all cells on the same
+    baseline and against its random controls and, where it lost accuracy beyond the margin, its scrambled control
+    (cell ``<key>-scrambled``, ``control_kind`` ``scrambled``) (:func:`evenhand.paired.score_arms`, all cells on the same
     resampled scenarios), each change aligned to ``signs`` (fixed before the held-out items: declared or from
     the validation baseline, :func:`validation_signs`); column ``sign_source`` says where each sign came from.
     ``responses``: cell key -> the cell's responses."""
@@ -212,7 +213,13 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
                         **({"sign_source": sign_source} if sign_source is not None else {}))
     for r in paired.to_dict("records"):
         arm = r.pop("arm")
-        rows.append({**_identity(arm, by_key.get(arm)), **r})
+        if arm.endswith(SCRAMBLED_SUFFIX) and arm.removesuffix(SCRAMBLED_SUFFIX) in by_key:
+            method = by_key[arm.removesuffix(SCRAMBLED_SUFFIX)]  # the scrambled control of this method cell
+            rows.append({**_identity(method.key, method), "cell": arm, "control": True, "control_kind": "scrambled",
+                         **r})
+            continue
+        cell = by_key.get(arm)
+        rows.append({**_identity(arm, cell), "control_kind": "random" if cell and cell.control else None, **r})
     return rows
 
 
