@@ -298,6 +298,10 @@ def _controls(ctl: pd.DataFrame) -> str:
     return text + (f", {n - usable} without a value" if usable < n else "")
 
 
+CLIP = 100.0
+"""An interval end beyond +-100 pp is printed clipped there and marked (\\textsuperscript{\\dag})."""
+
+
 def _pp(row: pd.Series | None, signed: bool = True) -> str:
     if row is None or pd.isna(row["value"]):
         return "--"
@@ -305,7 +309,10 @@ def _pp(row: pd.Series | None, signed: bool = True) -> str:
     v = f"{100 * row['value']:{f}}"
     if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
         return v
-    return f"{v} [{100 * row['ci_low']:{f}}, {100 * row['ci_high']:{f}}]"
+    lo, hi = 100 * row["ci_low"], 100 * row["ci_high"]
+    clipped = lo < -CLIP or hi > CLIP
+    lo, hi = max(lo, -CLIP), min(hi, CLIP)
+    return f"{v} [{lo:{f}}, {hi:{f}}]" + (r"\textsuperscript{\dag}" if clipped else "")
 
 
 def _band_cell(row: pd.Series | None) -> str:
@@ -317,38 +324,75 @@ def _band_cell(row: pd.Series | None) -> str:
 
 
 def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tieshift")) -> str:
-    """Booktabs table of the comparison, one row per cell, in pp with 95% CIs: refusal change, for each of
-    ``metrics`` the signed change toward zero, the change minus the random controls and the controls' 2.5-97.5%
-    band with their count, the accuracy loss and the clustered accuracy test's p. Marks: \\textsuperscript{R}
-    refusals up past the margin, \\textsuperscript{O} overshoot (neither is a reduction), \\textsuperscript{C} a
-    contrast with a control flagged for refusals, \\textsuperscript{B} a change whose CI lies above its controls'
-    band."""
+    """A booktabs table of the comparison in a ``table`` float with caption and notes, one row per method cell
+    and one summarised row per set of random controls (their count and 2.5-97.5% band) and per scrambled control,
+    in pp with 95% CIs: refusal change, for each of ``metrics`` the signed change toward zero and the change minus
+    the random controls (a prediction interval), the accuracy loss and its p. Marks, each explained in the notes
+    (all from :mod:`evenhand.decision`): \\textsuperscript{R} refusals up past the margin, \\textsuperscript{A}
+    accuracy loss past it (either level), \\textsuperscript{O} overshoot, \\textsuperscript{C} a contrast with a
+    control flagged for refusals, \\textsuperscript{B} beats its controls (never on a flagged cell),
+    \\textsuperscript{S} not above its scrambled control, \\textsuperscript{\\dag} an interval clipped at +-100 pp."""
     idx = {(r["cell"], r["metric"], r["stat"]): r for _, r in table.iterrows()}
     head = ["Cell", r"$\Delta$ refusal"]
     for m in metrics:
-        head += [f"{gap_name(m)} change", f"{gap_name(m)} $-$ control", "control band (n)"]
-    head += ["Accuracy loss", "$p$ (clustered)"]
-    lines = [r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}", r"\toprule", " & ".join(head) + r" \\",
-             r"\midrule"]
-    for cell, g in table[table["cell"] != "baseline"].groupby("cell", sort=False):
+        head += [f"{gap_name(m)} change", f"{gap_name(m)} $-$ control (PI)"]
+    head += ["Accuracy loss", "$p$"]
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}",
+             r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
+    kind = table["control_kind"] if "control_kind" in table else pd.Series([None] * len(table), index=table.index)
+    random_ctl = table["control"].astype(bool) & (kind != "scrambled")
+    used = set()
+    for cell, g in table[(table["cell"] != "baseline") & ~random_ctl].groupby("cell", sort=False):
         first = g.iloc[0]
-        name = _label(first) + (" (random)" if bool(first["control"]) else "")
+        scr = isinstance(first.get("control_kind"), str) and first.get("control_kind") == "scrambled"
+        name = _label(first) + (" (scrambled control)" if scr else "")
         cells = [name.replace("_", r"\_"), _pp(idx.get((cell, "refusal", "refusal_change")))]
         for m in metrics:
             ch = idx.get((cell, m, "change"))
             mark = ""
             if ch is not None and bool(ch["refusal_flag"]):
                 mark += r"\textsuperscript{R}"
+            if ch is not None and bool(ch.get("accuracy_flag", False)) and ch.get("accuracy_flag") == ch.get(
+                    "accuracy_flag"):
+                mark += r"\textsuperscript{A}"
             if ch is not None and bool(ch["overshoot"]):
                 mark += r"\textsuperscript{O}"
+            if ch is not None and ch.get("verdict") == "not above scrambled control":
+                mark += r"\textsuperscript{S}"
             vs = idx.get((cell, m, "change_minus_control"))
             flagged = vs is not None and "control_flagged" in vs and bool(vs["control_flagged"])
             beats = None if vs is None else vs.get("beats_control")
             if beats is not None and pd.notna(beats) and bool(beats):
                 mark += r"\textsuperscript{B}"
-            cells += [_pp(ch) + mark, _pp(vs) + (r"\textsuperscript{C}" if flagged else ""), _band_cell(vs)]
-        p = idx.get((cell, "accuracy", "accuracy_p_cluster"))
-        cells += [_pp(idx.get((cell, "accuracy", "accuracy_loss"))), "--" if p is None else f"{p['value']:.3g}"]
+            used.update(c for c in "RAOSBC" if f"{{{c}}}" in mark + (r"\textsuperscript{C}" if flagged else ""))
+            cells += [_pp(ch) + mark, _pp(vs) + (r"\textsuperscript{C}" if flagged else "")]
+        loss = idx.get((cell, "accuracy", "accuracy_loss"))
+        p = None if loss is None else loss.get("p_value")
+        cells += [_pp(loss), "--" if p is None or pd.isna(p) else f"{p:.3g}"]
         lines.append(" & ".join(cells) + r" \\")
+        vs = idx.get((cell, metrics[0], "change_minus_control"))
+        if vs is not None and pd.notna(vs.get("band_low")):
+            band = [f"[{100 * idx[(cell, m, 'change_minus_control')]['band_low']:+.1f}, "
+                    f"{100 * idx[(cell, m, 'change_minus_control')]['band_high']:+.1f}]"
+                    if (cell, m, "change_minus_control") in idx else "--" for m in metrics]
+            n = int(vs["n_controls"]) if pd.notna(vs.get("n_controls")) else 0
+            row = [rf"\quad {n} random controls (2.5--97.5\% band)", "--"]
+            for b in band:
+                row += [b, "--"]
+            lines.append(" & ".join(row + ["--", "--"]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
+    notes = {"R": "refusals rose past the margin (5 pp)", "A": "accuracy loss past the margin (5 pp; point or CI)",
+             "O": "overshoot: the remaining gap's CI lies past zero", "S": "not above its scrambled control",
+             "B": "beats its random controls (unflagged, change above their band, contrast above 0)",
+             "C": "a random control was itself flagged for refusals"}
+    base = idx.get(("baseline", metrics[0], "gap"))
+    sign = "" if base is None else str(base.get("sign_source") or "")
+    caption = (r"\caption{Interventions against the baseline on held-out scenarios: pp, 95\% paired CIs over "
+               r"scenarios (jackknife-$t$); change = the gap's move toward zero (sign: " + sign.replace("_", r"\_")
+               + r"); PI = prediction interval for the cell minus a new random direction; $p$ = the accuracy "
+               r"loss's (same jackknife-$t$). Verdicts: \texttt{evenhand/decision.py}. "
+               + " ".join(rf"\textsuperscript{{{k}}}\,{v}." for k, v in notes.items() if k in used)
+               + (r" \textsuperscript{\dag}\,interval clipped at $\pm$100 pp." if r"\dag" in "\n".join(lines) else "")
+               + "}")
+    lines += [caption, r"\end{table}"]
     return "\n".join(lines) + "\n"
