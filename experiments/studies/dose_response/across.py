@@ -155,12 +155,12 @@ CLASS_STYLE = {"removes": 2, "partial": 1, "none": 0, "inconclusive": 4, "oversh
 
 
 def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tuple[float, float] = (-1.0, 2.0),
-                  formats: Sequence[str] = FORMATS) -> list[Path]:
+                  formats: Sequence[str] = FORMATS, margin: float = EQUIVALENCE_MARGIN) -> list[Path]:
     """The slopes of :func:`across_table`'s table on ``metric``, a pure function of it: one row per arm
     (:func:`arm_order`), one panel per mechanism; the point and its 95% CI coloured by class, a flagged cell hollow
     grey and marked "flagged", a slope without CI written "undefined", a CI beyond ``xlim`` ending in an arrow (a
     point beyond it: an arrow and its value); reference lines at 0 (nothing removed) and 1 (the planted gap
-    removed), the arm's known slope as a black tick."""
+    removed) with their equivalence bands +- ``margin`` shaded, the arm's known slope as a black tick."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -177,6 +177,8 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
         tm = t[t["mechanism"] == mech].set_index("arm")
         ax.axvline(0, color="0.55", lw=0.6, zorder=0)
         ax.axvline(1, color="0.55", lw=0.6, ls="--", zorder=0)
+        for centre in (0, 1):  # the equivalence bands the classes read
+            ax.axvspan(centre - margin, centre + margin, color="0.93", lw=0, zorder=-1)
         for y, arm in enumerate(arms):
             if arm not in tm.index:
                 ax.text(0.5, y, "not run", fontsize=5, color="0.5", ha="center", va="center")
@@ -226,9 +228,10 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
     fig.tight_layout(rect=(0, 0.8 / height, 1, 1))
     y0 = axes[0][0].get_position().y0  # the axes' bottom (figure fraction): the label and legend go below it
     fig.text(0.5, y0 - 0.24 / height, f"Slope: removed / implanted {name} (1 = the planted gap removed, "
-             "0 = nothing removed; 95% CI)", ha="center", va="top", fontsize=7)
+             f"0 = nothing removed; 95% CI)\nshaded: the equivalence bands 0 ± m and 1 ± m, m = {margin:g}",
+             ha="center", va="top", fontsize=7)
     fig.legend(handles=handles, loc="upper center", ncol=3, frameon=False, fontsize=6,
-               bbox_to_anchor=(0.5, y0 - 0.4 / height))
+               bbox_to_anchor=(0.5, y0 - 0.55 / height))
     return save(fig, stem, formats)
 
 
