@@ -1,25 +1,14 @@
 """The decision rules, written once: every flag, verdict, removal class, Holm family, rank and beats-control mark
 that EvenHand prints reads them from here (the comparison table :mod:`evenhand.paired`, its ranking, the CLI
-printout, the LaTeX table and the figures; the dose-response benchmark's summary and its table across
-mechanisms).
+printout, the LaTeX table and the figures; the dose-response benchmark's flags and its table across mechanisms).
 
-What is ours, and why:
-
-- **Flags with uncertainty** (:func:`degradation`): a cost (accuracy loss, refusal rise) whose 95% CI lies wholly
-  above its margin is ``degraded``; one whose point estimate lies above it but whose CI reaches below is
-  ``possibly degraded``. Both block a cell from every reward (never a reduction, never ranked, never marked as
-  beating its controls); the level says how sure the flag is. Their error rates on nulls and planted losses are
-  measured in docs/METRICS.md ("Decision rules").
-- **Removal classes by equivalence** (:func:`removal_class`): a slope (removed / implanted) ``removes`` only when
-  its CI lies inside ``1 +- margin``, ``none`` only inside ``0 +- margin``, ``partial`` when it lies strictly
-  between the two bands, ``overshoot``/``reverse`` beyond them, ``inconclusive`` otherwise (a CI too wide to
-  decide). The old rule ("covers 1 and not 0") rewarded imprecision: +1.00 [+0.14, +1.86] "removed".
-- **Holm within declared families** (:func:`holm_within`): a verdict or class stands only when the p-value of the
-  test that establishes it, Holm-adjusted within its family, is below alpha; the family is written beside it.
-  For a class the test is the interval-inclusion test of its band (two one-sided tests; the p-value is read off
-  a symmetric CI, :func:`p_from_ci`).
-
-The margins are defaults, configurable where they are used."""
+Ours, because no library holds this combination: flags with two levels (:func:`degradation`: ``degraded`` when a
+cost's CI lies above its margin, ``possibly degraded`` when only its point does; either withholds every reward);
+removal classes by equivalence with a margin (:func:`removal_class`; the old "covers 1 and not 0" rewarded
+imprecision); Holm within declared families, the family written beside each verdict (:func:`holm_within`,
+:func:`class_p`, :func:`held_class`); the comparison's verdict (:func:`change_verdict`) and beats-control mark
+(:func:`beats_control`). The Holm step is :func:`evenhand.stats.holm`. Rules, defaults and the flags' measured
+error rates: docs/METRICS.md, "Decision rules"."""
 from __future__ import annotations
 
 from collections.abc import Sequence
