@@ -102,16 +102,17 @@ CONSTRUCTED = {
     "alpha": _summary({"caa": (0.95, 0.85, 1.05, ""), "leace": (1.0, 0.8, 1.2, "accuracy_loss"),
                        "ace": (0.5, 0.35, 0.65, ""), "oracle_inverse": (1.0, 1.0, 1.0, ""),
                        "caa-random": (0.1, -0.2, 0.4, ""), "loreft": (None, None, None, ""),
-                       "oracle_project": (1.0, 1.0, 1.0, "")}),
+                       "oracle_project": (1.0, 1.0, 1.0, ""), "imprecise": (1.0, 0.14, 1.86, "")}),
     "beta": _summary({"caa": (0.05, -0.1, 0.2, ""), "leace": (0.9, 0.6, 1.1, "pressured_refusal_change (fraggap)"),
                       "ace": (0.5, -0.3, 1.3, ""), "oracle_inverse": (1.0, 1.0, 1.0, ""),
                       "caa-random": (0.5, 0.3, 0.7, ""), "loreft": (1.8, 1.4, 2.2, ""),
-                      "oracle_project": (1.0, 0.9, 1.1, "accuracy_loss")}),
+                      "oracle_project": (1.0, 0.9, 1.1, "accuracy_loss"), "imprecise": (0.85, 0.55, 1.15, "")}),
 }
 """Two mechanisms: caa removes under alpha (CI inside 1 +- 0.25) and removes none under beta (inside 0 +- 0.25);
 leace's CI covers 1 under both but is flagged (accuracy loss, then refusals); ace partial under alpha,
 inconclusive under beta; loreft undefined, then an overshoot; the random control meets its 0 under alpha and
-misses it under beta (partial); the projection oracle meets its 1
+misses it under beta (partial); "imprecise" covers 1 and not 0 under both (+1.00 [+0.14, +1.86], +0.85 [+0.55,
++1.15]: the old rule's "removes") and is inconclusive; the projection oracle meets its 1
 under alpha and is flagged under beta (its CI covering 1 there does not meet the known answer)."""
 
 
@@ -124,7 +125,8 @@ def _problems(table: pd.DataFrame, rob: pd.DataFrame) -> list[str]:
             ("leace", "alpha"): ("flagged", None), ("leace", "beta"): ("flagged", None),
             ("ace", "alpha"): ("partial", "partial"), ("ace", "beta"): ("inconclusive", None),
             ("loreft", "alpha"): ("undefined", None), ("loreft", "beta"): ("overshoot", "overshoot"),
-            ("oracle_inverse", "alpha"): ("removes", None), ("caa-random", "beta"): ("partial", "partial")}
+            ("oracle_inverse", "alpha"): ("removes", None), ("caa-random", "beta"): ("partial", "partial"),
+            ("imprecise", "alpha"): ("inconclusive", None), ("imprecise", "beta"): ("inconclusive", None)}
     out = [f"{k}: {got.get(k)} != {v}" for k, v in want.items() if got.get(k) != v]
     out += [f"{k}: the CI read as {got_ci.get(k)}" for k, v in want.items() if got_ci.get(k) != v[0]]
     r = rob.set_index("arm")
