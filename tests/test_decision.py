@@ -160,3 +160,26 @@ def test_selection_scores_the_held_out_metric_with_refusals_counted(items70):
         held = row(t, name, "fraggap", "gap")["value"]
         assert validation_scores(df, "fraggap")["value"] == pytest.approx(held, abs=1e-12)
     assert validation_scores(arm, "accuracy")["accuracy"] == pytest.approx(row(t, "arm", "accuracy", "rate")["value"])
+
+
+def test_the_margins_are_read_from_a_comparison_config_and_reach_the_verdicts(items70):
+    """``accuracy_margin`` and ``equivalence_margin`` in a comparison config: defaults left out of the manifest
+    (None: evenhand.decision's), bad values refused naming the field, and a margin passed through
+    comparison_rows changes the reading (a loose accuracy margin lets the randomiser's flag go; its scrambled
+    control, at the same margin, is then not triggered either)."""
+    from evenhand.options import ConfigError
+    from experiments.studies.compare import parse_config
+    raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "fair_instruction"}]}
+    cfg = parse_config(raw)
+    assert cfg.accuracy_margin is None and cfg.equivalence_margin is None
+    assert parse_config({**raw, "accuracy_margin": 0.1, "equivalence_margin": 0.1}).equivalence_margin == 0.1
+    with pytest.raises(ConfigError, match="accuracy_margin must be in"):
+        parse_config({**raw, "accuracy_margin": 2})
+    with pytest.raises(ConfigError, match="equivalence_margin must be in"):
+        parse_config({**raw, "equivalence_margin": 0.6})
+    base, us, flips = planted(items70, 0.25, 1)
+    arms = {"baseline": base, "rand": randomising(base, 0.5, 5)}
+    strict = score_arms(arms, "baseline")
+    loose = score_arms(arms, "baseline", accuracy_margin=0.5)
+    assert row(strict, "rand", "fraggap", "change")["verdict"] == "accuracy-flagged"
+    assert row(loose, "rand", "fraggap", "change")["verdict"] == "reduction" and "rand-scrambled" not in set(loose["arm"])
