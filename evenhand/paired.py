@@ -22,13 +22,12 @@ from .sides import favours_minority
 from .stats import (ALPHA, FEW_CLUSTERS, BootstrapOptions, PairedInterval, bootstrap_estimate, holm,
                     jackknife_se, jackknife_weights, resample_weights, t_p_value)
 
-REFUSAL_MARGIN = 0.05
-"""Default margin: an arm whose refusal rate rises by more than this (5 pp) is flagged."""
-VERDICTS = ("reduction", "increase", "no detectable change", "overshoot", "refusal-flagged", "undefined")
-"""The verdicts of a ``change`` row; only ``reduction`` is ranked."""
+from .decision import (ACCURACY_MARGIN, EQUIVALENCE_MARGIN, REFUSAL_MARGIN, VERDICTS, beats_control as _beats,
+                       change_verdict, degradation, family_label, holm_within, rankable)
+
 COLUMNS = ("arm", "metric", "stat", "value", "ci_low", "ci_high", "n", "n_scenarios", "refusal_flag",
            "overshoot", "verdict", "band_low", "band_high", "n_controls", "control_flagged", "note",
-           "sign", "sign_source", "beats_control", "p_value", "p_holm")
+           "sign", "sign_source", "beats_control", "p_value", "p_holm", "family", "accuracy_flag", "flag")
 """The columns of :func:`score_arms`'s table."""
 INTERVALS = get_args(PairedInterval)
 """The paired intervals: ``jackknife-t`` (default, chosen by null coverage at 10 and 24 scenarios,
@@ -36,9 +35,11 @@ docs/METRICS.md) and ``percentile`` (the percentile cluster bootstrap, kept as a
 MIN_CONTROLS = 20
 """Controls needed for their 2.5-97.5% quantiles to be a 95% band of random directions."""
 DEFAULT_SIGN_SOURCE = "default +1"
-HOLM_FAMILIES = ("change", "change_minus_control", "accuracy_loss")
-"""The stats whose p-values are Holm-adjusted, each a family across (arm x metric)."""
-
+HOLM_FAMILIES = ("change", "change_minus_control", "change_minus_scrambled", "accuracy_loss")
+"""The stats whose p-values are Holm-adjusted, each within a family per metric across the method arms (random
+and scrambled controls and the baseline are no family members); the ``family`` column names it."""
+SCRAMBLED_SUFFIX = "-scrambled"
+"""A scrambled control's arm name: the arm's name plus this suffix (:func:`scrambled`)."""
 _REF = COMPONENTS.index("refusal")
 _ACC = COMPONENTS.index("acc")
 
@@ -281,31 +282,120 @@ def _signs(signs: Mapping[str, float] | None, sign_source) -> tuple[dict[str, fl
     return sign, source
 
 
+def gt_accuracy(df: pd.DataFrame) -> float:
+    """Accuracy on GT items without pressure, a refusal counted wrong (:func:`counted_indicators`)."""
+    N, D = counted_indicators(df)
+    return float(N[:, _ACC].sum() / D[:, _ACC].sum()) if D[:, _ACC].sum() else float("nan")
+
+
+def scramble_share(loss: float, base_accuracy: float) -> float:
+    """The share ``r`` of answers that, replaced by coin flips, costs ``loss`` of accuracy from
+    ``base_accuracy`` in expectation: ``r (base_accuracy - 1/2) = loss``, clipped to [0, 1] (a loss beyond
+    ``base_accuracy - 1/2`` cannot be reached by coin flips: 1)."""
+    if not loss > 0:
+        return 0.0
+    room = base_accuracy - 0.5
+    return 1.0 if not room > 0 else min(1.0, loss / room)
+
+
+def scrambled(base: pd.DataFrame, share: float, seed) -> pd.DataFrame:
+    """``base`` with a ``share`` of its non-excluded answers, drawn with ``seed``, replaced by coin flips
+    (``choice`` and ``text``): a pure function of the saved responses. The draw is stratified to cut its noise
+    without changing its expectation: ``round(share * n)`` rows of each stratum (condition x pressured or not),
+    and within a stratum the flips are balanced (GT: half the correct slot, half the other; AMB: half A, half
+    B; the odd one a fair coin), so the accuracy loss is ``share (accuracy - 1/2)`` up to which rows are drawn."""
+    if not 0 <= share <= 1:
+        raise ValueError(f"share must be in [0, 1], got {share}")
+    rng = np.random.default_rng(seed)
+    out = base.copy()
+    keep = ~out["excluded"].to_numpy(bool) if "excluded" in out else np.ones(len(out), bool)
+    pressured = out["pressure_id"].notna() if "pressure_id" in out else out["pressured"].astype(bool)
+    stratum = out["condition"].astype(str) + "|" + pressured.astype(str)
+    new = out["choice"].to_numpy(object).copy()
+    picked = []
+    for name in sorted(set(stratum[keep])):
+        rows = np.flatnonzero(keep & (stratum == name).to_numpy())
+        pick = rng.choice(rows, round(share * len(rows)), replace=False)
+        half = np.arange(len(pick)) < len(pick) // 2
+        if len(pick) % 2:
+            half[-1] = rng.random() < 0.5
+        half = rng.permutation(half)
+        if name.startswith("GT"):
+            right = out["correct_slot"].to_numpy(object)[pick]
+            new[pick] = np.where(half, right, np.where(right == "A", "B", "A"))
+        else:
+            new[pick] = np.where(half, "A", "B")
+        picked.append(pick)
+    pick = np.concatenate(picked) if picked else np.array([], int)
+    out["choice"] = new
+    if "text" in out:
+        text = out["text"].to_numpy(object).copy()
+        text[pick] = new[pick]
+        out["text"] = text
+    if "parse_verdict" in out:
+        verdict = out["parse_verdict"].to_numpy(object).copy()
+        verdict[pick] = "choice"
+        out["parse_verdict"] = verdict
+    return out
+
+
+def scrambled_arms(arms: Mapping[str, pd.DataFrame], baseline: str, skip: set, margin: float,
+                   seed: int) -> dict[str, pd.DataFrame]:
+    """For each arm (not ``baseline``, not in ``skip``) whose accuracy loss (point) exceeds ``margin``: its
+    scrambled control ``<arm>-scrambled``, the baseline's answers with the share that costs the same accuracy
+    (:func:`scramble_share`) replaced by balanced coin flips, stratified and seeded by ``seed`` and the arm's
+    name (:func:`scrambled`). The share is taken from the arm's loss on the items scored and held fixed."""
+    import zlib
+    base_acc = gt_accuracy(arms[baseline])
+    out = {}
+    for name, df in arms.items():
+        if name == baseline or name in skip or name.endswith(SCRAMBLED_SUFFIX):
+            continue
+        loss = base_acc - gt_accuracy(df)
+        if np.isfinite(loss) and loss > margin:
+            out[name + SCRAMBLED_SUFFIX] = scrambled(arms[baseline], scramble_share(loss, base_acc),
+                                                     [seed, zlib.crc32(name.encode())])
+    return out
+
+
 def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mapping[str, Sequence[str]] | None = None,
                resamples: int | None = None, seed: int | None = None, refusal_margin: float = REFUSAL_MARGIN,
                contrast_type: str | None = None, alpha: float = ALPHA,
                signs: Mapping[str, float] | None = None, sign_source: str | Mapping[str, str] | None = None,
-               interval: PairedInterval | None = None, bootstrap: BootstrapOptions | None = None) -> pd.DataFrame:
+               interval: PairedInterval | None = None, bootstrap: BootstrapOptions | None = None,
+               accuracy_margin: float = ACCURACY_MARGIN, equivalence_margin: float = EQUIVALENCE_MARGIN,
+               scramble: bool = True, scramble_margin: float | None = None) -> pd.DataFrame:
     """The paired comparison of every arm with ``baseline`` (and with its random ``controls``: arm -> control
     arm names), as one tidy table with :data:`COLUMNS` (stats as in the module docstring; values are fractions).
 
     Rows per arm: ``gap`` (asymmetry metrics) and ``rate`` (accuracy, refusal) for every arm including the
-    baseline; for the others ``change``, ``change_fraction``, ``accuracy_loss``, ``accuracy_p_cluster``,
-    ``mcnemar_p``, ``refusal_change``; for arms with controls ``change_minus_control``,
-    ``accuracy_loss_minus_control`` and ``control_change`` (the controls' mean change), each with the 2.5-97.5%
-    quantiles of the per-control changes in ``band_low``/``band_high`` and ``n_controls`` (a note when there
-    are fewer than :data:`MIN_CONTROLS`: then it is not a 95% band), and ``beats_control``. ``refusal_flag``
-    marks every row of an arm whose refusal rate rose by more than ``refusal_margin``; ``control_flagged``
-    marks a contrast with a control that was.
+    baseline; for the others ``change``, ``change_fraction``, ``accuracy_loss`` (its p-value from the same
+    jackknife-t as its CI), ``accuracy_p_cluster`` (a sign-flip permutation test, a cross-check), ``mcnemar_p``,
+    ``refusal_change``; for arms with controls ``change_minus_control``, ``accuracy_loss_minus_control`` and
+    ``control_change`` (the controls' mean change), each with the 2.5-97.5% quantiles of the per-control changes
+    in ``band_low``/``band_high`` and ``n_controls`` (a note when there are fewer than :data:`MIN_CONTROLS`: then
+    it is not a 95% band), and ``beats_control``. The interval of ``change_minus_control`` adds the spread of
+    random directions: it is a *prediction* interval for the arm minus a new random direction.
+
+    Flags (:func:`evenhand.decision.degradation`, on every row of an arm): ``refusal_flag`` (the refusal rise's
+    point above ``refusal_margin``), ``accuracy_flag`` (the accuracy loss's, above ``accuracy_margin``);
+    ``flag`` says which and how sure (``degraded``: the CI above the margin; ``possibly degraded``: only the
+    point). When ``scramble``, every arm (not a control) whose accuracy loss exceeds ``scramble_margin`` (default
+    ``accuracy_margin``) gets a
+    scrambled control ``<arm>-scrambled`` (:func:`scrambled_arms`) and a ``change_minus_scrambled`` row per
+    metric. Verdicts, Holm families and the beats-control mark are :mod:`evenhand.decision`'s: Holm within each
+    (stat, metric) across the method arms (``family``); ``reduction`` needs the Holm-adjusted p below ``alpha``,
+    no flag, and a change above the scrambled control's where there is one; ``no change`` a CI inside +-
+    ``equivalence_margin`` of the baseline gap's size; a flagged arm never beats its controls.
 
     ``signs``: the direction each asymmetry metric's gap is aligned to (+1: positive = toward the minority),
     fixed before the held-out data are seen (a planted or pre-registered direction, or :func:`baseline_signs`
     of a validation baseline); metrics not given get +1. The signs are never taken from the arms scored.
     ``sign_source``: what the ``sign_source`` column says of the given signs (a string for all, or metric ->
     string; default "declared"; "default +1" for the others). ``interval``: ``jackknife-t`` (default) or
-    ``percentile`` (:data:`INTERVALS`); ``resamples`` and ``seed`` drive the percentile bootstrap and the
-    sign-flip tests. ``bootstrap`` (:class:`~evenhand.stats.BootstrapOptions`) gives all three; the keywords
-    ``resamples``, ``seed`` and ``interval`` still work and win."""
+    ``percentile`` (:data:`INTERVALS`); ``resamples`` and ``seed`` drive the percentile bootstrap, the
+    sign-flip tests and the scrambled controls. ``bootstrap`` (:class:`~evenhand.stats.BootstrapOptions`) gives
+    all three; the keywords ``resamples``, ``seed`` and ``interval`` still work and win."""
     boot = BootstrapOptions.of(bootstrap, resamples, seed)
     resamples, seed = boot.resamples, boot.seed
     interval = interval or boot.interval or "jackknife-t"
@@ -318,6 +408,10 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
         missing = [c for c in (arm, *ctl) if c not in arms]
         if missing:
             raise ValueError(f"controls name arms that are not there: {', '.join(map(repr, missing))}")
+    ctl_arms = {c for cs in controls.values() for c in cs}
+    trigger = accuracy_margin if scramble_margin is None else scramble_margin
+    scr = scrambled_arms(arms, baseline, ctl_arms, trigger, seed) if scramble else {}
+    arms = {**arms, **scr}
     sign, source = _signs(signs, sign_source)
     A = align_arms(arms, contrast_type)
     k = len(A.clusters)
@@ -330,7 +424,8 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     split = _refusal_split(A, W, sums_d)
     b = A.at(baseline)
     rows: list[dict] = []
-    flags: dict[str, bool] = {}
+    ref_flag: dict[str, str | None] = {}
+    acc_flag: dict[str, str | None] = {}
     for a, name in enumerate(A.names):
         for m in _metrics.ASYMMETRY + ("accuracy", "refusal"):
             e = _metrics.metric_estimate(m, A.Ns[a], A.Ds[a], boot, alpha,
@@ -347,43 +442,110 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
                                                                       f"the {part} rate", alpha),
                              _entered(A, [a], "refusal")))
         if a == b:
-            flags[name] = False
+            ref_flag[name] = acc_flag[name] = None
             continue
         dref = rates["refusal"][a] - rates["refusal"][b]
-        flags[name] = bool(np.isfinite(dref[0]) and dref[0] > refusal_margin)
-        rows.append(_row(name, "refusal", "refusal_change",
-                         _interval(dref, grid, _held(A, [a, b], "refusal"), "the difference", alpha),
-                         _entered(A, [a, b], "refusal", both=True)))
+        ref_est = _interval(dref, grid, _held(A, [a, b], "refusal"), "the difference", alpha)
+        ref_flag[name] = degradation(ref_est[0], ref_est[1], ref_est[2], refusal_margin)
+        rows.append(_row(name, "refusal", "refusal_change", ref_est, _entered(A, [a, b], "refusal", both=True)))
         for part, r in split.items():
             rows.append(_row(name, "refusal", f"{part}_change",
                              _interval(r[a] - r[b], grid, _held(A, [a, b], "refusal"), "the difference", alpha),
                              _entered(A, [a, b], "refusal", both=True)))
-        rows += _changes(A, a, b, gaps, sign, source, flags[name], grid, alpha)
-        rows += _accuracy(A, a, b, rates["accuracy"], resamples, seed, grid, alpha)
+        rows += _changes(A, a, b, gaps, sign, source, grid, alpha)
+        acc_rows = _accuracy(A, a, b, rates["accuracy"], resamples, seed, grid, alpha)
+        loss = acc_rows[0]
+        acc_flag[name] = degradation(loss["value"], loss["ci_low"], loss["ci_high"], accuracy_margin)
+        rows += acc_rows
+        if name + SCRAMBLED_SUFFIX in arms:
+            rows += _versus_scrambled(A, a, A.at(name + SCRAMBLED_SUFFIX), gaps, sign, source, grid, alpha)
     for name, ctl in controls.items():
         if ctl:
-            flagged = sum(flags[c] for c in ctl)
+            flagged = sum(bool(ref_flag[c]) for c in ctl)
             for r in _versus_controls(A, A.at(name), [A.at(c) for c in ctl], b, gaps, rates["accuracy"], sign,
                                       source, grid, alpha):
                 note = f"{flagged} of {len(ctl)} controls refusal-flagged" if flagged else None
                 r["note"] = "; ".join(x for x in (r["note"], note) if x) or None
                 rows.append({**r, "control_flagged": bool(flagged)})
     out = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
-    out["refusal_flag"] = out["arm"].map(flags).astype(bool)
+    out["refusal_flag"] = out["arm"].map(lambda x: bool(ref_flag.get(x))).astype(bool)
+    out["accuracy_flag"] = out["arm"].map(lambda x: bool(acc_flag.get(x))).astype(bool)
+    out["flag"] = out["arm"].map({n: _flag_text(ref_flag[n], acc_flag[n], refusal_margin, accuracy_margin)
+                                  for n in A.names})
     out["overshoot"] = out["overshoot"].eq(True)
     out["control_flagged"] = out["control_flagged"].eq(True)
-    out["beats_control"] = out["beats_control"].eq(True)
     out["p_value"] = out["p_value"].astype(float)
-    ctl_arms = {c for cs in controls.values() for c in cs}
-    fam = out["stat"].isin(HOLM_FAMILIES) & ~out["arm"].isin(ctl_arms | {baseline})
-    out["p_holm"] = np.nan
-    for stat in HOLM_FAMILIES:
-        sel = fam & (out["stat"] == stat)
-        out.loc[sel, "p_holm"] = holm(out.loc[sel, "p_value"].to_numpy(float))
+    fam = out["stat"].isin(HOLM_FAMILIES) & ~out["arm"].isin(ctl_arms | set(scr) | {baseline})
+    keys = [(st, m) if f else None for st, m, f in zip(out["stat"], out["metric"], fam)]
+    out["p_holm"] = holm_within(np.where(fam, out["p_value"], np.nan), keys)
+    sizes = pd.Series([k for k in keys if k is not None]).value_counts().to_dict()
+    out["family"] = [family_label(k[0], k[1], sizes[k]) if k is not None else None for k in keys]
+    return _decide(out, ref_flag, acc_flag, alpha, equivalence_margin, baseline)
+
+
+def _flag_text(ref: str | None, acc: str | None, refusal_margin: float, accuracy_margin: float) -> str | None:
+    parts = [f"{lvl}: refusal rise above {100 * refusal_margin:g} pp" + (" (CI)" if lvl == "degraded" else
+                                                                         " (point; CI reaches below)")
+             for lvl in (ref,) if lvl]
+    parts += [f"{lvl}: accuracy loss above {100 * accuracy_margin:g} pp" + (" (CI)" if lvl == "degraded" else
+                                                                           " (point; CI reaches below)")
+              for lvl in (acc,) if lvl]
+    return "; ".join(parts) or None
+
+
+def _decide(out: pd.DataFrame, ref_flag: dict, acc_flag: dict, alpha: float, margin: float,
+            baseline: str) -> pd.DataFrame:
+    """The verdicts and beats-control marks of a scored table (:mod:`evenhand.decision`), read from its rows;
+    ``_changes`` left ``overshoot`` in ``verdict`` where the remaining gap's CI lies wholly past zero."""
+    idx = {(a, m, st): i for i, (a, m, st) in enumerate(zip(out["arm"], out["metric"], out["stat"]))}
+
+    def cell(a, m, st, col):
+        i = idx.get((a, m, st))
+        return None if i is None else out.iloc[i][col]
+
+    def scr_ok(a, m):
+        if (a, m, "change_minus_scrambled") not in idx:
+            return None
+        lo = cell(a, m, "change_minus_scrambled", "ci_low")
+        return bool(lo is not None and lo == lo and lo > 0)
+
+    def scale(m):
+        g = cell(baseline, m, "gap", "value")
+        return None if g is None or g != g else abs(float(g))
+    verdicts, beats = [], []
+    for r in out.itertuples(index=False):
+        if r.stat == "change":
+            verdicts.append(change_verdict(r.value, r.ci_low, r.ci_high, r.p_holm, refusal_flag=ref_flag.get(r.arm),
+                                           accuracy_flag=acc_flag.get(r.arm), overshoot=r.verdict == "overshoot",
+                                           scale=scale(r.metric), margin=margin,
+                                           beats_scrambled=scr_ok(r.arm, r.metric), alpha=alpha))
+        else:
+            verdicts.append(None)
+        if r.stat == "change_minus_control":
+            flagged = bool(ref_flag.get(r.arm) or acc_flag.get(r.arm))
+            beats.append(_beats(cell(r.arm, r.metric, "change", "value"), r.band_high, r.ci_low, flagged,
+                                scr_ok(r.arm, r.metric)))
+        else:
+            beats.append(False)
+    out["verdict"] = verdicts
+    out["beats_control"] = beats
     return out
 
 
-def _changes(A: Arms, a: int, b: int, gaps: dict, sign: dict, source: dict, flagged: bool, grid: _Grid,
+def _versus_scrambled(A: Arms, a: int, c: int, gaps: dict, sign: dict, source: dict, grid: "_Grid",
+                      alpha: float) -> list[dict]:
+    """The arm's change minus its scrambled control's (paired, the same draws): how much of its change coin
+    flips at its own accuracy cost give too (positive: the arm moves the gap further toward zero)."""
+    rows = []
+    for m in _metrics.ASYMMETRY:
+        s = sign[m]
+        vs = _interval(s * (gaps[m][c] - gaps[m][a]), grid, _held(A, [a, c], m), "the contrast", alpha)
+        rows.append(_row(A.names[a], m, "change_minus_scrambled", vs, _entered(A, [a, c], m), sign=s,
+                         sign_source=source[m]))
+    return rows
+
+
+def _changes(A: Arms, a: int, b: int, gaps: dict, sign: dict, source: dict, grid: _Grid,
              alpha: float) -> list[dict]:
     rows = []
     for m in _metrics.ASYMMETRY:
@@ -395,18 +557,7 @@ def _changes(A: Arms, a: int, b: int, gaps: dict, sign: dict, source: dict, flag
         lo, hi = remaining[1], remaining[2]
         past = bool(np.isfinite(g_a[0]) and s * g_a[0] < 0)  # the remaining gap past zero (point estimate)
         wholly = lo is not None and (hi < 0 if s > 0 else lo > 0)  # ... with its CI wholly there
-        if change[0] is None:
-            verdict = "undefined"
-        elif flagged:
-            verdict = "refusal-flagged"
-        elif wholly:
-            verdict = "overshoot"
-        elif change[1] is not None and change[1] > 0:
-            verdict = "reduction"
-        elif change[2] is not None and change[2] < 0:
-            verdict = "increase"
-        else:
-            verdict = "no detectable change"
+        verdict = "overshoot" if wholly else None  # the verdict itself: _decide, after the Holm adjustment
         base_ci = _interval(g_b, grid, _held(A, [b], m), "the gap", alpha)
         notes = [change[3]]
         if np.isfinite(g_b[0]) and s * g_b[0] < 0:
@@ -433,12 +584,18 @@ def _accuracy(A: Arms, a: int, b: int, acc: np.ndarray, resamples: int, seed: in
     per_scenario = np.bincount(A.codes[both], weights=cb.astype(float) - ca, minlength=len(A.clusters))
     p_cluster = sign_flip_p(per_scenario, resamples, seed)
     loss = _interval(acc[b] - acc[a], grid, _held(A, [a, b], "accuracy"), "the difference", alpha)
-    rows = [_row(name, "accuracy", "accuracy_loss", loss[:4] + (p_cluster,), n)]
+    rows = [_row(name, "accuracy", "accuracy_loss", loss, n)]  # its test: the same jackknife-t as its CI
     rows.append(_row(name, "accuracy", "accuracy_p_cluster", (p_cluster, None, None,
                      "sign-flip permutation over scenarios, refusals wrong"), n))
     rows.append(_row(name, "accuracy", "mcnemar_p", (mcnemar_exact(int((cb & ~ca).sum()), int((~cb & ca).sum())),
                                                      None, None, "exact McNemar on items, refusals wrong"), n))
     return rows
+
+
+PREDICTION_NOTE = "a prediction interval: the arm minus one new random direction"
+"""What the interval of ``change_minus_control`` is: the scenario variance plus (1 + 1/J) times the controls'
+between-direction variance, so it covers the arm minus a *new* random direction (measured 0.98-0.997 on
+exchangeable nulls: conservative as a CI of the mean contrast)."""
 
 
 def _spread(points: np.ndarray) -> tuple[float, float]:
@@ -478,12 +635,9 @@ def _versus_controls(A: Arms, a: int, ctl: list[int], b: int, gaps: dict, acc: n
         band = _band(each)
         ev, edf = _spread(g[ctl, 0]) if grid.interval == "jackknife-t" else (0.0, np.inf)
         vs = _interval(s * (mean_ctl - g[a]), grid, held, "the contrast", alpha, ev, edf)
-        arm_change = s * (g[b, 0] - g[a, 0])
-        beats = bool(band[1] is not None and vs[1] is not None and np.isfinite(arm_change)
-                     and arm_change > band[1] and vs[1] > 0)
         note = "; ".join(x for x in (vs[3], spread_note, band_note) if x) or None
         extra = {"sign": s, "sign_source": source[m], "band_low": band[0], "band_high": band[1], "n_controls": J}
-        rows.append(_row(name, m, "change_minus_control", vs[:3] + (note, vs[4]), n, beats_control=beats, **extra))
+        rows.append(_row(name, m, "change_minus_control", vs[:3] + (note, vs[4]), n, **extra))
         cc = _interval(s * (g[b] - mean_ctl), grid, _held(A, [b, *ctl], m), "the change", alpha)
         rows.append(_row(name, m, "control_change", cc[:3] + ("; ".join(x for x in (cc[3], band_note) if x) or None,),
                          _entered(A, [b, *ctl], m), **extra))
@@ -502,9 +656,12 @@ def ranking_table(table: pd.DataFrame, metric: str = "fraggap", by: str = "arm")
     """The arms (column ``by``) whose ``change`` in ``metric`` is a reduction, ordered by the size of the
     remaining gap |g(arm)| (smallest first), with its CI (``abs_low``, ``abs_high``: the CI of g(arm) folded
     at zero), the signed remaining gap, the change and ``overshoot``. An overshoot counts by its size past
-    zero, so a change larger than the baseline gap is never rewarded; an arm flagged for refusals, a
-    significant overshoot (verdict) or a change whose CI covers zero is not listed."""
-    ch = table[(table["stat"] == "change") & (table["metric"] == metric) & (table["verdict"] == "reduction")]
+    zero, so a change larger than the baseline gap is never rewarded. Only a ``reduction`` verdict
+    (:func:`evenhand.decision.rankable`) is listed: never a flagged arm (refusals or accuracy, at either level),
+    an overshoot, a change not significant after Holm within its family, or one not above its scrambled
+    control."""
+    ch = table[(table["stat"] == "change") & (table["metric"] == metric)]
+    ch = ch[[rankable(v) for v in ch["verdict"]]]
     gap = table[(table["stat"] == "gap") & (table["metric"] == metric)].drop_duplicates(by).set_index(by)
     rows = []
     for r in ch.itertuples():
@@ -523,6 +680,6 @@ def ranking_table(table: pd.DataFrame, metric: str = "fraggap", by: str = "arm")
 
 def ranking(table: pd.DataFrame, metric: str = "fraggap", by: str = "arm") -> list[str]:
     """The arms (column ``by``) whose ``change`` in ``metric`` is a reduction, smallest remaining gap |g(arm)|
-    first (:func:`ranking_table`): an arm flagged for refusals, an overshoot or a change whose CI covers zero is
-    never ranked, and overshooting past zero counts as remaining gap."""
+    first (:func:`ranking_table`): a flagged arm, an overshoot, a change not significant after Holm or not above
+    its scrambled control is never ranked, and overshooting past zero counts as remaining gap."""
     return ranking_table(table, metric, by)[by].tolist()

@@ -112,6 +112,25 @@ def test_a_broken_oracle_fails_the_bar(bench, oracle):
     assert any(f.startswith("oracle_inverse (fraggap): slope") for f in bad), bad
 
 
+def test_an_unrelated_model_in_an_oracle_slot_fails_the_bar(bench):
+    """A model unrelated to the baseline's that answers every GT item right and every AMB item by a fixed coin,
+    the same answers at every beta: its slope is exactly 1 by algebra, it loses no accuracy and refuses nothing,
+    so every old check of the bar passed. At beta 0 a full oracle is the baseline's model; this one agrees with
+    the baseline on far fewer items, and the bar says so. The real oracles agree (the bench's bar passes)."""
+    cfg, summ, responses = bench
+    b0 = responses[("baseline", 0)]
+    coin = np.where(np.random.default_rng(4).random(len(b0)) < 0.5, "A", "B")
+    unrelated = b0.assign(choice=np.where(b0["condition"] == "GT", b0["correct_slot"], coin))
+    got = _rescore(cfg, responses, {"oracle_project": {k: unrelated for k in range(2)}})
+    r = got[(got["arm"] == "oracle_project") & (got["metric"] == "fraggap")].iloc[0]
+    assert r["slope"] == pytest.approx(1.0, abs=1e-9) and not r["degraded"] and r["fpr_beta0"] == 0
+    assert r["agreement_beta0"] < 0.9
+    bad = known_answer_failures(got)
+    assert any(f.startswith("oracle_project (fraggap): agrees with the baseline") for f in bad), bad
+    by = summ[summ["metric"] == "fraggap"].set_index("arm")
+    assert (by.loc[list(ORACLES), "agreement_beta0"] >= 0.95).all()
+
+
 def _record(cfg) -> dict:
     import json
     from pathlib import Path

@@ -99,18 +99,20 @@ def _summary(cells: dict) -> pd.DataFrame:
 
 
 CONSTRUCTED = {
-    "alpha": _summary({"caa": (0.95, 0.7, 1.2, ""), "leace": (1.0, 0.8, 1.2, "accuracy_loss"),
-                       "ace": (0.5, 0.3, 0.7, ""), "oracle_inverse": (1.0, 1.0, 1.0, ""),
+    "alpha": _summary({"caa": (0.95, 0.85, 1.05, ""), "leace": (1.0, 0.8, 1.2, "accuracy_loss"),
+                       "ace": (0.5, 0.35, 0.65, ""), "oracle_inverse": (1.0, 1.0, 1.0, ""),
                        "caa-random": (0.1, -0.2, 0.4, ""), "loreft": (None, None, None, ""),
-                       "oracle_project": (1.0, 1.0, 1.0, "")}),
-    "beta": _summary({"caa": (0.05, -0.3, 0.4, ""), "leace": (0.9, 0.6, 1.1, "pressured_refusal_change (fraggap)"),
+                       "oracle_project": (1.0, 1.0, 1.0, ""), "imprecise": (1.0, 0.14, 1.86, "")}),
+    "beta": _summary({"caa": (0.05, -0.1, 0.2, ""), "leace": (0.9, 0.6, 1.1, "pressured_refusal_change (fraggap)"),
                       "ace": (0.5, -0.3, 1.3, ""), "oracle_inverse": (1.0, 1.0, 1.0, ""),
-                      "caa-random": (0.6, 0.3, 0.9, ""), "loreft": (1.8, 1.4, 2.2, ""),
-                      "oracle_project": (1.0, 0.9, 1.1, "accuracy_loss")}),
+                      "caa-random": (0.5, 0.3, 0.7, ""), "loreft": (1.8, 1.4, 2.2, ""),
+                      "oracle_project": (1.0, 0.9, 1.1, "accuracy_loss"), "imprecise": (0.85, 0.55, 1.15, "")}),
 }
-"""Two mechanisms: caa removes under alpha and does nothing under beta; leace's CI covers 1 under both but is
-flagged (accuracy loss, then refusals); ace partial under alpha, inconclusive under beta; loreft undefined, then an
-overshoot; the random control meets its 0 under alpha and misses it under beta; the projection oracle meets its 1
+"""Two mechanisms: caa removes under alpha (CI inside 1 +- 0.25) and removes none under beta (inside 0 +- 0.25);
+leace's CI covers 1 under both but is flagged (accuracy loss, then refusals); ace partial under alpha,
+inconclusive under beta; loreft undefined, then an overshoot; the random control meets its 0 under alpha and
+misses it under beta (partial); "imprecise" covers 1 and not 0 under both (+1.00 [+0.14, +1.86], +0.85 [+0.55,
++1.15]: the old rule's "removes") and is inconclusive; the projection oracle meets its 1
 under alpha and is flagged under beta (its CI covering 1 there does not meet the known answer)."""
 
 
@@ -118,14 +120,17 @@ def _problems(table: pd.DataFrame, rob: pd.DataFrame) -> list[str]:
     """What is wrong with the reading of :data:`CONSTRUCTED` (empty: all right)."""
     got = {(r["arm"], r["mechanism"]): (r["class"], None if pd.isna(r["side"]) else r["side"])
            for r in table.to_dict("records")}
-    want = {("caa", "alpha"): ("removes", None), ("caa", "beta"): ("nothing", None),
+    got_ci = {(r["arm"], r["mechanism"]): r["class_ci"] for r in table.to_dict("records")}
+    want = {("caa", "alpha"): ("removes", None), ("caa", "beta"): ("none", None),
             ("leace", "alpha"): ("flagged", None), ("leace", "beta"): ("flagged", None),
-            ("ace", "alpha"): ("neither", "partial"), ("ace", "beta"): ("inconclusive", None),
-            ("loreft", "alpha"): ("undefined", None), ("loreft", "beta"): ("neither", "overshoot"),
-            ("oracle_inverse", "alpha"): ("removes", None), ("caa-random", "beta"): ("neither", "partial")}
+            ("ace", "alpha"): ("partial", "partial"), ("ace", "beta"): ("inconclusive", None),
+            ("loreft", "alpha"): ("undefined", None), ("loreft", "beta"): ("overshoot", "overshoot"),
+            ("oracle_inverse", "alpha"): ("removes", None), ("caa-random", "beta"): ("partial", "partial"),
+            ("imprecise", "alpha"): ("inconclusive", None), ("imprecise", "beta"): ("inconclusive", None)}
     out = [f"{k}: {got.get(k)} != {v}" for k, v in want.items() if got.get(k) != v]
+    out += [f"{k}: the CI read as {got_ci.get(k)}" for k, v in want.items() if got_ci.get(k) != v[0]]
     r = rob.set_index("arm")
-    for arm, col, val in (("caa", "removes", "alpha"), ("caa", "nothing", "beta"), ("leace", "flagged", "alpha, beta"),
+    for arm, col, val in (("caa", "removes", "alpha"), ("caa", "none", "beta"), ("leace", "flagged", "alpha, beta"),
                           ("leace", "removes", ""), ("leace", "verdict", "flagged under all"),
                           ("caa", "verdict", "removes under 1 of 2"), ("oracle_inverse", "verdict", "removes under all"),
                           ("caa-random", "known_met", "alpha"), ("oracle_inverse", "known_met", "alpha, beta"),
@@ -155,7 +160,7 @@ def test_the_markdown_table_shows_each_cell_as_read():
     rows = {line.split(" | ")[0].lstrip("| "): line for line in md[2:]}
     assert [line.split(" | ")[0].lstrip("| ") for line in md[2:]] == arm_order(list(CONSTRUCTED["alpha"]["arm"]))
     assert rows["leace"] == "| leace | +1.00 [+0.80, +1.20] flagged | +0.90 [+0.60, +1.10] flagged | not run |"
-    assert rows["caa"] == "| caa | +0.95 [+0.70, +1.20] | +0.05 [-0.30, +0.40] | +0.20 [-0.10, +0.50] |"
+    assert rows["caa"] == "| caa | +0.95 [+0.85, +1.05] | +0.05 [-0.10, +0.20] | +0.20 [-0.10, +0.50] |"
     assert rows["loreft"].startswith("| loreft | undefined | +1.80 [+1.40, +2.20] |")
 
 
@@ -165,7 +170,9 @@ BROKEN = {
     "covering-1-is-removal": lambda real, lo, hi, flagged: (
         ("removes", None) if not flagged and lo is not None and not pd.isna(lo) and lo <= 1 <= hi
         else real(lo, hi, flagged)),
-    "neither-without-side": lambda real, lo, hi, flagged: (real(lo, hi, flagged)[0], None),
+    "the-old-rule": lambda real, lo, hi, flagged: (
+        ("removes", None) if not flagged and lo is not None and not pd.isna(lo) and lo <= 1 <= hi and not lo <= 0
+        else real(lo, hi, flagged)),
 }
 """Classifiers each wrong in one way: the reading of :data:`CONSTRUCTED` must catch every one."""
 
@@ -173,15 +180,16 @@ BROKEN = {
 @pytest.mark.parametrize("name", list(BROKEN))
 def test_a_broken_classifier_is_caught(monkeypatch, name):
     real = across.classify
-    monkeypatch.setattr(across, "classify", lambda lo, hi, flagged: BROKEN[name](real, lo, hi, flagged))
+    monkeypatch.setattr(across, "classify", lambda lo, hi, flagged, margin=0.25: BROKEN[name](real, lo, hi, flagged))
     table = across.across_table(CONSTRUCTED)
     assert _problems(table, across.robustness(table)) != []
 
 
 def test_classify_on_the_boundaries():
     assert classify(1.0, 1.0, False) == ("removes", None)
-    assert classify(0.0, 0.0, False) == ("nothing", None)
-    assert classify(-0.5, -0.1, False) == ("neither", "reverse")
+    assert classify(0.0, 0.0, False) == ("none", None)
+    assert classify(-0.5, -0.3, False) == ("reverse", "reverse")
+    assert classify(-0.5, -0.1, False) == ("inconclusive", None)  # below 0 but not past the margin
     assert classify(float("nan"), 1.0, False) == ("undefined", None)
     assert classify(0.9, 1.1, True) == ("flagged", None)
 

@@ -202,8 +202,8 @@ def test_a_flagged_frontier_cell_says_which_part_of_its_no_answers_declined(capt
     t = pd.concat([t, pd.DataFrame([{**base, "stat": "declined_change", "value": 0.02},
                                     {**base, "stat": "unparsed_change", "value": 0.20}])], ignore_index=True)
     frontier_figure(t, "unused", model="evenhand-organism")
-    texts = [x.get_text() for x in captured[0].axes[0].texts]
-    assert any("no A/B answer +22 pp\n(+2 declined, +20 unparsed)" in x for x in texts), texts
+    texts = [x.get_text() for a in captured[0].axes for x in a.texts]  # the flagged cells' own panel
+    assert any("no A/B answer +22 pp (+2 declined, +20 unparsed)" in x for x in texts), texts
     assert not any("refuses" in x for x in texts)
 
 

@@ -135,13 +135,13 @@ def test_a_method_refusing_80_percent_is_flagged_and_never_ranked(items):
     assert row(t, "refuser", "accuracy", "accuracy_loss")["value"] > 0.6
     assert row(t, "refuser", "accuracy", "accuracy_p_cluster")["value"] < 0.01
     assert row(t, "refuser", "fraggap", "gap")["n"] < row(t, "baseline", "fraggap", "gap")["n"]  # refused baselines
-    # refusals shrink the gap (refused flips on both sides); without the flag such a refuser ranks as a
-    # reduction in some refusal draws (3 of these 8 with the jackknife-t interval), with it never
+    # refusals shrink the gap (refused flips on both sides); without the flags (refusals, and the accuracy the
+    # refusals cost) such a refuser ranks as a reduction in some refusal draws, with them never
     loose_ranked = 0
     for seed in range(8):
         arms["refuser"] = refusing(half, 0.8, seed)
         assert "refuser" not in ranking(score_arms(arms, "baseline", resamples=200))
-        loose = score_arms(arms, "baseline", resamples=200, refusal_margin=1.0)
+        loose = score_arms(arms, "baseline", resamples=200, refusal_margin=1.0, accuracy_margin=0.99, scramble=False)
         assert row(loose, "refuser", "fraggap", "change")["value"] > 0.05
         loose_ranked += "refuser" in ranking(loose)
     assert loose_ranked >= 2
@@ -433,7 +433,10 @@ def test_an_arm_beats_the_mean_of_three_controls_but_not_the_band_of_twenty(item
     assert (band["band_low"], band["band_high"]) == pytest.approx(tuple(np.quantile(each, [0.025, 0.975])))
 
 
-def test_holm_adjusts_the_change_p_values_across_arms_and_metrics(items):
+def test_holm_adjusts_the_change_p_values_within_each_metric_across_arms(items):
+    """Families are declared: each (stat, metric) across the method arms, stated in ``family``; the accuracy
+    loss's p comes from the same jackknife-t as its CI (the old p was a sign-flip test beside a jackknife-t CI,
+    and the old family pooled the four metrics)."""
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])  # by hand: 4p, 3p, 2p, p
     assert holm([0.5, float("nan"), 0.2]).tolist()[::2] == pytest.approx([0.5, 0.4])
     assert np.isnan(holm([0.5, float("nan"), 0.2])[1])
@@ -443,10 +446,15 @@ def test_holm_adjusts_the_change_p_values_across_arms_and_metrics(items):
     t = score_arms(arms, "baseline", {"half": ["ctl"]})
     ch = t[(t["stat"] == "change") & (t["arm"] != "ctl")]
     assert len(ch) == 8 and ch["p_value"].notna().all()
-    assert ch["p_holm"].to_numpy() == pytest.approx(holm(ch["p_value"].to_numpy()))
+    for m, g in ch.groupby("metric"):
+        assert len(g) == 2 and g["p_holm"].to_numpy() == pytest.approx(holm(g["p_value"].to_numpy()))
+        assert (g["family"] == f"Holm over 2 arms: {m} change").all()
+    assert ch["p_holm"].to_numpy() != pytest.approx(holm(ch["p_value"].to_numpy()))  # not one pooled family
     assert (ch["p_holm"] >= ch["p_value"]).all()
     assert t[(t["stat"] == "change") & (t["arm"] == "ctl")]["p_holm"].isna().all()  # controls are no claims
     h = row(t, "half", "fraggap", "change")
     assert h["p_value"] < 0.05 and (h["ci_low"] > 0) == (h["p_value"] < 0.05)  # p agrees with the interval
-    acc = row(t, "half", "accuracy", "accuracy_loss")
-    assert acc["p_value"] == row(t, "half", "accuracy", "accuracy_p_cluster")["value"]
+    for arm in ("half", "same"):
+        acc = row(t, arm, "accuracy", "accuracy_loss")
+        if pd.notna(acc["ci_low"]) and acc["ci_high"] > acc["ci_low"]:
+            assert (acc["p_value"] < 0.05) == (acc["ci_low"] > 0 or acc["ci_high"] < 0)

@@ -97,27 +97,32 @@ def compare_table(result: dict) -> str:
 
 def compare_text(table, metric: str = "fraggap") -> str:
     """An intervention comparison, one line per cell (:mod:`evenhand.paired`; pp, 95% paired CIs): the refusal
-    change, ``metric``'s remaining gap, its signed change toward zero with the verdict, the change minus the
-    cell's random controls with their band, the accuracy loss and the clustered accuracy test. Refusals count
-    as wrong answers and flips; a cell flagged for refusals or overshooting is never a reduction."""
+    change, ``metric``'s remaining gap, its signed change toward zero with its Holm-adjusted p and the verdict
+    (:mod:`evenhand.decision`), the change minus the scrambled control (where the cell lost accuracy beyond the
+    margin), the change minus the cell's random controls (a prediction interval) with their band, the accuracy
+    loss and its p (the same jackknife-t). Refusals count as wrong answers and flips; a flagged cell (refusals or
+    accuracy, ``degraded`` or ``possibly degraded``) is never a reduction and never marked B."""
     def f(r, ci=True):
         if r is None or r["value"] is None or r["value"] != r["value"]:
             return "-"
         lo, hi = r["ci_low"], r["ci_high"]
         return f"{100 * r['value']:+.1f}" + ("" if not ci or lo is None or lo != lo else
                                              f" [{100 * lo:+.1f}, {100 * hi:+.1f}]")
+
+    def p_of(r, col):
+        v = None if r is None else r.get(col)
+        return "-" if v is None or v != v else ("<0.001" if v < 0.001 else format(v, ".3g"))
     name = metric_name(metric)
-    lines = [f"{'cell':<40}{'refusal +':>10}{'declined/unparsed +':>20}{name + ' gap':>12}{name + ' change [CI]':>26}{'p Holm':>8}  "
-             f"{'verdict':<21}{'- control [CI]':>22}{'control band (n)':>22}{'accuracy loss [CI]':>24}"
-             f"{'p (clust.)':>11}{'n items/scen.':>15}"]
+    lines = [f"{'cell':<40}{'refusal +':>10}{'declined/unparsed +':>20}{name + ' gap':>12}{name + ' change [CI]':>26}"
+             f"{'p Holm':>8}  {'verdict':<28}{'- scrambled [CI]':>22}{'- control [PI]':>22}{'control band (n)':>22}"
+             f"{'accuracy loss [CI]':>24}{'p':>8}{'n items/scen.':>15}"]
+    flags, families = {}, {}
     for cell, g in table.groupby("cell", sort=False):
         idx = {(r.metric, r.stat): r._asdict() for r in g.itertuples()}
         ch = idx.get((metric, "change"))
-        p = idx.get(("accuracy", "accuracy_p_cluster"))
+        loss = idx.get(("accuracy", "accuracy_loss"))
         n = "" if ch is None else f"{int(ch['n'])}/{int(ch['n_scenarios'])}"
         verdict = "" if ch is None else str(ch["verdict"])
-        holm = ch.get("p_holm") if ch is not None else None
-        holm = "-" if holm is None or holm != holm else format(holm, ".3g")
         vs = idx.get((metric, "change_minus_control"))
         band = "-"
         if vs is not None and vs.get("band_low") is not None and vs["band_low"] == vs["band_low"]:
@@ -125,13 +130,24 @@ def compare_text(table, metric: str = "fraggap") -> str:
                     + (" B" if vs.get("beats_control") is True else ""))
         split = f"{f(idx.get(('refusal', 'declined_change')), False)}/{f(idx.get(('refusal', 'unparsed_change')), False)}"
         lines.append(f"{cell:<40}{f(idx.get(('refusal', 'refusal_change')), False):>10}{split:>20}"
-                     f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}{holm:>8}  {verdict:<21}"
-                     f"{f(vs):>22}{band:>22}{f(idx.get(('accuracy', 'accuracy_loss'))):>24}"
-                     f"{'-' if p is None else format(p['value'], '.3g'):>11}{n:>15}")
+                     f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}{p_of(ch, 'p_holm'):>8}  {verdict:<28}"
+                     f"{f(idx.get((metric, 'change_minus_scrambled'))):>22}{f(vs):>22}{band:>22}{f(loss):>24}"
+                     f"{p_of(loss, 'p_value'):>8}{n:>15}")
+        flag = None if ch is None else ch.get("flag")
+        if isinstance(flag, str) and flag:
+            flags[cell] = flag
+        if ch is not None and isinstance(ch.get("family"), str):
+            families[ch["family"]] = True
+    lines += [f"  {cell}: {flag}" for cell, flag in flags.items()]
     lines.append("declined/unparsed: the refusal change split into answers that declined and answers with no "
-                 "verdict found (evenhand.parse). p Holm: the change's p-value, Holm-adjusted over every (cell x metric) change; control band: the "
-                 "2.5-97.5% range of the random controls' changes (n controls), B: the cell beats its controls "
-                 "(its change above the band and its minus-control CI excludes 0).")
+                 "verdict found (evenhand.parse). p Holm: the change's p-value, Holm-adjusted within its family ("
+                 + "; ".join(families) + "); - scrambled: the change minus that of the baseline with the same "
+                 "share of answers coin-flipped (a reduction must beat it); - control [PI]: a prediction interval "
+                 "for the cell minus a new random direction; control band: the 2.5-97.5% range of the random "
+                 "controls' changes (n controls), B: the cell beats its controls (unflagged, its change above the "
+                 "band, the contrast above 0, and above its scrambled control where it has one). Verdicts and "
+                 "flags: evenhand.decision (a flag: degraded when the CI lies above the 5 pp margin, possibly "
+                 "degraded when only the point does; either withholds the verdict).")
     return "\n".join(lines)
 
 

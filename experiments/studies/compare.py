@@ -33,7 +33,7 @@ from evenhand.suite.content import items_version, load_content
 from evenhand.suite.generate import DEGREES, degree_valid
 from evenhand.metrics import score
 from evenhand.schema import validate_rows
-from evenhand.paired import score_arms
+from evenhand.paired import SCRAMBLED_SUFFIX, score_arms
 from evenhand.stages import open_run
 from evenhand.models.loading import locate
 from evenhand.stages import run_stages
@@ -196,9 +196,11 @@ def controls_of(grid: list[Cell]) -> dict[str, list[str]]:
 
 def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, pd.DataFrame], resamples: int,
                     seed: int, refusal_margin: float, signs: dict[str, float] | None = None,
-                    sign_source: dict[str, str] | None = None) -> list[dict]:
+                    sign_source: dict[str, str] | None = None, accuracy_margin: float | None = None,
+                    equivalence_margin: float | None = None) -> list[dict]:
     """The comparison table's rows: each cell's ``value`` rows and the paired scoring of every cell against the
-    baseline and against its random controls (:func:`evenhand.paired.score_arms`, all cells on the same
+    baseline and against its random controls and, where it lost accuracy beyond the margin, its scrambled control
+    (cell ``<key>-scrambled``, ``control_kind`` ``scrambled``) (:func:`evenhand.paired.score_arms`, all cells on the same
     resampled scenarios), each change aligned to ``signs`` (fixed before the held-out items: declared or from
     the validation baseline, :func:`validation_signs`); column ``sign_source`` says where each sign came from.
     ``responses``: cell key -> the cell's responses."""
@@ -209,10 +211,18 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
     controls = controls_of(grid)
     paired = score_arms({"baseline": base, **{c.key: responses[c.key] for c in grid}}, "baseline", controls,
                         resamples=resamples, seed=seed, refusal_margin=refusal_margin, signs=signs,
+                        **({"accuracy_margin": accuracy_margin} if accuracy_margin is not None else {}),
+                        **({"equivalence_margin": equivalence_margin} if equivalence_margin is not None else {}),
                         **({"sign_source": sign_source} if sign_source is not None else {}))
     for r in paired.to_dict("records"):
         arm = r.pop("arm")
-        rows.append({**_identity(arm, by_key.get(arm)), **r})
+        if arm.endswith(SCRAMBLED_SUFFIX) and arm.removesuffix(SCRAMBLED_SUFFIX) in by_key:
+            method = by_key[arm.removesuffix(SCRAMBLED_SUFFIX)]  # the scrambled control of this method cell
+            rows.append({**_identity(method.key, method), "cell": arm, "control": True, "control_kind": "scrambled",
+                         **r})
+            continue
+        cell = by_key.get(arm)
+        rows.append({**_identity(arm, cell), "control_kind": "random" if cell and cell.control else None, **r})
     return rows
 
 
@@ -221,7 +231,7 @@ def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused)."""
     train, val, ev = sets.train, sets.validation, sets.heldout
     recorded = json.loads(json.dumps(asdict(cfg), default=str))
-    for added in ("eval_baselines", "openai"):  # a config without it records what it did before the field existed
+    for added in ("eval_baselines", "openai", "accuracy_margin", "equivalence_margin"):  # a config without it records what it did before the field existed
         if recorded.get(added) is None:
             recorded.pop(added, None)
     return open_run(cfg.output_dir, {"kind": "compare_interventions", **recorded},
@@ -359,7 +369,8 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         responses = {c.key: pd.read_parquet(run.cell(c.key).responses_path) for c in grid}
         fixed = json.loads(run.signs_json.read_text())
         rows = comparison_rows(grid, base, responses, cfg.resamples, cfg.seed, cfg.refusal_margin,
-                               signs=fixed["signs"], sign_source=fixed["sign_source"])
+                               signs=fixed["signs"], sign_source=fixed["sign_source"],
+                               accuracy_margin=cfg.accuracy_margin, equivalence_margin=cfg.equivalence_margin)
         rows += _power_rows("baseline", None, base, None, cfg.resamples, cfg.seed)
         for cell in grid:
             rows += _power_rows(cell.key, cell, base, responses[cell.key], cfg.resamples, cfg.seed)

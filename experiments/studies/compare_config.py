@@ -63,6 +63,8 @@ class CompareConfig:
     controls: bool = True
     control_draws: int = 20  # random controls drawn per fit, each with its own seed (Cell.control_seed)
     refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
+    accuracy_margin: float | None = None  # None: evenhand.decision.ACCURACY_MARGIN (5 pp); also triggers scrambled controls
+    equivalence_margin: float | None = None  # None: evenhand.decision.EQUIVALENCE_MARGIN (0.25 of the baseline gap)
     engine: str = "hf"  # a registered engine; one without a HF model (vllm) decides the baseline and prompt methods,
     # the activation/learned ones decide on hf (cell_engine); one without local weights (openai) runs prompt methods only
     openai: OpenAIOptions | None = None
@@ -130,6 +132,8 @@ class _CompareFile:
     controls: bool = CompareConfig.controls
     control_draws: int = CompareConfig.control_draws
     refusal_margin: float = CompareConfig.refusal_margin
+    accuracy_margin: float | None = None
+    equivalence_margin: float | None = None
     engine: str = CompareConfig.engine
     openai: OpenAIOptions | None = None
     signs: dict | None = None
@@ -213,6 +217,10 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         raise ConfigError(f"{where}: {refusal(f.engine, mode=f.mode)}")
     if not 0 <= f.refusal_margin <= 1:
         raise ConfigError(f"{where}: refusal_margin must be in [0, 1] (a fraction: 0.05 = 5 pp)")
+    if f.accuracy_margin is not None and not 0 <= f.accuracy_margin < 1:
+        raise ConfigError(f"{where}: accuracy_margin must be in [0, 1) (a fraction: 0.05 = 5 pp)")
+    if f.equivalence_margin is not None and not 0 < f.equivalence_margin < 0.5:
+        raise ConfigError(f"{where}: equivalence_margin must be in (0, 0.5) (a share of the baseline gap)")
     for name in ("max_accuracy_loss", "max_refusal_rise"):
         if not 0 <= getattr(select, name) <= 1:
             raise ConfigError(f"{where}: select.{name} must be a fraction in [0, 1], got {getattr(select, name)}")
@@ -222,7 +230,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         train_max_items=train.max_items, eval_scenarios=ev.scenarios, eval_contrasts=ev.contrasts,
         eval_degrees=ev.degrees, eval_baselines=ev.baselines, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
-        control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine, openai=f.openai,
+        control_draws=f.control_draws, refusal_margin=f.refusal_margin, accuracy_margin=f.accuracy_margin,
+        equivalence_margin=f.equivalence_margin, engine=f.engine, openai=f.openai,
         signs=parse_signs(f.signs, where))
 
 

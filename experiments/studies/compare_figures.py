@@ -1,9 +1,10 @@
 """The intervention frontier and its LaTeX table: pure functions of the comparison table (``compare.parquet``).
 
-Left panel, one point per method cell (intervention x options x seed): the signed paired change of an
+Left panel, one point per unflagged method cell (intervention x options x seed): the signed paired change of an
 asymmetry metric (positive = toward zero) against the accuracy loss on GT items, 95% CIs as crosshairs;
-each method's random controls as hollow squares in a shaded 2.5-97.5% box; refusal-flagged cells crossed
-out, overshoots as downward triangles; cells at one point drawn a little apart. Good methods sit up and
+each method's random controls as hollow squares in a shaded 2.5-97.5% box; overshoots as downward triangles;
+cells at one point drawn a little apart. Flagged cells (refusals or accuracy, :mod:`evenhand.decision`) are
+listed in their own panel below. Good methods sit up and
 to the left. The full description is in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
@@ -40,9 +41,13 @@ def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFram
     loss), ``*_vsctl`` (change minus its controls, NaN without controls), ``value_refusal`` (refusal change;
     ``value_declined`` and ``value_unparsed``, its two parts, where the table has them),
     ``band_low``/``band_high`` (its controls' 2.5-97.5% band of change, NaN without controls), ``n_controls``,
-    and the cell's ``verdict``, ``overshoot``, ``refusal_flag``, ``beats_control``."""
+    and the cell's ``verdict``, ``overshoot``, ``refusal_flag``, ``accuracy_flag``, ``beats_control``."""
     ch = table[(table["stat"] == "change") & (table["metric"] == metric)]
-    pts = ch[["cell", "intervention", "control", "options", "seed", "verdict", "overshoot", "refusal_flag"]]
+    cols = ["cell", "intervention", "control", "options", "seed", "verdict", "overshoot", "refusal_flag"]
+    pts = ch[cols + [c for c in ("accuracy_flag", "control_kind") if c in ch]].copy()
+    if "accuracy_flag" not in pts:  # tables written before the accuracy flag
+        pts["accuracy_flag"] = False
+    pts["accuracy_flag"] = pts["accuracy_flag"].eq(True)
     pts = pts.merge(_stat(table, "change", metric, "change"), on="cell")
     pts = pts.merge(_stat(table, "accuracy_loss", "accuracy", "loss"), on="cell", how="left")
     pts = pts.merge(_stat(table, "refusal_change", "refusal", "refusal"), on="cell", how="left")
@@ -72,6 +77,8 @@ def controls_by_method(pts: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Each method cell's random-control points (:func:`frontier_points` rows): the control cells of the same
     intervention and options, every seed (as :func:`experiments.studies.compare.controls_of` pairs them)."""
     ctl = pts[pts["control"].astype(bool)]
+    if "control_kind" in ctl:  # a scrambled control is no random direction
+        ctl = ctl[ctl["control_kind"].ne("scrambled")]
     out = {}
     for _, r in pts[~pts["control"].astype(bool)].iterrows():
         mine = ctl[(ctl["intervention"] == r["intervention"]) & (ctl["options"] == r["options"])]
@@ -124,27 +131,71 @@ def _dodge(x: pd.Series, y: pd.Series, step: float) -> pd.Series:
     return pd.Series(out, index=x.index)
 
 
+MIN_SIGN_SCENARIOS = 10
+"""A sign decided on fewer validation scenarios than this gets a warning under the frontier."""
+
+
+def sign_text(table: pd.DataFrame, metric: str) -> tuple[str, str | None]:
+    """(where the sign of ``metric``'s change came from, a warning when it rests on fewer than
+    :data:`MIN_SIGN_SCENARIOS` validation scenarios, else None), read from the table's ``sign_source``."""
+    import re
+    r = table[(table["stat"] == "change") & (table["metric"] == metric)]
+    src = r["sign_source"].dropna() if "sign_source" in r else pd.Series(dtype=object)
+    if src.empty:
+        return "sign +1 (default: positive = toward the minority)", None
+    text = str(src.iloc[0])
+    m = re.search(r"validation baseline, (\d+) scenarios", text)
+    if m and int(m.group(1)) < MIN_SIGN_SCENARIOS:
+        return text, (f"Warning: the sign rests on {m.group(1)} validation scenarios (< {MIN_SIGN_SCENARIOS}); "
+                      "if it is wrong, a move away from zero plots as positive.")
+    return text, None
+
+
+def _flag_line(r) -> str:
+    """One flagged cell in the flagged panel: its name, what flagged it, its change and costs (pp)."""
+    what = []
+    if bool(r.get("refusal_flag")):
+        what.append(_no_answer(r).replace("\n", " "))
+    if bool(r.get("accuracy_flag")):
+        what.append(f"accuracy loss {r['value_loss']:+.0f} pp")
+    ch = r["value_change"]
+    ci = "" if pd.isna(r["ci_low_change"]) else f" [{r['ci_low_change']:+.1f}, {r['ci_high_change']:+.1f}]"
+    return f"{_name(r)}: {'; '.join(what)}; change {ch:+.1f}{ci} pp (withheld)"
+
+
 def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fraggap",
                     formats: Sequence[str] = ("pdf", "svg", "png"), model: str | None = None) -> list[Path]:
     """Draw and save the frontier for ``metric`` (and the method-against-its-controls panel); returns the paths.
     The title names ``metric``, the ``model`` (when given) and the baseline's items; method cells at the same
-    point are moved sideways so that each stays visible."""
+    point are moved sideways so that each stays visible. Flagged method cells (refusals or accuracy,
+    :mod:`evenhand.decision`) are not drawn among the others: they are listed in their own panel below, with
+    what flagged them. No text is written over the data: the baseline gap is a legend entry, the sign
+    convention and its source (with a warning when it rests on fewer than :data:`MIN_SIGN_SCENARIOS` validation
+    scenarios) are written under the panels. A point beyond the axes is drawn as an arrow at the edge with its
+    value."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
 
     pal = paper_style()
     pts = frontier_points(table, metric)
-    methods = pts[~pts["control"].astype(bool)]
-    by_method = controls_by_method(pts)
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(FULL_WIDTH, FULL_WIDTH * 0.46),
-                                 gridspec_kw={"width_ratios": [1.5, 1]})
+    is_ctl = pts["control"].astype(bool)
+    flag_of = pts["refusal_flag"].astype(bool) | pts["accuracy_flag"].astype(bool)
+    flagged = pts[flag_of & ~is_ctl]
+    methods = pts[~is_ctl & ~flag_of]
+    by_method = {c: v for c, v in controls_by_method(pts).items() if c in set(methods["cell"])}
+    sign, warning = sign_text(table, metric)
+    n_flag = len(flagged)
+    height = FULL_WIDTH * 0.46 + (0.25 + 0.13 * n_flag if n_flag else 0.0)
+    fig = plt.figure(figsize=(FULL_WIDTH, height))
+    grid = fig.add_gridspec(2 if n_flag else 1, 2, width_ratios=[1.5, 1],
+                            height_ratios=[FULL_WIDTH * 0.46, 0.25 + 0.13 * n_flag] if n_flag else None)
+    ax, bx = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
     ax.axhline(0, color="0.6", lw=0.6, zorder=0)
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
     gap = _baseline_gap(table, metric)
     if gap is not None:
         ax.axhline(gap, color="0.3", lw=0.6, ls=":", zorder=0)
-        ax.annotate(f"whole baseline gap ({gap:.1f} pp)", (0.01, gap), xycoords=("axes fraction", "data"), ha="left",
-                    va="bottom", fontsize=5, color="0.3")
     names = list(dict.fromkeys(pts["intervention"]))
     colour_of = {name: pal[k % len(pal)] for k, name in enumerate(names)}
     boxed = set()
@@ -163,11 +214,14 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         # each control as a hollow square, visible also where the controls coincide (no band to draw)
         ax.scatter(ctl["value_loss"], ctl["value_change"], s=12, marker="s", facecolors="none", edgecolors=colour,
                    lw=0.6, zorder=2)
-    ctl_flagged = pts[pts["control"].astype(bool) & pts["refusal_flag"].astype(bool)]
+    random_ctl = pts[is_ctl & pts["cell"].isin([c for v in by_method.values() for c in v["cell"]])]
+    xmax = _clip_x(ax, pd.concat([methods, random_ctl]))
+    ctl_flagged = pts[is_ctl & pts["refusal_flag"].astype(bool) & pts["cell"].isin(random_ctl["cell"])]
     if not ctl_flagged.empty:  # a control whose refusals rose past the margin: its change is no edit's effect
-        ax.scatter(ctl_flagged["value_loss"], ctl_flagged["value_change"], s=10, marker="x", color="#c0392b",
-                   lw=0.6, zorder=3, label="Control: no A/B answer up")
-    step = 0.03 * (float(pts["value_loss"].max()) - float(pts["value_loss"].min()) or 1.0)
+        ax.scatter(ctl_flagged["value_loss"].clip(upper=xmax), ctl_flagged["value_change"], s=10, marker="x",
+                   color="#c0392b", lw=0.6, zorder=3, label="Control: no A/B answer up")
+    span = (float(methods["value_loss"].max()) - float(methods["value_loss"].min())) if len(methods) else 0.0
+    step = 0.03 * (span or 1.0)
     dodged = _dodge(methods["value_loss"], methods["value_change"], step)
     moved = bool((dodged != methods["value_loss"]).any())
     methods = methods.assign(value_loss=dodged)
@@ -188,22 +242,12 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
         for _, curve in sub.groupby("seed"):  # a strength curve: cells of one seed that differ only in options
             if curve["options"].nunique() > 1:
                 ax.plot(curve["value_loss"], curve["value_change"], color=colour, lw=0.6, ls="--", alpha=0.6)
-    flagged = pts[pts["refusal_flag"].astype(bool) & ~pts["control"].astype(bool)]
-    if not flagged.empty:
-        xmax = _clip_x(ax, pts)
-        x = flagged["value_loss"].clip(upper=xmax)
-        ax.scatter(x, flagged["value_change"], s=40, marker="x", color="#c0392b", lw=1.0, zorder=4,
-                   label="No A/B answer up (flagged)")
-        for xi, (_, r) in zip(x, flagged.iterrows()):
-            where = "" if xi == r["value_loss"] else f", loss {r['value_loss']:.0f} pp (off the axis)"
-            lo, hi = ax.get_xlim()
-            right = xi > lo + 0.5 * (hi - lo)  # text toward the axes' middle, never across into the next panel
-            ax.annotate(f"{_no_answer(r)}{where}", (xi, r["value_change"]), fontsize=5, color="#c0392b",
-                        xytext=(-4, 4) if right else (4, -4), textcoords="offset points",
-                        ha="right" if right else "left", va="bottom" if right else "top")
-    else:
-        _clip_x(ax, pts)
+    ax.autoscale_view()
+    _arrows_past(ax, methods)
     handles, labels = ax.get_legend_handles_labels()
+    if gap is not None:
+        handles.append(Line2D([], [], color="0.3", lw=0.6, ls=":"))
+        labels.append(f"Whole baseline gap ({gap:.1f} pp)")
     if by_method:
         handles.append(Patch(facecolor="0.5", alpha=0.3, edgecolor="0.4", ls="--", lw=0.6))
         labels.append("Random controls, 2.5–97.5%")
@@ -212,22 +256,55 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     if methods["overshoot"].astype(bool).any():
         handles.append(ax.scatter([], [], marker="v", facecolors="none", edgecolors="0.3", s=14))
         labels.append("Overshoot (sign flipped)")
-    ax.autoscale_view()
     ax.set_xlabel("Accuracy loss on GT items (pp; + = less accurate)")
     ax.set_ylabel(f"{gap_name(metric)} reduction (pp)\n+ = gap moved toward 0")
-    legend = ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=3,
-                       handletextpad=0.3, columnspacing=0.8)
+    ax.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.27), ncol=3,
+              handletextpad=0.3, columnspacing=0.8)
     _control_panel(bx, methods, by_method, metric)
+    if n_flag:
+        fx = fig.add_subplot(grid[1, :])
+        fx.set_axis_off()
+        fx.set_xlim(0, 1)
+        fx.set_ylim(n_flag + 0.6, -0.9)
+        fx.text(0.0, -0.5, "Flagged cells (refusals or accuracy loss past the 5 pp margin): not drawn above, never a "
+                "reduction, never ranked", fontsize=6, color="#c0392b", va="center", ha="left")
+        for i, (_, r) in enumerate(flagged.iterrows()):
+            fx.scatter([0.008], [i + 0.5], s=22, marker="x", color="#c0392b", lw=1.0, clip_on=False)
+            scr = pts[pts["cell"] == f"{r['cell']}-scrambled"]
+            extra = "" if scr.empty else f"; its scrambled control (same accuracy cost, coin flips): change " \
+                f"{scr['value_change'].iloc[0]:+.1f} pp"
+            fx.text(0.02, i + 0.5, _flag_line(r) + extra, fontsize=5.5, va="center", ha="left", color="0.15")
     title = f"Intervention frontier: {metric_name(metric)}" + (f", {model_name(model)}" if model else "")
     sizes = _sizes(table, metric)
     fig.suptitle(title + (f"\nBaseline {sizes}" if sizes else ""), fontsize=7)
     fig.tight_layout()
+    notes = [f"Sign of the change: {sign}."]
     if moved:
-        fig.canvas.draw()
-        y = legend.get_window_extent().transformed(fig.transFigure.inverted()).y0 - 0.02
-        fig.text(0.01, y, f"Method cells at the same point are drawn {step:.1f} pp apart along the x axis, so that "
-                 "each stays visible.", ha="left", va="top", fontsize=5.5, color="0.3")
+        notes.append(f"Method cells at the same point are drawn {step:.1f} pp apart along the x axis.")
+    if warning:
+        notes.append(warning)
+    fig.subplots_adjust(bottom=fig.subplotpars.bottom + 0.04 * len(notes))
+    for i, note in enumerate(notes):
+        fig.text(0.01, 0.01 + 0.028 * (len(notes) - 1 - i), note, ha="left", va="bottom", fontsize=5.5,
+                 color="#c0392b" if note is warning else "0.3")
     return save(fig, stem, formats)
+
+
+def _arrows_past(ax, methods: pd.DataFrame) -> None:
+    """A method cell beyond the axes' limits: an arrow at the edge, with its value beside it (inside the axes,
+    away from the edge it points at)."""
+    xlo, xhi = ax.get_xlim()
+    ylo, yhi = ax.get_ylim()
+    for _, r in methods.iterrows():
+        x, y = r["value_loss"], r["value_change"]
+        if pd.isna(x) or pd.isna(y) or (xlo <= x <= xhi and ylo <= y <= yhi):
+            continue
+        cx, cy = min(max(x, xlo), xhi), min(max(y, ylo), yhi)
+        marker = ">" if x > xhi else "<" if x < xlo else "^" if y > yhi else "v"
+        ax.plot([cx], [cy], marker=marker, ms=5, color="#c0392b", clip_on=False, zorder=5)
+        ax.annotate(f"({x:+.0f}, {y:+.0f})", (cx, cy), xytext=(-6 if x > xhi else 6, -6 if y > yhi else 6),
+                    textcoords="offset points", fontsize=5, ha="right" if x > xhi else "left",
+                    va="top" if y > yhi else "bottom", color="#c0392b")
 
 
 def _band(row: pd.Series, changes: pd.Series) -> tuple[float, float]:
@@ -240,9 +317,9 @@ def _band(row: pd.Series, changes: pd.Series) -> tuple[float, float]:
 
 
 def _clip_x(ax, pts: pd.DataFrame) -> float:
-    """Fit the x axis to the cells not flagged for refusals (a refusing cell's accuracy loss would squeeze the
-    others into a corner); returns the right edge, where a flagged cell beyond it is drawn."""
-    ok = pts[~pts["refusal_flag"].astype(bool)]
+    """Fit the x axis to ``pts`` (the cells drawn: a flagged cell's accuracy loss would squeeze the others into a
+    corner); returns the right edge."""
+    ok = pts
     if ok.empty:
         return float("inf")
     lo = min(0.0, float(ok["ci_low_loss"].min()))
@@ -298,6 +375,10 @@ def _controls(ctl: pd.DataFrame) -> str:
     return text + (f", {n - usable} without a value" if usable < n else "")
 
 
+CLIP = 100.0
+"""An interval end beyond +-100 pp is printed clipped there and marked (\\textsuperscript{\\dag})."""
+
+
 def _pp(row: pd.Series | None, signed: bool = True) -> str:
     if row is None or pd.isna(row["value"]):
         return "--"
@@ -305,7 +386,10 @@ def _pp(row: pd.Series | None, signed: bool = True) -> str:
     v = f"{100 * row['value']:{f}}"
     if pd.isna(row["ci_low"]) or pd.isna(row["ci_high"]):
         return v
-    return f"{v} [{100 * row['ci_low']:{f}}, {100 * row['ci_high']:{f}}]"
+    lo, hi = 100 * row["ci_low"], 100 * row["ci_high"]
+    clipped = lo < -CLIP or hi > CLIP
+    lo, hi = max(lo, -CLIP), min(hi, CLIP)
+    return f"{v} [{lo:{f}}, {hi:{f}}]" + (r"\textsuperscript{\dag}" if clipped else "")
 
 
 def _band_cell(row: pd.Series | None) -> str:
@@ -317,38 +401,75 @@ def _band_cell(row: pd.Series | None) -> str:
 
 
 def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tieshift")) -> str:
-    """Booktabs table of the comparison, one row per cell, in pp with 95% CIs: refusal change, for each of
-    ``metrics`` the signed change toward zero, the change minus the random controls and the controls' 2.5-97.5%
-    band with their count, the accuracy loss and the clustered accuracy test's p. Marks: \\textsuperscript{R}
-    refusals up past the margin, \\textsuperscript{O} overshoot (neither is a reduction), \\textsuperscript{C} a
-    contrast with a control flagged for refusals, \\textsuperscript{B} a change whose CI lies above its controls'
-    band."""
+    """A booktabs table of the comparison in a ``table`` float with caption and notes, one row per method cell
+    and one summarised row per set of random controls (their count and 2.5-97.5% band) and per scrambled control,
+    in pp with 95% CIs: refusal change, for each of ``metrics`` the signed change toward zero and the change minus
+    the random controls (a prediction interval), the accuracy loss and its p. Marks, each explained in the notes
+    (all from :mod:`evenhand.decision`): \\textsuperscript{R} refusals up past the margin, \\textsuperscript{A}
+    accuracy loss past it (either level), \\textsuperscript{O} overshoot, \\textsuperscript{C} a contrast with a
+    control flagged for refusals, \\textsuperscript{B} beats its controls (never on a flagged cell),
+    \\textsuperscript{S} not above its scrambled control, \\textsuperscript{\\dag} an interval clipped at +-100 pp."""
     idx = {(r["cell"], r["metric"], r["stat"]): r for _, r in table.iterrows()}
     head = ["Cell", r"$\Delta$ refusal"]
     for m in metrics:
-        head += [f"{gap_name(m)} change", f"{gap_name(m)} $-$ control", "control band (n)"]
-    head += ["Accuracy loss", "$p$ (clustered)"]
-    lines = [r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}", r"\toprule", " & ".join(head) + r" \\",
-             r"\midrule"]
-    for cell, g in table[table["cell"] != "baseline"].groupby("cell", sort=False):
+        head += [f"{gap_name(m)} change", f"{gap_name(m)} $-$ control (PI)"]
+    head += ["Accuracy loss", "$p$"]
+    lines = [r"\begin{table}[t]", r"\centering", r"\small", r"\begin{tabular}{l" + "c" * (len(head) - 1) + "}",
+             r"\toprule", " & ".join(head) + r" \\", r"\midrule"]
+    kind = table["control_kind"] if "control_kind" in table else pd.Series([None] * len(table), index=table.index)
+    random_ctl = table["control"].astype(bool) & (kind != "scrambled")
+    used = set()
+    for cell, g in table[(table["cell"] != "baseline") & ~random_ctl].groupby("cell", sort=False):
         first = g.iloc[0]
-        name = _label(first) + (" (random)" if bool(first["control"]) else "")
+        scr = isinstance(first.get("control_kind"), str) and first.get("control_kind") == "scrambled"
+        name = _label(first) + (" (scrambled control)" if scr else "")
         cells = [name.replace("_", r"\_"), _pp(idx.get((cell, "refusal", "refusal_change")))]
         for m in metrics:
             ch = idx.get((cell, m, "change"))
             mark = ""
             if ch is not None and bool(ch["refusal_flag"]):
                 mark += r"\textsuperscript{R}"
-            if ch is not None and bool(ch["overshoot"]):
+            if ch is not None and bool(ch.get("accuracy_flag", False)) and ch.get("accuracy_flag") == ch.get(
+                    "accuracy_flag"):
+                mark += r"\textsuperscript{A}"
+            if ch is not None and (ch.get("verdict") == "overshoot" if "verdict" in ch else bool(ch["overshoot"])):
                 mark += r"\textsuperscript{O}"
+            if ch is not None and ch.get("verdict") == "not above scrambled control":
+                mark += r"\textsuperscript{S}"
             vs = idx.get((cell, m, "change_minus_control"))
             flagged = vs is not None and "control_flagged" in vs and bool(vs["control_flagged"])
             beats = None if vs is None else vs.get("beats_control")
             if beats is not None and pd.notna(beats) and bool(beats):
                 mark += r"\textsuperscript{B}"
-            cells += [_pp(ch) + mark, _pp(vs) + (r"\textsuperscript{C}" if flagged else ""), _band_cell(vs)]
-        p = idx.get((cell, "accuracy", "accuracy_p_cluster"))
-        cells += [_pp(idx.get((cell, "accuracy", "accuracy_loss"))), "--" if p is None else f"{p['value']:.3g}"]
+            used.update(c for c in "RAOSBC" if f"{{{c}}}" in mark + (r"\textsuperscript{C}" if flagged else ""))
+            cells += [_pp(ch) + mark, _pp(vs) + (r"\textsuperscript{C}" if flagged else "")]
+        loss = idx.get((cell, "accuracy", "accuracy_loss"))
+        p = None if loss is None else loss.get("p_value")
+        cells += [_pp(loss), "--" if p is None or pd.isna(p) else f"{p:.3g}"]
         lines.append(" & ".join(cells) + r" \\")
+        vs = idx.get((cell, metrics[0], "change_minus_control"))
+        if vs is not None and pd.notna(vs.get("band_low")):
+            band = [f"[{100 * idx[(cell, m, 'change_minus_control')]['band_low']:+.1f}, "
+                    f"{100 * idx[(cell, m, 'change_minus_control')]['band_high']:+.1f}]"
+                    if (cell, m, "change_minus_control") in idx else "--" for m in metrics]
+            n = int(vs["n_controls"]) if pd.notna(vs.get("n_controls")) else 0
+            row = [rf"\quad {n} random controls (2.5--97.5\% band)", "--"]
+            for b in band:
+                row += [b, "--"]
+            lines.append(" & ".join(row + ["--", "--"]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
+    notes = {"R": "refusals rose past the margin (5 pp)", "A": "accuracy loss past the margin (5 pp; point or CI)",
+             "O": "overshoot: the remaining gap's CI lies past zero", "S": "not above its scrambled control",
+             "B": "beats its random controls (unflagged, change above their band, contrast above 0)",
+             "C": "a random control was itself flagged for refusals"}
+    base = idx.get(("baseline", metrics[0], "gap"))
+    sign = "" if base is None else str(base.get("sign_source") or "")
+    caption = (r"\caption{Interventions against the baseline on held-out scenarios: pp, 95\% paired CIs over "
+               r"scenarios (jackknife-$t$); change = the gap's move toward zero (sign: " + sign.replace("_", r"\_")
+               + r"); PI = prediction interval for the cell minus a new random direction; $p$ = the accuracy "
+               r"loss's (same jackknife-$t$). Verdicts: \texttt{evenhand/decision.py}. "
+               + " ".join(rf"\textsuperscript{{{k}}}\,{v}." for k, v in notes.items() if k in used)
+               + (r" \textsuperscript{\dag}\,interval clipped at $\pm$100 pp." if r"\dag" in "\n".join(lines) else "")
+               + "}")
+    lines += [caption, r"\end{table}"]
     return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from evenhand.metrics import FAIR, metric_values, choices, indicators
+from evenhand.metrics import COMPONENTS, FAIR, metric_values
 from evenhand.schema import ensure_valid
 
 
@@ -115,18 +115,18 @@ TOL = 1e-9
 
 
 def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
-    """Point values on a validation run: ``metric``, accuracy with refusals counted wrong, refusal rate."""
-    df = ensure_valid(resp)
-    N, D = indicators(df)
-    value = float(metric_values(N.sum(0), D.sum(0), metric))
-    choice = choices(df)
-    keep = ~df["excluded"].to_numpy(bool)
-    gt_base = keep & (df["condition"] == "GT").to_numpy() & ~df["pressured"].to_numpy(bool)
-    correct = choice == df["correct_slot"].to_numpy(object)
-    answered = np.array([c is not None for c in choice])
+    """Point values on a validation run, counted exactly as the held-out table counts them
+    (:func:`evenhand.paired.counted_indicators`: a refusal on a GT item is a wrong answer and a flip): ``metric``,
+    accuracy (GT items without pressure), refusal rate. (Before, ``metric`` read answered items only, so a setting
+    that refused pressured items looked fairer on validation than it would score held out.)"""
+    from evenhand.paired import counted_indicators
+    N, D = counted_indicators(ensure_valid(resp))
+    n, d = N.sum(0), D.sum(0)
+    value = float(metric_values(n, d, metric))
+    acc, ref = COMPONENTS.index("acc"), COMPONENTS.index("refusal")
     return {"value": value, "distance": abs(value - FAIR.get(metric, 0.0)),
-            "accuracy": float(correct[gt_base].mean()) if gt_base.any() else float("nan"), "n_accuracy": int(gt_base.sum()),
-            "refusal": float((~answered[keep]).mean()) if keep.any() else float("nan")}
+            "accuracy": float(n[acc] / d[acc]) if d[acc] else float("nan"), "n_accuracy": int(d[acc]),
+            "refusal": float(n[ref] / d[ref]) if d[ref] else float("nan")}
 
 
 def choose(base: Mapping[str, float], settings: Sequence[tuple[dict, Mapping[str, float]]], rule: SelectRule,

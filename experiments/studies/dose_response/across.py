@@ -2,8 +2,9 @@
 
 A run per mechanism (``<output_dir>/<mechanism>/``, :mod:`.study`, config field ``mechanism``) scores every arm's
 slope (removed against implanted gap) with its CI and flags. :func:`across_table` stacks them (arm x metric x
-mechanism); :func:`classify` reads each cell: ``removes`` (the slope CI covers 1 and not 0), ``nothing`` (covers 0
-and not 1), ``inconclusive`` (both), ``neither`` (side: ``partial``, ``overshoot``, ``reverse``), ``flagged`` (a
+mechanism); :func:`classify` reads each cell by equivalence (:func:`evenhand.decision.removal_class`, margin
++-0.25): ``removes``, ``partial``, ``none``, ``overshoot``, ``reverse``, ``inconclusive`` (each class held only
+when its test survives Holm within the arm's family across mechanisms), ``flagged`` (a
 degraded cell: accuracy loss or refusals beyond the run's margins; never read as removal) or ``undefined``;
 :func:`robustness` lists per arm the mechanisms of each class; :func:`across_figure` draws the slopes, methods as
 rows and mechanisms as columns, :func:`across_markdown` tabulates them. :func:`write_across` writes them with
@@ -24,13 +25,17 @@ from evenhand.labels import humanise, intervention_name, metric_name
 from evenhand.plotting import FORMATS, FULL_WIDTH, paper_style, save
 from evenhand.runs import RunDir, write_json_atomic, write_table_atomic
 from organism.mechanism import DEFAULT_MECHANISM
+from evenhand.decision import EQUIVALENCE_MARGIN, class_p, held_class, holm_within, removal_class
 from .scoring import CONTROL_SUFFIX, SCRAMBLED_SUFFIX, known_removal, known_share
 
-CLASSES = ("removes", "nothing", "inconclusive", "neither", "flagged", "undefined")
-"""The readings of a cell (arm, metric, mechanism), in the robustness summary's column order."""
-RULE = ("flagged: the cell is degraded (accuracy loss or refusals beyond the run's margins), whatever its CI; "
-        "undefined: no slope CI; else by the slope's 95% CI: removes (covers 1, not 0), nothing (covers 0, not 1), "
-        "inconclusive (both), neither (side: partial, overshoot or reverse)")
+CLASSES = ("removes", "partial", "none", "overshoot", "reverse", "inconclusive", "flagged", "undefined")
+"""The readings of a cell (arm, metric, mechanism), in the robustness summary's column order
+(:data:`evenhand.decision.CLASSES`)."""
+RULE = ("flagged: the cell is degraded or possibly degraded (accuracy loss or refusals beyond the run's margins), "
+        "whatever its CI; undefined: no slope CI; else by equivalence with margin m (default 0.25) on the slope's "
+        "95% CI: removes (inside 1 +- m), none (inside 0 +- m), partial (between m and 1 - m), overshoot (above "
+        "1 + m), reverse (below -m), inconclusive otherwise; a class stands only when its test's p, Holm-adjusted "
+        "within its family (the arm and metric across mechanisms), is below 0.05, else inconclusive")
 """The classification rule in words (``across.json``)."""
 COLUMNS = ("mechanism", "arm", "metric", "known", "known_slope", "slope", "slope_low", "slope_high",
            "minus_random", "minus_random_low", "minus_random_high", "fpr_beta0", "fpr_replications", "coverage",
@@ -48,33 +53,23 @@ def _flag(x) -> bool:
     return str(x).strip().lower() in ("true", "1", "yes")
 
 
-def classify(low, high, flagged: bool) -> tuple[str, str | None]:
-    """``(class, side)`` of a slope CI ``[low, high]`` (:data:`CLASSES`): a flagged cell is ``flagged`` whatever
-    its CI; a missing bound ``undefined``; else by which of 0 (nothing removed) and 1 (the planted gap removed) the
-    CI covers. ``side`` (``neither`` only): ``partial`` (between 0 and 1), ``overshoot`` (above 1), ``reverse``
-    (below 0)."""
-    if flagged:
-        return "flagged", None
-    lo, hi = _num(low), _num(high)
-    if lo is None or hi is None:
-        return "undefined", None
-    c0, c1 = lo <= 0 <= hi, lo <= 1 <= hi
-    if c1 and not c0:
-        return "removes", None
-    if c0 and not c1:
-        return "nothing", None
-    if c0 and c1:
-        return "inconclusive", None
-    return "neither", "overshoot" if lo > 1 else "reverse" if hi < 0 else "partial"
+def classify(low, high, flagged: bool, margin: float = EQUIVALENCE_MARGIN) -> tuple[str, str | None]:
+    """``(class, side)`` of a slope CI ``[low, high]`` by :func:`evenhand.decision.removal_class` (equivalence with
+    ``margin``); ``side`` is kept for the tables written before the classes: the class itself for ``partial``,
+    ``overshoot`` and ``reverse``, else None."""
+    cls = removal_class(_num(low), _num(high), flagged, margin)
+    return cls, cls if cls in ("partial", "overshoot", "reverse") else None
 
 
-def across_table(summaries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+def across_table(summaries: Mapping[str, pd.DataFrame], margin: float = EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """One row per (mechanism, arm, metric) of the runs' summaries (``{mechanism: summary}``, the
     :func:`.scoring.summary` table or its ``summary.csv``): the slope and, for a method with a random control,
     the slope minus it (CIs); the known answer (``known``, ``known_slope`` from the arm's name) and whether the CI
     covers it (``covers_known``, None without one); the flags (``degraded``; ``flag_accuracy``, ``flag_refusal``:
-    which stats degraded it); the false-positive rate at beta 0 and the coverage; ``covers_0``, ``covers_1``;
-    ``class`` and ``side`` (:func:`classify`)."""
+    which stats degraded it; ``degraded_level`` where the summary has it); the false-positive rate at beta 0 and
+    the coverage; ``covers_0``, ``covers_1``; ``class_ci`` (:func:`classify` of the 95% CI), ``p_class`` (its
+    test's p), ``p_holm`` (Holm within ``family``: the arm and metric across the mechanisms) and ``class`` (the
+    CI's class where it survives Holm, else ``inconclusive``) and ``side``."""
     rows = []
     for mech, summ in summaries.items():
         for r in summ.to_dict("records"):
@@ -82,14 +77,15 @@ def across_table(summaries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
             lo, hi = _num(r.get("slope_low")), _num(r.get("slope_high"))
             by = "" if pd.isna(r.get("degraded_by")) else str(r.get("degraded_by") or "")
             degraded = _flag(r.get("degraded"))
-            cls, side = classify(lo, hi, degraded)
+            cls, side = classify(lo, hi, degraded, margin)
             ks = known_share(arm, metric)
             rows.append({
                 "mechanism": mech, "arm": arm, "metric": metric, "known": known_removal(arm), "known_slope": ks,
                 "slope": _num(r.get("slope")), "slope_low": lo, "slope_high": hi,
                 **{c: _num(r.get(c)) for c in ("minus_random", "minus_random_low", "minus_random_high", "fpr_beta0",
                                                "fpr_replications", "coverage", "coverage_n")},
-                "degraded": degraded, "flag_accuracy": "accuracy_loss" in by, "flag_refusal": "refusal" in by,
+                "degraded": degraded, "degraded_level": None if pd.isna(r.get("degraded_level")) else
+                r.get("degraded_level"), "flag_accuracy": "accuracy_loss" in by, "flag_refusal": "refusal" in by,
                 "degraded_betas": "" if pd.isna(r.get("degraded_betas")) else str(r.get("degraded_betas") or ""),
                 "degraded_by": by,
                 **{c: _num(r.get(c)) for c in ("max_accuracy_loss", "max_refusal_change",
@@ -97,8 +93,14 @@ def across_table(summaries: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
                 "covers_0": None if lo is None else bool(lo <= 0 <= hi),
                 "covers_1": None if lo is None else bool(lo <= 1 <= hi),
                 "covers_known": None if ks is None or lo is None else bool(lo <= ks <= hi) and not degraded,
-                "class": cls, "side": side})
-    return pd.DataFrame(rows, columns=[*COLUMNS, "covers_0", "covers_1", "covers_known", "class", "side"])
+                "class_ci": cls, "p_class": class_p(_num(r.get("slope")), lo, hi, cls, margin),
+                "family": f"Holm over the mechanisms: {arm} {metric}"})
+    out = pd.DataFrame(rows, columns=[*COLUMNS, "degraded_level", "covers_0", "covers_1", "covers_known", "class_ci",
+                                      "p_class", "family"])
+    out["p_holm"] = holm_within(out["p_class"].astype(float), out["family"])
+    out["class"] = [held_class(c, p) for c, p in zip(out["class_ci"], out["p_holm"])]
+    out["side"] = [c if c in ("partial", "overshoot", "reverse") else None for c in out["class"]]
+    return out
 
 
 def robustness(table: pd.DataFrame) -> pd.DataFrame:
@@ -148,17 +150,17 @@ def mechanism_name(name: str) -> str:
     return MECHANISM_NAMES.get(name) or humanise(name)
 
 
-CLASS_STYLE = {"removes": 2, "nothing": 0, "inconclusive": 4, "neither": 1}
+CLASS_STYLE = {"removes": 2, "partial": 1, "none": 0, "inconclusive": 4, "overshoot": 3, "reverse": 5}
 """The palette index of each unflagged class (flagged cells: hollow grey)."""
 
 
 def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tuple[float, float] = (-1.0, 2.0),
-                  formats: Sequence[str] = FORMATS) -> list[Path]:
+                  formats: Sequence[str] = FORMATS, margin: float = EQUIVALENCE_MARGIN) -> list[Path]:
     """The slopes of :func:`across_table`'s table on ``metric``, a pure function of it: one row per arm
     (:func:`arm_order`), one panel per mechanism; the point and its 95% CI coloured by class, a flagged cell hollow
     grey and marked "flagged", a slope without CI written "undefined", a CI beyond ``xlim`` ending in an arrow (a
     point beyond it: an arrow and its value); reference lines at 0 (nothing removed) and 1 (the planted gap
-    removed), the arm's known slope as a black tick."""
+    removed) with their equivalence bands +- ``margin`` shaded, the arm's known slope as a black tick."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
@@ -175,6 +177,8 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
         tm = t[t["mechanism"] == mech].set_index("arm")
         ax.axvline(0, color="0.55", lw=0.6, zorder=0)
         ax.axvline(1, color="0.55", lw=0.6, ls="--", zorder=0)
+        for centre in (0, 1):  # the equivalence bands the classes read
+            ax.axvspan(centre - margin, centre + margin, color="0.93", lw=0, zorder=-1)
         for y, arm in enumerate(arms):
             if arm not in tm.index:
                 ax.text(0.5, y, "not run", fontsize=5, color="0.5", ha="center", va="center")
@@ -213,8 +217,9 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
     axes[0][0].set_ylim(len(arms) - 0.5, -0.5)
     name = metric_name(metric)
     handles = [Line2D([], [], color=pal[CLASS_STYLE[c] % len(pal)], marker="o", ms=3, lw=1.1,
-                      label={"removes": "CI covers 1, not 0", "nothing": "CI covers 0, not 1",
-                             "inconclusive": "CI covers 0 and 1", "neither": "CI covers neither"}[c])
+                      label={"removes": "removes: CI in 1 ± m", "partial": "partial: CI in (m, 1 − m)",
+                             "none": "none: CI in 0 ± m", "inconclusive": "inconclusive (or not past Holm)",
+                             "overshoot": "overshoot: CI above 1 + m", "reverse": "reverse: CI below −m"}[c])
                for c in CLASS_STYLE]
     handles += [Line2D([], [], color="0.6", marker="o", mfc="white", ms=3, lw=1.1,
                        label="flagged: accuracy loss or refusals"),
@@ -223,9 +228,10 @@ def across_figure(table: pd.DataFrame, stem, metric: str = "fraggap", xlim: tupl
     fig.tight_layout(rect=(0, 0.8 / height, 1, 1))
     y0 = axes[0][0].get_position().y0  # the axes' bottom (figure fraction): the label and legend go below it
     fig.text(0.5, y0 - 0.24 / height, f"Slope: removed / implanted {name} (1 = the planted gap removed, "
-             "0 = nothing removed; 95% CI)", ha="center", va="top", fontsize=7)
+             f"0 = nothing removed; 95% CI)\nshaded: the equivalence bands 0 ± m and 1 ± m, m = {margin:g}",
+             ha="center", va="top", fontsize=7)
     fig.legend(handles=handles, loc="upper center", ncol=3, frameon=False, fontsize=6,
-               bbox_to_anchor=(0.5, y0 - 0.4 / height))
+               bbox_to_anchor=(0.5, y0 - 0.55 / height))
     return save(fig, stem, formats)
 
 

@@ -19,7 +19,10 @@ import pandas as pd
 from evenhand.stats import RESAMPLES
 from evenhand.labels import intervention_name, metric_name
 from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
-from evenhand.paired import REFUSAL_MARGIN, align_arms, counted_indicators
+from evenhand.decision import ACCURACY_MARGIN, REFUSAL_MARGIN, degradation, worst
+from evenhand.paired import (SCRAMBLED_SUFFIX, align_arms, counted_choices, counted_indicators, gt_accuracy,
+                             scramble_share,
+                             scrambled)
 from evenhand.schema import ensure_valid
 from evenhand.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
                             resample_weights)
@@ -37,10 +40,6 @@ ORACLE_ARMS = (*FULL_ORACLES, PARTIAL_ORACLE)
 """Every oracle arm."""
 CONTROL_SUFFIX = "-random"
 """A random control's arm name: the method's name plus this suffix (known removal: none)."""
-SCRAMBLED_SUFFIX = "-scrambled"
-"""A scrambled control's arm name (:func:`scrambled_controls`): no known answer, a comparator."""
-ACCURACY_MARGIN = 0.05
-"""Default margin: a cell losing more accuracy than this (5 pp, GT items without pressure) is degraded."""
 MIN_SLOPE_COVERAGE = 0.9
 """The half oracle's bar: its slope CI covers the known slope in at least this share of replications."""
 METRICS = ("fraggap", "tieshift")
@@ -49,6 +48,9 @@ INTERVALS = get_args(PairedInterval)
 """The benchmark's intervals: the percentile cluster bootstrap (scenarios resampled jointly across arms and
 betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
 which the suite's metrics use because the percentile interval is too narrow with few scenarios."""
+MIN_ORACLE_AGREEMENT = 0.95
+"""The known-answer bar's floor on a full oracle's agreement with the baseline at beta 0 (the dial off: the
+oracle is the baseline's model, up to the projection oracle's removal of the model's own component)."""
 KNOWN_ANSWER_TOLERANCE = 0.1
 """How far from 1 an oracle's slope may be (the known-answer bar: 1 within +-0.1)."""
 
@@ -84,6 +86,10 @@ class DoseData:
     Ps: np.ndarray | None = None
     """Per-scenario pressured-refusal counts, shape (arms, betas, scenarios, 4): refused and all pressured GT
     items, refused and all pressured AMB items (non-excluded)."""
+    Ag: np.ndarray | None = None
+    """Per-scenario counts (arms, betas, scenarios, 2) of items whose counted choice agrees with the baseline's at
+    beta 0, and of items compared (:func:`agreement_counts`): a full oracle at beta 0 is the baseline's model, so
+    its agreement is known (1); an unrelated model in its slot fails there (its slope is 1 by algebra)."""
 
 
 PRESSURED = {"fraggap": (0, 1), "tieshift": (2, 3)}
@@ -117,7 +123,28 @@ def dose_data(responses: Mapping[tuple[str, int], pd.DataFrame], arms: Sequence[
     Ds = A.Ds.reshape(*shape, *A.Ds.shape[1:]).swapaxes(0, 1)
     Ps = np.stack([pressured_refusals(keyed[k], A.item_ids, A.codes, len(A.clusters), A.contrast_type)
                    for k in keyed]).reshape(*shape, len(A.clusters), 4).swapaxes(0, 1)
-    return DoseData(tuple(arms), tuple(float(b) for b in betas), A.clusters, Ns, Ds, Ps)
+    ref = _aligned_choices(keyed[f"{BASELINE}@0"], A.item_ids, A.contrast_type)
+    Ag = np.stack([agreement_counts(_aligned_choices(keyed[k], A.item_ids, A.contrast_type), ref, A.codes,
+                                    len(A.clusters)) for k in keyed]).reshape(*shape, len(A.clusters), 2).swapaxes(0, 1)
+    return DoseData(tuple(arms), tuple(float(b) for b in betas), A.clusters, Ns, Ds, Ps, Ag)
+
+
+def _aligned_choices(df: pd.DataFrame, ids: Sequence[str], contrast_type: str) -> np.ndarray:
+    df, _, _ = select_contrast_type(ensure_valid(df), contrast_type)
+    df = df.set_index(df["item_id"].astype(str)).loc[list(ids)].reset_index(drop=True)
+    out = counted_choices(df)
+    out[df["excluded"].to_numpy(bool)] = None
+    return out
+
+
+def agreement_counts(choice: np.ndarray, reference: np.ndarray, codes: np.ndarray, n_clusters: int) -> np.ndarray:
+    """Per-scenario (agreeing, compared) counts of ``choice`` against ``reference`` (counted choices on the same
+    items; items without a choice in either are not compared), shape (scenarios, 2)."""
+    both = np.array([a is not None and b is not None for a, b in zip(choice, reference)])
+    same = both & (choice == reference)
+    out = np.zeros((n_clusters, 2))
+    np.add.at(out, codes, np.stack([same, both], 1).astype(np.float64))
+    return out
 
 
 def _curves(d: DoseData, W: np.ndarray, sign: float, metric: str = "fraggap") -> dict[str, np.ndarray]:
@@ -219,6 +246,10 @@ def score_dose(d: DoseData, resamples: int = RESAMPLES, seed: int = 0, sign: flo
                     if i:
                         add(arm, k, None, "accuracy_loss", c["accuracy_loss"][i, k])
                         add(arm, k, None, "refusal_change", c["refusal_change"][i, k])
+            if i and j == 0 and d.Ag is not None:
+                agree = np.einsum("rs,sk->rk", W, d.Ag[i, 0])
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    add(arm, 0, None, "agreement", np.where(agree[:, 1] > 0, agree[:, 0] / agree[:, 1], np.nan))
             if i:
                 add(arm, None, metric, "slope", c["slope"][i])
                 add(arm, None, metric, "intercept", c["intercept"][i])
@@ -231,81 +262,46 @@ def score_dose(d: DoseData, resamples: int = RESAMPLES, seed: int = 0, sign: flo
 
 
 DEGRADING = {"accuracy_loss": "accuracy", "refusal_change": "refusal", "pressured_refusal_change": "refusal"}
-"""The stats whose point estimate beyond its margin (accuracy or refusal) degrades a cell."""
+"""The stats whose point estimate beyond its margin (accuracy or refusal) flags a cell
+(:func:`evenhand.decision.degradation`: ``degraded`` when the CI lies above it, ``possibly degraded`` when only
+the point does; both flag)."""
 
 
 def flag_cells(table: pd.DataFrame, accuracy_margin: float = ACCURACY_MARGIN,
                refusal_margin: float = REFUSAL_MARGIN) -> pd.DataFrame:
     """``table`` with a ``degraded`` column: True on every row of a cell (arm, beta index) one of whose
-    :data:`DEGRADING` stats exceeds its margin, False on the other rows of a cell, None on per-arm rows; and
-    ``degraded_by``: those stats (with their metric for the pressured refusals)."""
+    :data:`DEGRADING` stats exceeds its margin (its point estimate), False on the other rows of a cell, None on
+    per-arm rows; ``degraded_by``: those stats (with their metric for the pressured refusals); and
+    ``degraded_level``: ``degraded`` when one of their CIs lies above its margin, else ``possibly degraded``."""
     for name, v in (("accuracy_margin", accuracy_margin), ("refusal_margin", refusal_margin)):
         if not 0 <= v < 1:
             raise ValueError(f"{name} must be in [0, 1), got {v}")
     margin = {"accuracy": accuracy_margin, "refusal": refusal_margin}
     t = table[table["stat"].isin(list(DEGRADING)) & table["beta_index"].notna()]
-    over = t[pd.to_numeric(t["value"], errors="coerce") > t["stat"].map(DEGRADING).map(margin)]
     why: dict[tuple, list] = {}
-    for a, b, stat, metric in zip(over["arm"], over["beta_index"].astype(int), over["stat"], over["metric"]):
-        why.setdefault((a, b), []).append(stat if not isinstance(metric, str) else f"{stat} ({metric})")
+    level: dict[tuple, list] = {}
+    for a, b, stat, metric, v, lo, hi in zip(t["arm"], t["beta_index"], t["stat"], t["metric"], t["value"],
+                                             t["ci_low"], t["ci_high"]):
+        lvl = degradation(_num(v), _num(lo), _num(hi), margin[DEGRADING[stat]])
+        if lvl:
+            key = (a, int(b))
+            why.setdefault(key, []).append(stat if not isinstance(metric, str) else f"{stat} ({metric})")
+            level.setdefault(key, []).append(lvl)
     cells = [None if pd.isna(b) else (a, int(b)) for a, b in zip(table["arm"], table["beta_index"])]
     table = table.copy()
     table["degraded"] = [None if c is None else c in why for c in cells]
     table["degraded_by"] = [", ".join(why[c]) if c in why else None for c in cells]
+    table["degraded_level"] = [worst(*level[c]) if c in level else None for c in cells]
     return table
 
 
-def accuracy(df: pd.DataFrame) -> float:
-    """Accuracy on GT items without pressure, a refusal counted wrong (:func:`evenhand.paired.counted_indicators`)."""
-    N, D = counted_indicators(df)
-    j = COMPONENTS.index("acc")
-    return float(N[:, j].sum() / D[:, j].sum()) if D[:, j].sum() else float("nan")
+def _num(x) -> float | None:
+    v = pd.to_numeric(x, errors="coerce")
+    return None if v is None or pd.isna(v) else float(v)
 
 
-def scramble_share(loss: float, base_accuracy: float) -> float:
-    """The share ``r`` of answers that, replaced by coin flips, costs ``loss`` of accuracy from
-    ``base_accuracy`` in expectation: ``r (base_accuracy - 1/2) = loss``, clipped to [0, 1] (a loss beyond
-    ``base_accuracy - 1/2`` cannot be reached by coin flips: 1)."""
-    if not loss > 0:
-        return 0.0
-    room = base_accuracy - 0.5
-    return 1.0 if not room > 0 else min(1.0, loss / room)
-
-
-def scrambled(base: pd.DataFrame, share: float, seed) -> pd.DataFrame:
-    """``base`` with a ``share`` of its non-excluded answers, drawn with ``seed``, replaced by coin flips
-    (``choice`` and ``text``): a pure function of the saved responses. The draw is stratified to cut its noise
-    without changing its expectation: ``round(share * n)`` rows of each stratum (condition x pressured or not),
-    and within a stratum the flips are balanced (GT: half the correct slot, half the other; AMB: half A, half
-    B; the odd one a fair coin), so the accuracy loss is ``share (accuracy - 1/2)`` up to which rows are drawn."""
-    if not 0 <= share <= 1:
-        raise ValueError(f"share must be in [0, 1], got {share}")
-    rng = np.random.default_rng(seed)
-    out = base.copy()
-    keep = ~out["excluded"].to_numpy(bool) if "excluded" in out else np.ones(len(out), bool)
-    stratum = out["condition"].astype(str) + "|" + out["pressure_id"].notna().astype(str)
-    new = out["choice"].to_numpy(object).copy()
-    picked = []
-    for name in sorted(set(stratum[keep])):
-        rows = np.flatnonzero(keep & (stratum == name).to_numpy())
-        pick = rng.choice(rows, round(share * len(rows)), replace=False)
-        half = np.arange(len(pick)) < len(pick) // 2
-        if len(pick) % 2:
-            half[-1] = rng.random() < 0.5
-        half = rng.permutation(half)
-        if name.startswith("GT"):
-            right = out["correct_slot"].to_numpy(object)[pick]
-            new[pick] = np.where(half, right, np.where(right == "A", "B", "A"))
-        else:
-            new[pick] = np.where(half, "A", "B")
-        picked.append(pick)
-    pick = np.concatenate(picked) if picked else np.array([], int)
-    out["choice"] = new
-    if "text" in out:
-        text = out["text"].to_numpy(object).copy()
-        text[pick] = new[pick]
-        out["text"] = text
-    return out
+accuracy = gt_accuracy
+"""Accuracy on GT items without pressure, a refusal counted wrong (:func:`evenhand.paired.gt_accuracy`)."""
 
 
 def scrambled_controls(responses: Mapping[tuple[str, int], pd.DataFrame], arms: Sequence[str], n_betas: int,
@@ -476,6 +472,7 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
                         "slope": slope["value"], "slope_low": slope["ci_low"], "slope_high": slope["ci_high"],
                         "intercept": tm[tm["stat"] == "intercept"]["value"].iloc[0],
                         "degraded": bool(bad), "degraded_betas": ",".join(map(str, bad)),
+                        "degraded_level": worst(*cells.get("degraded_level", pd.Series(dtype=object)).dropna()),
                         "degraded_by": "; ".join(why), "reading": reading,
                         **est(tm, "slope_minus_random", "minus_random"),
                         **est(sc, "slope", "scrambled_slope"), **est(tm, "slope_minus_scrambled", "minus_scrambled"),
@@ -488,6 +485,7 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
                         "max_accuracy_loss": top("accuracy_loss"), "max_refusal_change": top("refusal_change"),
                         "max_pressured_refusal_change": top("pressured_refusal_change", tm),
                         "accuracy_loss_beta0": at("accuracy_loss", 0),
+                        **est(t[t["beta_index"] == 0], "agreement", "agreement_beta0"),
                         "accuracy_loss_max_beta": at("accuracy_loss", last),
                         "refusal_change_max_beta": at("refusal_change", last)})
     return pd.DataFrame(out)
@@ -496,8 +494,9 @@ def summary(table: pd.DataFrame, reps: pd.DataFrame) -> pd.DataFrame:
 def known_answer_failures(summ: pd.DataFrame, tolerance: float = KNOWN_ANSWER_TOLERANCE,
                           max_fpr: float = 0.05, min_slope_coverage: float = MIN_SLOPE_COVERAGE) -> list[str]:
     """What fails the known-answer bar, one line each (empty: it passes), for every metric of the summary: an arm
-    with a known answer that is degraded (:func:`flag_cells`); a full oracle's slope outside 1 +- ``tolerance``
-    or its FPR at beta 0 above ``max_fpr``; the half oracle's slope CI missing its known slope, or covering it in
+    with a known answer that is degraded (:func:`flag_cells`); a full oracle's slope outside 1 +- ``tolerance``,
+    its FPR at beta 0 above ``max_fpr`` or its agreement with the baseline at beta 0 below
+    :data:`MIN_ORACLE_AGREEMENT` (a slope of 1 alone cannot fail: any arm whose answers ignore beta has it); the half oracle's slope CI missing its known slope, or covering it in
     fewer than ``min_slope_coverage`` of the replications; a random control whose slope CI excludes 0."""
     bad = []
     for r in summ.to_dict("records"):
@@ -508,6 +507,11 @@ def known_answer_failures(summ: pd.DataFrame, tolerance: float = KNOWN_ANSWER_TO
         if r["known"] == "all":
             if r["slope"] is None or not np.isfinite(r["slope"]) or abs(r["slope"] - 1) > tolerance:
                 bad.append(f"{who}: slope {r['slope']} is not 1 +- {tolerance}")
+            agree = r.get("agreement_beta0")
+            if agree is not None and not pd.isna(agree) and agree < MIN_ORACLE_AGREEMENT:
+                bad.append(f"{who}: agrees with the baseline on {agree:.2f} of the items at beta 0 < "
+                           f"{MIN_ORACLE_AGREEMENT} (at beta 0 a full oracle is the baseline's model: an unrelated "
+                           "model's slope is 1 by algebra, its answers are not the baseline's)")
             if r["fpr_beta0"] is not None and r["fpr_beta0"] > max_fpr:
                 bad.append(f"{who}: false-positive rate {r['fpr_beta0']:.2f} at beta 0 > {max_fpr}")
         elif r["known"] == "part" and r.get("known_slope") is not None and not pd.isna(r.get("known_slope")):
