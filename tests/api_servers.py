@@ -59,7 +59,7 @@ class VLLMServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
              "--served-model-name", self.name, "--dtype", "float32", "--enforce-eager", "--host", "127.0.0.1",
-             "--port", str(self.port), "--disable-log-requests"],
+             "--port", str(self.port)],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         while time.monotonic() - t0 < wait_s:
             if self.proc.poll() is not None:

@@ -409,3 +409,91 @@ def test_the_report_names_the_engine_endpoint_and_sampling():
                                 "(the endpoint's model can change behind its name).")
     assert engine_line({"model": {"name": "x", "weights": "abc"}}) == \
         "Engine hf; greedy; reproducible_from_weights: true."
+
+
+# --- 7. vLLM's own server (slow: it takes 30 s to 3 min to start on a CPU) -----------------------------------
+
+@pytest.fixture(scope="module")
+def vllm_server(tmp_path_factory):
+    """vLLM's OpenAI-compatible server serving the fair organism on CPU (skipped without vllm)."""
+    from tests.api_servers import VLLMServer, vllm_available
+    if not vllm_available():
+        pytest.skip("vllm is not installed (the vllm extra)")
+    server = VLLMServer(log=tmp_path_factory.mktemp("vllm") / "server.log")
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def distinct(smoke_items):
+    return smoke_items.drop_duplicates("prompt").head(64).reset_index(drop=True)
+
+
+@pytest.mark.slow  # vLLM's server (minutes to start); the fast tests above cover each rule on evenhand serve
+def test_vllm_injected_faults_lose_and_duplicate_nothing(vllm_server, organism, distinct, tmp_path):
+    """A fault proxy in front of vLLM's server (25% of requests: 500, 429, reset, cut body, slow): every item
+    answered once, no error lines, the same choices as the hf engine in process."""
+    from tests.api_servers import FaultProxy
+    with FaultProxy(vllm_server.url, fraction=0.25, seed=3) as proxy:
+        lm = load_api(NAME, OpenAIOptions(base_url=proxy.url, backoff_s=0.05, max_retries=8), tmp_path)
+        got = decide(distinct, lm, OPTS, out_dir=tmp_path)
+        faults = sum(o not in ("ok",) for o, _ in proxy.log)
+    lines = [json.loads(x) for x in (tmp_path / CACHE_FILE).read_text().splitlines()]
+    assert faults >= 8 and len(got) == 64 and lm.stats["failed"] == 0
+    assert len(lines) == len({r["key"] for r in lines}) == 64 and not any("error" in r for r in lines)
+    ref = decide(distinct, organism, DecideOptions(progress=False))
+    assert (got["choice"].values == ref["choice"].values).all()
+
+
+@pytest.mark.slow  # vLLM's server killed and started twice (minutes); fast: the ChatServer outage tests above
+def test_vllm_killed_stops_within_the_budget_and_a_restart_inside_it_finishes(vllm_server, distinct, tmp_path):
+    """vLLM's server SIGKILLed after 20 answers, budget 3 s: EndpointDown within the budget plus seconds, the
+    answers kept; started again, the rerun asks only the missing items. Then killed again mid-run and restarted
+    within the budget (600 s): the run finishes with no item failed."""
+    lm = load_api(NAME, OpenAIOptions(base_url=vllm_server.url, concurrency=4, outage_budget_s=3), tmp_path)
+
+    def kill_after(n: int, then=None):
+        def watch():
+            deadline = time.monotonic() + 600
+            while len(lm.cache.hits) < n and time.monotonic() < deadline:
+                time.sleep(0.01)
+            vllm_server.kill()
+            if then is not None:
+                then()
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        return t
+    w = kill_after(20)
+    t0 = time.monotonic()
+    with pytest.raises(EndpointDown):
+        decide(distinct, lm, OPTS, out_dir=tmp_path)
+    assert time.monotonic() - t0 < 60 and 20 <= len(lm.cache.hits) < 64
+    w.join(10)
+    lm.close()
+    vllm_server.start()
+    lm = load_api(NAME, OpenAIOptions(base_url=vllm_server.url, concurrency=4, outage_budget_s=600), tmp_path)
+    n_cached = len(lm.cache.hits)
+    more = pd.concat([distinct, distinct.assign(item_id=distinct["item_id"] + "#2",
+                                                prompt=distinct["prompt"] + " ")]).reset_index(drop=True)
+    w = kill_after(n_cached + 20, vllm_server.start)
+    got = decide(more, lm, OPTS, out_dir=tmp_path)
+    w.join(600)
+    assert len(got) == 128 and lm.stats["failed"] == 0 and lm.health.outages[-1][1] is True
+    assert lm.stats["cached"] == n_cached  # the first run's answers are not asked again
+
+
+@pytest.mark.slow  # vLLM's server (minutes to start); fast: test_decide_openai_refuses_a_changed_temperature_or_base_url
+def test_vllm_decide_resume_refuses_a_changed_temperature(vllm_server, tmp_path, capsys):
+    """`evenhand decide` through vLLM's server: a resume with --temperature 1.0 is refused naming it; the same
+    settings resume from the cache without asking again."""
+    from experiments.cli.main import main
+    out = tmp_path / "d"
+    api = ["--engine", "openai", "--base-url", vllm_server.url]
+    assert main(_decide_args(out, *api)) == 0
+    _drop_shards(out, 1)
+    capsys.readouterr()
+    assert main(_decide_args(out, *api, "--temperature", "1.0")) == 2
+    assert "openai.temperature" in capsys.readouterr().err
+    assert main(_decide_args(out, *api)) == 0
+    assert len(pd.read_parquet(out / "responses.parquet")) == 24
