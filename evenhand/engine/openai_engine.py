@@ -170,6 +170,8 @@ class ResponseCache:
     def _repair(self) -> None:
         """End the file on a newline: a last line without one is a record torn mid-write (cut off, with a
         warning) or a whole record whose newline was lost (kept, its newline added)."""
+        if not os.access(self.path, os.W_OK):  # a read-only copy: read it as it is (a torn line is skipped)
+            return
         with open(self.path, "rb+") as fh:
             size = fh.seek(0, os.SEEK_END)
             if not size:
