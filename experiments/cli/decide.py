@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import shutil
 from dataclasses import asdict, replace
-from pathlib import Path
 
 from evenhand.decisions import DecideOptions
 from evenhand.engine.openai_engine import OpenAIOptions
