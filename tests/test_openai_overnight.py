@@ -408,6 +408,7 @@ def test_the_report_names_the_engine_endpoint_and_sampling():
                                 "(the endpoint's model can change behind its name).")
     assert engine_line({"model": {"name": "x", "weights": "abc"}}) == \
         "Engine hf; greedy; reproducible_from_weights: true."
+    assert engine_line({"config": {"model_kind": "simulated"}}) == ""  # no model: no engine claimed
 
 
 # --- 7. vLLM's own server (slow: it takes 30 s to 3 min to start on a CPU) -----------------------------------
