@@ -413,14 +413,24 @@ class RunDir:
             old = {**_plain(defaults), **old}
         new = _plain(config)
         may_change = set(may_change)
-        if _without(old, may_change) != _without(new, may_change):
-            fields = ", ".join(_differences(_without(old, may_change), _without(new, may_change))[:8])
+        differ = self.config_differences(config, manifest, may_change, defaults, renamed)
+        if differ:
             allowed = f" ({', '.join(sorted(may_change))} may change)" if may_change else ""
-            raise RunError(f"{self.path} holds a run of a different config (fields that differ: {fields}); "
-                           f"choose another output_dir or delete that directory{allowed}")
+            raise RunError(f"{self.path} holds a run of a different config (fields that differ: "
+                           f"{', '.join(differ[:8])}); choose another output_dir or delete that directory{allowed}")
         if not (isinstance(old, dict) and isinstance(new, dict)):
             return []
         return sorted(k for k in may_change if old.get(k) != new.get(k))
+
+    def config_differences(self, config: dict, manifest: dict | None = None, may_change: Iterable[str] = (),
+                           defaults: dict | None = None, renamed: Mapping[str, str] | None = None) -> list[str]:
+        """The dotted config fields where ``config`` differs from the recorded one (as
+        :meth:`check_same_config` reads it), the top-level fields ``may_change`` aside; [] when none."""
+        old = _renamed(_plain((manifest or self.manifest()).get("config")), renamed)
+        if defaults and isinstance(old, dict):
+            old = {**_plain(defaults), **old}
+        old, new = _without(old, may_change), _without(_plain(config), may_change)
+        return [] if old == new else _differences(old, new)
 
     # --- the writer's lock ---
     def lock(self) -> None:

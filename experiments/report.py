@@ -127,6 +127,26 @@ def _figure_html(path: Path, text: str, number_: int) -> str:
             f'</figure>')
 
 
+def engine_line(manifest: dict) -> str:
+    """How the answers were made, in one sentence ("" when the manifest records no model: a simulated run): the
+    engine; for a model behind an API the endpoint, the model name it served and where the chat template was
+    applied; the sampling; and whether the run can be reproduced from weights (an API's model can change behind
+    its name)."""
+    model = manifest.get("model") or {}
+    if not isinstance(model, dict) or not model:
+        return ""  # no model made these answers (a simulated run) or none was recorded
+    engine = model.get("engine") or (manifest.get("config") or {}).get("engine") or "hf"
+    sampling = model.get("sampling") or {}
+    temp = sampling.get("temperature", 0.0)
+    how = "greedy" if not temp else f"sampled at temperature {temp:g}" + (
+        f", seed {sampling['seed']}" if sampling.get("seed") is not None else "")
+    where = (f" at `{model.get('base_url')}` serving `{model.get('endpoint_model')}`, the chat template applied by "
+             f"the server" if model.get("base_url") else "")
+    weights = model.get("reproducible_from_weights", engine != "openai")
+    return (f"Engine {engine}{where}; {how}; reproducible_from_weights: {str(bool(weights)).lower()}" +
+            ("" if weights else " (the endpoint's model can change behind its name)") + ".")
+
+
 def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path, Path]:
     """Write ``RUN_DIR/report.md`` and ``report.html``; returns their paths."""
     from markdown_it import MarkdownIt
@@ -151,7 +171,7 @@ def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path,
               f"suite {man.get('suite_version')}; git "
               f"`{git.get('sha', '?')[:10]}`{' (dirty)' if git.get('dirty') else ''}; "
               f"95% CIs by {interval}" + (f" ({metrics['resamples']} resamples)." if "bootstrap" in interval else "."),
-              "",
+              "", *([engine_line(man), ""] if engine_line(man) else []),
               f"## Headline numbers at {degree_name(top)}", ""]
     order = [m for m in by_degree() if m not in asymmetry()] + [m for m in asymmetry() if m in by_degree()]
     lines += [f"- {sentence(m, metrics['by_degree'][top][m], top)}" for m in order]

@@ -171,9 +171,9 @@ def test_the_endpoint_is_checked_at_load(organism, tmp_path):
     with pytest.raises(EndpointError, match=rf"^cannot reach http://127.0.0.1:{port}/v1: .*is the server running"):
         load_api(NAME, OpenAIOptions(base_url=f"http://127.0.0.1:{port}/v1"))
     with ChatServer(organism, NAME) as server:
-        with pytest.warns(UserWarning, match=rf"/models lists {NAME}, not 'gpt-9': set openai.model"):
+        with pytest.raises(EndpointError, match=rf"/models lists '{NAME}', not 'gpt-9': set openai.model"):
             load_api(NAME, OpenAIOptions(base_url=server.url, model="gpt-9"))
-        with pytest.raises(EndpointError, match="EVENHAND_TEST_UNSET_KEY, which is not set"):
+        with pytest.raises(ValueError, match="names an environment variable that is set"):
             load_api(NAME, OpenAIOptions(base_url=server.url, api_key_env="EVENHAND_TEST_UNSET_KEY"))
 
 
@@ -222,7 +222,8 @@ def test_retry_after_and_a_torn_cache_line(tmp_path):
     assert 0 < retry_after(time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))) <= 30
     path = tmp_path / CACHE_FILE
     path.write_text(json.dumps({"key": "k1", "text": "Applicant A"}) + "\n" + '{"key": "k2", "te')
-    cache = ResponseCache(path)
+    with pytest.warns(UserWarning, match="torn mid-write"):
+        cache = ResponseCache(path)
     assert set(cache.hits) == {"k1"}
 
 
@@ -270,8 +271,8 @@ def test_a_fatal_reply_stops_the_run_with_one_line(organism, items, tmp_path):
     stops the run with EndpointError, and the requests not yet sent are not sent."""
     with ChatServer(organism, NAME) as server:
         lm = load_api(NAME, OpenAIOptions(base_url=server.url, model="gpt-9", concurrency=1), tmp_path, check=False)
-        with pytest.raises(EndpointError, match=r"HTTP 404 .*'gpt-9' does not exist.*check openai.base_url, "
-                                                r"openai.model and openai.api_key_env"):
+        with pytest.raises(EndpointError, match=r"HTTP 404 .*'gpt-9' does not exist.*check openai.base_url and "
+                                                r"openai.model\)"):
             decide(items.head(8), lm, OPTS, out_dir=tmp_path)
         assert lm.stats["requests"] <= 2 and lm.stats["retries"] == 0  # the next may start before the cancel
 

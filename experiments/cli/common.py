@@ -144,10 +144,21 @@ def prepare(a: argparse.Namespace, engine: str = DEFAULT, options=None):
     from evenhand.engine.registry import get, has_local_weights, load  # deferred: keeps the CLI's start fast
     from evenhand.models.loading import locate, resolve_spec  # deferred: keeps the CLI's start fast
     from experiments.studies.run_local import check_output_dir  # deferred: keeps the CLI's start fast
+    from pathlib import Path  # deferred: keeps the CLI's start fast
     spec = resolve_spec(model_spec(a))
     if has_local_weights(engine):
         locate(spec)  # a missing or damaged model fails before the output directory is made
+    made = [p for p in (Path(a.out), *Path(a.out).parents) if not p.exists()]
     out = check_output_dir(a.out)
-    if getattr(get(engine), "Options", None) is not None:
-        return out, spec, items(a), load(spec, engine, options=options, run_dir=out)
-    return out, spec, items(a), load(spec, engine)
+    try:
+        chosen = items(a)
+        if getattr(get(engine), "Options", None) is not None:
+            return out, spec, chosen, load(spec, engine, options=options, run_dir=out)
+        return out, spec, chosen, load(spec, engine)
+    except BaseException:  # a failed start leaves no empty directories behind
+        for p in made:
+            try:
+                p.rmdir()
+            except OSError:
+                break
+        raise

@@ -71,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(_message(exc, args))
     except KeyboardInterrupt:
         print("evenhand: interrupted; the same command resumes a run where it stopped", file=sys.stderr)
-        return 130
+        import gc  # deferred: only on Ctrl-C
+        gc.freeze()  # the interpreter's last collection skips what exists now: exit within 2 s of Ctrl-C (it took
+        return 130   # 2.6 s on a loaded machine with torch imported); every file is written whole already
 
 
 def _input_files(args: argparse.Namespace) -> list[str]:
