@@ -88,14 +88,16 @@ class LoadModel:
 
 
 def open_run(path: str | Path, config: dict, may_change: Sequence[str] = (), keep_stages: Sequence[str] = (),
-             defaults: dict | None = None, renamed: Mapping[str, str] | None = None, **info) -> RunDir:
+             defaults: dict | None = None, renamed: Mapping[str, str] | None = None,
+             normalise: Callable[[dict], dict] | None = None, **info) -> RunDir:
     """Open the run directory ``path`` made from ``config`` (or create it), take its writer's lock and
     record ``info`` in its manifest. A directory holding a run of another config is refused (RunError
     naming the fields); one another live process is writing is refused (naming its pid and host). The
     top-level fields ``may_change`` may differ on resume; then every finished stage but ``keep_stages``
     runs again; a field the recorded config lacks counts as its value in ``defaults``; ``renamed``
-    (old dotted field -> new) reads a recorded config under the new names (:meth:`RunDir.open_or_create`)."""
-    run = RunDir.open_or_create(path, config, may_change, keep_stages, defaults, renamed)
+    (old dotted field -> new) reads a recorded config under the new names; ``normalise`` maps a recorded config
+    to today's spelling of it (:meth:`RunDir.open_or_create`)."""
+    run = RunDir.open_or_create(path, config, may_change, keep_stages, defaults, renamed, normalise)
     try:
         recorded, now = run.manifest().get("suite_version"), info.get("suite_version")
         if recorded and now and recorded != now:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evenhand.engine.registry import Mode
@@ -185,6 +185,9 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         for k, v in sweep.items():
             if not isinstance(v, list) or not v:
                 raise ConfigError(f"{w}.sweep.{k} must be a non-empty list")
+            if k in options:
+                raise ConfigError(f"{w}.sweep.{k}: {k} is also in options ({k}: {options[k]!r}); a setting is the "
+                                  f"arm's options plus one value of each swept key, so name {k} in one of the two")
         try:  # option names and values: every swept value once
             REGISTRY[a.name].split_options(options)
             for k, vals in sweep.items():
@@ -196,7 +199,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
             raise ConfigError(f"{w}: {weights_refusal(f.engine, a.name)}")
         if a.control_draws is not None and a.control_draws < 1:
             raise ConfigError(f"{w}.control_draws must be a positive integer, got {a.control_draws}")
-        arms.append(Arm(a.name, options, sweep, a.seeds, a.control_draws))
+        arms.append(canonical_arm(Arm(a.name, options, sweep, a.seeds, a.control_draws)))
         draws = a.control_draws or f.control_draws
         if f.controls and REGISTRY[a.name].has_random_control and len(a.seeds) * draws < MIN_CONTROLS:
             field_ = f"{w}.control_draws" if a.control_draws else f"{where}: control_draws"
@@ -279,6 +282,35 @@ def control_indices(cfg: CompareConfig, arm: Arm) -> list[int]:
     return [0, *range(1, (arm.control_draws or cfg.control_draws) + 1)]
 
 
+def setting_options(arm: Arm, setting: dict) -> dict:
+    """The options a cell of ``arm`` runs with at one swept ``setting``: the arm's ``options`` plus the setting's
+    values. The one way ``options`` and ``sweep`` merge (a key in both is refused by :func:`parse_config`)."""
+    return {**arm.options, **setting}
+
+
+def canonical_arm(arm: Arm) -> Arm:
+    """``arm`` with a one-setting sweep (one value per swept key, e.g. ``sweep: {layers: [all], strength: [1.0]}``)
+    folded into its ``options``: the same cells, decided and scored at the setting the sweep names, and the same
+    config (so a run resumes) whichever of the two ways the setting is written. Other arms unchanged."""
+    if not arm.sweep or len(settings(arm)) != 1:
+        return arm
+    return replace(arm, options=setting_options(arm, settings(arm)[0]), sweep={})
+
+
+def canonical_interventions(recorded: list) -> list:
+    """A recorded config's ``interventions`` (JSON, as a manifest holds them) with every one-setting sweep folded
+    into its options (:func:`canonical_arm`): how a run made before the fold reads."""
+    out = []
+    for a in recorded:
+        if not isinstance(a, dict):
+            return recorded
+        sweep, options = a.get("sweep") or {}, a.get("options") or {}
+        if sweep and all(isinstance(v, list) and len(v) == 1 for v in sweep.values()):
+            a = {**a, "options": {**options, **{k: v[0] for k, v in sweep.items()}}, "sweep": {}}
+        out.append(a)
+    return out
+
+
 def settings(arm: Arm) -> list[dict]:
     """The swept settings of an arm (one empty setting when it has no sweep), in sweep order."""
     import itertools
@@ -295,7 +327,7 @@ def cells(cfg: CompareConfig, chosen: dict[int, dict] | None = None) -> list[Cel
         for g in grid:
             for seed in arm.seeds:
                 for c in control_indices(cfg, arm):
-                    out.append(Cell(arm, {**arm.options, **g}, seed, c))
+                    out.append(Cell(arm, setting_options(arm, g), seed, c))
     return out
 
 
