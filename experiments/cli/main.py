@@ -48,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one ``evenhand`` command. Expected faults (bad input or config, a missing or damaged model, a full
     disk, an unwritable path, a file that is not UTF-8) print one line ``evenhand: error: ...`` naming the
-    file and what to do, and return 2; no traceback."""
+    file and what to do, and return 2; no traceback. Any other exception is a fault of EvenHand's (or a plugin's):
+    one line names it and the file its full traceback was written to (:func:`_internal`), return 1."""
     args = build_parser().parse_args(argv)
     from evenhand.models.loading import ModelLoadError  # deferred: keeps the CLI's start fast
     from evenhand.runs import RunError  # deferred: keeps the CLI's start fast
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
                 except ImportError as exc:
                     raise ValueError(f"--plugin {plugin}: {exc}") from exc
         return args.fn(args)
-    except (RowError, ContentError, RunError, ModelLoadError, KeyError, UnicodeDecodeError, ValueError, TypeError,
+    except (RowError, ContentError, RunError, ModelLoadError, KeyError, UnicodeDecodeError, ValueError,
             FileNotFoundError, BrokenPipeError, OSError) as exc:
         if isinstance(exc, BrokenPipeError):
             return 0
@@ -71,6 +72,28 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("evenhand: interrupted; the same command resumes a run where it stopped", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, and the traceback kept where it can be sent
+        return _internal(exc, argv if argv is not None else sys.argv[1:])
+
+
+def _internal(exc: BaseException, argv: list[str]) -> int:
+    """An unexpected exception: its full traceback (with the command line and the version) written to a new
+    file ``evenhand-error-*.txt`` in the temporary directory, and one line naming the exception and that file."""
+    import tempfile
+    import traceback
+    text = (f"evenhand {__version__}\ncommand: evenhand {' '.join(argv)}\n\n"
+            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    try:
+        fd, path = tempfile.mkstemp(prefix="evenhand-error-", suffix=".txt")
+        with open(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        where = f"the full traceback is in {path}"
+    except OSError as err:
+        where = f"the traceback could not be written ({err.strerror})"
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    print(f"evenhand: internal error: {type(exc).__name__}: {first}; {where} (please attach it to a bug report)",
+          file=sys.stderr)
+    return 1
 
 
 def _input_files(args: argparse.Namespace) -> list[str]:
