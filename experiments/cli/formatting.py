@@ -68,8 +68,11 @@ def score_table(report: dict, truth: dict | None = None) -> str:
 
 def compare_table(result: dict) -> str:
     """A two-run paired comparison (other - base) with McNemar and the intervention score."""
+    degrees = result.get("degrees")
+    where = ("" if degrees is None else f"degree {degrees[0]}, " if len(degrees) == 1 else
+             f"degrees {', '.join(map(str, degrees))} pooled, ")
     lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
-             f"({result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
+             f"({where}{result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
              f"95% paired CIs: {interval_name(result.get('interval'))}"]
     for m in headline():
         lines.append(f"  {_label(m):<28} {fmt(result['difference'][m], 'accgap')}")
