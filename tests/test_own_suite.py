@@ -65,3 +65,38 @@ def test_decide_score_show_and_table_on_the_organism(own_file, tmp_path, capsys)
     assert "scenario grants.lab_equipment" in capsys.readouterr().out
     assert main(["table", f"{out}=mine"]) == 0
     assert "mine" in capsys.readouterr().out
+
+
+def test_a_comparison_splits_the_own_scenarios(own_file, tmp_path):
+    """`suite: FILE.yaml` in a comparison config: fitting, validation and held-out scenarios are drawn from the
+    file's scenarios, and the manifest records the file's version."""
+    import json
+
+    import yaml
+
+    from experiments.studies.compare import item_sets, parse_config, run_compare
+    data = yaml.safe_load(own_file.read_text())
+    sc = data["scenarios"][0]
+    data["scenarios"] = [{**sc, "id": f"grants.s{i}", "criteria": [{**sc["criteria"][0], "strong": 14 + i},
+                                                                   sc["criteria"][1]]} for i in range(6)]
+    six = tmp_path / "six.yaml"
+    six.write_text(yaml.safe_dump(data, sort_keys=False))
+    raw = {"model": "evenhand-organism", "output_dir": str(tmp_path / "cmp"), "suite": str(six),
+           "split": {"seed": 0, "heldout_fraction": 0.3}, "train": {"scenarios": 2, "max_items": 24},
+           "eval": {"scenarios": 1, "baselines": 2}, "mode": "logprob", "resamples": 20, "controls": False,
+           "signs": {"fraggap": 1}, "interventions": [{"name": "fair_instruction"}]}
+    from interventions.base import InterventionError
+    with pytest.raises(InterventionError, match="leave 0 to fit on"):  # 12 validation scenarios take every one
+        item_sets(parse_config(raw))
+    raw["validation"] = {"scenarios": 1}
+    cfg = parse_config(raw)
+    sets = item_sets(cfg)
+    ids = set(sets.train["scenario_id"]) | set(sets.heldout["scenario_id"])
+    assert ids <= {f"grants.s{i}" for i in range(6)} and not set(sets.train["scenario_id"]) & set(
+        sets.heldout["scenario_id"])
+    table = run_compare(cfg, progress=False)
+    assert set(table["cell"]) == {"baseline", "fair_instruction-s0"}
+    manifest = json.loads((tmp_path / "cmp" / "manifest.json").read_text())
+    assert manifest["suite_version"].startswith("2.0+own.")
+    with pytest.raises(ValueError, match="suite must be an existing scenario file"):
+        parse_config({**raw, "suite": str(tmp_path / "missing.yaml")})

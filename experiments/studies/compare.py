@@ -90,6 +90,9 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
     contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
     suite, record = model_suite(cfg.model)
+    if cfg.suite is not None:  # scenarios of one's own: none of them is one an organism was trained on
+        from evenhand.suite.own import own_content
+        suite, record = own_content(cfg.suite).version, None
     train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction, suite)
     if record is not None and record.get("heldout_ids") is not None:
         seen = sorted(set(held_ids) - set(record["heldout_ids"]))
@@ -107,6 +110,11 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
                              cfg.seed)
     except ValueError as exc:
         raise InterventionError(str(exc)) from None
+    if not plan.fitting or not plan.heldout:
+        raise InterventionError(
+            f"split: {len(train_ids)} train and {len(held_ids)} held-out scenarios leave "
+            f"{len(plan.fitting)} to fit on and {len(plan.heldout)} to evaluate on (validation.scenarios "
+            f"{n_val} are taken first); lower validation.scenarios or change split.heldout_fraction")
     pools = {d: [x.id for x in content.contrasts if x.type == "type1" and degree_valid(content, x, d)]
              for d in DEGREES}
 
@@ -227,7 +235,7 @@ def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     only in :data:`TABLE_ONLY` fields or in how a one-setting sweep is spelled)."""
     train, val, ev = sets.train, sets.validation, sets.heldout
     recorded = json.loads(json.dumps(asdict(cfg), default=str))
-    for added in ("eval_baselines", "openai"):  # a config without it records what it did before the field existed
+    for added in ("eval_baselines", "openai", "suite"):  # a config without it records what it did before the field existed
         if recorded.get(added) is None:
             recorded.pop(added, None)
     def normalise(old: dict) -> dict:  # a run recorded before one-setting sweeps were folded into options

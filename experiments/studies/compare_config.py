@@ -69,6 +69,9 @@ class CompareConfig:
     """engine openai's endpoint (as a run config's ``openai`` section); None: its defaults."""
     signs: dict | None = None
     """Declared alignment signs (asymmetry metric -> +1 or -1); None: decided on the validation baseline."""
+    suite: str | None = None
+    """A scenario file of one's own (.yaml, :mod:`evenhand.suite.own`): its scenarios, not the model's suite
+    version's, are split into fitting, validation and held-out sets; None: the model's suite version."""
 
 
 MIN_CONTROLS = 20
@@ -133,6 +136,7 @@ class _CompareFile:
     engine: str = CompareConfig.engine
     openai: OpenAIOptions | None = None
     signs: dict | None = None
+    suite: str | None = None
 
 
 def parse_signs(raw, where: str) -> dict[str, float] | None:
@@ -173,6 +177,11 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         if not str(exc).startswith("openai."):
             raise
         raise ConfigError(f"{where}: {exc}") from None
+    if f.suite is not None:
+        from evenhand.suite.own import OWN_SUFFIXES
+        if Path(f.suite).suffix.lower() not in OWN_SUFFIXES or not Path(f.suite).is_file():
+            raise ConfigError(f"{where}: suite must be an existing scenario file of your own (.yaml; evenhand suite "
+                              f"new writes one), got {f.suite!r}")
     if f.openai is not None and f.engine != "openai":
         raise ConfigError(f"{where}: openai sets engine openai's endpoint, but engine is {f.engine}: set engine: "
                           f"openai or drop the section")
@@ -226,7 +235,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         eval_degrees=ev.degrees, eval_baselines=ev.baselines, validation_scenarios=val.scenarios, validation_degrees=val.degrees, select=select,
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
         control_draws=f.control_draws, refusal_margin=f.refusal_margin, engine=f.engine, openai=f.openai,
-        signs=parse_signs(f.signs, where))
+        signs=parse_signs(f.signs, where), suite=f.suite)
 
 
 def load_config(path: str | Path) -> CompareConfig:
