@@ -67,7 +67,8 @@ def _pressure(row) -> str:
     if not row["pressured"]:
         return ""
     side = {"pro_minority": "pro-min", "pro_majority": "pro-maj"}.get(row["pressure_resolved"], "?")
-    return f"{row['pressure_family']} {side}→{row['pressure_targets']}"
+    target = _text(row["pressure_targets"])  # stronger/weaker on a GT item; none on an AMB item (a tie)
+    return f"{_text(row['pressure_family'])} {side}" + (f"→{target}" if target else "")
 
 
 def item_log(rows: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> pd.DataFrame:
