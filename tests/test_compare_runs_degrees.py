@@ -64,3 +64,16 @@ def test_a_missing_estimate_is_not_printed_as_nan():
                            "fraggap") == "not estimable (insufficient)"
     assert format_estimate({"value": 0.1, "ci_low": nan, "ci_high": nan, "n": 10.0, "clusters": nan,
                             "note": "few scenarios"}, "fraggap") == "+10.0 pp [no CI] n=10 (few scenarios)"
+
+
+def test_simulate_planted_names_the_valid_keys(tmp_path, capsys):
+    from experiments.cli.main import build_parser
+    from experiments.cli.score import planted_keys
+    assert main(["simulate", "--out", str(tmp_path / "s"), "--planted", "fraggap=0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "flip_pro_minority - flip_pro_majority" in err and "valid keys:" in err
+    assert main(["simulate", "--out", str(tmp_path / "s"), "--planted", "flip_pro_minority"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    sub = build_parser()._subparsers._group_actions[0].choices["simulate"]
+    help_text = " ".join(sub.format_help().split())
+    assert all(k in help_text for k in planted_keys())  # --help lists every valid key

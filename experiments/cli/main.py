@@ -51,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     file and what to do, and return 2; no traceback. Any other exception is a fault of EvenHand's (or a plugin's):
     one line names it and the file its full traceback was written to (:func:`_internal`), return 1."""
     args = build_parser().parse_args(argv)
+    import warnings
+    warnings.formatwarning = one_line_warning
     from evenhand.models.loading import ModelLoadError  # deferred: keeps the CLI's start fast
     from evenhand.runs import RunError  # deferred: keeps the CLI's start fast
     from evenhand.schema import RowError  # deferred: keeps the CLI's start fast
@@ -96,6 +98,13 @@ def _internal(exc: BaseException, argv: list[str]) -> int:
     return 1
 
 
+def one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the CLI prints it: one line naming its category (``evenhand: warning (UserWarning): ...``),
+    without the source file and line a Python warning shows."""
+    text = " ".join(str(message).split())
+    return f"evenhand: warning ({category.__name__}): {text}\n"
+
+
 def _input_files(args: argparse.Namespace) -> list[str]:
     """The existing files a command was given (to name one that is not UTF-8)."""
     found = []
@@ -108,14 +117,26 @@ def _input_files(args: argparse.Namespace) -> list[str]:
 
 def _message(exc: BaseException, args: argparse.Namespace) -> str:
     """The one line printed for an expected fault."""
-    from evenhand.messages import os_error_message, unicode_error_message  # deferred: keeps the CLI's start fast
+    from evenhand.messages import (NotWritableError, os_error_message,  # deferred: keeps the CLI's start fast
+                                   unicode_error_message)
     if isinstance(exc, KeyError) and exc.args:
         return str(exc.args[0])
     if isinstance(exc, UnicodeDecodeError):
         return unicode_error_message(exc, _input_files(args))
     if isinstance(exc, OSError):
-        return os_error_message(exc)
+        return _no_missing_flag(os_error_message(exc) if not isinstance(exc, NotWritableError) else str(exc), args)
     return str(exc)
+
+
+def _no_missing_flag(message: str, args: argparse.Namespace) -> str:
+    """``message`` without the hint "another --out" when the command has no --out (`report` writes into the run
+    directory it reads: there the hint is to copy the run somewhere writable)."""
+    if hasattr(args, "out") or "--out" not in message:
+        return message
+    where = "copy the run directory somewhere you can write and run the command on the copy"
+    return (message.replace("choose a location you can write (e.g. another --out)", where)
+            .replace("choose a location you can write, e.g. another --out", where)
+            .replace("choose a writable location (e.g. another --out)", where))
 
 
 def _fail(message: str) -> int:

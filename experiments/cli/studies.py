@@ -96,8 +96,11 @@ def _interventions_list(a) -> int:
     if a.json:
         print(json.dumps(rows, indent=2))
     else:
+        wn = max([len("name")] + [len(r["name"]) for r in rows]) + 2
+        wk = max([len("kind")] + [len(r["kind"]) for r in rows]) + 2
+        print(f"{'name':<{wn}}{'kind':<{wk}}description")
         for r in rows:
-            print(f"{r['name']:<18}{r['kind']:<12}{r['description']}")
+            print(f"{r['name']:<{wn}}{r['kind']:<{wk}}{r['description']}")
     return 0
 
 

@@ -1,0 +1,56 @@
+"""Smaller items of issue 45 (point 8): warnings print as one line naming their category; `interventions list`
+keeps its columns apart; `report`'s unwritable-output error names no flag it lacks."""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from experiments.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+SCRIPT = """
+import sys, warnings
+import experiments.cli.studies as studies
+from experiments.cli.main import main
+def warns(a):
+    warnings.warn("the organism was trained on suite 1,\\n  these items are suite 2", UserWarning)
+    return 0
+studies._interventions_list = warns
+sys.exit(main(["interventions", "list"]))
+"""
+
+
+def test_a_warning_is_one_line_with_its_category():
+    """In a process of its own: pytest records warnings instead of printing them."""
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == "evenhand: warning (UserWarning): the organism was trained on suite 1, these items are suite 2\n"
+
+
+def test_interventions_list_keeps_its_columns_apart(capsys):
+    assert main(["interventions", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert re.split(r"\s{2,}", lines[0]) == ["name", "kind", "description"]
+    starts = {m.end() for ln in lines for m in [re.search(r"(?<=\S)\s{2,}(?=\S)", ln)] if m}
+    assert len(starts) == 1  # the kind column starts at the same place on every line
+    assert all(len(re.split(r"\s{2,}", ln, maxsplit=2)) == 3 for ln in lines)
+
+
+def test_report_cannot_write_names_no_out_flag(tmp_path, monkeypatch, capsys):
+    """`report` has no --out: its unwritable-directory error says what to do instead of naming one."""
+    import errno
+
+    import evenhand.messages as messages
+
+    def refuse(path):
+        raise messages.NotWritableError(path, PermissionError(errno.EACCES, "Permission denied"))
+    assert main(["simulate", "--out", str(tmp_path / "sim")]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(messages, "writable_dir", refuse)
+    assert main(["report", str(tmp_path / "sim")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--out" not in err and "copy the run directory" in err, err
