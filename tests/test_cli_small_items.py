@@ -54,3 +54,14 @@ def test_report_cannot_write_names_no_out_flag(tmp_path, monkeypatch, capsys):
     assert main(["report", str(tmp_path / "sim")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--out" not in err and "copy the run directory" in err, err
+
+
+def test_power_says_the_suite_size_and_rounds_contrasts(tmp_path, capsys):
+    import evenhand as eh
+    assert main(["simulate", "--out", str(tmp_path / "sim")]) == 0
+    capsys.readouterr()
+    assert main(["power", str(tmp_path / "sim"), "--target", "0.05"]) == 0
+    out = capsys.readouterr().out
+    n = len(eh.suite.load_content().scenarios)
+    assert f"has {n} scenarios in all" in out and "> the suite's" in out
+    assert not re.search(r"\d\.\d{3,} contrasts", out), out
