@@ -65,3 +65,16 @@ def test_power_says_the_suite_size_and_rounds_contrasts(tmp_path, capsys):
     n = len(eh.suite.load_content().scenarios)
     assert f"has {n} scenarios in all" in out and "> the suite's" in out
     assert not re.search(r"\d\.\d{3,} contrasts", out), out
+
+
+def test_the_few_scenarios_note_is_said_once(tmp_path, capsys):
+    import evenhand as eh
+    items = eh.suite.items("smoke")
+    t1 = items[items["contrast_type"] == "type1"]
+    keep = t1["scenario_id"].value_counts().index[:6].tolist()  # the 6 scenarios with most type-1 items
+    rows = eh.SimulatedModel(seed=0).decide(items[items["scenario_id"].isin(keep)])
+    rows.to_json(tmp_path / "few.jsonl", orient="records", lines=True)
+    assert main(["score", str(tmp_path / "few.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("the interval is approximate") == 1 and out.count(" †") > 3, out
+    assert "\n† fewer than 10 scenarios (k on the line): the interval is approximate\n" in out
