@@ -86,3 +86,12 @@ def test_the_dry_check_finds_a_cell_no_stage_decides(monkeypatch):
     monkeypatch.setattr(compare, "heldout_cell", old)
     swept = parse_config(tiny("x", {"name": "leace", "sweep": {"layers": [0, "all"]}}))
     check_plan(swept)
+
+
+def test_progress_says_cell_k_of_n(tmp_path, capsys):
+    raw = tiny(tmp_path / "cmp", {"name": "fair_instruction"})
+    raw["interventions"].append({"name": "identity_blind"})
+    run_compare(parse_config(raw), progress=True)
+    out = capsys.readouterr().out
+    assert "[cell 1 of 2: fair_instruction-s0] deciding under fair_instruction-s0" in out
+    assert "[cell 2 of 2: identity_blind-s0] deciding under identity_blind-s0" in out

@@ -357,13 +357,14 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
             return {}
         return {int(i): a["setting"] for i, a in json.loads(run.selection_json.read_text()).items() if i.isdigit()}
 
-    for i, seed, control in heldout_plan(cfg):  # held-out cells; a swept arm's setting is read from the selection
+    plan = heldout_plan(cfg)
+    for j, (i, seed, control) in enumerate(plan):  # held-out cells; a swept arm's setting is read from the selection
         arm = cfg.interventions[i]
 
         def cell_of(run: RunDir | None, i=i, seed=seed, control=control) -> Cell:
             return heldout_cell(cfg, i, seed, control, chosen(run) if run is not None else {})
         name = cell_of(None).key if i not in swept else f"{arm.name}#{i}[selected]-s{seed}{control_suffix(control)}"
-        steps.append(FnStage(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
+        steps.append(FnStage(name, lambda r, c=cell_of, tag=f"[cell {j + 1} of {len(plan)}: {name}] ": decide_to(
             r, ev, r.cell(c(r).key).responses_path, c(r), tag), lambda r, n, c=cell_of, sel=i in swept: (
             not sel or r.selection_json.exists()) and r.cell(c(r).key).responses_path.exists()))
 
