@@ -78,3 +78,9 @@ def test_the_few_scenarios_note_is_said_once(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.count("the interval is approximate") == 1 and out.count(" †") > 3, out
     assert "\n† fewer than 10 scenarios (k on the line): the interval is approximate\n" in out
+
+
+def test_an_unknown_model_names_the_flag_and_the_config_field(tmp_path, capsys):
+    assert main(["decide", "--model", "someone/not-cached-model", "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "--model /path/to/not-cached-model on the command line" in err and "in a config" in err
