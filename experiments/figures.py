@@ -85,6 +85,15 @@ def caption(stem: str) -> str:
     return ""
 
 
+def _run_model(run: RunDir) -> str | None:
+    """The model a run's manifest names (its loaded model's name, else its config's), None when it names none."""
+    m = run.manifest() if run.exists() else {}
+    name = (m.get("model") or {}).get("name") if isinstance(m.get("model"), dict) else None
+    cfg = m.get("config") or {}
+    spec = cfg.get("model")
+    return name or (spec.get("model") if isinstance(spec, dict) else spec) or None
+
+
 def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
                 formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = RESAMPLES) -> list[Path]:
     """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
@@ -108,7 +117,7 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
         probes = pd.read_parquet(p.probes_table)
         ablations = [t for t in (pd.read_parquet(a.ablation_table) for a in first.ablation_dirs())
                      if len(t) and t["label"].iloc[0] == p.path.name and _same_rows(probes, t)]
-        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations)
+        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations, model=_run_model(first))
     attribution = first.attribution_dir.attribution_table
     if attribution.exists():
         from probes.attribution import attribution_figure
