@@ -345,3 +345,17 @@ def test_forest_rows_are_runs_with_n_and_each_asymmetry_states_its_sign(captured
     assert len(set(pp)) == 1  # the differences share one scale
     assert any("k = 70" in t.get_text() and "minority-coded" in t.get_text() for t in fig.texts)
     assert any("no interval" in t.get_text() for t in fig.texts)  # the open circle is explained
+
+
+def test_the_reports_ablation_sentence_states_original_ablated_and_drop():
+    """original - ablated = drop can be read off the sentence, on the items it names (issue 45, point 4)."""
+    from experiments.report import ablation_sentence
+    ab = pd.DataFrame([{"metric": m, "value": v, "ci_low": v - 0.1, "ci_high": v + 0.1, "n": 93, "degree": 1}
+                       for m, v in (("original_accuracy", 0.71), ("retrained_accuracy", 0.33),
+                                    ("transfer_accuracy", 0.355), ("drop_retrained", 0.38),
+                                    ("drop_transfer", 0.355))]).set_index("metric")
+    text = ablation_sentence(ab, "label", "blocks.1.resid_post")
+    nums = [float(x) for x in re.findall(r"(\d+\.\d)(?:%| pp)", text)]
+    original, retrained, drop_r, transfer, drop_t = nums
+    assert "on the 93 items answered in both runs" in text
+    assert abs(original - retrained - drop_r) < 0.15 and abs(original - transfer - drop_t) < 0.15
