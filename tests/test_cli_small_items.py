@@ -84,3 +84,21 @@ def test_an_unknown_model_names_the_flag_and_the_config_field(tmp_path, capsys):
     assert main(["decide", "--model", "someone/not-cached-model", "--out", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
     assert "--model /path/to/not-cached-model on the command line" in err and "in a config" in err
+
+
+def test_figures_of_several_runs_need_out_and_take_labels(tmp_path, capsys, monkeypatch):
+    import evenhand.figures as figs
+    for parent, seed in (("a", "0"), ("b", "1")):
+        assert main(["simulate", "--out", str(tmp_path / parent / "run"), "--model-seed", seed]) == 0
+    a, b = str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run")
+    capsys.readouterr()
+    assert main(["figures", a, b]) == 2  # not into the first run's figures/
+    assert "--out" in capsys.readouterr().err and not (tmp_path / "a" / "run" / "figures" / "progression.png").exists()
+    assert main(["figures", a, b, "--out", str(tmp_path / "f")]) == 2  # both labelled 'run'
+    assert "RUN=label" in capsys.readouterr().err
+    seen = []
+    real = figs.progression_figure
+    monkeypatch.setattr("experiments.figures.progression_figure", lambda t, *x, **k: seen.append(t) or real(t, *x, **k))
+    assert main(["figures", f"{a}=seed 0", f"{b}=seed 1", "--out", str(tmp_path / "f"), "--format", "png"]) == 0
+    assert list(dict.fromkeys(seen[0]["label"])) == ["seed 0", "seed 1"]
+    assert (tmp_path / "f" / "progression.png").is_file()
