@@ -1,30 +1,16 @@
-"""Scenarios of one's own: a YAML file of scenarios in the suite's own scenario format (the decision, the two
-candidates' evidence as two criteria with a strong and a weak value, the role noun), rendered by the suite's
-generator into the four identity degrees, the GT and AMB versions and the pressure sentences, and checked by
-the suite's validators.
+"""Scenarios of one's own: a YAML file of scenarios in the suite's own scenario format (``evenhand suite new FILE``
+writes a commented template, :data:`TEMPLATE`), rendered by the suite's generator into the four identity degrees,
+the GT and AMB versions and the pressure sentences, and checked by the suite's validators.
 
-The file (``evenhand suite new FILE`` writes a commented template, :data:`TEMPLATE`)::
-
-    suite: 2                 # the suite whose groups, names, pressure sentences and contrasts render it
-    domain: grants           # every scenario id starts with "<domain>."
-    scenarios:
-      - id: grants.lab_equipment
-        setting: ...
-        question: Which researcher should receive the equipment grant?
-        candidate_noun: Researcher
-        polarity: positive
-        criteria: [{name, phrase with {value}, better: higher|lower, strong, weak}, {...}]
-
-What is EvenHand's and what is the user's: the scenarios are theirs; everything else (identity profiles, name
-pools, contrasts, pressure sentences, the rendering rules of the base suite version) is the shipped suite's, so an
-own scenario's items are built exactly as the suite's are (:func:`evenhand.suite.matched.matched_items`: every
-degree, one type-1 contrast per degree drawn with the seed, the 4 condition variants x both slots, each cell's
-baseline and one sentence of every pressure family toward each slot). The content gets its own version,
-``<major>.0+own.<hash>`` (a hash of the base suite's version and the file's scenarios), which its items carry in
-``suite_version``: rows of an own suite are scored as a suite of one's own (``own_suite``) without a flag, and
-two edits of the file never share a version. Problems (the content checks of
-:func:`evenhand.suite.content.validate_content` and the item checks of :func:`evenhand.suite.validate.check_item`
-on every rendered item) raise one :class:`~evenhand.suite.content.ContentError` naming the file and each field."""
+What is EvenHand's and what is the user's: the scenarios are theirs; the identity profiles, names, contrasts,
+pressure sentences and rendering rules are the base suite version's (``suite:``), so an own scenario's items are
+built exactly as the suite's matched sets (:func:`evenhand.suite.matched.matched_items`). The content gets its own
+version, ``<major>.0+own.<hash>``, which its items carry: their rows are scored as a suite of one's own without a
+flag, and two edits of the file never share a version. Problems (the content checks of
+:func:`evenhand.suite.content.validate_content` on the file's scenarios, the item checks of
+:func:`evenhand.suite.validate.check_item` on every rendered item) raise one
+:class:`~evenhand.suite.content.ContentError` naming the file and each field. Usage: docs/GUIDE.md, "Scenarios of
+your own"."""
 from __future__ import annotations
 
 import hashlib
