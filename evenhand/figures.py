@@ -316,21 +316,24 @@ def family_figure(table: pd.DataFrame, stem, degree: int | None = None, label: s
 
 
 def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
-                 ablations: Sequence[pd.DataFrame] = ()):
-    """Probe accuracy by layer with CIs, beside the evidence baseline (design features alone) and its
-    controls: the control task (a random label per input type), the
-    name-ablated probes (``ablations``: tables of :func:`probes.ablation.name_ablation`; a probe
-    retrained on the ablated activations, and the original probe applied to them, "transfer"), the text
-    baseline (a band across the layers, when the table has ``site == 'text'`` rows) and the majority
-    class. The title names the probe's target; each legend entry its items (n) and scenarios (k); the
-    legend sits below the axes, clear of the curves."""
+                 ablations: Sequence[pd.DataFrame] = (), model: str | None = None):
+    """A probe sweep in two panels. Left, accuracy by layer with 95% CIs: the probe on the activations, on the
+    design features plus the activations, on the design features alone (the evidence baseline), the control
+    task (a random label per input type), the name-ablated probes (``ablations``: tables of
+    :func:`probes.ablation.name_ablation`; a probe retrained on the ablated activations, and the original
+    probe applied to them, "transfer"), the text baseline (a band, when the table has ``site == 'text'``
+    rows) and the majority class. Right, the headline in percentage points with its CI: the gain (design +
+    activations minus design alone, what the activations add to what the item's design already tells) and the
+    selectivity (activations minus the control task), with a line at 0. The title names the probe's target,
+    the model (``model``) and the items' filter; each legend entry its items (n) and scenarios (k)."""
     import matplotlib.pyplot as plt
 
     pal = paper_style()
-    fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.3))
+    fig, (ax, gx) = plt.subplots(1, 2, figsize=(FULL_WIDTH, 2.5), gridspec_kw={"width_ratios": [1.35, 1]})
     act = probes[probes["site"] != "text"] if "site" in probes.columns else probes
     lines = [(act[act["metric"] == "accuracy"], "Activations", "o", "-"),
-             (act[act["metric"] == "evidence_accuracy"], "Evidence baseline (design alone)", "D", ":"),
+             (act[act["metric"] == "combined_accuracy"], "Design + activations", "P", "-"),
+             (act[act["metric"] == "evidence_accuracy"], "Design alone (evidence baseline)", "D", ":"),
              (act[act["metric"] == "control_accuracy"], "Control task", "s", "-")]
     for ab in ablations:
         variant = "neutral labels" if ab["variant"].iloc[0] == "label" else "degree 0"
@@ -343,7 +346,7 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
             continue
         g = g.sort_values("layer")
         size = _size(g)
-        ax.fill_between(g["layer"], g["ci_low"] * 100, g["ci_high"] * 100, color=pal[k], alpha=0.18, lw=0)
+        ax.fill_between(g["layer"], g["ci_low"] * 100, g["ci_high"] * 100, color=pal[k], alpha=0.12, lw=0)
         ax.plot(g["layer"], g["value"] * 100, marker=marker, ms=3, ls=ls, color=pal[k],
                 label=name + (f" ({size})" if size else ""))
     text = probes[(probes["site"] == "text") & (probes["metric"] == "accuracy")] if "site" in probes.columns else []
@@ -357,15 +360,58 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     base = act[act["metric"] == "majority_baseline"]["value"].max() * 100
     ax.axhline(base, color="0.5", ls=":", lw=0.8, label="Majority class")
     from matplotlib.ticker import MaxNLocator
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(minus("Layer (-1 = embedding)"))
+    for a in (ax, gx):
+        a.xaxis.set_major_locator(MaxNLocator(integer=True))
+        a.set_xlabel(minus("Layer (-1 = embedding)"))
     ax.set_ylabel("Probe accuracy (%)")
+    ax.set_title("Accuracy", fontsize="medium")
+    heads = [(act[act["metric"] == "gain"], "Gain: design + activations − design", pal[1], "P", -0.08),
+             (act[act["metric"] == "selectivity"], "Selectivity: activations − control", pal[3], "s", 0.08)]
+    for g, name, color, marker, dx in heads:
+        if g.empty:
+            continue
+        g = g.sort_values("layer")
+        x = g["layer"].to_numpy(float) + dx  # offset so the two intervals do not hide each other
+        y, lo, hi = (g[c].to_numpy(float) * 100 for c in ("value", "ci_low", "ci_high"))
+        gx.errorbar(x, y, yerr=[y - lo, hi - y], fmt=marker, ms=3.5, color=color, capsize=2, lw=1.0,
+                    label=name + (f" ({_size(g)})" if _size(g) else ""))
+    gx.axhline(0, color="0.4", lw=0.8)
+    gx.set_ylabel(minus("Difference (pp)"))
+    gx.set_title("What the activations add", fontsize="medium")
     target = group_name(str(probes["label"].iloc[0])) if "label" in probes.columns and len(probes) else "probe"
-    ax.set_title(f"Linear probe for “{target.lower()}”")
+    parts = [f"Linear probe for “{target.lower()}”"]
+    if model:
+        parts.append(model_name(model))
+    which = _probe_filter(probes)
+    if which:
+        parts.append(which)
+    fig.suptitle(" · ".join(parts), fontsize="medium")
     fig.tight_layout()
-    legend = ax.legend(frameon=False, loc="upper center", bbox_to_anchor=(0.45, -0.28), ncol=1, handlelength=2.5)
-    _footnote(fig, "Bands: 95% CIs over scenarios. n: items, k: scenarios behind each line.", legend)
+    handles, labels = [], []
+    for a in (ax, gx):
+        h, lab = a.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    legend = fig.legend(handles, labels, frameon=False, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2,
+                        handlelength=2.5)
+    _footnote(fig, "Bands and bars: 95% CIs over scenarios. n: items, k: scenarios behind each line.", legend)
     return save(fig, stem, formats)
+
+
+def _probe_filter(probes: pd.DataFrame) -> str:
+    """The items a probe table was fitted on, in words (``degree 1``; '' when it does not say)."""
+    import json
+    if "filters" not in probes.columns or not probes["filters"].notna().any():
+        return ""
+    try:
+        f = json.loads(str(probes["filters"].dropna().iloc[0]))
+    except ValueError:
+        return str(probes["filters"].dropna().iloc[0])
+    words = []
+    for k, v in (f or {}).items():
+        vals = v if isinstance(v, list) else [v]
+        words.append(f"{k.replace('_', ' ')} {', '.join(map(str, vals))}")
+    return "; ".join(words) or "all items"
 
 
 def _size(g: pd.DataFrame) -> str:

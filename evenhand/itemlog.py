@@ -31,12 +31,13 @@ MIN_ANSWER = 16
 """The fewest characters of an answer a table row shows, however narrow the terminal."""
 
 
-def run_rows(path: str | os.PathLike) -> pd.DataFrame:
+def run_rows(path: str | os.PathLike, own_suite: bool = False) -> pd.DataFrame:
     """The validated rows of a run directory (its ``responses.parquet``; a comparison's or sweep's cell is one
-    too) or of an answers file (:func:`evenhand.schema.load_rows`). A path that is neither raises a
+    too) or of an answers file (:func:`evenhand.schema.load_rows`; ``own_suite``: a suite of one's own, as
+    ``evenhand score --own-suite`` reads it). A path that is neither raises a
     :class:`~evenhand.runs.RunError` that says what it is and, for a comparison or sweep, names its cells."""
     if Path(path).is_file():
-        return load_rows(Path(path))
+        return load_rows(Path(path), own_suite=own_suite)
     run = run_with_responses(path)
     return ensure_valid(run.read_responses())
 
@@ -57,7 +58,7 @@ def _parse_columns(df: pd.DataFrame) -> pd.DataFrame:
                 m, h = f["parse_method"], f["parse_hedged"]
             else:
                 m = "given"
-        out_m.append(m if isinstance(m, str) else None)
+        out_m.append(m if isinstance(m, str) and m else None)  # NaN (a row without a choice, read back): none
         out_h.append(bool(h) if isinstance(h, (bool, np.bool_)) else False)
     return pd.DataFrame({"parse_method": out_m, "parse_hedged": out_h}, index=df.index)
 
@@ -66,7 +67,8 @@ def _pressure(row) -> str:
     if not row["pressured"]:
         return ""
     side = {"pro_minority": "pro-min", "pro_majority": "pro-maj"}.get(row["pressure_resolved"], "?")
-    return f"{row['pressure_family']} {side}→{row['pressure_targets']}"
+    target = _text(row["pressure_targets"])  # stronger/weaker on a GT item; none on an AMB item (a tie)
+    return f"{_text(row['pressure_family'])} {side}" + (f"→{target}" if target else "")
 
 
 def item_log(rows: pd.DataFrame, convention: str = DEFAULT_CONVENTION) -> pd.DataFrame:
@@ -145,10 +147,15 @@ def _cells(r) -> list[str]:
     correct = "" if r["correct"] is None or pd.isna(r["correct"]) else ("yes" if r["correct"] else "no")
     if r["condition"] != "GT":
         correct = "tie"
-    base = "" if not r["pressured"] else r["baseline_choice"] or ("-" if r["baseline_found"] else "?")
-    parse = (r["parse_method"] or "") + (" hedged" if r["parse_hedged"] else "")
-    return [str(r["item_id"]), f"D{r['degree']}", str(r["condition"]), r["pressure"] or "none",
-            r["choice"] or "-", base, correct, str(r["verdict"]), parse]
+    base = "" if not r["pressured"] else _text(r["baseline_choice"]) or ("-" if r["baseline_found"] else "?")
+    parse = _text(r["parse_method"]) + (" hedged" if r["parse_hedged"] else "")
+    return [str(r["item_id"]), f"D{r['degree']}", str(r["condition"]), _text(r["pressure"]) or "none",
+            _text(r["choice"]) or "-", _text(base), correct, str(r["verdict"]), parse]
+
+
+def _text(v) -> str:
+    """A cell's text: a string as it is, anything missing (None, NaN, pd.NA) as empty."""
+    return v if isinstance(v, str) else ""
 
 
 def format_table(log: pd.DataFrame, width: int = 160) -> list[str]:
@@ -182,7 +189,7 @@ def format_item(log: pd.DataFrame, item_id: str) -> list[str]:
         if c in r.index and isinstance(r[c], str):
             fields.append((c.replace("_", " "), r[c]))
     fields += [("choice", cells["choice"]), ("correct", cells["correct"] or "-"), ("verdict", r["verdict"]),
-               ("parse method", r["parse_method"] or "-"), ("hedged", "yes" if r["parse_hedged"] else "no")]
+               ("parse method", _text(r["parse_method"]) or "-"), ("hedged", "yes" if r["parse_hedged"] else "no")]
     if r["pressured"]:
         fields += [("baseline", r["baseline_id"] + ("" if r["baseline_found"] else " (not in the run)")),
                    ("baseline choice", cells["base"]),

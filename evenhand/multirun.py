@@ -72,7 +72,15 @@ def _subset(manifest: dict) -> str:
     return " ".join([str(name), *extra])
 
 
-def _load(path: str | os.PathLike, label: str | None) -> _Run:
+def _load(path: str | os.PathLike, label: str | None, own_suite: bool = False) -> _Run:
+    if Path(path).is_file():  # an answers file (decide's, one's own, an own suite's with own_suite)
+        from .schema import load_rows
+        rows = load_rows(Path(path), own_suite=own_suite)
+        versions = sorted(str(v) for v in rows["suite_version"].dropna().unique()) if "suite_version" in rows else []
+        version = versions[0] if len(versions) == 1 else rows.attrs.get("joined") or (
+            "own suite" if own_suite else "not recorded")
+        models = sorted(str(m) for m in rows["model"].dropna().unique()) if "model" in rows else []
+        return _Run(Path(path), label, rows, ", ".join(models) or Path(path).name, str(version), "answers file")
     run = run_with_responses(path)
     manifest = run.manifest() if run.exists() else {}
     rows = ensure_valid(run.read_responses())
@@ -133,11 +141,12 @@ def check_comparable(runs: list[_Run], contrast_type: str | None = None) -> tupl
 
 
 def runs_table(runs: Sequence, labels: Sequence[str] | None = None, contrast_type: str | None = None,
-               convention: str = DEFAULT_CONVENTION, metrics: Sequence[str] | None = None) -> RunsTable:
+               convention: str = DEFAULT_CONVENTION, metrics: Sequence[str] | None = None,
+               own_suite: bool = False) -> RunsTable:
     """The degree-3 headline of several runs side by side (:class:`RunsTable`).
 
-    ``runs``: run directories (a comparison's or sweep's cell is one), each a path, a ``RunDir`` or
-    ``"PATH=label"``; ``labels``: one per run (default: the label after ``=``, else the run's model name).
+    ``runs``: run directories (a comparison's or sweep's cell is one) or answers files, each a path, a ``RunDir``
+    or ``"PATH=label"`` (``own_suite``: the files are of a suite of one's own, as ``score --own-suite`` reads them); ``labels``: one per run (default: the label after ``=``, else the run's model name).
     ``contrast_type``/``convention``: as in :func:`evenhand.metrics.score`; ``metrics``: default the headline.
     Runs on different suite versions or items raise a ValueError naming each run's version or subset."""
     runs = list(runs)
@@ -148,7 +157,7 @@ def runs_table(runs: Sequence, labels: Sequence[str] | None = None, contrast_typ
     loaded = []
     for i, r in enumerate(runs):
         path, label = (r.path, None) if isinstance(r, RunDir) else split_label(r)
-        loaded.append(_load(path, labels[i] if labels is not None else label))
+        loaded.append(_load(path, labels[i] if labels is not None else label, own_suite))
     _labels(loaded)
     ctype, items, scenarios = check_comparable(loaded, contrast_type)
     metrics = tuple(metrics) if metrics is not None else headline()

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from .atomic import atomic_open, atomic_path, write_json_atomic  # noqa: F401 (re-exported)
 from .runlock import LockHeld, RunLock
@@ -364,7 +364,8 @@ class RunDir:
     @classmethod
     def open_or_create(cls, path: str | Path, config: dict, may_change: Iterable[str] = (),
                        keep_stages: Iterable[str] = (), defaults: dict | None = None,
-                       renamed: Mapping[str, str] | None = None) -> "RunDir":
+                       renamed: Mapping[str, str] | None = None,
+                       normalise: Callable[[dict], dict] | None = None) -> "RunDir":
         """Resume the run in ``path`` if it was made from the same config (else refuse, naming the
         fields that differ); start one there when it holds none. Either way this process takes the
         directory's writer's lock (:meth:`lock`; :meth:`unlock` gives it back).
@@ -375,13 +376,16 @@ class RunDir:
         or cache answers) is forgotten so that it runs again with the new values. ``defaults``: the values of
         fields a recorded config lacks (written before the field existed). ``renamed`` (old dotted
         field -> new) reads the recorded config under the new names (a field renamed since the run was made),
-        and the manifest then records the config under the new names."""
+        and the manifest then records the config under the new names. ``normalise`` maps a recorded config to
+        the form the study now records (two spellings of one config, e.g. a one-setting sweep and its options)."""
         run = cls(path)
         if not run.exists():
             return cls.create(path, config, suite_version=None, seeds={})
         run.lock()
         try:
             old = run.manifest()
+            if normalise is not None and isinstance(old.get("config"), dict):
+                old["config"] = normalise(_plain(old["config"]))
             changed = run.check_same_config(config, old, may_change, defaults, renamed)
             old["config"] = _renamed(_plain(old.get("config")), renamed)  # under the fields' current names
             if changed:

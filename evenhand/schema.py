@@ -24,7 +24,7 @@ import pandas as pd
 from .parse import VERDICTS
 from .problems import Problem, RowError, raise_problems
 from .rowfiles import ORDER, WHERE, read_rows, read_table  # noqa: F401 (read_rows re-exported)
-from .suite.content import ContentError, content_for, load_content
+from .suite.content import ContentError, content_for, is_own_version, load_content
 
 __all__ = ["REQUIRED", "OPTIONAL", "ADDED", "CHOICES", "RowError", "Problem", "read_rows", "validate_rows", "ensure_valid",
            "load_rows"]
@@ -166,6 +166,8 @@ def validate_rows(df: pd.DataFrame, source: str | None = None, own_suite: bool =
     if "item_id" not in df.columns:
         raise_problems(file_problems + problems, source)
     skip: set[int] = set()
+    if "suite_version" in df.columns and any(is_own_version(v) for v in df["suite_version"].tolist()):
+        own_suite = True  # rows rendered from a scenario file of one's own (evenhand.suite.own)
     joined = any(f not in df.columns for f in REQUIRED)
     if joined and own_suite:
         absent = ", ".join(f for f in REQUIRED if f not in df.columns)

@@ -3,6 +3,8 @@
 scenarios (the numbers ``evenhand score`` prints) and gives a tidy table (:meth:`ScoreReport.to_frame`)."""
 from __future__ import annotations
 
+import re
+
 from .metric_defs import find_metric, get_metric, score_rows
 from .stats import INTERVAL_NAMES
 
@@ -17,19 +19,52 @@ def interval_name(interval: str | None) -> str:
     return INTERVAL_NAMES.get(interval, str(interval))
 
 
-def format_estimate(est: dict, metric: str) -> str:
+FEW_NOTES = ((re.compile(r"^only \d+ scenarios: the interval is approximate$"), "†",
+              "† fewer than 10 scenarios (k on the line): the interval is approximate"),
+             (re.compile(r"^no interval: .* rests on 1 scenario$"), "‡",
+              "‡ one scenario: no interval (no between-scenario spread to estimate it from)"))
+"""(note pattern, mark, footnote) of the notes every row of a small run would repeat: a table that passes
+``few_once`` to :func:`format_estimate` marks those rows and prints each footnote once (:func:`footnotes`)."""
+
+
+def footnotes(marks: set) -> list[str]:
+    """The footnote lines of the marks ``format_estimate`` put on a table's rows, in a fixed order."""
+    return [text for _, mark, text in FEW_NOTES if mark in marks]
+
+
+def format_estimate(est: dict, metric: str, few_once: set | None = None) -> str:
     """'+12.3 pp [4.1, 20.0] n=240 k=31' (TieLean and rates as %, gaps as signed pp; n items, k scenarios;
-    the estimate's note, such as a warning that it rests on few scenarios, in brackets)."""
-    if est["value"] is None:
-        return f"NaN ({est['note'] or 'insufficient'})"
+    the estimate's note, such as a warning that it rests on few scenarios, in brackets). A missing field (None,
+    or NaN as a table row holds it) is left out, never printed as ``nan``; no value: ``not estimable (why)``.
+    ``few_once``: a set of marks (:data:`FEW_NOTES`) the caller prints the footnotes of once (:func:`footnotes`);
+    a few-scenarios note is then a mark on the line instead of the sentence on every line."""
+    value, note = _given(est.get("value")), _given(est.get("note"))
+    if value is None:
+        return f"not estimable ({note or 'insufficient'})"
     m = find_metric(metric)
     signed = m is not None and m.signed
     sign, unit = ("+", "pp") if signed else ("", "%")
-    v, lo, hi = (None if x is None else 100 * x for x in (est["value"], est["ci_low"], est["ci_high"]))
-    ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None else "[no CI]"
-    k = est.get("clusters")
-    few = f" ({est['note']})" if est.get("note") else ""
-    return f"{v:{sign}.1f} {unit} {ci} n={est['n']}" + (f" k={k}" if k is not None else "") + few
+    v, lo, hi = (None if x is None else 100 * x for x in (value, _given(est.get("ci_low")),
+                                                           _given(est.get("ci_high"))))
+    ci = f"[{lo:{sign}.1f}, {hi:{sign}.1f}]" if lo is not None and hi is not None else "[no CI]"
+    n, k = _given(est.get("n")), _given(est.get("clusters"))
+    few = f" ({note})" if note else ""
+    for pattern, mark, _ in FEW_NOTES if few_once is not None and note else ():
+        if pattern.match(str(note)):
+            few_once.add(mark)
+            few = f" {mark}"
+    return (f"{v:{sign}.1f} {unit} {ci}" + (f" n={int(n)}" if n is not None else "")
+            + (f" k={int(k)}" if k is not None else "") + few)
+
+
+def _given(x):
+    """``x``, or None when it is missing (None, NaN, pandas' NA, an empty string)."""
+    if x is None or (isinstance(x, str) and not x):
+        return None
+    try:
+        return None if x != x else x
+    except TypeError:  # pandas' NA: its comparison is NA, which has no truth value
+        return None
 
 
 def headline_lines(report: dict) -> list[str]:

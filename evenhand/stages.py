@@ -88,14 +88,16 @@ class LoadModel:
 
 
 def open_run(path: str | Path, config: dict, may_change: Sequence[str] = (), keep_stages: Sequence[str] = (),
-             defaults: dict | None = None, renamed: Mapping[str, str] | None = None, **info) -> RunDir:
+             defaults: dict | None = None, renamed: Mapping[str, str] | None = None,
+             normalise: Callable[[dict], dict] | None = None, **info) -> RunDir:
     """Open the run directory ``path`` made from ``config`` (or create it), take its writer's lock and
     record ``info`` in its manifest. A directory holding a run of another config is refused (RunError
     naming the fields); one another live process is writing is refused (naming its pid and host). The
     top-level fields ``may_change`` may differ on resume; then every finished stage but ``keep_stages``
     runs again; a field the recorded config lacks counts as its value in ``defaults``; ``renamed``
-    (old dotted field -> new) reads a recorded config under the new names (:meth:`RunDir.open_or_create`)."""
-    run = RunDir.open_or_create(path, config, may_change, keep_stages, defaults, renamed)
+    (old dotted field -> new) reads a recorded config under the new names; ``normalise`` maps a recorded config
+    to today's spelling of it (:meth:`RunDir.open_or_create`)."""
+    run = RunDir.open_or_create(path, config, may_change, keep_stages, defaults, renamed, normalise)
     try:
         recorded, now = run.manifest().get("suite_version"), info.get("suite_version")
         if recorded and now and recorded != now:
@@ -126,9 +128,9 @@ class StageReport:
     Time left: a stage that reports its progress (:func:`report_progress`, called by the decisions and the
     activation cache as items finish) gets a line every ``every`` seconds from its own measured rate:
     ``[3/7] cache: 4,000/12,160 items, 65.3 items/s: about 2m05s left in this stage``. Stages differ in their
-    cost per item (a decision generates tokens, a cache pass does one forward pass), so a header gives a
-    guess for the stages still to come only as what it is: ``a guess from decide's rate, 10.0 items/s: about
-    20m16s for the 12,160 items left, stages differ per item``."""
+    cost per item (a decision generates tokens, a cache pass does one forward pass, scoring none), so a
+    header never guesses from another stage's rate: it says ``time left: estimating… from this stage's own
+    rate`` until the stage has measured one."""
 
     def __init__(self, title: str = "", stream=None, every: float = 30.0):
         self.title = title
@@ -202,14 +204,9 @@ class StageReport:
             self._print(f"{head} (done, skipped)")
             return
         elapsed = time.perf_counter() - self.t0
-        guess = ""
-        todo = sum(getattr(s, "work", None) or 0 for s in self.stages[i - 1:]) if self.stages else work or 0
-        if self._last is not None and todo:
-            name, seconds, items = self._last
-            rate = items / seconds if seconds > 0 else None
-            if rate:
-                guess = (f"; a guess from {name}'s rate, {rate:,.1f} items/s: about {_clock(todo / rate)} for the "
-                         f"{todo:,} items left, stages differ per item")
+        # No guess from another stage's rate (stages differ per item: a guess from decide's rate was off 2-7x for
+        # the cache and 100x for scoring); the time left comes from this stage's own rate once it has one.
+        guess = "; time left: estimating… from this stage's own rate" if work else ""
         self._print(f"{head} (elapsed {_clock(elapsed)}{guess})")
         self._current, self._name, self._head = (time.perf_counter(), work), stage.name, f"[{i}/{n}] {stage.name}"
         self._origin = self._seen = None

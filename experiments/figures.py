@@ -85,18 +85,42 @@ def caption(stem: str) -> str:
     return ""
 
 
+def _run_model(run: RunDir) -> str | None:
+    """The model a run's manifest names (its loaded model's name, else its config's), None when it names none."""
+    m = run.manifest() if run.exists() else {}
+    name = (m.get("model") or {}).get("name") if isinstance(m.get("model"), dict) else None
+    cfg = m.get("config") or {}
+    spec = cfg.get("model")
+    return name or (spec.get("model") if isinstance(spec, dict) else spec) or None
+
+
 def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
                 formats: Sequence[str] = ("pdf", "svg", "png"), resamples: int = RESAMPLES) -> list[Path]:
     """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
-    A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures)."""
+    A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures). A run given as
+    ``RUN=label`` is drawn under that label (default: its directory's name); several runs need ``out`` (their
+    figures are no one run's) and labels of their own; each run's series is offset so none hides another."""
     if len(run_dirs) == 1:
         cells = sweep_cells_dirs(run_dirs[0])
         if cells is not None:
             if not cells:
                 raise FileNotFoundError(f"{run_dirs[0]}: no finished cell to draw")
             return run_figures(cells, Path(out) if out else RunDir(run_dirs[0]).figures, formats, resamples)
-    table = pd.concat([metrics_table(rd, resamples) for rd in run_dirs], ignore_index=True)
-    first = RunDir(run_dirs[0])
+    from evenhand.multirun import split_label
+    named = [split_label(rd) for rd in run_dirs]  # RUN=label names a run's series
+    if len(named) > 1 and out is None:
+        raise ValueError(f"{len(named)} runs: name the directory their figures go to with --out (they are no one "
+                         f"run's figures)")
+    tables = []
+    for path, label in named:
+        t = metrics_table(path, resamples)
+        tables.append(t.assign(label=label) if label else t)
+    shared = sorted({lab for lab in pd.Series([t["label"].iloc[0] for t in tables]).loc[lambda x: x.duplicated()]})
+    if shared:
+        raise ValueError(f"two runs share the label {shared[0]!r} (their directories' names): give each its own "
+                         f"with RUN=label")
+    table = pd.concat(tables, ignore_index=True)
+    first = RunDir(named[0][0])
     out = Path(out) if out else first.figures
     out.mkdir(parents=True, exist_ok=True)
     paths = progression_figure(table, out / "progression", formats)
@@ -108,7 +132,7 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
         probes = pd.read_parquet(p.probes_table)
         ablations = [t for t in (pd.read_parquet(a.ablation_table) for a in first.ablation_dirs())
                      if len(t) and t["label"].iloc[0] == p.path.name and _same_rows(probes, t)]
-        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations)
+        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations, model=_run_model(first))
     attribution = first.attribution_dir.attribution_table
     if attribution.exists():
         from probes.attribution import attribution_figure

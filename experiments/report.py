@@ -86,13 +86,24 @@ def probe_lines(run: Path) -> list[str]:
             ab = pd.read_parquet(a)
             ab = ab[(ab["site"] == site) & (ab["label"] == f.parent.name)].set_index("metric")
             if len(ab):
-                drop = ab.loc["drop_retrained"]
-                out.append(f"- Name ablation ({a.parent.name}, {degree_name(ab['degree'].iloc[0])}) at `{site}`: "
-                           f"retrained probe {_pct(ab.loc['retrained_accuracy'])}, a drop of "
-                           f"{number(100 * drop['value'])} pp [{number(100 * drop['ci_low'])}, "
-                           f"{number(100 * drop['ci_high'])}]; the original probe applied to the "
-                           f"ablated activations {_pct(ab.loc['transfer_accuracy'])}.")
+                out.append(ablation_sentence(ab, a.parent.name, site))
     return (["", "## Probes", ""] + out) if out else []
+
+
+def ablation_sentence(ab: pd.DataFrame, variant: str, site: str) -> str:
+    """A name ablation at one site in words, every number on the same items (those answered in both runs, which
+    the probe line above need not be): the original probe's accuracy, the accuracy after ablation (retrained, and
+    the original probe applied: transfer), and each drop (original minus ablated, paired CI), so that original -
+    ablated = drop can be read off the sentence. ``ab``: the site's rows of the ablation table, by metric."""
+    def drop(name: str) -> str:
+        d = ab.loc[name]
+        return f"a drop of {number(100 * d['value'])} pp [{number(100 * d['ci_low'])}, {number(100 * d['ci_high'])}]"
+    n = ab.loc["original_accuracy"].get("n") if "original_accuracy" in ab.index else None
+    on = f" on the {int(n):,} items answered in both runs" if n is not None and n == n else ""
+    orig = f"original probe {_pct(ab.loc['original_accuracy'])}{on}; " if "original_accuracy" in ab.index else ""
+    return (f"- Name ablation ({variant}, {degree_name(ab['degree'].iloc[0])}) at `{site}`: {orig}"
+            f"retrained on the ablated activations {_pct(ab.loc['retrained_accuracy'])}, {drop('drop_retrained')}; "
+            f"the original probe applied to them {_pct(ab.loc['transfer_accuracy'])}, {drop('drop_transfer')}.")
 
 
 def run_kind(manifest: dict) -> tuple[str, str | None]:

@@ -251,9 +251,41 @@ def best_site(table: pd.DataFrame, metric: str = "accuracy") -> str:
     return str(t.iloc[0]["site"])
 
 
+def dataset_digest(ds: ProbeDataset) -> str:
+    """A sha256 of everything a probe sweep reads from its dataset (features per site, labels, groups, design
+    features, input types): the same digest means the same inputs, so a saved sweep of them can be reused."""
+    import hashlib
+    h = hashlib.sha256()
+    for site in ds.sites:
+        h.update(site.encode())
+        h.update(np.ascontiguousarray(ds.features[site]).tobytes())
+    for a in (ds.y, ds.groups, ds.design, ds.types):
+        if a is not None:
+            h.update(np.asarray(a).astype(str).tobytes() if np.asarray(a).dtype == object else
+                     np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def saved_sweep(out_dir: str | Path, ds: ProbeDataset, opts: ProbeOptions, resamples: int) -> pd.DataFrame | None:
+    """The sweep :func:`write_sweep` saved in ``out_dir`` when it was made from the same inputs
+    (:func:`dataset_digest`), options and resamples; None otherwise (then it is fitted again). What lets a
+    resumed run skip a probe sweep instead of re-fitting it."""
+    out = RunDir(out_dir)
+    if not (out.probes_table.is_file() and out.manifest_path.is_file()):
+        return None
+    try:
+        m = out.manifest()
+    except (ValueError, OSError):
+        return None
+    same = (m.get("dataset_digest") == dataset_digest(ds) and m.get("resamples") == resamples
+            and m.get("options") == json.loads(json.dumps(asdict(opts))) and m.get("label") == ds.label)
+    return pd.read_parquet(out.probes_table) if same else None
+
+
 def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts: ProbeOptions, **info) -> Path:
     """``out_dir/probes.parquet``, ``probes.csv`` and ``manifest.json`` (atomic writes; the manifest's
-    ``unconverged`` counts the fits that stopped at the iteration limit)."""
+    ``unconverged`` counts the fits that stopped at the iteration limit; ``dataset_digest`` what
+    :func:`saved_sweep` checks before reusing it)."""
 
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
@@ -265,5 +297,5 @@ def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts
         "seconds": table.attrs.get("seconds"), "solver": table.attrs.get("solver"),
         "intervals": {"accuracy, auroc": POINT_INTERVAL, "gain, selectivity": PAIRED_INTERVAL},
         "control_types_seen": table.attrs.get("control_types_seen"),
-        "unconverged": table.attrs.get("unconverged"), **info})
+        "unconverged": table.attrs.get("unconverged"), "dataset_digest": dataset_digest(ds), **info})
     return out.path

@@ -128,7 +128,7 @@ def test_probe_legend_clear_of_the_curves_with_n_per_line_and_ablations_named(ca
     fig = captured[0]
     ax = fig.axes[0]
     _no_raw_ids(fig)
-    legend = ax.get_legend()
+    legend = fig.legends[0]  # one legend for both panels, below them
     names = [t.get_text() for t in legend.get_texts()]
     assert any("retrained" in n for n in names) and any("transfer" in n for n in names)
     curves = [n for n in names if n != "Majority class"]
@@ -136,8 +136,35 @@ def test_probe_legend_clear_of_the_curves_with_n_per_line_and_ablations_named(ca
     assert any("n=93" in n for n in names) and any("n=152" in n for n in names)
     assert "n =" not in ax.get_title()  # one series' n is not the figure's
     fig.canvas.draw()
-    box, plot = legend.get_window_extent(), ax.get_window_extent()
-    assert box.y1 <= plot.y0 + 1, "the legend overlaps the axes"
+    box = legend.get_window_extent()
+    assert all(box.y1 <= a.get_window_extent().y0 + 1 for a in fig.axes), "the legend overlaps the axes"
+
+
+def test_probe_figure_plots_the_gain_and_selectivity_with_their_cis(captured):
+    """The headline the docs name (gain: design + activations minus design alone) is drawn, with its CI, beside
+    the selectivity; the title names the target, the model and the items' filter (issue 45, point 4)."""
+    from evenhand.figures import probe_figure
+    rows = []
+    for k in (-1, 0, 1, 2):
+        for m, v in (("accuracy", 0.8), ("evidence_accuracy", 0.75), ("combined_accuracy", 0.77 + 0.01 * k),
+                     ("control_accuracy", 0.5), ("majority_baseline", 0.7), ("gain", 0.02 + 0.01 * k),
+                     ("selectivity", 0.3)):
+            rows.append({"site": f"L{k}", "layer": k, "metric": m, "value": v, "ci_low": v - 0.05,
+                         "ci_high": v + 0.05, "n": 152, "clusters": 8, "label": "favours_minority",
+                         "filters": '{"degree": [1]}'})
+    probe_figure(pd.DataFrame(rows), "unused", model="evenhand-organism")
+    fig = captured[-1]
+    acc, gain = fig.axes
+    title = fig._suptitle.get_text()
+    assert "favours minority" in title and "organism" in title and "degree 1" in title
+    assert "(pp)" in gain.get_ylabel()
+    bars = [c for c in gain.containers]
+    assert len(bars) == 2  # gain and selectivity, each with error bars
+    ys = sorted(round(float(y), 6) for y in bars[0].lines[0].get_ydata())
+    assert ys == [1.0, 2.0, 3.0, 4.0]  # the gain in pp, layer by layer
+    names = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert any(n.startswith("Gain: design + activations − design") for n in names)
+    assert any(n.startswith("Design + activations") for n in names)
 
 
 def _compare_table(controls: int) -> pd.DataFrame:
@@ -318,3 +345,17 @@ def test_forest_rows_are_runs_with_n_and_each_asymmetry_states_its_sign(captured
     assert len(set(pp)) == 1  # the differences share one scale
     assert any("k = 70" in t.get_text() and "minority-coded" in t.get_text() for t in fig.texts)
     assert any("no interval" in t.get_text() for t in fig.texts)  # the open circle is explained
+
+
+def test_the_reports_ablation_sentence_states_original_ablated_and_drop():
+    """original - ablated = drop can be read off the sentence, on the items it names (issue 45, point 4)."""
+    from experiments.report import ablation_sentence
+    ab = pd.DataFrame([{"metric": m, "value": v, "ci_low": v - 0.1, "ci_high": v + 0.1, "n": 93, "degree": 1}
+                       for m, v in (("original_accuracy", 0.71), ("retrained_accuracy", 0.33),
+                                    ("transfer_accuracy", 0.355), ("drop_retrained", 0.38),
+                                    ("drop_transfer", 0.355))]).set_index("metric")
+    text = ablation_sentence(ab, "label", "blocks.1.resid_post")
+    nums = [float(x) for x in re.findall(r"(\d+\.\d)(?:%| pp)", text)]
+    original, retrained, drop_r, transfer, drop_t = nums
+    assert "on the 93 items answered in both runs" in text
+    assert abs(original - retrained - drop_r) < 0.15 and abs(original - transfer - drop_t) < 0.15

@@ -139,7 +139,7 @@ def test_power_command_reads_a_pilot_and_names_its_assumptions(template, tmp_pat
     pilot.to_parquet(path)
     assert main(["power", str(tmp_path), "--target", "0.05", "--metric", "fraggap", "--pool", "70"]) == 0
     out = capsys.readouterr().out
-    assert "pilot: 8 scenarios x 1 contrasts" in out and "fraggap" in out and "MDE" in out
+    assert "pilot: 8 scenarios x 1 contrast per scenario" in out and "fraggap" in out and "MDE" in out
     assert "assumption: baseline only" in out and "pool: 70" in out
     assert main(["power", str(tmp_path / "nothing")]) == 2
     assert main(["power", str(tmp_path), "--target", "0"]) == 2

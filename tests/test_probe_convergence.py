@@ -68,3 +68,22 @@ def test_other_warnings_still_pass_through_the_sweep():
     ds.types = [f"t{i}" for i in range(len(ds.y))]    # every row its own type: the control cannot generalise
     with pytest.warns(ControlTypesWarning):
         probe_sweep(ds, ProbeOptions(solver="torch", folds=3, inner_folds=2, Cs=(1.0,)), control=True, resamples=10)
+
+
+def test_a_saved_sweep_is_reused_only_for_the_same_inputs_options_and_resamples(tmp_path):
+    """What lets a resumed `make demo` skip its probe sweep (issue 45, point 6): the saved table comes back for
+    the same dataset, options and resamples, and None (fit again) when any of them changed."""
+    from dataclasses import replace
+
+    from probes.sweep import saved_sweep
+    ds = _dataset()
+    opts = ProbeOptions(solver="torch", folds=3, inner_folds=2, Cs=(1.0,))
+    assert saved_sweep(tmp_path / "p", ds, opts, resamples=10) is None  # nothing saved yet
+    table, _ = probe_sweep(ds, opts, control=False, resamples=10)
+    write_sweep(table, tmp_path / "p", ds, opts, resamples=10)
+    again = saved_sweep(tmp_path / "p", ds, opts, resamples=10)
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), pd.read_parquet(tmp_path / "p" / "probes.parquet"))
+    assert saved_sweep(tmp_path / "p", ds, opts, resamples=20) is None
+    assert saved_sweep(tmp_path / "p", ds, replace(opts, Cs=(1.0, 10.0)), resamples=10) is None
+    other = _dataset(seed=1)  # other activations (a re-decided run): fitted again
+    assert saved_sweep(tmp_path / "p", other, opts, resamples=10) is None

@@ -143,10 +143,10 @@ def test_compare_runs_cli(tmp_path, responses, smoke_items):
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     responses.to_parquet(a)
     SimulatedModel(PlantedBias(flip_pro_minority=0.15), seed=0).decide(smoke_items).to_parquet(b)
-    r = _cli("compare-runs", str(a), str(b), "--json", "--resamples", "100")
+    r = _cli("compare-runs", str(a), str(b), "--json", "--resamples", "100", "--degrees", "0", "1", "2", "3")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    assert res["n_items"] == int((responses["contrast_type"] == "type1").sum())
+    assert res["n_items"] == int((responses["contrast_type"] == "type1").sum())  # every degree, pooled as asked
     assert "p_value" in res["mcnemar"]
     stats = {(s["metric"], s["stat"]) for s in res["score"]}
     assert {("fraggap", "change"), ("accuracy", "accuracy_loss"), ("refusal", "refusal_change")} <= stats

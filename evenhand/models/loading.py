@@ -171,7 +171,8 @@ def locate(spec: ModelSpec) -> tuple[str, str | None, str]:
         raise ModelLoadError(f"model '{spec.model}' is not a preset, a local path or a cached Hugging Face id; did you "
                              f"mean {' or '.join(repr(c) for c in close)}? (presets: {', '.join(PRESETS)})")
     how = (f"Download it on a connected machine (`huggingface-cli download {spec.model}`) and copy the cache "
-           f"(~/.cache/huggingface/hub), or point at a local directory: model: /path/to/{spec.model.split('/')[-1]}")
+           f"(~/.cache/huggingface/hub), or point at a local directory (--model /path/to/{spec.model.split('/')[-1]} "
+           f"on the command line, model: /path/to/{spec.model.split('/')[-1]} in a config)")
     if _offline():
         raise ModelLoadError(f"model '{spec.model}' is not in the local Hugging Face cache and downloads are off "
                              f"(HF_HUB_OFFLINE=1). {how}")

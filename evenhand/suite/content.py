@@ -266,11 +266,34 @@ def _content_hash(data: Path) -> str:
     return h.hexdigest()[:10]
 
 
+OWN_MARK = "+own."
+"""What a suite of one's own has in its version (``2.0+own.<hash>``; :mod:`evenhand.suite.own`)."""
+_OWN: dict[str, Content] = {}
+
+
+def register_own(content: Content) -> None:
+    """Make a suite of one's own (:func:`evenhand.suite.own.own_content`) loadable by its version in this
+    process."""
+    _OWN[content.version] = content
+
+
+def is_own_version(version: object) -> bool:
+    """Whether a recorded suite version is of a suite of one's own."""
+    return isinstance(version, str) and OWN_MARK in version
+
+
 def load_content(version: object = None) -> Content:
     """The content of a suite version (default :data:`DEFAULT_SUITE`), loaded once per process.
 
     ``version`` may be a major (``"1"``, ``2``) or a full version string as items and manifests
-    record it; a full string must match the shipped content's hash (ContentError otherwise)."""
+    record it; a full string must match the shipped content's hash (ContentError otherwise). A suite of
+    one's own (``2.0+own.<hash>``) loads once its file has been read in this process (:func:`register_own`)."""
+    if is_own_version(version):
+        key = str(version).strip()
+        if key not in _OWN:
+            raise ContentError(f"suite version {key!r} is a suite of your own: its items are rendered from its "
+                               f"scenario file (--subset FILE.yaml), which this process has not read")
+        return _OWN[key]
     content = _load(suite_major(version))
     if version is not None and "+" in str(version) and str(version).strip() != content.version:
         raise ContentError(f"suite version {str(version).strip()!r} is not the shipped suite {content.version!r}: "

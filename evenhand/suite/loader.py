@@ -28,7 +28,8 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
 
     Args:
         subset: ``smoke`` (1,024 items), ``core`` (49,920), ``organism_heldout`` (the model organism's
-            held-out scenarios), or a path to a ``.jsonl``/``.parquet`` file of items.
+            held-out scenarios), a path to a ``.jsonl``/``.parquet`` file of items, or a ``.yaml`` file of
+            scenarios of one's own (:mod:`evenhand.suite.own`: 608 items per scenario, seeded by ``seed``).
         seed: seed of the stratified subset (and of :func:`spread`'s order).
         degrees: keep only these degrees (0-3).
         contrast_types: keep only these contrast types (``type1``, ``type23``).
@@ -65,6 +66,13 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         from .matched import ORGANISM_DIR, ORGANISM_SUITE, heldout_items
         _same_version(version, ORGANISM_SUITE, "organism_heldout (the committed organism's suite)")
         df = heldout_items(json.loads((ORGANISM_DIR / "organism.json").read_text()), seed=seed)
+    elif Path(name).suffix.lower() in (".yaml", ".yml"):
+        from .own import own_items
+        if not Path(name).is_file():
+            raise ValueError(f"{name}: no such scenario file (evenhand suite new {name} writes a template)")
+        df = own_items(name, seed=seed)
+        if version is not None:
+            _same_version(version, str(df["suite_version"].iat[0]), f"the scenario file {name}")
     elif Path(name).exists():
         from ..rowfiles import ORDER, WHERE, read_rows
         df = read_rows(name).drop(columns=[WHERE, ORDER])

@@ -64,10 +64,16 @@ def _demo(a) -> int:
     print()
     from probes.dataset import from_run  # deferred: keeps the CLI's start fast
     from probes.logistic import ProbeOptions  # deferred: keeps the CLI's start fast
-    from probes.sweep import probe_sweep, write_sweep  # deferred: keeps the CLI's start fast
+    from probes.sweep import probe_sweep, saved_sweep, write_sweep  # deferred: keeps the CLI's start fast
     ds = from_run(run.path, "favours_minority", filters={"degree": 3, "pressured": False})
-    table, _ = probe_sweep(ds, ProbeOptions(), resamples=1000)
-    write_sweep(table, run.probe_dir("favours_minority").path, ds, ProbeOptions(), run_dir=str(run.path))
+    where = run.probe_dir("favours_minority").path
+    table = saved_sweep(where, ds, ProbeOptions(), resamples=1000)  # a resumed demo: the same inputs, not re-fitted
+    if table is not None:
+        print(f"probe sweep: done, skipped (the saved {where / 'probes.parquet'} is of the same activations, "
+              f"labels and options)")
+    else:
+        table, _ = probe_sweep(ds, ProbeOptions(), resamples=1000)
+        write_sweep(table, where, ds, ProbeOptions(), run_dir=str(run.path), resamples=1000)
     print(probe_text(table, ds))
     print(f"\nrun directory: {run.path} (manifest.json, responses.parquet, metrics.json, planted_truth.json, "
           f"activations/, probes/)")

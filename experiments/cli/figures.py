@@ -21,8 +21,10 @@ def _figures(a) -> int:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `figures` to the top-level subparsers ``sub``."""
     s = sub.add_parser("figures", help="paper figures and a LaTeX table from one or more run directories")
-    s.add_argument("run_dirs", nargs="+", help="run directories (each with responses.parquet), or a sweep's")
+    s.add_argument("run_dirs", nargs="+", metavar="RUN[=LABEL]",
+                   help="run directories (each with responses.parquet), or a sweep's; RUN=LABEL names a run's series "
+                        "(default: its directory's name)")
     s.add_argument("--format", default="pdf,svg,png", help="file formats, comma-separated (default pdf,svg,png)")
-    s.add_argument("--out", default=None, help="default: RUN_DIR/figures")
+    s.add_argument("--out", default=None, help="default: RUN_DIR/figures (one run; several runs need --out)")
     refused_bootstrap(s, ["--resamples"], what="the figures' 95% CIs are")
     s.set_defaults(fn=_figures)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from evenhand.labels import metric_name
 from evenhand.metric_defs import asymmetry, find_metric, get_metric, headline, pooled, score_rows
-from evenhand.score_report import format_estimate as fmt, interval_name
+from evenhand.score_report import footnotes, format_estimate as fmt, interval_name
 
 
 def _signed(metric: str) -> bool:
@@ -33,6 +33,7 @@ def score_table(report: dict, truth: dict | None = None) -> str:
     """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values. The Refusal rows
     (no A/B choice) are followed by their split into declined and unparsed answers where the report has it."""
     split = report.get("no_choice") or {}
+    few: set = set()  # the few-scenarios note: a mark on the line, said once at the end
     how = f"CIs: {interval_name(report.get('interval'))} (n items, k scenarios)"
     lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
              f"scenarios; 95% {how})",
@@ -46,7 +47,7 @@ def score_table(report: dict, truth: dict | None = None) -> str:
             t = ""
             if truth and 3 in truth and m in truth[3]:
                 t = f"   planted {100 * truth[3][m]:{'+' if _signed(m) else ''}.1f}"
-            lines.append(f"  {_label(m):<28} {fmt(by_deg['3'][m], m)}{t}")
+            lines.append(f"  {_label(m):<28} {fmt(by_deg['3'][m], m, few)}{t}")
             if m == "refusal":
                 lines += _no_choice_line(split.get("by_degree", {}).get("3"))
     lines += ["", "D0 -> D3 progression:"]
@@ -57,19 +58,24 @@ def score_table(report: dict, truth: dict | None = None) -> str:
             t = ""
             if truth and int(d) in truth and m in truth[int(d)]:
                 t = f"   planted {100 * truth[int(d)][m]:{'+' if _signed(m) else ''}.1f}"
-            lines.append(f"    D{d}  {fmt(by_deg[d][m], m)}{t}")
+            lines.append(f"    D{d}  {fmt(by_deg[d][m], m, few)}{t}")
     lines += ["", "All degrees pooled:"]
     for m in pooled():
-        lines.append(f"  {_label(m):<28} {fmt(report['overall'][m], m)}")
+        lines.append(f"  {_label(m):<28} {fmt(report['overall'][m], m, few)}")
         if m == "refusal":
             lines += _no_choice_line(split.get("overall"))
+    if few:
+        lines += ["", *footnotes(few)]
     return "\n".join(lines)
 
 
 def compare_table(result: dict) -> str:
     """A two-run paired comparison (other - base) with McNemar and the intervention score."""
+    degrees = result.get("degrees")
+    where = ("" if degrees is None else f"degree {degrees[0]}, " if len(degrees) == 1 else
+             f"degrees {', '.join(map(str, degrees))} pooled, ")
     lines = [f"Paired comparison on {result['n_items']} shared items, {result['n_scenarios']} scenarios "
-             f"({result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
+             f"({where}{result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
              f"95% paired CIs: {interval_name(result.get('interval'))}"]
     for m in headline():
         lines.append(f"  {_label(m):<28} {fmt(result['difference'][m], 'accgap')}")

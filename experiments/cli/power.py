@@ -40,7 +40,8 @@ def plan(base, other, metrics: list[str], target: float, contrasts: list[int], a
     per_unit = len(df) / (n0 * k0)
     out = {"pilot": {"scenarios": n0, "contrasts_per_scenario": k0, "items": len(df),
                      "items_per_scenario_contrast": per_unit, "paired": other is not None},
-           "target": target, "alpha": alpha, "power": power, "pool": pool, "metrics": {}}
+           "target": target, "alpha": alpha, "power": power, "pool": pool, "metrics": {},
+           **_suite_size(df)}
     for m, parts in variance_parts(base, other, metrics, resamples, seed).items():
         se = parts.pilot_se
         if not math.isfinite(se):
@@ -60,10 +61,23 @@ def plan(base, other, metrics: list[str], target: float, contrasts: list[int], a
     return out
 
 
+def _suite_size(df) -> dict:
+    """The pilot's suite version and how many scenarios it has in all (empty when its content cannot be loaded)."""
+    from evenhand.suite.content import ContentError, items_version, load_content
+    try:
+        version = items_version(df)
+        return {"suite_version": version, "suite_scenarios": len(load_content(version).scenarios)}
+    except ContentError:
+        return {}
+
+
 def plan_text(rep: dict) -> str:
     """The power report as text."""
     p = rep["pilot"]
-    lines = [f"pilot: {p['scenarios']} scenarios x {p['contrasts_per_scenario']:g} contrasts, {p['items']} items "
+    k0 = p["contrasts_per_scenario"]
+    per = f"{k0:.0f} contrast" + ("s" if round(k0) != 1 else "") if abs(k0 - round(k0)) < 0.05 else \
+        f"{k0:.1f} contrasts on average"
+    lines = [f"pilot: {p['scenarios']} scenarios x {per} per scenario, {p['items']} items "
              f"({p['items_per_scenario_contrast']:.0f} per scenario-contrast); "
              f"{'paired SE from both runs' if p['paired'] else 'baseline only'}",
              f"target effect {100 * rep['target']:g} pp, alpha {rep['alpha']:g}, power {rep['power']:g}; "
@@ -73,7 +87,9 @@ def plan_text(rep: dict) -> str:
         if r.get("se") is None:
             lines.append(f"{m:<10} {r['note']}")
             continue
+        suite_n = rep.get("suite_scenarios")
         needs = "; ".join(f"k={x['contrasts']}: {x['scenarios']} scenarios ({x['items']} items)"
+                          + (" > the suite's" if suite_n and x["scenarios"] > suite_n else "")
                           + ("" if x["within_pool"] is None else
                              f"{'' if x['within_pool'] else ' > pool'}, power at pool {100 * x['power_at_pool']:.0f}%")
                           for x in r["needs"])
@@ -81,6 +97,10 @@ def plan_text(rep: dict) -> str:
                      f"{100 * r['power_at_pilot']:.0f}%; needs {needs}")
         if r["assumption"]:
             notes.add(r["assumption"])
+    if rep.get("suite_scenarios"):
+        lines.append(f"the suite ({rep['suite_version']}) has {rep['suite_scenarios']} scenarios in all: a need above "
+                     f"that cannot be met by more scenarios of it (more contrasts per scenario, k, or a larger target "
+                     f"can)")
     if rep["pool"] is not None:
         lines.append(f"pool: {rep['pool']} scenarios available")
     lines += [f"assumption: {n}" for n in sorted(notes)]
@@ -112,7 +132,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="contrasts per scenario to size for, comma-separated (default 1,2,4)")
     s.add_argument("--alpha", type=float, default=0.05, help="the two-sided test's level (default 0.05)")
     s.add_argument("--power", type=float, default=0.8, help="the power wanted (default 0.8)")
-    s.add_argument("--pool", type=int, default=None, help="the scenarios available (e.g. the held-out pool)")
+    s.add_argument("--pool", type=int, default=None,
+                   help="the scenarios you can still use (e.g. a comparison's held-out pool, or the organism's 70 "
+                        "held-out scenarios); the suite's total is printed regardless")
     refused_bootstrap(s, what="the pilot's SEs and MDEs come from")
     json_flag(s)
     s.set_defaults(fn=_power)

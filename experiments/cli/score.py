@@ -77,15 +77,40 @@ def _score(a) -> int:
     return 0
 
 
+def planted_keys() -> list[str]:
+    """The numeric fields of :class:`~evenhand.models.simulated.PlantedBias` that ``--planted KEY=VALUE`` sets."""
+    from dataclasses import fields
+
+    from evenhand.models.simulated import PlantedBias
+    return [f.name for f in fields(PlantedBias) if f.type in ("float", float)]
+
+
+def planted_overrides(pairs: list[str]) -> dict[str, float]:
+    """``--planted`` KEY=VALUE pairs as PlantedBias fields; a key that is none of them, or a value that is no number,
+    is a ValueError naming it and the valid keys."""
+    keys, out = planted_keys(), {}
+    for kv in pairs:
+        key, eq, val = kv.partition("=")
+        if key not in keys:
+            import difflib
+            close = difflib.get_close_matches(key, keys, n=1)
+            hint = ("FragGap is planted as flip_pro_minority - flip_pro_majority; " if key.lower() == "fraggap" else
+                    f"did you mean {close[0]}? " if close else "")
+            raise ValueError(f"--planted {kv}: {key!r} is not a planted field ({hint}valid keys: {', '.join(keys)})")
+        try:
+            if not eq:
+                raise ValueError
+            out[key] = float(val)
+        except ValueError:
+            raise ValueError(f"--planted {kv}: give KEY=VALUE with a number (e.g. {key}=0.15)") from None
+    return out
+
+
 def _simulate(a) -> int:
     from evenhand.models.simulated import PlantedBias  # deferred: keeps the CLI's start fast
     from experiments.studies import get  # deferred: keeps the CLI's start fast
     from experiments.studies.simulate import SimulateConfig  # deferred: keeps the CLI's start fast
-    overrides = {}
-    for kv in a.planted or []:
-        key, _, val = kv.partition("=")
-        overrides[key] = float(val)
-    bias = PlantedBias(**overrides)
+    bias = PlantedBias(**planted_overrides(a.planted or []))
     cfg = SimulateConfig(output_dir=a.out, subset=a.subset, suite_seed=a.seed, model_seed=a.model_seed, form=a.form,
                          planted=bias, convention=a.convention)
     study = get("simulate")
@@ -165,7 +190,11 @@ def register_simulate(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--form", choices=["stochastic", "deterministic", "policy"], default="stochastic",
                    help="policy: the deterministic planted policy (evenhand/models/policy.py)")
     refused_bootstrap(s, ["--resamples"])
-    s.add_argument("--planted", nargs="*", metavar="KEY=VALUE", help="override PlantedBias fields")
+    s.add_argument("--planted", nargs="*", metavar="KEY=VALUE",
+                   help="override planted fields (fractions), e.g. flip_pro_minority=0.15; keys: accuracy, acc_gap, "
+                        "tie_lean, position_bias, flip_neutral, flip_pro_minority, flip_pro_majority, recover, "
+                        "shift_neutral, shift_to_minority, shift_to_majority, refusal, scenario_sd, "
+                        "scenario_contrast_sd (FragGap = flip_pro_minority - flip_pro_majority)")
     s.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="evenhand (default) or ai2: Ai2's reference scorer (docs/METRICS.md)")
     s.set_defaults(fn=_simulate)

@@ -24,7 +24,7 @@ def _show(a) -> int:
                                   run_rows, select)
     if a.limit is not None and a.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {a.limit}")
-    log = item_log(run_rows(a.run), convention=a.convention)
+    log = item_log(run_rows(a.run, own_suite=a.own_suite), convention=a.convention)
     if a.item is not None:
         emit(format_item(log, a.item))
         return 0
@@ -59,4 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--limit", type=int, metavar="N", default=None, help="show at most N items (default all)")
     s.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="how answers are read: evenhand (default) or ai2 (docs/METRICS.md)")
+    s.add_argument("--own-suite", action="store_true",
+                   help="an answers file of a suite of your own (every item field; its ids need not be the suite's), "
+                        "as `evenhand score --own-suite` reads it")
     s.set_defaults(fn=_show)

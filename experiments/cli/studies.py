@@ -38,14 +38,28 @@ def _compare_runs(a) -> int:
     from evenhand.paired import score_arms  # deferred: keeps the CLI's start fast
     from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
     base, other = load_rows(a.base), load_rows(a.other)
+    degrees = sorted(set(a.degrees))
+    base, other = (at_degrees(r, degrees, name) for r, name in ((base, a.base), (other, a.other)))
     boot = bootstrap_options(a)
     result = compare(base, other, contrast_type=a.contrast_type, bootstrap=boot, convention=a.convention)
     common = set(base["item_id"]) & set(other["item_id"])  # the items compare() paired
     paired = score_arms({"base": base[base["item_id"].isin(common)], "other": other[other["item_id"].isin(common)]},
                         "base", bootstrap=boot, contrast_type=result["contrast_type"])
     result["score"] = paired[paired["arm"] == "other"].to_dict("records")  # EvenHand's convention, refusals counted
+    result["degrees"] = degrees
     print(json.dumps(result, indent=2, default=str) if a.json else compare_table(result))
     return 0
+
+
+def at_degrees(rows, degrees: list[int], name: str):
+    """The rows of the identity ``degrees`` (`compare-runs --degrees`; default 3, the headline's, as `score` and
+    `table` report); none there: a ValueError naming the file and the degrees it has."""
+    kept = rows[rows["degree"].isin(degrees)]
+    if kept.empty:
+        has = ", ".join(str(d) for d in sorted(rows["degree"].unique()))
+        raise ValueError(f"{name}: no items of degree {', '.join(map(str, degrees))} (--degrees); it has degree(s) "
+                         f"{has}")
+    return kept
 
 
 def run_comparison(cfg, progress: bool) -> int:
@@ -82,8 +96,11 @@ def _interventions_list(a) -> int:
     if a.json:
         print(json.dumps(rows, indent=2))
     else:
+        wn = max([len("name")] + [len(r["name"]) for r in rows]) + 2
+        wk = max([len("kind")] + [len(r["kind"]) for r in rows]) + 2
+        print(f"{'name':<{wn}}{'kind':<{wk}}description")
         for r in rows:
-            print(f"{r['name']:<18}{r['kind']:<12}{r['description']}")
+            print(f"{r['name']:<{wn}}{r['kind']:<{wk}}{r['description']}")
     return 0
 
 
@@ -107,11 +124,15 @@ def register_compare(sub: argparse._SubParsersAction) -> None:
                                    "on the GT baseline items, and the intervention score (change toward zero, accuracy "
                                    "loss, refusal change; evenhand.paired). --resamples and --seed set only the "
                                    "random sign patterns of the accuracy loss's sign-flip test (more than 16 "
-                                   "scenarios). An interventions comparison config is run with "
+                                   "scenarios). Degree 3 by default (--degrees). An interventions comparison "
+                                   "config is run with "
                                    "`evenhand compare CONFIG.yaml`.")
     s.add_argument("base", help="the base run's responses (.parquet, .jsonl or .csv; a run directory's "
                                 "responses.parquet)")
     s.add_argument("other", help="the other run's responses, the same items decided another way")
+    s.add_argument("--degrees", "--degree", type=int, nargs="+", choices=[0, 1, 2, 3], default=[3],
+                   help="the identity degrees compared (default 3: the headline's explicit labels, as `score` and "
+                        "`table` report; 0 1 2 3 pools every degree)")
     boot_args(s)
     s.set_defaults(fn=_compare_runs)
 

@@ -74,6 +74,8 @@ def _suite_validate(a) -> int:
 
     from evenhand.suite.content import load_content, validate_content  # deferred: keeps the CLI's start fast
     from evenhand.suite.validate import check_item, iter_sample, problems_by_check, validate_suite
+    if a.own:
+        return _suite_validate_own(a)
     t0 = time.perf_counter()
     content = load_content(a.suite)
     problems = validate_content(content)
@@ -99,6 +101,32 @@ def _suite_validate(a) -> int:
     print(f"suite {content.version}: content checked; {what} checked in {time.perf_counter() - t0:.1f}s; "
           f"{total} problem(s)")
     return 1 if total else 0
+
+
+def _suite_new(a) -> int:
+    """`evenhand suite new FILE.yaml`: the commented template of a suite of one's own (never over a file)."""
+    from evenhand.messages import writable_file
+    from evenhand.suite.own import OWN_SUFFIXES, TEMPLATE
+    path = Path(a.file)
+    if path.suffix.lower() not in OWN_SUFFIXES:
+        raise ValueError(f"{path}: a scenario file ends in .yaml (or .yml)")
+    if path.exists():
+        raise ValueError(f"{path} exists: name a new file (nothing was written)")
+    writable_file(str(path))
+    path.write_text(TEMPLATE, encoding="utf-8")
+    print(f"wrote {path}: edit its scenarios, check them with `evenhand suite validate --own {path}`, decide them "
+          f"with `--subset {path}`")
+    return 0
+
+
+def _suite_validate_own(a) -> int:
+    from evenhand.suite.own import own_items
+    t0 = time.perf_counter()
+    items = own_items(a.own, seed=a.seed)  # raises ContentError listing every problem
+    print(f"{a.own}: suite {items['suite_version'].iat[0]}: {items['scenario_id'].nunique()} scenario(s), "
+          f"{len(items):,} items (4 degrees x 4 condition variants x 2 slots, each baseline with 9 pressure families "
+          f"x 2 directions), every item checked in {time.perf_counter() - t0:.1f}s; 0 problems")
+    return 0
 
 
 def _suite_import(a) -> int:
@@ -156,7 +184,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0, help="seed of --sample")
     progress_flag(s, "no progress bar")
     version_flag(s)
+    s.add_argument("--own", metavar="FILE.yaml", default=None,
+                   help="check a scenario file of your own instead (`evenhand suite new`): the content checks and "
+                        "every rendered item (seed --seed)")
     s.set_defaults(fn=_suite_validate)
+    s = suite.add_parser("new", help="write a commented template of scenarios of your own (FILE.yaml)",
+                         description="Write a commented template of a suite of your own: scenarios in the suite's "
+                                     "format, rendered into every degree, condition and pressure family by "
+                                     "`--subset FILE.yaml` (decide, run configs, eh.suite.items).")
+    s.add_argument("file", help="the new file (.yaml); an existing file is never overwritten")
+    s.set_defaults(fn=_suite_new)
     s = suite.add_parser("import-fairstress", help="map released FairStress rows onto EvenHand's schema")
     s.add_argument("rows", help="released rows, .jsonl or .parquet")
     s.add_argument("--corrections", help="the maintainers' corrections JSON (the layout of Ai2's "

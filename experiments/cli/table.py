@@ -21,7 +21,8 @@ def _table(a) -> int:
     for out in (a.csv, a.latex, a.figure):
         if out:
             writable_dir(str(Path(out).parent) or ".")
-    t = runs_table(a.runs, labels=labels, contrast_type=a.contrast_type, convention=a.convention)
+    t = runs_table(a.runs, labels=labels, contrast_type=a.contrast_type, convention=a.convention,
+                   own_suite=a.own_suite)
     print(t.text())
     if a.csv:
         print(f"table: {t.to_csv(a.csv)}")
@@ -41,8 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "95% CI, n items and k scenarios: as text, CSV, LaTeX and a forest plot. Runs on "
                                    "different suite versions or items are refused. In Python: eh.table(runs).")
     s.add_argument("runs", nargs="+", metavar="RUN[=LABEL]",
-                   help="run directories (a comparison's or sweep's cell is one); RUN=LABEL labels a run "
-                        "(default: its model's name)")
+                   help="run directories (a comparison's or sweep's cell is one) or answers files; RUN=LABEL "
+                        "labels a run (default: its model's name)")
     s.add_argument("--labels", default=None, help="comma-separated labels, one per run, in order (instead of =LABEL)")
     s.add_argument("--csv", metavar="FILE", default=None, help="write the tidy table (one row per run and metric)")
     s.add_argument("--latex", metavar="FILE", default=None, help="write a booktabs table (a row per run)")
@@ -54,4 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="never pooled; default type1 when present")
     s.add_argument("--convention", choices=list(CONVENTIONS), default=DEFAULT_CONVENTION,
                    help="evenhand (default) or ai2: Ai2's reference scorer (docs/METRICS.md)")
+    s.add_argument("--own-suite", action="store_true",
+                   help="the answers files are of a suite of your own (every item field), as `score --own-suite` "
+                        "reads them")
     s.set_defaults(fn=_table)

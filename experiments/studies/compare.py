@@ -21,7 +21,7 @@ from interventions.registry import get
 
 from .base import Study, register
 from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
-                             parse_config, settings, swept_arms)
+                             canonical_interventions, parse_config, setting_options, settings, swept_arms)
 from .compare_split import assign_contrasts, scenario_plan, select_settings
 from evenhand.models.loading import resolve_spec
 from evenhand.suite.matched import record_suite
@@ -46,9 +46,10 @@ from evenhand.power import paired_se
 from experiments.cli.formatting import compare_text
 from experiments.cli.power import power_text, selection_text
 
-__all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "compare_stages",
-           "comparison_rows", "controls_of", "item_sets", "load_config", "model_suite", "open_compare", "parse_config",
-           "run_compare", "settings", "swept_arms", "validation_signs"]
+__all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "check_plan",
+           "compare_stages", "comparison_rows", "controls_of", "heldout_cell", "heldout_plan", "item_sets",
+           "load_config", "model_suite", "open_compare", "parse_config", "run_compare", "settings", "swept_arms",
+           "validation_signs"]
 
 @dataclass(frozen=True)
 class ItemSets:
@@ -89,6 +90,9 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
     contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
     suite, record = model_suite(cfg.model)
+    if cfg.suite is not None:  # scenarios of one's own: none of them is one an organism was trained on
+        from evenhand.suite.own import own_content
+        suite, record = own_content(cfg.suite).version, None
     train_ids, held_ids = split_scenarios(cfg.split_seed, cfg.heldout_fraction, suite)
     if record is not None and record.get("heldout_ids") is not None:
         seen = sorted(set(held_ids) - set(record["heldout_ids"]))
@@ -106,6 +110,11 @@ def item_sets(cfg: CompareConfig) -> ItemSets:
                              cfg.seed)
     except ValueError as exc:
         raise InterventionError(str(exc)) from None
+    if not plan.fitting or not plan.heldout:
+        raise InterventionError(
+            f"split: {len(train_ids)} train and {len(held_ids)} held-out scenarios leave "
+            f"{len(plan.fitting)} to fit on and {len(plan.heldout)} to evaluate on (validation.scenarios "
+            f"{n_val} are taken first); lower validation.scenarios or change split.heldout_fraction")
     pools = {d: [x.id for x in content.contrasts if x.type == "type1" and degree_valid(content, x, d)]
              for d in DEGREES}
 
@@ -226,15 +235,23 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
     return rows
 
 
+TABLE_ONLY = ("resamples", "refusal_margin")
+"""Config fields the table stage alone reads (it runs on every resume): a run resumes when only they change."""
+
+
 def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     """The comparison's run directory, opened (or created) for ``cfg`` with its item sets recorded in the
-    manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused)."""
+    manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused, unless the two differ
+    only in :data:`TABLE_ONLY` fields or in how a one-setting sweep is spelled)."""
     train, val, ev = sets.train, sets.validation, sets.heldout
     recorded = json.loads(json.dumps(asdict(cfg), default=str))
-    for added in ("eval_baselines", "openai", "accuracy_margin", "equivalence_margin"):  # a config without it records what it did before the field existed
-        if recorded.get(added) is None:
+    for added in ("eval_baselines", "openai", "accuracy_margin", "equivalence_margin", "suite"):  # a config without
+        if recorded.get(added) is None:                           # it records what it did before the field existed
             recorded.pop(added, None)
+    def normalise(old: dict) -> dict:  # a run recorded before one-setting sweeps were folded into options
+        return {**old, "interventions": canonical_interventions(old.get("interventions") or [])}
     return open_run(cfg.output_dir, {"kind": "compare_interventions", **recorded},
+                    may_change=TABLE_ONLY, normalise=normalise,
                     n_train_items=len(train), n_validation_items=len(val), n_eval_items=len(ev),
                     heldout_pool=sets.heldout_pool,
                     train_scenarios=sorted(train["scenario_id"].unique().tolist()),
@@ -250,6 +267,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     spec = resolve_spec(cfg.model)
     if has_local_weights(cfg.engine):
         locate(spec)
+    check_plan(cfg)
     sets = item_sets(cfg)
     if cfg.eval_scenarios > sets.heldout_pool:
         import sys
@@ -325,7 +343,7 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         r.update_manifest(signs=signs, sign_source=source)
     steps.append(FnStage("signs", fix_signs, exists(lambda r: r.signs_json)))
     if swept:
-        trials = [(i, Cell(cfg.interventions[i], {**cfg.interventions[i].options, **g},
+        trials = [(i, Cell(cfg.interventions[i], setting_options(cfg.interventions[i], g),
                            cfg.interventions[i].seeds[0], False)) for i in swept for g in settings(cfg.interventions[i])]
         for j, (_, cell) in enumerate(trials):
             steps.append(FnStage(f"validation:{cell.key}",
@@ -349,17 +367,16 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
             return {}
         return {int(i): a["setting"] for i, a in json.loads(run.selection_json.read_text()).items() if i.isdigit()}
 
-    for i, arm in enumerate(cfg.interventions):  # held-out cells; a swept arm's setting is read from the selection
-        for seed in arm.seeds:
-            for control in control_indices(cfg, arm):
-                def cell_of(run: RunDir | None, i=i, seed=seed, control=control) -> Cell:
-                    a = cfg.interventions[i]
-                    return Cell(a, {**a.options, **(chosen(run)[i] if i in swept else {})}, seed, control)
-                name = cell_of(None).key if i not in swept else \
-                    f"{arm.name}#{i}[selected]-s{seed}{control_suffix(control)}"
-                steps.append(FnStage(name, lambda r, c=cell_of, tag=f"[{name}] ": decide_to(
-                    r, ev, r.cell(c(r).key).responses_path, c(r), tag), lambda r, n, c=cell_of, sel=i in swept: (
-                    not sel or r.selection_json.exists()) and r.cell(c(r).key).responses_path.exists()))
+    plan = heldout_plan(cfg)
+    for j, (i, seed, control) in enumerate(plan):  # held-out cells; a swept arm's setting is read from the selection
+        arm = cfg.interventions[i]
+
+        def cell_of(run: RunDir | None, i=i, seed=seed, control=control) -> Cell:
+            return heldout_cell(cfg, i, seed, control, chosen(run) if run is not None else {})
+        name = cell_of(None).key if i not in swept else f"{arm.name}#{i}[selected]-s{seed}{control_suffix(control)}"
+        steps.append(FnStage(name, lambda r, c=cell_of, tag=f"[cell {j + 1} of {len(plan)}: {name}] ": decide_to(
+            r, ev, r.cell(c(r).key).responses_path, c(r), tag), lambda r, n, c=cell_of, sel=i in swept: (
+            not sel or r.selection_json.exists()) and r.cell(c(r).key).responses_path.exists()))
 
     def table(run: RunDir) -> pd.DataFrame:
         grid = cells(cfg, chosen(run))
@@ -388,6 +405,35 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
         return t
 
     return [model, *steps, FnStage("table", table)]
+
+
+def heldout_plan(cfg: CompareConfig) -> list[tuple[int, int, int]]:
+    """(arm index, seed, control) of every held-out decision stage, in config order."""
+    return [(i, seed, control) for i, arm in enumerate(cfg.interventions) for seed in arm.seeds
+            for control in control_indices(cfg, arm)]
+
+
+def heldout_cell(cfg: CompareConfig, i: int, seed: int, control: int, chosen: dict[int, dict]) -> Cell:
+    """The cell a held-out stage decides: arm ``i`` at its setting (a swept arm's from ``chosen``, arm index ->
+    setting; any other arm's one setting, :func:`~experiments.studies.compare_config.setting_options`)."""
+    a = cfg.interventions[i]
+    return Cell(a, setting_options(a, chosen[i] if i in swept_arms(cfg) else settings(a)[0]), seed, control)
+
+
+def check_plan(cfg: CompareConfig) -> None:
+    """The dry check of a comparison's plan, before anything is decoded: for every setting the selection could
+    choose, every cell the table stage reads (:func:`cells`) is one a held-out stage decides
+    (:func:`heldout_cell`). Raises InterventionError naming the first cell no stage would write."""
+    swept = swept_arms(cfg)
+    choices = [{i: settings(cfg.interventions[i])[0] for i in swept}]
+    choices += [{**choices[0], i: g} for i in swept for g in settings(cfg.interventions[i])[1:]]
+    for chosen in choices:
+        written = {heldout_cell(cfg, i, seed, control, chosen).key for i, seed, control in heldout_plan(cfg)}
+        missing = [c.key for c in cells(cfg, chosen) if c.key not in written]
+        if missing:
+            raise InterventionError(f"the comparison's plan: the table reads cells/{missing[0]}/responses.parquet "
+                                    f"but no stage decides {missing[0]} ({len(missing)} such cell(s)); nothing was "
+                                    f"decoded")
 
 
 def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evenhand.engine.registry import Mode
@@ -71,6 +71,9 @@ class CompareConfig:
     """engine openai's endpoint (as a run config's ``openai`` section); None: its defaults."""
     signs: dict | None = None
     """Declared alignment signs (asymmetry metric -> +1 or -1); None: decided on the validation baseline."""
+    suite: str | None = None
+    """A scenario file of one's own (.yaml, :mod:`evenhand.suite.own`): its scenarios, not the model's suite
+    version's, are split into fitting, validation and held-out sets; None: the model's suite version."""
 
 
 MIN_CONTROLS = 20
@@ -137,6 +140,7 @@ class _CompareFile:
     engine: str = CompareConfig.engine
     openai: OpenAIOptions | None = None
     signs: dict | None = None
+    suite: str | None = None
 
 
 def parse_signs(raw, where: str) -> dict[str, float] | None:
@@ -177,6 +181,11 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         if not str(exc).startswith("openai."):
             raise
         raise ConfigError(f"{where}: {exc}") from None
+    if f.suite is not None:
+        from evenhand.suite.own import OWN_SUFFIXES
+        if Path(f.suite).suffix.lower() not in OWN_SUFFIXES or not Path(f.suite).is_file():
+            raise ConfigError(f"{where}: suite must be an existing scenario file of your own (.yaml; evenhand suite "
+                              f"new writes one), got {f.suite!r}")
     if f.openai is not None and f.engine != "openai":
         raise ConfigError(f"{where}: openai sets engine openai's endpoint, but engine is {f.engine}: set engine: "
                           f"openai or drop the section")
@@ -189,6 +198,9 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         for k, v in sweep.items():
             if not isinstance(v, list) or not v:
                 raise ConfigError(f"{w}.sweep.{k} must be a non-empty list")
+            if k in options:
+                raise ConfigError(f"{w}.sweep.{k}: {k} is also in options ({k}: {options[k]!r}); a setting is the "
+                                  f"arm's options plus one value of each swept key, so name {k} in one of the two")
         try:  # option names and values: every swept value once
             REGISTRY[a.name].split_options(options)
             for k, vals in sweep.items():
@@ -200,7 +212,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
             raise ConfigError(f"{w}: {weights_refusal(f.engine, a.name)}")
         if a.control_draws is not None and a.control_draws < 1:
             raise ConfigError(f"{w}.control_draws must be a positive integer, got {a.control_draws}")
-        arms.append(Arm(a.name, options, sweep, a.seeds, a.control_draws))
+        arms.append(canonical_arm(Arm(a.name, options, sweep, a.seeds, a.control_draws)))
         draws = a.control_draws or f.control_draws
         if f.controls and REGISTRY[a.name].has_random_control and len(a.seeds) * draws < MIN_CONTROLS:
             field_ = f"{w}.control_draws" if a.control_draws else f"{where}: control_draws"
@@ -232,7 +244,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
         seed=f.seed, mode=f.mode, batch_size=f.batch_size, resamples=f.resamples, controls=f.controls,
         control_draws=f.control_draws, refusal_margin=f.refusal_margin, accuracy_margin=f.accuracy_margin,
         equivalence_margin=f.equivalence_margin, engine=f.engine, openai=f.openai,
-        signs=parse_signs(f.signs, where))
+        signs=parse_signs(f.signs, where), suite=f.suite)
 
 
 def load_config(path: str | Path) -> CompareConfig:
@@ -288,6 +300,35 @@ def control_indices(cfg: CompareConfig, arm: Arm) -> list[int]:
     return [0, *range(1, (arm.control_draws or cfg.control_draws) + 1)]
 
 
+def setting_options(arm: Arm, setting: dict) -> dict:
+    """The options a cell of ``arm`` runs with at one swept ``setting``: the arm's ``options`` plus the setting's
+    values. The one way ``options`` and ``sweep`` merge (a key in both is refused by :func:`parse_config`)."""
+    return {**arm.options, **setting}
+
+
+def canonical_arm(arm: Arm) -> Arm:
+    """``arm`` with a one-setting sweep (one value per swept key, e.g. ``sweep: {layers: [all], strength: [1.0]}``)
+    folded into its ``options``: the same cells, decided and scored at the setting the sweep names, and the same
+    config (so a run resumes) whichever of the two ways the setting is written. Other arms unchanged."""
+    if not arm.sweep or len(settings(arm)) != 1:
+        return arm
+    return replace(arm, options=setting_options(arm, settings(arm)[0]), sweep={})
+
+
+def canonical_interventions(recorded: list) -> list:
+    """A recorded config's ``interventions`` (JSON, as a manifest holds them) with every one-setting sweep folded
+    into its options (:func:`canonical_arm`): how a run made before the fold reads."""
+    out = []
+    for a in recorded:
+        if not isinstance(a, dict):
+            return recorded
+        sweep, options = a.get("sweep") or {}, a.get("options") or {}
+        if sweep and all(isinstance(v, list) and len(v) == 1 for v in sweep.values()):
+            a = {**a, "options": {**options, **{k: v[0] for k, v in sweep.items()}}, "sweep": {}}
+        out.append(a)
+    return out
+
+
 def settings(arm: Arm) -> list[dict]:
     """The swept settings of an arm (one empty setting when it has no sweep), in sweep order."""
     import itertools
@@ -304,7 +345,7 @@ def cells(cfg: CompareConfig, chosen: dict[int, dict] | None = None) -> list[Cel
         for g in grid:
             for seed in arm.seeds:
                 for c in control_indices(cfg, arm):
-                    out.append(Cell(arm, {**arm.options, **g}, seed, c))
+                    out.append(Cell(arm, setting_options(arm, g), seed, c))
     return out
 
 

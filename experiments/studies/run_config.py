@@ -45,8 +45,8 @@ choices, so its answers are)."""
 class SuiteConfig:
     """Which items to run."""
     subset: str = "smoke"
-    """smoke | core | organism_heldout (the model organism's matched held-out set), or a path to a .jsonl/.parquet
-    file of items."""
+    """smoke | core | organism_heldout (the model organism's matched held-out set), a path to a .jsonl/.parquet
+    file of items, or a .yaml file of scenarios of your own (`evenhand suite new`)."""
     seed: int = 0
     """Seed of the stratified subset."""
     limit: int | None = None
@@ -229,8 +229,8 @@ def config_from_dict(data: dict) -> RunConfig:
         where, _, what = str(exc).partition(" ")  # OpenAIOptions' own checks start with the field's name
         raise ConfigError(f"config field '{where}' {what}") from None
     if cfg.suite.subset not in ("smoke", "core", "organism_heldout") and not Path(cfg.suite.subset).exists():
-        raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout or an existing items file, "
-                          f"got {cfg.suite.subset!r}")
+        raise ConfigError(f"config field 'suite.subset' must be smoke, core, organism_heldout, an existing items file "
+                          f"or scenario file (.yaml), got {cfg.suite.subset!r}")
     if cfg.suite.version is not None:
         from evenhand.suite.content import ContentError, suite_major
         try:
