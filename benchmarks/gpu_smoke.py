@@ -13,8 +13,9 @@ The checks, in order (``--only`` / ``--skip`` take their names):
   MLP and vocabulary sizes; ``--layers`` layers, by default fewer than the 48 / 28 of the real models, to keep
   the check short) built directly in bf16 on the device, saved like a checkpoint and loaded through
   ``eh.load_model`` (straight to the device); load time, host and device memory.
-- ``decide``: decisions in logprob mode with prefix reuse and in answer mode through the hf engine: items/s,
-  peak device memory, the largest batch used; prefix reuse against a plain pass (max |logprob difference|).
+- ``decide``: decisions through the hf engine in logprob, answer and reasoning mode, with and without prefix reuse,
+  and at the default batch size (from the device's memory): items/s, peak device memory, the largest batch used;
+  prefix reuse against a plain pass (max |logprob difference|, choices that differ).
 - ``cache``: the activation cache of every residual site: finiteness checked, stored dtype, bytes per item, and
   the projected size at core scale (49,920 items) for the real depth.
 - ``oom``: decisions at a batch that cannot fit (device memory capped with
@@ -196,31 +197,39 @@ def _items(ctx: Ctx):
 
 
 def check_decide(ctx: Ctx) -> dict:
+    """Decisions through the hf engine after a warm-up batch: logprob with and without prefix reuse (their largest
+    logprob difference and how many choices differ), answer mode with and without it, reasoning mode
+    (``--reasoning-tokens`` generated), and logprob at the default batch size (chosen from the device's memory)."""
     import evenhand as eh
     items = _items(ctx)
     out = {"items": len(items)}
+    runs = (("logprob", "logprob", False, ctx.args.batch), ("logprob_prefix", "logprob", True, ctx.args.batch),
+            ("answer", "answer", False, ctx.args.batch), ("answer_prefix", "answer", True, ctx.args.batch),
+            ("reasoning", "reasoning", False, ctx.args.batch), ("logprob_auto_batch", "logprob", False, None))
     for arch in _archs(ctx):
         lm = _model(ctx, arch)
-        res = {}
-        for mode, prefix in (("logprob", True), ("logprob", False), ("answer", True)):
+        eh.decide(items.head(8), lm, eh.DecideOptions(mode="logprob", batch_size=8, progress=False))  # warm-up
+        res, frames = {}, {}
+        for key, mode, prefix, batch in runs:
             _reset_peak(ctx)
-            opts = eh.DecideOptions(mode=mode, batch_size=ctx.args.batch, prefix_reuse=prefix, progress=False,
-                                    max_new_tokens=8)
+            opts = eh.DecideOptions(mode=mode, batch_size=batch, prefix_reuse=prefix, progress=False,
+                                    max_new_tokens=8, reasoning_max_new_tokens=ctx.args.reasoning_tokens)
             t = time.perf_counter()
             rows = eh.decide(items, lm, opts)
             _sync(ctx)
             s = time.perf_counter() - t
-            key = f"{mode}{'_prefix' if prefix else ''}"
+            shared = rows["n_shared_prefix_tokens"] if "n_shared_prefix_tokens" in rows else rows["batch_size"] * 0
             res[key] = {"items_per_s": round(len(rows) / s, 1), "seconds": round(s, 2),
-                        "max_batch": int(rows["batch_size"].max()),
-                        "shared_prefix_tokens_mean": round(float(rows.get("n_shared_prefix_tokens", rows["batch_size"] * 0).mean()), 1),
+                        "max_batch": int(rows["batch_size"].max()), "shared_prefix_tokens_mean": round(float(shared.mean()), 1),
                         "prompt_tokens_mean": round(float(rows["n_prompt_tokens"].mean()), 1),
+                        "new_tokens_mean": round(float(rows["n_new_tokens"].mean()), 1) if "n_new_tokens" in rows else 0.0,
                         "parsed": int(rows["choice"].notna().sum()), **_mem(ctx)}
-            if mode == "logprob":
-                res[key]["_frame"] = rows[["item_id", "logprob_A", "logprob_B"]].set_index("item_id")
-        a, b = res["logprob_prefix"].pop("_frame"), res["logprob"].pop("_frame")
-        diff = (a - b.loc[a.index]).abs().max().max()
-        res["prefix_vs_plain_max_abs_logprob_diff"] = float(diff)
+            if mode == "logprob" and batch == ctx.args.batch:
+                frames[key] = rows.set_index("item_id")[["logprob_A", "logprob_B", "choice"]]
+        a, b = frames["logprob_prefix"], frames["logprob"].loc[frames["logprob_prefix"].index]
+        res["prefix_vs_plain_max_abs_logprob_diff"] = float((a[["logprob_A", "logprob_B"]]
+                                                              - b[["logprob_A", "logprob_B"]]).abs().max().max())
+        res["prefix_vs_plain_choices_differing"] = int((a["choice"].fillna("-") != b["choice"].fillna("-")).sum())
         out[arch] = res
     return out
 
@@ -487,10 +496,11 @@ def check_plan(ctx: Ctx) -> dict:
         dec = r["decide"][arch]
         tokens = int(round(dec["logprob"]["prompt_tokens_mean"] * 1.25))  # the widest prompt of a batch
         row = {"weights": round(shapes.params * 2 / (r["checkpoint"][arch]["params"] * 2), 3)}
-        for mode in ("logprob", "answer"):
-            key = "logprob" if mode == "logprob" else "answer_prefix"
+        for mode in ("logprob", "answer", "reasoning"):
+            key = mode
             work = Workload(items=r["decide"]["items"], prompt_tokens=tokens,
-                            mean_prompt_tokens=int(dec["logprob"]["prompt_tokens_mean"]), mode=mode, new_tokens=8,
+                            mean_prompt_tokens=int(dec["logprob"]["prompt_tokens_mean"]), mode=mode,
+                            new_tokens=ctx.args.reasoning_tokens if mode == "reasoning" else 8,
                             batch_size=ctx.args.batch)
             pl = plan(arch, shapes, work, dev)
             row[f"{mode}_seconds"] = round(pl.seconds["decisions"] / dec[key]["seconds"], 3)
@@ -609,6 +619,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--items", type=int, default=256, help="smoke items decided")
     ap.add_argument("--batch", type=int, default=64, help="decision and cache batch")
     ap.add_argument("--cache-items", type=int, default=128)
+    ap.add_argument("--reasoning-tokens", type=int, default=32, help="tokens generated per item in reasoning mode")
     ap.add_argument("--oom-headroom-gib", type=float, default=1.0,
                     help="device memory above the weights the OOM check allows")
     ap.add_argument("--learned-steps", type=int, default=4)
@@ -623,6 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     a.layers = parse_layers(a.layers)
     if a.tiny:  # toy sizes: the checks' code paths, in about a minute on two CPU cores
         a.items, a.batch, a.cache_items = min(a.items, 24), min(a.batch, 8), min(a.cache_items, 8)
+        a.reasoning_tokens = min(a.reasoning_tokens, 8)
         a.probe_sites, a.probe_dim, a.probe_rows = min(a.probe_sites, 3), min(a.probe_dim, 32), min(a.probe_rows, 400)
         a.learned_steps, a.learned_batch = min(a.learned_steps, 2), min(a.learned_batch, 4)
     import torch
