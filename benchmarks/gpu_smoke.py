@@ -521,8 +521,9 @@ def check_plan(ctx: Ctx) -> dict:
         pl = plan("probe", shapes, Workload(items=pr["rows"], prompt_tokens=1, cache_sites=pr["sites"],
                                             probe_rows=pr["rows"]), dev)
         out["probes_seconds"] = round(pl.seconds["probes"] / pr["seconds"], 3)
-        out["probes_memory_note"] = (f"predicted {pl.gpu.get('probe solver', 0) / GB:.2f} GB for one site group; "
-                                     f"the solver's own plan expected {pr['solver']['expected_peak_bytes'] / GB:.2f} GB")
+        if pr.get("peak_bytes_above_resident"):
+            out["probes_memory"] = round(pl.gpu.get("probe solver", 0) / pr["peak_bytes_above_resident"], 3)
+        out["probes_memory_predicted_gb"] = round(pl.gpu.get("probe solver", 0) / GB, 2)
     return out
 
 

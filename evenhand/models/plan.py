@@ -24,7 +24,13 @@ at GQA width, attention output, residual sums)."""
 MLP_COPIES = 4
 """Intermediate-width buffers of the gated MLP (gate, up, the activation, their product)."""
 PROBE_COPIES = 3
-"""Copies of one site's float32 matrix the torch probe solver holds (data, standardised fold, gradient)."""
+"""Copies of one site's float32 matrix the torch probe solver holds (data, standardised fold, gradient), on a CPU."""
+PROBE_GROUP_FACTOR = 1.15
+"""Device bytes per float32 feature of each site in a GPU solver group: the solver's own plan
+(:func:`probes.solver.memory_plan`) expected 1.15 at 49 sites x 3,840 x 10,000 rows, and the H200 measured 1.08
+(8.1 GB above the resident models; benchmarks/results/gpu_smoke/h200_real_width_2026-12-04_second.json). On a GPU
+the solver puts as many sites in one group as 80% of the free memory holds (49 there); the plan once assumed one
+site, predicting 0.46 GB."""
 SHARD_OVERHEAD = 256
 """Bytes of a cache shard's safetensors header per stored site (name, dtype, shape, offsets)."""
 ITEM_ID_BYTES = 48
@@ -335,7 +341,12 @@ def plan(model: str, shapes: Shapes, work: Workload, device: Device, efficiency:
         p.gpu["cache writer"] = (weights + forward_bytes(shapes, cbs, work.prompt_tokens)
                                  + cbs * work.prompt_tokens * work.cache_sites * shapes.hidden * CACHE_TRACE_BYTES)
     if work.probe_rows:
-        p.gpu["probe solver"] = PROBE_COPIES * work.probe_rows * shapes.hidden * 4.0
+        per_site = work.probe_rows * shapes.hidden * 4.0
+        if device.name == "CPU":
+            p.gpu["probe solver"] = PROBE_COPIES * per_site
+        else:  # one group of as many sites as 80% of the device holds
+            group = max(1, min(work.cache_sites or 1, int(0.8 * device.memory // (PROBE_GROUP_FACTOR * per_site))))
+            p.gpu["probe solver"] = group * PROBE_GROUP_FACTOR * per_site
     if work.train_batch:
         tok = work.prompt_tokens
         p.gpu["learned training"] = weights + 2 * (work.train_batch * tok * shapes.layers / 2
