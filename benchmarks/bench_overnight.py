@@ -1,5 +1,5 @@
-"""Engine openai through vLLM's own OpenAI-compatible server (CPU, the fair organism): the overnight scenario of
-issue 43 and the rate against the hf engine.
+"""Engine openai through vLLM's own OpenAI-compatible server (CPU, the fair organism): the overnight scenario (a
+server killed and restarted mid-run) and the rate against the hf engine.
 
     python benchmarks/bench_overnight.py --items 1000 --rate-items 300 --out benchmarks/results/overnight.json
 

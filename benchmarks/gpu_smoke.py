@@ -1,40 +1,17 @@
-"""Will a real EvenHand run work on this GPU? One prepared check, under 10 minutes on one GPU.
+"""Will a real EvenHand run work on this GPU? One prepared check, about 4 minutes on an H200.
 
-Run it first whenever a GPU is at hand (``python benchmarks/gpu_smoke.py --out DIR``); ``--tiny`` runs the same
-code on CPU at toy widths (the test suite does, ``tests/test_gpu_smoke.py``). Each check is independent: one that
-fails is recorded with its error and the others still run. Each result is appended to ``DIR/gpu_smoke.jsonl`` as
-soon as it finishes (a run cut short keeps what it finished), and ``DIR/gpu_smoke.json`` gathers them at the end.
-
-The checks, in order (``--only`` / ``--skip`` take their names):
-
-- ``env``: Python, torch, CUDA, the device and its memory, and the versions of the packages EvenHand uses.
-- ``checkpoint``: for each preset class (``Gemma3ForConditionalGeneration`` as gemma-3-12b-it loads, and
-  ``Qwen2ForCausalLM`` as qwen2.5-7b-instruct), random weights at the presets' real widths (all hidden, head,
-  MLP and vocabulary sizes; ``--layers`` layers, by default fewer than the 48 / 28 of the real models, to keep
-  the check short) built directly in bf16 on the device, saved like a checkpoint and loaded through
-  ``eh.load_model`` (straight to the device); load time, host and device memory.
-- ``decide``: decisions through the hf engine in logprob, answer and reasoning mode, with and without prefix reuse,
-  and at the default batch size (from the device's memory): items/s, peak device memory, the largest batch used;
-  prefix reuse against a plain pass (max |logprob difference|, choices that differ).
-- ``cache``: the activation cache of every residual site: finiteness checked, stored dtype, bytes per item, and
-  the projected size at core scale (49,920 items) for the real depth.
-- ``oom``: decisions at a batch that cannot fit (device memory capped with
-  ``torch.cuda.set_per_process_memory_fraction``): the run must finish at a smaller batch with the same answers
-  as a run at that batch.
-- ``steering``: an edit on every layer (``steering.hooks.steer``) changes the logits; afterwards no hook is left
-  and the logits are bit-identical to the unsteered ones.
-- ``restore``: the comparison's restore check on the device (integer checksums; no copy of the weights to the
-  host): its time, and a write through ``.data`` is caught.
-- ``learned``: a few training steps of a learned intervention (``loreft``): seconds per step, peak memory.
-- ``transformer_lens``: the TransformerLens bridge from the local checkpoint, offline, its residual stream
-  against the nnsight cache's, and the extra device memory it takes.
-- ``probes``: the torch probe solver at 49 sites x 3,840 dims x 10,000 rows (``--probe-*``).
-- ``plan``: ``evenhand plan``'s predictions for this run's shapes and work against what the checks above measured
-  (predicted / measured: weights, decision memory above the weights and seconds, cache bytes, probe seconds).
-- ``vllm``: vLLM on the Gemma 3 checkpoint (text-only), in a subprocess after the Hugging Face models are freed.
-
-What is ours: all of it (a check script); the models are transformers' classes, vLLM is vLLM.
-"""
+``python benchmarks/gpu_smoke.py --out DIR`` builds random weights of the presets' exact classes at their real widths
+(``--layers`` sets the depth; ``real`` for the whole model) in bf16 on the device, saves and loads them like a
+checkpoint, and checks every model path of a run: ``env``, ``checkpoint``, ``decide`` (logprob, answer, reasoning;
+prefix reuse; the default batch), ``cache`` (finite, its dtype, the size at core scale), ``oom`` (a batch that
+cannot fit finishes smaller with the answers of a run there), ``steering`` (every layer, no hook left), ``restore``
+(the on-device digest catches a ``.data`` write), ``learned`` (``loreft`` steps), ``transformer_lens`` (the bridge,
+offline, no second copy), ``probes`` (the torch solver at 49 x 3,840 x 10,000), ``plan`` (``evenhand plan``'s
+predictions over what was measured) and ``vllm`` (in a subprocess after the models are freed). Each check is
+independent: a failure is recorded and the next still runs; each record is appended to ``DIR/gpu_smoke.jsonl`` when
+it finishes, and ``DIR/gpu_smoke.json`` gathers them. ``--tiny`` runs the same code at toy widths (CI, on the CPU:
+tests/test_gpu_smoke.py). Results and what they showed: docs/BENCHMARKS.md, "First contact with a GPU".
+All of it is ours (a check script); the models are transformers' classes."""
 from __future__ import annotations
 
 import argparse

@@ -1,27 +1,18 @@
 """The OpenAI-compatible decision engine (``engine: openai``, :data:`ENGINE`): answer and reasoning modes through
 a chat-completions endpoint (``vllm serve``, llama.cpp, a hosted API), standard library only.
 
-Each prompt goes as a message list (the suite's user message; a prompt procedure's turns) and the server applies
-its chat template. Requests run ``concurrency`` at a time; each is retried with exponential backoff and jitter on
-HTTP 408/409/429/5xx, timeouts, dropped connections and malformed bodies (Retry-After honoured up to
-``max_backoff_s``), ``max_retries`` more tries at most; an item still failing is recorded and reported, the others
-go on. A server that stops answering is noticed across the whole run, not per item: ``outage_after`` requests in a
-row (any worker) with no reply (refused, reset, timed out) pause every worker while one probe asks the server's
-/models with backoff; back within ``outage_budget_s`` the run goes on (the failed tries not counted), past it the run
-stops with :class:`EndpointDown`, one line. Ctrl-C stops the run at once: the workers are daemon threads whose
-retries and backoff sleeps end when the run is cancelled. Every answer is appended to a response cache
-(``OUT/openai_cache.jsonl``, keyed by the model, messages and sampling) as it arrives, so a rerun or a killed run
-resumes without asking again; a torn last line (a power cut mid-write) is cut off with a warning when the cache
-is opened. The API key is read from the environment variable ``api_key_env`` names (which must be set) and never
-written; error bodies are redacted (:func:`redact`: ``Bearer ...``, ``Authorization: ...``, the key) before they
-reach stderr, the cache or a manifest. ``text`` is the reply as the server sent it (vLLM keeps a leading space the
-hf engine's decode drops): the parse reads it stripped, and a comparison of raw text across engines must strip it.
-No local weights: logprob mode, the activation cache and the weight and activation interventions need engine hf.
-docs/GUIDE.md, "Evaluate a model behind an API".
+Prompts go as message lists (the server applies its chat template), ``concurrency`` at a time, each retried with
+backoff on 408/409/429/5xx, timeouts, resets and malformed bodies (Retry-After capped at ``max_backoff_s``). A dead
+server is noticed across the run: ``outage_after`` failures in a row pause every worker while one probe asks
+/models; back within ``outage_budget_s`` the run goes on, past it :class:`EndpointDown` stops it in one line. Ctrl-C
+cancels retries and sleeps at once. Answers are appended to ``OUT/openai_cache.jsonl`` as they arrive (a torn last
+line is cut off on open), so reruns ask only what is missing. The key comes from the set variable ``api_key_env``
+names and is never written; error text is redacted (:func:`redact`). ``text`` is stored as the server sent it
+(compare stripped across engines). No local weights: logprob mode, the cache and the weight and activation
+interventions need engine hf. More: docs/GUIDE.md, "Evaluate a model behind an API".
 
-Ours, not a client library's (the ``openai`` package): the retry, outage and cancel rules above are the point, and
-they sit around ``urllib`` in a few lines; the standard library keeps the engine free of dependencies.
-"""
+Ours, not a client library's (the ``openai`` package): the retry, outage and cancel rules are the point, and they sit
+around ``urllib`` in a few lines; the standard library keeps the engine free of dependencies."""
 from __future__ import annotations
 
 import email.utils
