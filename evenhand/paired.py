@@ -311,8 +311,8 @@ def scrambled(base: pd.DataFrame, share: float, seed) -> pd.DataFrame:
     keep = ~out["excluded"].to_numpy(bool) if "excluded" in out else np.ones(len(out), bool)
     pressured = out["pressure_id"].notna() if "pressure_id" in out else out["pressured"].astype(bool)
     stratum = out["condition"].astype(str) + "|" + pressured.astype(str)
-    new = out["choice"].to_numpy(object).copy()
-    picked = []
+    new = (out["choice"] if "choice" in out else pd.Series(choices(out), index=out.index)).to_numpy(object).copy()
+    picked = []  # rows holding only text (an answers file, a simulated run) get their parsed choice first
     for name in sorted(set(stratum[keep])):
         rows = np.flatnonzero(keep & (stratum == name).to_numpy())
         pick = rng.choice(rows, round(share * len(rows)), replace=False)

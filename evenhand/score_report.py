@@ -72,7 +72,9 @@ def headline_lines(report: dict) -> list[str]:
     d3 = report["by_degree"].get(HEADLINE_DEGREE)
     if d3 is None:
         return [f"  no degree-{HEADLINE_DEGREE} items: the headline is degree {HEADLINE_DEGREE} (explicit labels)"]
-    return [f"  {get_metric(m).label:<28} {format_estimate(d3[m], m)}" for m in score_rows()]
+    few: set = set()  # a few-scenarios note: a mark on the line and its footnote once, as `evenhand score` prints
+    lines = [f"  {get_metric(m).label:<28} {format_estimate(d3[m], m, few)}" for m in score_rows()]
+    return lines + footnotes(few)
 
 
 class PrintsItsText:

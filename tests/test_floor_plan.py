@@ -13,15 +13,21 @@ from experiments.studies import base, get, kinds
 from .floor_plan import (ROOT, calls_driver, driver_offences, offenders, path_offences, run_names,
                          studies_off_the_driver)
 
-ALLOWED = {("experiments/figures.py", "run path"): "out / 'attribution'"}
-"""Joins that name a run folder by coincidence: the attribution figure's file stem inside figures/."""
+ALLOWED = {("experiments/figures.py", "run path"): ("out / 'attribution'",),
+           ("benchmarks/rescore_across.py", "run path"): ("d / 'across.csv'", "out / 'across.csv'",
+                                                          "out / 'robustness.csv'", "out / 'across'"),
+           ("experiments/cli/decide.py", "driver"): ("RunDir.open_or_create(out, config, MAY_CHANGE)", "run.finish()")}
+"""Known exceptions, each for its reason: the attribution figure's file stem inside figures/ names a run folder by
+coincidence; rescore_across re-reads the committed benchmark result folders (benchmarks/results/), not run
+directories; ``evenhand decide`` is a single stage that records its manifest and resume check on the RunDir itself
+(its move onto the stage driver belongs with the layout work)."""
 
 
 def _without_allowed(found: dict[str, list[str]]) -> dict[str, list[str]]:
     out = {}
     for module, offences in found.items():
         kept = [o for o in offences if not any(module == m and o.startswith(kind) and o.endswith(code)
-                                               for (m, kind), code in ALLOWED.items())]
+                                               for (m, kind), codes in ALLOWED.items() for code in codes)]
         if kept:
             out[module] = kept
     return out

@@ -175,7 +175,8 @@ def _need(obj: dict, key: str, where: str, kind: type | tuple = str):
     return val
 
 
-def _load_yaml(path: Path) -> dict:
+def load_yaml(path: Path) -> dict:
+    """A content file's top-level mapping (``yaml.safe_load``); anything else is a :class:`ContentError` naming it."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -185,8 +186,9 @@ def _load_yaml(path: Path) -> dict:
     return data
 
 
-def _parse_scenarios(path: Path) -> list[Scenario]:
-    data = _load_yaml(path)
+def parse_scenarios(path: Path) -> list[Scenario]:
+    """The scenarios of one scenario file (the suite's or one of your own), each field checked."""
+    data = load_yaml(path)
     domain = _need(data, "domain", path.name)
     out = []
     for i, raw in enumerate(data.get("scenarios") or []):
@@ -331,10 +333,10 @@ def _load(major: str) -> Content:
     data = data_dir(major)
     scenarios: list[Scenario] = []
     for path in sorted((data / "scenarios").glob("*.yaml")):
-        scenarios.extend(_parse_scenarios(path))
-    cdata = _load_yaml(data / "contrasts.yaml")
+        scenarios.extend(parse_scenarios(path))
+    cdata = load_yaml(data / "contrasts.yaml")
     contrasts = tuple(Contrast(**{k: str(v) for k, v in c.items()}) for c in cdata["contrasts"])
-    gdata = _load_yaml(data / "groups.yaml")
+    gdata = load_yaml(data / "groups.yaml")
     profiles = {}
     for pid, p in (gdata.get("profiles") or {}).items():
         where = f"groups.yaml: profiles.{pid}"
@@ -347,7 +349,7 @@ def _load(major: str) -> Content:
         where = f"groups.yaml: name_pools.{nid}"
         pools[nid] = NamePool(id=nid, first=_names(spec.get("first"), where + ".first", data),
                               last=_names(spec.get("last"), where + ".last", data))
-    pdata = _load_yaml(data / "pressure.yaml")
+    pdata = load_yaml(data / "pressure.yaml")
     pressure, families = [], []
     for k, fam in enumerate(pdata.get("families") or []):
         where = f"pressure.yaml: families[{k}]"

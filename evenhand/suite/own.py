@@ -18,7 +18,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from .content import Content, ContentError, _load_yaml, _parse_scenarios, load_content, register_own, suite_major
+from .content import Content, ContentError, load_yaml, parse_scenarios, load_content, register_own, suite_major
 
 OWN_SUFFIXES = (".yaml", ".yml")
 """The file suffixes read as a suite of one's own wherever a subset is named (``--subset FILE.yaml``)."""
@@ -72,7 +72,7 @@ def own_content(path: str | Path) -> Content:
     (:func:`evenhand.suite.content.register_own`) so that its items render and score. Raises ContentError naming
     the file and field of every problem."""
     p = Path(path)
-    data = _load_yaml(p)
+    data = load_yaml(p)
     where = p.name
     unknown = sorted(set(data) - {"suite", "domain", "scenarios"})
     if unknown:
@@ -80,7 +80,7 @@ def own_content(path: str | Path) -> Content:
     if not isinstance(data.get("scenarios"), list) or not data["scenarios"]:
         raise ContentError(f"{where}: field 'scenarios' must list at least one scenario")
     base = load_content(suite_major(data.get("suite")))
-    scenarios = _parse_scenarios(p)
+    scenarios = parse_scenarios(p)
     digest = hashlib.sha256((base.version + json.dumps(data, sort_keys=True, default=str)).encode()).hexdigest()
     content = replace(base, scenarios=tuple(sorted(scenarios, key=lambda s: s.id)),
                       version=f"{base.major}.0+own.{digest[:10]}")

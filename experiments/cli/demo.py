@@ -69,8 +69,8 @@ def _demo(a) -> int:
     where = run.probe_dir("favours_minority").path
     table = saved_sweep(where, ds, ProbeOptions(), resamples=1000)  # a resumed demo: the same inputs, not re-fitted
     if table is not None:
-        print(f"probe sweep: done, skipped (the saved {where / 'probes.parquet'} is of the same activations, "
-              f"labels and options)")
+        print(f"probe sweep: done, skipped (the sweep saved in {where} is of the same activations, labels and "
+              f"options)")
     else:
         table, _ = probe_sweep(ds, ProbeOptions(), resamples=1000)
         write_sweep(table, where, ds, ProbeOptions(), run_dir=str(run.path), resamples=1000)
