@@ -118,7 +118,9 @@ def test_a_server_back_within_the_budget_finishes_the_run(organism, smoke_items,
         for s in restarted:
             s.close()
     assert len(got) == 64 and got["item_id"].is_unique and lm.stats["failed"] == 0
-    assert lm.health.outages and lm.health.outages[0][1] is True  # one outage, and the server came back
+    # every outage declared ended with the server back (under load the restart can land before one is declared:
+    # then the tries that got no reply were waited out by Health.confirm_down, and still none failed)
+    assert all(came_back for _, came_back in lm.health.outages), lm.health.outages
     assert lm.stats["requests"] <= 64 + 20, lm.stats
 
 

@@ -288,6 +288,19 @@ class Health:
                 threading.Thread(target=self._probe, daemon=True, name="evenhand-outage-probe").start()
             return not self.up.is_set()
 
+    def confirm_down(self) -> bool:
+        """Before a request is given up for want of a reply: whether the server is unreachable now (one probe of
+        /models). If it is, an outage is declared (as :meth:`failed` declares one), so the request waits for the
+        server instead of failing: under load, one worker can spend its tries before ``outage_after`` failures in a
+        row have been counted across the run."""
+        if self._reachable():
+            return False
+        with self.lock:
+            if self.up.is_set():
+                self.up.clear()
+                threading.Thread(target=self._probe, daemon=True, name="evenhand-outage-probe").start()
+        return True
+
     def wait_up(self, cancel: threading.Event) -> bool:
         """Hold until the server is up (True when it was down); :class:`Cancelled` when the run is cancelled,
         :class:`EndpointDown` past the budget."""
@@ -555,6 +568,11 @@ def ask(lm: APIModel, messages: list[dict], max_tokens: int, pace: _Pace | None 
                 lm.health.ok()
             tries += 1
             if tries > o.max_retries:
+                if exc.no_reply and recoveries < MAX_RECOVERIES and lm.health.confirm_down():
+                    lm.health.wait_up(cancel)  # down before enough failures in a row were seen: wait it out too
+                    recoveries += 1
+                    tries -= 1
+                    continue
                 break
             lm.count("retries")
             backoff = min(o.max_backoff_s, o.backoff_s * 2 ** (tries - 1)) * (0.5 + random.random() / 2)

@@ -1,6 +1,6 @@
 """``python -m experiments.cli``: the ``evenhand`` command."""
 import sys
 
-from .main import main
+from .main import entry
 
-sys.exit(main())
+sys.exit(entry())

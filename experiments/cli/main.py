@@ -81,6 +81,23 @@ def main(argv: list[str] | None = None) -> int:
         return _internal(exc, argv if argv is not None else sys.argv[1:])
 
 
+def entry(argv: list[str] | None = None) -> int:
+    """The ``evenhand`` command: :func:`main`, except that after Ctrl-C (status 130) the process ends at once with
+    ``os._exit``, its output flushed: every file is already written whole (the stages and caches write atomically;
+    a response cache's torn last line is cut off on the next open), and the interpreter's teardown (joining worker
+    threads, unloading torch) took over 10 s on a loaded machine."""
+    import os
+    rc = main(argv)
+    if rc == 130:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(130)
+    return rc
+
+
 def _internal(exc: BaseException, argv: list[str]) -> int:
     """An unexpected exception: its full traceback (with the command line and the version) written to a new
     file ``evenhand-error-*.txt`` in the temporary directory, and one line naming the exception and that file."""
