@@ -126,6 +126,13 @@ def test_a_server_back_within_the_budget_finishes_the_run(organism, smoke_items,
 
 # --- 3. Ctrl-C and Retry-After -------------------------------------------------------------------------------
 
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT handled and unblocked, as in a terminal. A test worker can carry SIGINT
+    ignored or blocked (a library's doing, inherited across exec): the command would then never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def test_ctrl_c_under_a_failing_server_exits_within_2_s(organism, tmp_path):
     """`evenhand decide --engine openai` against a server answering HTTP 500 to everything (default retries and
     backoff): SIGINT once it is retrying; it exits (130) within 2 s. Old behaviour: 23.6 s, the in-flight
@@ -134,7 +141,7 @@ def test_ctrl_c_under_a_failing_server_exits_within_2_s(organism, tmp_path):
         proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "decide", "--model", NAME, "--subset",
                                  "smoke", "--limit", "16", "--engine", "openai", "--base-url", server.url,
                                  "--concurrency", "4", "--out", str(tmp_path / "d"), "--quiet"], cwd=ROOT, env=ENV,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_default_sigint)
         deadline = time.monotonic() + 120
         while len(server.log) < 8:  # every worker has failed at least once and is in its backoff
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read().decode()[-2000:]
