@@ -166,6 +166,12 @@ def _model(ctx: Ctx, arch: str):
     return ctx.models[arch]
 
 
+def _first(ctx: Ctx):
+    """The first class asked for and its loaded model (the checks that run on one class)."""
+    arch = _archs(ctx)[0]
+    return arch, _model(ctx, arch)
+
+
 def _items(ctx: Ctx):
     import evenhand as eh
     if ctx.items is None:
@@ -248,8 +254,7 @@ def check_oom(ctx: Ctx) -> dict:
     import torch
 
     import evenhand as eh
-    arch = _archs(ctx)[0]
-    lm = _model(ctx, arch)
+    arch, lm = _first(ctx)
     items = _items(ctx)
     big = len(items)
     out = {"arch": arch, "asked_batch": big}
@@ -364,8 +369,7 @@ def check_restore(ctx: Ctx) -> dict:
     import torch
 
     from interventions.model_state import weights_digest
-    arch = _archs(ctx)[0]
-    lm = _model(ctx, arch)
+    arch, lm = _first(ctx)
     _reset_peak(ctx)
     rss0 = _mem(ctx).get("host_rss_gib")
     t = time.perf_counter()
@@ -392,8 +396,7 @@ def check_restore(ctx: Ctx) -> dict:
 
 def check_learned(ctx: Ctx) -> dict:
     import interventions
-    arch = _archs(ctx)[0]
-    lm = _model(ctx, arch)
+    arch, lm = _first(ctx)
     items = _items(ctx)
     method = interventions.get("loreft")
     fit_opts, _ = method.split_options({"steps": ctx.args.learned_steps, "batch_size": ctx.args.learned_batch,
@@ -415,8 +418,7 @@ def check_transformer_lens(ctx: Ctx) -> dict:
     import torch
 
     import evenhand as eh
-    arch = _archs(ctx)[0]
-    lm = _model(ctx, arch)
+    arch, lm = _first(ctx)
     items = _items(ctx).head(8)
     os.environ["HF_HUB_OFFLINE"] = "1"
     _free(ctx)
