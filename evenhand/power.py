@@ -27,7 +27,7 @@ from .metric_defs import power_metrics
 from .metrics import metric_values, select_contrast_type
 from .paired import counted_indicators
 from .schema import ensure_valid
-from .stats import ALPHA, resample_weights
+from .stats import ALPHA
 from .stats import cluster_sums as _sum_by_cluster
 from .metrics import components_of
 from .metrics import COMPONENTS
@@ -81,11 +81,6 @@ def power_of(effect: float, se: float, alpha: float = ALPHA, df: float | None = 
     from scipy.stats import t as student_t
     crit = float(student_t.ppf(1 - alpha / 2, df))
     return float(student_t.cdf(t - crit, df) + student_t.cdf(-t - crit, df))
-
-
-def scaled_se(se: float, n_pilot: int, n: int) -> float:
-    """The SE at ``n`` scenarios from one measured at ``n_pilot`` (scenarios independent)."""
-    return se * math.sqrt(n_pilot / n)
 
 
 @dataclass(frozen=True)
@@ -143,28 +138,6 @@ def _aligned(base: pd.DataFrame, other: pd.DataFrame | None, contrast_type: str 
         raise ValueError("the two runs share no item_id")
     return (base.set_index("item_id").loc[common].reset_index(),
             other.set_index("item_id").loc[common].reset_index())
-
-
-def bootstrap_draws(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Iterable[str],
-                    by: Sequence[str] = ("scenario_id",), resamples: int = RESAMPLES, seed: int = 0,
-                    contrast_type: str | None = None) -> dict[str, np.ndarray]:
-    """Cluster-bootstrap draws per metric of ``other - base`` on their common items (or of ``base``
-    alone when ``other`` is None); clusters are the distinct values of the columns ``by``."""
-    a, b = _aligned(base, other, contrast_type)
-    codes, k = _codes(a, by)
-    Na, Da = counted_indicators(a)  # refusals counted as in the comparison's scoring (evenhand.paired)
-    Nas, Das = _sum_by_cluster(codes, Na, k), _sum_by_cluster(codes, Da, k)
-    W = resample_weights(k, resamples, seed)
-    if b is not None:
-        Nb, Db = counted_indicators(b)
-        Nbs, Dbs = _sum_by_cluster(codes, Nb, k), _sum_by_cluster(codes, Db, k)
-    out = {}
-    for m in metrics:
-        draws = metric_values(W @ Nas, W @ Das, m)
-        if b is not None:
-            draws = metric_values(W @ Nbs, W @ Dbs, m) - draws
-        out[m] = draws
-    return out
 
 
 def jackknife_variances(base: pd.DataFrame, other: pd.DataFrame | None, metrics: Iterable[str],

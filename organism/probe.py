@@ -126,10 +126,3 @@ def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_s
                 table, _ = probe_sweep(ds, opts, resamples=resamples, progress=progress)
                 tables.append(table.assign(**info))
     return pd.concat(tables, ignore_index=True)
-
-
-def gain_by_beta(study: pd.DataFrame, target: str = "amb_side", metric: str = "gain") -> pd.DataFrame:
-    """``metric`` (value and CI) of ``target`` per site (rows) and beta (columns ``value@beta`` ...) of a
-    :func:`dial_probe_study` table."""
-    t = study[(study["target"] == target) & (study["metric"] == metric)]
-    return t.pivot_table(index="site", columns="beta", values=["value", "ci_low", "ci_high"], sort=False)

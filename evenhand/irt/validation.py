@@ -54,12 +54,6 @@ def core_abilities(table: pd.DataFrame, ids: list[str], Y: np.ndarray) -> np.nda
     return np.array([x.eap for x in abilities(Y[keep], gt["a"].to_numpy()[keep], gt["b"].to_numpy()[keep])])
 
 
-def core_rank_correlation(table: pd.DataFrame, ids: list[str], Y: np.ndarray, theta: np.ndarray) -> float:
-    """Spearman correlation between held-out models' planted abilities ``theta`` and their
-    :func:`core_abilities`."""
-    return float(pd.Series(core_abilities(table, ids, Y)).corr(pd.Series(theta), method="spearman"))
-
-
 def compare_cores(table: pd.DataFrame, planted: pd.DataFrame, n_items: int, n_test: int, replications: int,
                   theta_range: tuple[float, float] = (-1.0, 1.0), population: Population = Population(),
                   seed: int = 0, champion: str = "information", per_scenario: int | None = None) -> pd.DataFrame:
