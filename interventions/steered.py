@@ -349,11 +349,6 @@ def profile_spans(lm, item: dict) -> tuple[list[int], dict[str, tuple[int, int]]
     return enc["input_ids"], spans
 
 
-def span_means(states: list[np.ndarray], spans: list[tuple[int, int]]) -> np.ndarray:
-    """Row i: the mean of ``states[i]`` [len, d] over positions ``spans[i]`` = [start, end) (float64 [n, d])."""
-    return np.stack([np.asarray(h[a:b], dtype=np.float64).mean(0) for h, (a, b) in zip(states, spans)])
-
-
 def demographic_activations(lm, train_items: pd.DataFrame, sites: list[str], batch_size: int = 32,
                             progress: bool = False) -> tuple[pd.DataFrame, np.ndarray, dict[str, np.ndarray]]:
     """(rows, labels, site -> float32 [2n, d]) of the ``demographic`` concept on the train items with identity

@@ -261,10 +261,3 @@ def nonlinearity_check(x: np.ndarray, items: pd.DataFrame, folds: int = 5, seed:
 
     return {"n": len(x), "k": len(uniq), "folds": int(len(np.unique(fold))), "C": C,
             **{k: estimate(h) for k, h in hits.items()}}
-
-
-def is_nonlinear_gate(check: dict, high: float = 0.9, margin: float = 0.1) -> bool:
-    """A :func:`nonlinearity_check` that says the site carries ``p`` and ``m`` (accuracy >= ``high``) and their XOR
-    (>= ``high``) but no linear read of ``g`` (accuracy <= 0.5 + ``margin``)."""
-    return (min(check["p"]["value"], check["m"]["value"], check["xor"]["value"]) >= high
-            and check["g"]["value"] <= 0.5 + margin)

@@ -1,6 +1,7 @@
 """Shared test helpers."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from evenhand.engine.batching import left_pad, plan_batches
@@ -75,3 +76,9 @@ def assert_cache_misuse_refused(mech, lm, ids, mask, pos, beta: float, error) ->
             with pytest.raises(error, match="prefix reuse"):
                 lm.model(input_ids=ids[:, cut:], attention_mask=mask, position_ids=pos[:, cut:],
                          past_key_values=out.past_key_values)
+
+
+def span_means(states: list[np.ndarray], spans: list[tuple[int, int]]) -> np.ndarray:
+    """Row i: the mean of ``states[i]`` [len, d] over positions ``spans[i]`` = [start, end) (float64 [n, d]), the
+    reference ACE's streamed span means are checked against."""
+    return np.stack([np.asarray(h[a:b], dtype=np.float64).mean(0) for h, (a, b) in zip(states, spans)])

@@ -14,7 +14,8 @@ from interventions.base import InterventionError
 from interventions.reading import prompt_ids, token_states
 from interventions.registry import get
 from interventions.steered import (ACE, PAIR_STRATA, concept_labels, demographic_activations, pair_flipped,
-                                  profile_spans, relabelled, span_means)
+                                  profile_spans, relabelled)
+from tests.helpers import span_means
 
 
 # --- a constructed case with a known answer ----------------------------------------------------------------------

@@ -15,7 +15,6 @@ from organism.dials import load_mechanism, read_mechanism
 from organism.mechanism import MECHANISMS, MechanismError
 from organism.mechanism_xor import (
     XorGate,
-    is_nonlinear_gate,
     mid_residuals,
     nonlinearity_check,
     pressured,
@@ -69,6 +68,13 @@ def shifts(mech, lm, items, base, beta: float = BETA) -> dict:
     c, (p, _) = pressure_sign(items), slot_signs(items)
     return {"planted": float(np.mean((d * c)[c != 0])), "majority": float(np.abs(d[(c == 0) & (p != 0)]).mean()),
             "unpressured": float(np.abs(d[p == 0]).mean())}
+
+
+def is_nonlinear_gate(check: dict, high: float = 0.9, margin: float = 0.1) -> bool:
+    """A :func:`nonlinearity_check` that says the site carries ``p`` and ``m`` (accuracy >= ``high``) and their XOR
+    (>= ``high``) but no linear read of ``g`` (accuracy <= 0.5 + ``margin``)."""
+    return (min(check["p"]["value"], check["m"]["value"], check["xor"]["value"]) >= high
+            and check["g"]["value"] <= 0.5 + margin)
 
 
 def planted(s: dict) -> bool:

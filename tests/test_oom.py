@@ -120,7 +120,8 @@ def test_fitting_reads_recover_from_oom(lm, train_items, oom_above):
 
 def test_ace_span_means_equal_the_token_states_reference(lm, train_items):
     """The streamed span means (reduced in the hook) equal the means of the full per-token states."""
-    from interventions.steered import demographic_activations, profile_spans, span_means
+    from interventions.steered import demographic_activations, profile_spans
+    from tests.helpers import span_means
     from interventions.reading import token_states
     site = "blocks.1.resid_post"
     rows, _, acts = demographic_activations(lm, train_items.head(8), [site], 4)

@@ -61,11 +61,6 @@ scenarios:
 """
 
 
-def is_own_file(path: str | Path) -> bool:
-    """Whether ``path`` names a scenario file of one's own (a ``.yaml``/``.yml`` that exists)."""
-    return Path(path).suffix.lower() in OWN_SUFFIXES and Path(path).is_file()
-
-
 def own_content(path: str | Path) -> Content:
     """The content of a scenario file of one's own: the base suite's (``suite:``, default 2) with the file's
     scenarios in place of the suite's, under its own version; registered for this process
