@@ -1,0 +1,43 @@
+"""benchmarks/house_measures.py reads floors as the layers contract writes them and counts an import from a lower
+floor up as a back arrow. The bad case: a ground-floor module importing a running-floor one is reported (and a
+same-floor or downward import is not)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import house_measures as hm  # noqa: E402
+
+
+class Graph:
+    """The two grimp calls back_arrows makes, on a hand-written import list."""
+
+    def __init__(self, imports: dict[str, set[str]]):
+        self.imports = imports
+        self.modules = set(imports) | {b for bs in imports.values() for b in bs}
+
+    def find_modules_directly_imported_by(self, m):
+        return self.imports.get(m, set())
+
+    def get_import_details(self, importer, imported):
+        return [{"line_number": 3}]
+
+
+CONTRACT = {"containers": "evenhand", "layers": "\n    decisions : stages\n    runs\n    stats | lazy"}
+
+
+def test_floors_read_top_first_with_both_separators():
+    assert hm.floors(CONTRACT) == [["evenhand.decisions", "evenhand.stages"], ["evenhand.runs"],
+                                   ["evenhand.stats", "evenhand.lazy"]]
+    assert hm.floor_of("evenhand.runs.paths", hm.floors(CONTRACT)) == 1
+    assert hm.floor_of("evenhand.other", hm.floors(CONTRACT)) is None
+
+
+def test_an_import_up_a_floor_is_a_back_arrow_and_nothing_else_is():
+    graph = Graph({"evenhand.stats": {"evenhand.decisions", "evenhand.lazy"},
+                   "evenhand.decisions": {"evenhand.stages", "evenhand.runs", "evenhand.stats"},
+                   "evenhand.runs": {"evenhand.stats"}})
+    assert hm.back_arrows(graph, hm.floors(CONTRACT)) == ["evenhand.stats -> evenhand.decisions (l.3)"]
