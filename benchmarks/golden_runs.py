@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pandas as pd
 
-TABLE_SUFFIXES = (".parquet", ".csv", ".json", ".jsonl")
+TABLE_SUFFIXES = (".parquet", ".csv", ".json", ".jsonl", ".tex")
 """The files of a run directory that are digested (figures are listed by name only: their bytes carry renderer
-metadata)."""
+metadata; a .tex table is digested as text)."""
 
 VOLATILE = re.compile(r"(^|_)(seconds|secs|elapsed|duration|wall|time|timing|timings|timestamp|started|finished|"
                       r"created|updated|date|sha|sha256|git|commit|host|hostname|pid|throughput|"
@@ -123,6 +123,8 @@ def normal_bytes(path: Path, roots: dict[str, str]) -> bytes:
         return normal_frame(pd.read_parquet(path), roots).to_csv(index=False).encode()
     if path.suffix == ".csv":
         return normal_frame(pd.read_csv(path), roots).to_csv(index=False).encode()
+    if path.suffix == ".tex":
+        return scrub(path.read_text(), roots).encode()
     if path.suffix == ".jsonl":
         lines = [json.dumps(scrub(json.loads(s), roots), sort_keys=True) for s in path.read_text().splitlines()
                  if s.strip()]
@@ -139,7 +141,7 @@ def digest_run(run_dir: Path, roots: dict[str, str], dest: Path) -> dict[str, st
             continue
         rel = p.relative_to(run_dir).as_posix()
         if p.suffix not in TABLE_SUFFIXES:
-            if p.suffix in (".png", ".pdf", ".svg", ".tex"):
+            if p.suffix in (".png", ".pdf", ".svg"):
                 figures.append(rel)
             continue
         data = normal_bytes(p, roots)
@@ -169,9 +171,10 @@ def cli(tree: Path, args: list[str], log: Path) -> float:
     return time.perf_counter() - t0
 
 
-def golden(tree: Path, out: Path, only: list[str] | None = None) -> dict:
+def golden(tree: Path, out: Path, only: list[str] | None = None, digest_only: bool = False) -> dict:
     """Every golden run on ``tree`` into ``out``: run directories under ``out/runs``, normalised tables under
-    ``out/tables``, ``out/digest.json`` (study -> file -> sha256) and ``out/runtimes.json``."""
+    ``out/tables``, ``out/digest.json`` (study -> file -> sha256) and ``out/runtimes.json``. ``digest_only``:
+    digest the run directories already there, running nothing."""
     import yaml
     tree, out = tree.resolve(), out.resolve()
     (out / "configs").mkdir(parents=True, exist_ok=True)
@@ -189,16 +192,19 @@ def golden(tree: Path, out: Path, only: list[str] | None = None) -> dict:
             cfg = out / "configs" / f"{name}.yaml"
             cfg.write_text(yaml.safe_dump({**RUNS[name], "output_dir": str(run_dir)}, sort_keys=False))
             args = ["run", str(cfg), "--quiet"]
-        print(f"golden {name}: running", flush=True)
-        try:
-            times[name] = round(cli(tree, args, log), 1)
-        except RuntimeError as e:   # the other studies still run; --only NAME reruns this one into the same OUT
-            print(f"golden {name}: FAILED: {e}", flush=True)
+        if not digest_only:
+            print(f"golden {name}: running", flush=True)
+            try:
+                times[name] = round(cli(tree, args, log), 1)
+            except RuntimeError as e:   # the other studies still run; --only NAME reruns this one into the same OUT
+                print(f"golden {name}: FAILED: {e}", flush=True)
+                continue
+        elif not run_dir.is_dir():
             continue
         roots = dict(sorted({str(run_dir): "<RUN>", str(out): "<OUT>", str(tree): "<TREE>"}.items(),
                             key=lambda kv: -len(kv[0])))
         digests[name] = digest_run(run_dir, roots, out / "tables" / name)
-        print(f"golden {name}: {len(digests[name])} tables, {times[name]} s", flush=True)
+        print(f"golden {name}: {len(digests[name])} tables, {times.get(name)} s", flush=True)
         digest_path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
         times_path.write_text(json.dumps(times, indent=1) + "\n")
     return digests
@@ -244,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tree", type=Path, help="the source tree to run (its root: experiments/, evenhand/, ...)")
     ap.add_argument("--out", type=Path, help="where run directories, normalised tables and digest.json go")
     ap.add_argument("--only", default=None, help=f"comma-separated subset of {', '.join([*RUNS, 'figures'])}")
+    ap.add_argument("--digest-only", action="store_true", help="digest OUT's run directories again, running nothing")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("A", "B"), help="two digest.json files to diff")
     a = ap.parse_args(argv)
     if a.compare:
@@ -253,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (a.tree and a.out):
         ap.error("--tree and --out are required (or --compare A B)")
     t0 = time.perf_counter()
-    digests = golden(a.tree, a.out, a.only.split(",") if a.only else None)
+    digests = golden(a.tree, a.out, a.only.split(",") if a.only else None, a.digest_only)
     print(f"{sum(len(v) for v in digests.values())} tables digested in {time.perf_counter() - t0:.0f} s")
     return 0
 
