@@ -44,7 +44,8 @@ def cache_digests(lm, train: pd.DataFrame, backend: str) -> dict:
 
 
 def read_digests(lm, train: pd.DataFrame) -> dict:
-    from interventions.reading import last_token_activations, prompt_ids, token_states
+    from evenhand.engine.reader import last_token_activations, token_states
+    from interventions.reading import prompt_ids
     from interventions.steered import demographic_activations, site_activations
     seqs = [prompt_ids(lm, r) for r in train.head(12).to_dict("records")]
     out = {f"site_activations {s}": digest(a) for s, a in site_activations(lm, train.head(12), SITES, 5).items()}

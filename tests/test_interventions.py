@@ -385,7 +385,8 @@ def test_leace_applies_the_apply_options_given_not_the_fit(lm, train_items, eval
 
 def test_leace_method_applies_the_eraser_it_fits(lm, train_items):
     """One LEACE implementation: the method's edit is steering.leace's fitted eraser."""
-    from interventions.reading import last_token_activations, prompt_ids
+    from evenhand.engine.reader import last_token_activations
+    from interventions.reading import prompt_ids
     from interventions.steered import concept_labels
     from steering.leace import fit_leace
     leace = get("leace")
