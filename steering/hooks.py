@@ -1,11 +1,11 @@
 """Hidden-state edits and the ``steer``/``observe`` context managers that apply and read them at model sites.
 
-The public face of :mod:`evenhand.models.hooks`, where they live so that the core's activation cache reads
+The public face of :mod:`evenhand.engine.hooks`, where they live so that the core's activation cache reads
 through the same hooks as fitting and interventions (:mod:`evenhand.engine.reader`). More in
 docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
-from evenhand.models.hooks import (POSITIONS, Add, Affine, AtPositions, Edit, ForwardInfo, ProjectOut,
+from evenhand.engine.hooks import (POSITIONS, Add, Affine, AtPositions, Edit, ForwardInfo, ProjectOut,
                                    active_hooks, observe, steer)
 
 __all__ = ["POSITIONS", "Add", "Affine", "AtPositions", "Edit", "ForwardInfo", "ProjectOut", "active_hooks",

@@ -1,5 +1,5 @@
 """One hook mechanism for every edit: an intervention touches a model's hidden states only
-through :mod:`steering.hooks` (``steer`` to edit, ``observe`` to read; they live in :mod:`evenhand.models.hooks`,
+through :mod:`steering.hooks` (``steer`` to edit, ``observe`` to read; they live in :mod:`evenhand.engine.hooks`,
 where the core's reader, :mod:`evenhand.engine.reader`, uses them too), never by registering a torch hook
 itself, through pyvene's ``IntervenableModel`` (which removes every hook on the model before each call) or
 through nnsight. Checked statically over the sources (:func:`hook_bypasses`) and, in
@@ -10,8 +10,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-THE_MECHANISM = Path("evenhand/models/hooks.py")
-SCANNED = ("interventions", "steering", "examples", "evenhand/models", "evenhand/engine")
+THE_MECHANISM = Path("evenhand/engine/hooks.py")
+SCANNED = ("interventions", "steering", "examples", "evenhand/engine")
 """The intervention path: the methods, the edits, the method plugins, the hooks and the reader on them."""
 REGISTERING = frozenset({"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
                          "register_full_backward_pre_hook", "register_backward_hook", "register_module_forward_hook",
@@ -25,7 +25,7 @@ PYVENE_ALLOWED = frozenset({"DistributedRepresentationIntervention", "TrainableI
 
 def hook_bypasses(root: Path) -> list[str]:
     """Every place under ``root``'s :data:`SCANNED` folders that attaches a hook other than through
-    evenhand/models/hooks.py: a call of a :data:`REGISTERING` method, an import of an :data:`OTHER_MECHANISMS`
+    evenhand/engine/hooks.py: a call of a :data:`REGISTERING` method, an import of an :data:`OTHER_MECHANISMS`
     package, or a pyvene name other than :data:`PYVENE_ALLOWED` (``IntervenableModel`` among them)."""
     out = []
     for folder in SCANNED:

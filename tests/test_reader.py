@@ -30,7 +30,7 @@ def _seqs(lm, rows) -> list[list[int]]:
 def test_the_hooks_and_nnsight_backends_cache_the_hooks_readers_bits(tiny, arch, smoke_items, tmp_path):
     """Every site of every layer (input and output ports), cached by nnsight and by hooks, equals the hooks reader
     bit for bit; the same reader under ``Add`` of 1e-6 at the first layer does not (the comparison can fail)."""
-    from evenhand.models.hooks import Add
+    from evenhand.engine.hooks import Add
     lm, rows = tiny[arch], smoke_items.head(9)
     opts = CacheOptions(sites=("all",), batch_size=4, dtype="float32", progress=False)
     nn = cache_activations(rows, lm, opts, tmp_path / "nn")

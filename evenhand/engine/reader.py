@@ -3,7 +3,7 @@
 :func:`read` is the batch loop every reader runs on: planned batches under ``inference_mode`` that halve on
 out-of-memory (:class:`~.batching.Halving`, which frees the failed batch first); a *runner* (batch indices ->
 one dict of float32 rows per sequence) does the forward pass. :func:`hook_runner` is the reference runner
-(forward hooks: :func:`~evenhand.models.hooks.observe` reads, :func:`~evenhand.models.hooks.steer` edits);
+(forward hooks: :func:`~.hooks.observe` reads, :func:`~.hooks.steer` edits);
 the activation cache's nnsight and TransformerLens backends are runners giving the same values
 (:mod:`evenhand.activations`). Device to host in one place: :func:`host_rows`. On them:
 :func:`read_batches`, :func:`last_token_activations` and :func:`token_states`, what fitting reads."""
@@ -54,8 +54,8 @@ def host_rows(saved: dict, stack: bool | None = None) -> list[dict]:
 @contextmanager
 def hook_runner(model, pad_id: int, seqs: list[list[int]], sites: list[str], pick,
                 edits: Mapping | None = None) -> Iterator[Runner]:
-    """A runner reading ``sites`` with forward hooks (:func:`~evenhand.models.hooks.observe`) while the
-    ``with`` block lasts, under ``edits`` (site -> edit(s), applied by :func:`~evenhand.models.hooks.steer`;
+    """A runner reading ``sites`` with forward hooks (:func:`~.hooks.observe`) while the
+    ``with`` block lasts, under ``edits`` (site -> edit(s), applied by :func:`~.hooks.steer`;
     the readers run after them, so they read the edited values).
 
     A batch is ``seqs[idx]`` left-padded (:func:`~.batching.left_pad`) on the model's device, one forward pass
@@ -66,7 +66,7 @@ def hook_runner(model, pad_id: int, seqs: list[list[int]], sites: list[str], pic
     nothing behind."""
     import torch
 
-    from ..models.hooks import observe, steer
+    from .hooks import observe, steer
     batch: list[int] = []
 
     def take(h):

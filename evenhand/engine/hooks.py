@@ -1,8 +1,8 @@
 """Edits of hidden states and the two context managers that touch a model's sites: ``steer`` and ``observe``.
 
-The one place hooks are registered on a model's sites (:mod:`.sites` names them): :func:`steer` edits,
-:func:`observe` reads, and :mod:`evenhand.engine.reader` reads in batches on ``observe``. They sit in the core
-so that the activation cache reads through them; :mod:`steering.hooks` is their public face.
+The one place hooks are registered on a model's sites (:mod:`evenhand.models.sites` names them):
+:func:`steer` edits, :func:`observe` reads, and :mod:`.reader` reads in batches on ``observe``. They sit in
+the core so that the activation cache reads through them; :mod:`steering.hooks` is their public face.
 More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..engine.positions import current_answer_tokens
-from .sites import SiteError, module, resolve
+from .positions import current_answer_tokens
+from ..models.sites import SiteError, module, resolve
 
 _MARK = "_evenhand_steering_hook"
 _READ_MARK = "_evenhand_reading_hook"
