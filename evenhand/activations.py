@@ -1,4 +1,4 @@
-"""Residual-stream cache at the decision point, read by nnsight (the default backend) or TransformerLens.
+"""Residual-stream cache at the decision point, read by a backend: nnsight (default), TransformerLens or hooks.
 
 For each item the model reads the prompt (the answer variant, chat template
 applied) and the cache keeps, at the last prompt token (the token after which
@@ -11,13 +11,14 @@ names, the mean over the tokens of each candidate's name (``SITE@name_A``,
 Storage: ``OUT/activations/acts-NNNNN.safetensors`` shards (one tensor per site, item ids in the
 shard's metadata), ``manifest.json`` (model, sites, storage dtype, suite version, width), ``index.json``
 when complete; resumable. Stored in bfloat16 for a bfloat16 model, else float32 (never float16); a NaN or
-inf stops the cache naming site and item. Read as float32 one site at a time (docs/GUIDE.md, "Cache")."""
+inf stops the cache naming site and item. Read as float32 one site at a time (docs/GUIDE.md, "Cache").
+Batches, out-of-memory halving and the copy to the host: :mod:`evenhand.engine.reader`."""
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -25,16 +26,19 @@ from typing import Literal, get_args
 import numpy as np
 import pandas as pd
 
-from .engine.batching import Halving, equal_length_groups, left_pad, plan_batches, token_lengths
+from .engine.batching import left_pad, plan_batches, plan_equal_length, token_lengths
+from .engine.reader import hook_runner, host_rows, read
 from .models.loading import LoadedModel
-from .models.sites import expand, resolve
+from .models.sites import expand, module, resolve
 from .prompts import ChatTemplate, model_text, user_message, uses_chat_template
 from .runs import RunDir
 from .shards import ShardDir, read_json, write_json
 from .stages import report_progress
 
-Backend = Literal["nnsight", "transformer_lens"]
-"""What reads the activations (``backend``): nnsight (one trace of the Hugging Face model) or TransformerLens."""
+Backend = Literal["nnsight", "transformer_lens", "hooks"]
+"""What reads the activations (``backend``): nnsight (one trace of the Hugging Face model), TransformerLens, or
+forward hooks (:func:`evenhand.engine.reader.hook_runner`, what fitting and interventions read with); the same
+values (tests/test_reader.py)."""
 BACKENDS = get_args(Backend)
 CacheDtype = Literal["auto", "bfloat16", "float32"]
 """The storage dtype of a cache (module docstring): auto (the model's bfloat16, else float32), bfloat16, float32."""
@@ -111,14 +115,6 @@ def execution_order(site: str) -> tuple:
         return (10**9, 0)
     m = re.match(r"blocks\.(\d+)\.(\w+)$", site)
     return (int(m.group(1)), _ORDER[m.group(2)])
-
-
-def envoy(root, path: str):
-    """The nnsight envoy of the module at dotted ``path`` (a :class:`~evenhand.models.sites.Site`'s) under ``root``."""
-    node = root
-    for part in path.split("."):
-        node = node[int(part)] if part.isdigit() else getattr(node, part)
-    return node
 
 
 def name_weights(tokenizer, texts: list[str], items: list[dict], width: int, lengths: list[int]):
@@ -226,23 +222,23 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
                       backend: str = "nnsight") -> ActivationCache:
     """Cache the requested sites at the decision token for every item (resumable).
 
-    ``backend="nnsight"`` (default) reads every site in one trace of the Hugging Face model.
+    ``backend="nnsight"`` (default) reads every site in one trace of the Hugging Face model;
+    ``backend="hooks"`` reads the same values with forward hooks, in the same batches (no ``name_mean``).
     ``backend="transformer_lens"`` boots a TransformerLens ``TransformerBridge`` on its own copy of
     the model and stores the same values under TransformerLens hook names
     (``hook_embed``, ``blocks.{L}.hook_resid_post``, ...); it batches only prompts of equal
     token length, since the bridge does not reproduce Hugging Face's padded forward."""
-    import torch
     from tqdm.auto import tqdm
 
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be nnsight or transformer_lens, got {backend!r}")
-    if backend == "transformer_lens" and opts.name_mean:
+        raise ValueError(f"backend must be nnsight, transformer_lens or hooks, got {backend!r}")
+    if backend != "nnsight" and opts.name_mean:
         raise ValueError("name_mean is available with the nnsight backend only")
     records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
     out = Path(out_dir)
     sites = sorted(expand(lm.model, list(opts.sites)), key=execution_order)
     resolved = [resolve(lm.model, s) for s in sites]
-    keys = sites if backend == "nnsight" else [tl_hook_name(s) for s in sites]
+    keys = [tl_hook_name(s) for s in sites] if backend == "transformer_lens" else sites
     stored = list(keys) + ([f"{s}@name_{slot}" for s in sites for slot in "AB"] if opts.name_mean else [])
     dtype = storage_dtype(opts.dtype, next(lm.model.parameters()).dtype)
     manifest = {"model": lm.describe(), "sites": sites, "stored_sites": stored, "dtype": dtype,
@@ -263,26 +259,29 @@ def cache_activations(items: pd.DataFrame | list[dict], lm: LoadedModel, opts: C
     special = not uses_chat_template(lm.tokenizer, opts.chat_template)
     texts = [model_text(lm.tokenizer, user_message(r, "answer"), opts.chat_template) for r in todo]
     lengths = token_lengths(lm.tokenizer, texts, special)
-    if backend == "nnsight":
-        run = nnsight_runner(lm, texts, todo, special, resolved, opts)
+    if backend == "transformer_lens":
+        runner, batches = nullcontext(_tl_runner(lm, texts, special, keys)), plan_equal_length(lengths, opts.batch_size)
+    elif backend == "hooks":
+        seqs = [lm.tokenizer(t, add_special_tokens=special)["input_ids"] for t in texts]
+        runner = hook_runner(lm.model, lm.tokenizer.pad_token_id, seqs, sites, lambda h, idx: h[:, -1])
         batches = plan_batches(lengths, opts.batch_size)
     else:
-        run = _tl_runner(lm, texts, special, keys)
-        batches = [b for group in equal_length_groups(lengths) for b in
-                   (group[i:i + opts.batch_size] for i in range(0, len(group), opts.batch_size))]
-    halving = Halving(opts.batch_size)
+        runner, batches = nullcontext(nnsight_runner(lm, texts, todo, special, resolved, opts)), plan_batches(
+            lengths, opts.batch_size)
     bar = tqdm(total=len(records), initial=len(done), unit="item", disable=not opts.progress,
                desc=" ".join(filter(None, (opts.progress_label, f"cache[{backend}]"))), dynamic_ncols=True)
     from safetensors.torch import save_file
-    with torch.inference_mode():
-        for idx in batches:
-            rows = halving.run(run, idx)
-            batch_ids = [todo[i]["item_id"] for i in idx]
-            arrays = storage_tensors(rows, stored, batch_ids, dtype)
-            meta = {"item_ids": json.dumps(batch_ids)}
-            shards.atomic_write(lambda tmp: save_file(arrays, tmp, metadata=meta))
-            bar.update(len(idx))
-            report_progress(bar.n, bar.total)  # the run's time left in this stage
+
+    def write(idx: list[int], rows: list[dict]) -> None:
+        batch_ids = [todo[i]["item_id"] for i in idx]
+        arrays = storage_tensors(rows, stored, batch_ids, dtype)
+        meta = {"item_ids": json.dumps(batch_ids)}
+        shards.atomic_write(lambda tmp: save_file(arrays, tmp, metadata=meta))
+        bar.update(len(idx))
+        report_progress(bar.n, bar.total)  # the run's time left in this stage
+
+    with runner as run:
+        read(run, batches, opts.batch_size, write)
     bar.close()
     cache = ActivationCache(out)
     ids = cache.item_ids()
@@ -334,7 +333,7 @@ def merge_caches(parts: list[str | Path], out: str | Path, item_ids: list[str]) 
 
 def nnsight_runner(lm: LoadedModel, texts: list[str], todo: list[dict], special: bool, resolved: list,
                    opts: CacheOptions) -> Callable[[list[int]], list[dict]]:
-    """A batch function for :class:`~evenhand.engine.batching.Halving`: it runs ``texts[idx]``
+    """The nnsight backend, a runner of :func:`evenhand.engine.reader.read`: it runs ``texts[idx]``
     left-padded through an nnsight trace and returns, per text, each resolved site's activation at
     the last token (and the name means when ``opts.name_mean``) as float32 arrays."""
     from nnsight import TransformersModel
@@ -353,26 +352,6 @@ def nnsight_runner(lm: LoadedModel, texts: list[str], todo: list[dict], special:
         return host_rows(dict(saved))
 
     return run
-
-
-def host_rows(saved: dict, stack: bool | None = None) -> list[dict]:
-    """``saved`` (name -> a ``(batch, width)`` tensor) as one dict of float32 arrays per row, each a view of
-    one array per batch or per site. ``stack`` (default: when a tensor is not on the CPU): the sites are
-    stacked on the device, converted to float32 there and copied to the host at once, one device-to-host
-    copy per batch; otherwise each site is converted (and copied) on its own, which on the CPU, where there
-    is nothing to copy, spares the stack. The values equal a copy per site and row (``v[j].float().cpu()``)."""
-    import torch
-    names = list(saved)
-    if not names:
-        return []
-    if stack is None:
-        stack = any(saved[k].device.type != "cpu" for k in names)
-    if stack:
-        device = saved[names[0]].device  # with a device map the sites can sit on several devices
-        host = torch.stack([saved[k].to(device) for k in names]).float().cpu().numpy()  # (sites, batch, width)
-        return [{k: host[s, j] for s, k in enumerate(names)} for j in range(host.shape[1])]
-    per_site = {k: saved[k].float().cpu().numpy() for k in names}
-    return [{k: per_site[k][j] for k in names} for j in range(per_site[names[0]].shape[0])]
 
 
 def boot_bridge(lm: LoadedModel):
@@ -438,8 +417,10 @@ def trace_body(traced, resolved: list, weights: dict | None) -> dict:
     import torch
     saved = nnsight.save({})
     for site in resolved:
-        env = envoy(traced, site.path)
+        env = module(traced, site)
         val = env.output if site.port == "output" else env.input
+        if isinstance(val, (tuple, list)):  # Llama/Qwen's self_attn returns (output, weights): the hooks read [0]
+            val = val[0]
         saved[site.name] = val[:, -1, :]
         if weights is not None:
             for slot in ("A", "B"):

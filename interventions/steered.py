@@ -9,7 +9,6 @@ the prompt and of the answer).
 More in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -17,23 +16,20 @@ import numpy as np
 import pandas as pd
 
 from .base import DirectionIntervention, Fitted, InterventionError, SitesApply, register
-from .reading import answer_sequences, last_token_activations, prompt_ids, read_batches
-from evenhand.activations import CacheOptions, cache_activations
+from .reading import answer_sequences, prompt_ids
+from evenhand.engine.reader import last_token_activations, read_batches
 from evenhand.models.sites import n_layers
 from evenhand.prompts import model_text, user_message
 from .reading import adds_special_tokens
-from evenhand.engine.batching import left_pad
 from steering.directions import diff_of_means
 
 
 def site_activations(lm, items: pd.DataFrame, sites: list[str], batch_size: int = 32,
                      progress: bool = False) -> dict[str, np.ndarray]:
-    """Decision-token activations of ``items`` at ``sites`` (float32, rows in the items' order)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        cache = cache_activations(items, lm, CacheOptions(sites=tuple(sites), batch_size=batch_size, dtype="float32",
-                                                          progress=progress), tmp)
-        ids = items["item_id"].tolist()
-        return {s: cache.load(s, ids)[1] for s in sites}
+    """Decision-token activations of ``items`` at ``sites`` (float32, rows in the items' order), read in the
+    activation cache's batches (similar lengths together), so they equal a float32 cache of the items."""
+    seqs = [prompt_ids(lm, r) for r in items.to_dict("records")]
+    return last_token_activations(lm, seqs, sites, batch_size, progress, by_length=True)
 
 
 def layer_sites(lm, layers) -> list[str]:
@@ -489,7 +485,6 @@ class LEACE(_RelabelledControl):
     ApplyOptions = StrengthApply
 
     def fit_parameters(self, lm, train_items, options: LEACEFit, seed: int, progress: bool) -> tuple[dict, dict]:
-        from steering.hooks import steer  # deferred: pulls in torch
         from steering.leace import fit_leace, fit_leace_sequential  # deferred: pulls in torch
         if train_items is None or len(train_items) == 0:
             raise InterventionError("leace needs train items")
@@ -500,8 +495,8 @@ class LEACE(_RelabelledControl):
             acts: dict[str, np.ndarray] = {}
 
             def collect(site: str, upstream: dict) -> np.ndarray:
-                with steer(lm.model, {s: e.as_affine() for s, e in upstream.items()}):
-                    acts[site] = last_token_activations(lm, seqs, [site], options.batch_size, progress)[site]
+                erased = {s: e.as_affine() for s, e in upstream.items()}
+                acts[site] = last_token_activations(lm, seqs, [site], options.batch_size, progress, erased)[site]
                 return acts[site]
             erasers = fit_leace_sequential(collect, sites, z, options.shrinkage)
         else:

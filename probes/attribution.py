@@ -30,7 +30,8 @@ from evenhand.engine.scoring import label_token_ids
 from evenhand.models.sites import module, resolve
 from evenhand.activations import tl_hook_name
 from evenhand.activations import boot_bridge
-from evenhand.engine.batching import Halving, equal_length_groups
+from evenhand.engine.batching import plan_equal_length
+from evenhand.engine.reader import read
 from evenhand.models.sites import n_layers
 from evenhand.prompts import model_text, user_message, uses_chat_template
 from evenhand.stats import interval_bounds, row_weights
@@ -225,7 +226,6 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     embedding, missing for ``unembed_bias``/``logit_diff``) and ``value`` (logits). ``attrs``
     holds ``max_abs_error``: the largest gap between the sum of the components and the
     (pre-softcap) logit difference, and ``softcap``."""
-    import torch
     from tqdm.auto import tqdm
 
 
@@ -244,16 +244,15 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     sites = component_sites(n_layers(lm.model))
     readout = _Readout(lm)
     run = _runner(lm, bridge if bridge is not None else boot_bridge(lm), seqs, sites, readout)
-    halving = Halving(batch_size)
     results: list[dict | None] = [None] * len(seqs)
     bar = tqdm(total=len(seqs), unit="item", disable=not progress, desc="attribution", dynamic_ncols=True)
-    with torch.inference_mode():
-        for group in equal_length_groups([len(s.ids) for s in seqs]):
-            for k in range(0, len(group), batch_size):
-                idx = group[k:k + batch_size]
-                for i, row in zip(idx, halving.run(run, idx)):
-                    results[i] = row
-                bar.update(len(idx))
+
+    def keep(idx: list[int], rows: list[dict]) -> None:
+        for i, row in zip(idx, rows):
+            results[i] = row
+        bar.update(len(idx))
+
+    read(run, plan_equal_length([len(s.ids) for s in seqs], batch_size), batch_size, keep)
     bar.close()
     return _long_table(df, records, seqs, results, readout)
 

@@ -24,10 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.activations import envoy
 from evenhand.judge import VERBALIZATION, Judge, ask
 from evenhand.models.loading import LoadedModel, load_model
-from evenhand.models.sites import SITE_RE, Site, SiteError, resolve
+from evenhand.models.sites import SITE_RE, Site, SiteError, module, resolve
 from evenhand.runs import RunDir, write_table_atomic
 from evenhand.sides import favours_minority
 from evenhand.stats import RESAMPLES
@@ -123,7 +122,7 @@ def read_vectors(lm: LoadedModel, ids: Sequence[Sequence[int]], site: str, posit
     with torch.inference_mode():
         for seq in ids:
             with traced.trace(input_ids=torch.tensor([list(seq)], device=lm.model.device)):
-                val = envoy(traced, where.path)
+                val = module(traced, where)
                 val = val.output if where.port == "output" else val.input
                 saved = val[:, position, :].clone().save()
             out.append(saved)
@@ -139,7 +138,7 @@ def patched_logits(lm: LoadedModel, ids: Sequence[int], site: str, position: int
     traced = _traced(lm)
     inp = torch.tensor([list(ids)] * len(v), device=lm.model.device)
     with torch.inference_mode(), traced.trace(input_ids=inp):
-        envoy(traced, where.path).output[:, position, :] = v
+        module(traced, where).output[:, position, :] = v
         logits = traced.output.logits[:, -1, :].save()
     return logits
 
@@ -168,7 +167,7 @@ def describe(lm: LoadedModel, vectors, site: str, opts: VerbalizeOptions = Verba
                                  max_new_tokens=opts.max_new_tokens, pad_token_id=tok.pad_token_id,
                                  eos_token_id=eos) as tracer:
                 for _ in tracer.iter[0]:  # the prompt's forward pass only; later steps see new tokens
-                    envoy(traced, where.path).output[:, pos, :] = rows
+                    module(traced, where).output[:, pos, :] = rows
                 gen = tracer.result.save()
             out += [t.strip() for t in tok.batch_decode(gen[:, len(ids):], skip_special_tokens=True)]
             bar.update(len(rows))

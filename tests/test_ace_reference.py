@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from interventions.base import InterventionError
-from interventions.reading import prompt_ids, token_states
+from evenhand.engine.reader import token_states
+from interventions.reading import prompt_ids
 from interventions.registry import get
 from interventions.steered import (ACE, PAIR_STRATA, concept_labels, demographic_activations, pair_flipped,
                                   profile_spans, relabelled)
@@ -147,7 +148,7 @@ def test_the_edit_sets_every_position_to_the_midpoint(lm, train_items, smoke_ite
 def test_relational_is_the_concept_before_issue_28(lm, train_items):
     """``concept: relational``: which slot holds the minority-coded candidate, at the decision token (the old
     default), bit for bit the difference of means of the decision-token activations."""
-    from interventions.reading import last_token_activations
+    from evenhand.engine.reader import last_token_activations
     from steering.directions import diff_of_means
     ace = get("ace")
     fitted = ace.fit(lm, train_items, {"layers": [1], "batch_size": 8, "concept": "relational"})

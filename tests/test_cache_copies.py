@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.activations import CacheOptions, host_rows, nnsight_runner
+from evenhand.activations import CacheOptions, nnsight_runner
+from evenhand.engine.reader import host_rows
 from evenhand.models.sites import expand, resolve
 from evenhand.prompts import model_text, user_message
 

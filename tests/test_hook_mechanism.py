@@ -1,5 +1,6 @@
 """One hook mechanism for every edit: an intervention touches a model's hidden states only
-through :mod:`steering.hooks` (``steer`` to edit, ``observe`` to read), never by registering a torch hook
+through :mod:`steering.hooks` (``steer`` to edit, ``observe`` to read; they live in :mod:`evenhand.engine.hooks`,
+where the core's reader, :mod:`evenhand.engine.reader`, uses them too), never by registering a torch hook
 itself, through pyvene's ``IntervenableModel`` (which removes every hook on the model before each call) or
 through nnsight. Checked statically over the sources (:func:`hook_bypasses`) and, in
 tests/test_interventions.py, at run time while every editing method fits and decides."""
@@ -9,9 +10,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-THE_MECHANISM = Path("steering/hooks.py")
-SCANNED = ("interventions", "steering", "examples")
-"""The intervention path: the methods, the edits and the method plugins."""
+THE_MECHANISM = Path("evenhand/engine/hooks.py")
+SCANNED = ("interventions", "steering", "examples", "evenhand/engine")
+"""The intervention path: the methods, the edits, the method plugins, the hooks and the reader on them."""
 REGISTERING = frozenset({"register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
                          "register_full_backward_pre_hook", "register_backward_hook", "register_module_forward_hook",
                          "register_module_forward_pre_hook", "register_module_full_backward_hook"})
@@ -24,7 +25,7 @@ PYVENE_ALLOWED = frozenset({"DistributedRepresentationIntervention", "TrainableI
 
 def hook_bypasses(root: Path) -> list[str]:
     """Every place under ``root``'s :data:`SCANNED` folders that attaches a hook other than through
-    steering/hooks.py: a call of a :data:`REGISTERING` method, an import of an :data:`OTHER_MECHANISMS`
+    evenhand/engine/hooks.py: a call of a :data:`REGISTERING` method, an import of an :data:`OTHER_MECHANISMS`
     package, or a pyvene name other than :data:`PYVENE_ALLOWED` (``IntervenableModel`` among them)."""
     out = []
     for folder in SCANNED:
@@ -65,18 +66,19 @@ def test_every_hook_of_the_intervention_path_is_registered_by_steering_hooks():
 def test_the_check_finds_each_kind_of_bypass(tmp_path):
     """Each kind of bypass, planted in a copy of the tree's layout, is found (the check can fail)."""
     for folder in SCANNED:
-        (tmp_path / folder).mkdir()
-    (tmp_path / "steering" / "hooks.py").write_text("def f(m, h):\n    return m.register_forward_hook(h)\n")
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / THE_MECHANISM).write_text("def f(m, h):\n    return m.register_forward_hook(h)\n")
     assert hook_bypasses(tmp_path) == []  # the mechanism itself may
     planted = {"interventions/a.py": "def f(m, h):\n    m.register_forward_pre_hook(h)\n",
                "interventions/b.py": "from torch.nn.modules.module import register_module_forward_hook\n",
                "steering/c.py": "import nnsight\n",
                "examples/d.py": "from pyvene import IntervenableModel\n",
                "interventions/e.py": "import pyvene\nm = pyvene.IntervenableModel({}, None)\n",
-               "interventions/f.py": "from pyreft import get_reft_model\n"}
+               "interventions/f.py": "from pyreft import get_reft_model\n",
+               "evenhand/engine/g.py": "def f(m, h):\n    m.register_forward_hook(h)\n"}
     for rel, text in planted.items():
         (tmp_path / rel).write_text(text)
     found = hook_bypasses(tmp_path)
     for rel in planted:
         assert any(f.startswith(rel + ":") for f in found), (rel, found)
-    assert not any(f.startswith("steering/hooks.py") for f in found)
+    assert not any(f.startswith(str(THE_MECHANISM)) for f in found)

@@ -182,8 +182,8 @@ HOOK_CALLS = ("register_forward_hook", "register_forward_pre_hook", "register_fu
 @pytest.mark.parametrize("name", EDITING)
 def test_every_edit_and_read_goes_through_steering_hooks(name, lm, train_items, eval_items, monkeypatch):
     """While an editing method fits, applies and decides, every hook attached to a module is attached by
-    steering/hooks.py (or by the model's own transformers/torch code), never by the method, pyvene or nnsight
-    (the static check: tests/test_hook_mechanism.py). Fails on the tree before steering.hooks.observe, where
+    evenhand/engine/hooks.py, whose public face is steering/hooks.py (or by the model's own transformers/torch
+    code), never by the method, pyvene or nnsight (the static check: tests/test_hook_mechanism.py). Fails on the tree before steering.hooks.observe, where
     caa, ace, leace and reft_r1 read their training activations with hooks registered in interventions/."""
     import sys
     callers = []
@@ -199,9 +199,10 @@ def test_every_edit_and_read_goes_through_steering_hooks(name, lm, train_items, 
     fitted = method.fit(lm, train_items, fit_opts, seed=0)
     decide_with(method, fitted, eval_items.head(2), lm, DecideOptions(batch_size=2, max_new_tokens=2, progress=False),
                 apply_opts)
-    assert "steering.hooks" in callers  # the spy sees the registrations
-    others = sorted({c for c in callers if c != "steering.hooks" and not c.startswith(("transformers.", "torch."))})
-    assert not others, f"{name}: hooks registered from {others}, not through steering.hooks"
+    assert "evenhand.engine.hooks" in callers  # the spy sees the registrations
+    others = sorted({c for c in callers
+                     if c != "evenhand.engine.hooks" and not c.startswith(("transformers.", "torch."))})
+    assert not others, f"{name}: hooks registered from {others}, not through steering.hooks (evenhand.engine.hooks)"
 
 
 @pytest.mark.parametrize("name", REGISTERED)
@@ -385,7 +386,8 @@ def test_leace_applies_the_apply_options_given_not_the_fit(lm, train_items, eval
 
 def test_leace_method_applies_the_eraser_it_fits(lm, train_items):
     """One LEACE implementation: the method's edit is steering.leace's fitted eraser."""
-    from interventions.reading import last_token_activations, prompt_ids
+    from evenhand.engine.reader import last_token_activations
+    from interventions.reading import prompt_ids
     from interventions.steered import concept_labels
     from steering.leace import fit_leace
     leace = get("leace")

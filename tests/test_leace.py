@@ -189,7 +189,8 @@ def leace_fit(lm, train_items):
 def test_leace_fit_is_the_librarys_eraser_on_the_activations_it_stores(lm, train_items, leace_fit):
     """Each site's edit is concept-erasure's default eraser fitted on the stored activations (those collected
     with the upstream erasers applied), and the stored activations are what the model computes under them."""
-    from interventions.reading import last_token_activations, prompt_ids
+    from evenhand.engine.reader import last_token_activations
+    from interventions.reading import prompt_ids
     from steering.hooks import steer
     leace = get("leace")
     _, z = concept_labels(train_items, "identity")

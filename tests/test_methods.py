@@ -10,7 +10,8 @@ import torch
 
 from evenhand.decisions import DecideOptions
 from interventions.base import InterventionError, decide_with
-from interventions.reading import answer_sequences, last_token_activations, prompt_ids
+from evenhand.engine.reader import last_token_activations
+from interventions.reading import answer_sequences, prompt_ids
 from interventions.registry import get
 from interventions.steered import concept_labels, contrast_pairs
 
@@ -156,7 +157,7 @@ def test_reft_r1_is_one_direction_for_detection_and_steering(lm, train_items, ev
     assert abs(float(w.norm()) - 1.0) < 1e-5 and fitted.info["steering_factor"] >= 0
     assert 0.0 <= fitted.info["latent_zero_share"] <= 1.0
     scores = reft.detect(fitted, lm, eval_items)
-    from interventions.reading import token_states
+    from evenhand.engine.reader import token_states
     states = token_states(lm, [prompt_ids(lm, r) for r in eval_items.to_dict("records")], site)
     assert np.allclose(scores, [max(0.0, float((h.astype(float) @ w.double().numpy()).max())) for h in states],
                        atol=1e-5)

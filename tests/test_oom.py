@@ -104,7 +104,8 @@ def test_decide_with_injected_oom_equals_a_run_at_the_batch_that_fits(lm, smoke_
 
 
 def test_fitting_reads_recover_from_oom(lm, train_items, oom_above):
-    from interventions.reading import last_token_activations, prompt_ids, token_states
+    from evenhand.engine.reader import last_token_activations, token_states
+    from interventions.reading import prompt_ids
     from interventions.steered import demographic_activations
     seqs = [prompt_ids(lm, r) for r in train_items.head(10).to_dict("records")]
     site = "blocks.1.resid_post"
@@ -122,7 +123,7 @@ def test_ace_span_means_equal_the_token_states_reference(lm, train_items):
     """The streamed span means (reduced in the hook) equal the means of the full per-token states."""
     from interventions.steered import demographic_activations, profile_spans
     from tests.helpers import span_means
-    from interventions.reading import token_states
+    from evenhand.engine.reader import token_states
     site = "blocks.1.resid_post"
     rows, _, acts = demographic_activations(lm, train_items.head(8), [site], 4)
     other = {"A": "B", "B": "A"}

@@ -123,7 +123,13 @@ def left_pad(seqs: list[list[int]], pad_id: int, device):
     return ids.to(device), mask.to(device), pos.to(device)
 
 
-def equal_length_groups(lengths: list[int]) -> list[list[int]]:
+def plan_equal_length(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
+    """Batches of at most ``batch_size`` indices of equal length (:func:`equal_length_groups`, longest
+    first, each group in input order): the plan of readers that cannot pad (TransformerLens)."""
+    return [g[i:i + batch_size] for g in equal_length_groups(lengths) for i in range(0, len(g), batch_size)]
+
+
+def equal_length_groups(lengths: Sequence[int]) -> list[list[int]]:
     """Indices grouped by equal length, longest first (for engines that cannot pad, such as
     TransformerLens); each group in input order."""
     groups: dict[int, list[int]] = {}
