@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from .registry import Registry
+
 KINDS = {"ratio": 1, "diff": 2, "mean": 2}
 """How a metric combines its components' rates r_i = num_i / den_i (and how many it takes): ``ratio``: r_1;
 ``diff``: r_1 - r_2; ``mean``: (r_1 + r_2) / 2."""
@@ -96,18 +98,15 @@ class Metric:
         return self.row_label if self.row_label is not None else self.display
 
 
-_COMPONENTS: dict[str, Component] = {}
-_METRICS: dict[str, Metric] = {}
+_COMPONENTS: Registry[Component] = Registry("component", error=KeyError, taken="{what} {name!r} is already registered",
+                                             taken_error=ValueError)
+_METRICS: Registry[Metric] = Registry("metric", error=KeyError, taken_error=ValueError)
 _BROUGHT: dict[str, tuple[str, ...]] = {}  # metric -> the components it registered
 
 
 def register_component(component: Component) -> Component:
     """Add a component (a new indicator column); registering the same record again is a no-op."""
-    old = _COMPONENTS.get(component.name)
-    if old is not None and old is not component:
-        raise ValueError(f"component {component.name!r} is already registered")
-    _COMPONENTS[component.name] = component
-    return component
+    return _COMPONENTS.add(component.name, component)
 
 
 def register_metric(metric: Metric, replace: bool = False) -> Metric:
@@ -119,51 +118,44 @@ def register_metric(metric: Metric, replace: bool = False) -> Metric:
         raise ValueError(f"Metric {metric.name!r}: parent {metric.parent!r} is not a registered metric")
     new = [c for c in metric.components if isinstance(c, Component) and c.name not in _COMPONENTS]
     for c in metric.components:
-        if isinstance(c, Component) and _COMPONENTS.get(c.name, c) is not c:
+        if isinstance(c, Component) and (_COMPONENTS.find(c.name) or c) is not c:
             raise ValueError(f"Metric {metric.name!r}: component {c.name!r} is already registered differently")
         if isinstance(c, str) and c not in _COMPONENTS:
             raise ValueError(f"Metric {metric.name!r}: unknown component {c!r}; known: {', '.join(_COMPONENTS)}")
     for c in new:
         register_component(c)
-    _METRICS[metric.name] = metric
+    _METRICS.add(metric.name, metric, replace=True)
     _BROUGHT[metric.name] = tuple(c.name for c in new)
     return metric
 
 
 def unregister_metric(name: str) -> None:
     """Remove a registered metric and the components it brought that no other metric uses."""
-    get_metric(name)
-    del _METRICS[name]
+    _METRICS.remove(name)
     used = {c for m in _METRICS.values() for c in m.component_names}
     for c in _BROUGHT.pop(name, ()):
         if c not in used:
-            del _COMPONENTS[c]
+            _COMPONENTS.remove(c)
 
 
 def get_metric(name: str) -> Metric:
     """The registered :class:`Metric` called ``name``."""
-    try:
-        return _METRICS[name]
-    except KeyError:
-        raise KeyError(f"unknown metric {name!r}; registered: {', '.join(_METRICS)}") from None
+    return _METRICS.get(name)
 
 
 def find_metric(name) -> Metric | None:
     """The registered metric called ``name``, or None."""
-    return _METRICS.get(name) if isinstance(name, str) else None
+    return _METRICS.find(name)
 
 
 def get_component(name: str) -> Component:
     """The registered :class:`Component` called ``name``."""
-    try:
-        return _COMPONENTS[name]
-    except KeyError:
-        raise KeyError(f"unknown component {name!r}; registered: {', '.join(_COMPONENTS)}") from None
+    return _COMPONENTS.get(name)
 
 
 def component_names() -> tuple[str, ...]:
     """The indicator columns, in registration order (the columns of :func:`evenhand.metrics.indicators`)."""
-    return tuple(_COMPONENTS)
+    return _COMPONENTS.names()
 
 
 def registered() -> tuple[Metric, ...]:

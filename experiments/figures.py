@@ -1,21 +1,19 @@
-"""Figures over run and sweep directories: :func:`run_figures` walks one or more finished run
-directories (or a sweep directory, standing for its finished cells), computes each run's tidy metrics
-table once (:func:`evenhand.figures.metrics_table`) and draws every figure that the run's files
-support:
+"""Figures over run and sweep directories: a figure is a :class:`Figure` record in :data:`FIGURES` (its name and
+file stem, the tables it reads, its function from those tables to files, its caption); :func:`run_figures`
+computes each run's tidy metrics table once (:func:`evenhand.figures.metrics_table`), walks the registry (each
+figure draws what the run's files support: [] otherwise) and writes the LaTeX headline table last.
 
-- the progression, the FragGap heatmap, flips by pressure family and the LaTeX table
-  (:mod:`evenhand.figures`);
-- probe accuracy by layer, with a matching name ablation (``probes/<label>/probes.parquet``,
-  ``ablation/*/ablation.parquet``);
-- direct logit attribution (``attribution/attribution.parquet``, :mod:`probes.attribution`);
-- for reasoning-mode runs, the explanation-language words (:mod:`probes.language`), for all
-  choices and for correct choices on GT items, as a table and a figure.
-
-More in docs/ARCHITECTURE.md, "Module notes"."""
+The built-in figures, in order: the progression, the FragGap heatmap and flips by pressure family
+(:mod:`evenhand.figures`); probe accuracy by layer with a matching name ablation; direct logit attribution
+(:mod:`probes.attribution`); for reasoning-mode runs the explanation-language words (:mod:`probes.language`) and
+measures (:mod:`probes.explanations`). :func:`register_figure` adds one (a ``--plugin`` module may call it).
+"""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +22,7 @@ from evenhand.stats import RESAMPLES
 from evenhand.figures import (MIN_CELL_N, family_figure, heatmap_figure, latex_table, metrics_table, probe_figure,
                               progression_figure)
 from evenhand.labels import minus
+from evenhand.registry import Registry
 from evenhand.runs import RunDir, write_table_atomic
 
 
@@ -49,39 +48,154 @@ def _same_rows(probes: pd.DataFrame, ablation: pd.DataFrame) -> bool:
     return not filters and degrees == [int(ablation["degree"].iloc[0])]
 
 
-CAPTIONS = {
-    "progression": "Accuracy and the four asymmetry metrics from D0 (no identity cue) to D3 (explicit label), "
-                   "with 95% CIs over scenarios and the items behind each point (n). AccGap, FragGap and TieShift "
-                   "are in percentage points on one shared scale; 0 pp and a TieLean of 50% are even-handed, and "
-                   "values above them lean toward the minority-coded candidate.",
-    "fraggap_heatmap": "FragGap (pp; positive = toward the minority-coded candidate) by contrast category and "
-                       "degree: each cell gives the value, its 95% CI and n. Only cells whose CI excludes 0 are "
-                       "coloured; light grey cells have a CI that includes 0; grey, hatched cells rest on fewer than "
-                       f"{MIN_CELL_N} items or on one scenario (no interval). Neither grey kind is a finding.",
-    "flips_by_family": "Flip rates at the highest degree under pro-minority and pro-majority pressure, by pressure "
-                       "family, with 95% CIs and n per family; open circles rest on too few items to read.",
-    "probe": "Linear-probe accuracy by layer (95% CIs over scenarios) beside the evidence baseline (a probe on "
-             "the item's design features alone), the control task (a random label per input type), the "
-             "majority class and, where run, the name ablation (a probe retrained on the ablated activations, "
-             "and the original probe applied to them); n items and k scenarios per line; layer -1 is the "
-             "embedding.",
-    "attribution": "Direct logit attribution by layer and degree: what each attention and MLP block adds to the "
-                   "logit difference toward the minority-coded candidate (one shared scale, 95% CIs).",
-    "explanation_words": "The words that most distinguish explanations of minority-favouring from "
-                         "majority-favouring choices (weighted log-odds with an informative prior; |z| > 1.96 dotted).",
-    "explanation_measures": "How explanations of correct choices credit the candidate: hedges, boosters and identity "
-                            "terms per 100 words, net positive sentences, and the shares of the item's criteria "
-                            "and of the chosen candidate's values cited, minority- minus majority-favouring, with "
-                            "95% CIs (jackknife-t over scenarios); docs/EXPLANATIONS.md.",
-}
-"""A caption for each figure :func:`run_figures` draws, by stem (``probe_*``: ``probe``)."""
+@dataclass(frozen=True)
+class FigureInput:
+    """What a figure is drawn from: the runs' tidy metrics table (one ``label`` per run), the first run's
+    directory and model, and the file formats to write."""
+    metrics: pd.DataFrame
+    run: RunDir
+    model: str | None
+    formats: Sequence[str]
+
+    @cached_property
+    def responses(self) -> pd.DataFrame:
+        """The first run's responses table (read once, shared by the figures that read it)."""
+        return self.run.read_responses()
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure: ``name`` (its registry name and file stem; a figure of several files names them
+    ``<name>_<part>``), ``reads`` (the tables it reads: ``metrics``, ``responses`` or a run-directory path),
+    ``draw`` (a pure function of those tables: ``draw(FigureInput, stem)`` writes the files at ``stem`` and
+    returns their paths, [] when the run has none of its tables) and ``caption`` (the report's)."""
+    name: str
+    reads: tuple[str, ...]
+    draw: Callable[[FigureInput, Path], list[Path]]
+    caption: str = ""
+
+
+FIGURES: Registry[Figure] = Registry("figure")
+"""The registered figures, in drawing order (:class:`evenhand.registry.Registry`)."""
+
+
+def register_figure(figure: Figure, replace: bool = False) -> Figure:
+    """Add ``figure``: from then on :func:`run_figures` (`evenhand figures`) draws it after the ones before it."""
+    if not isinstance(figure, Figure):
+        raise TypeError(f"{figure!r} is not a Figure (name, reads, draw, caption: experiments.figures.Figure)")
+    if not figure.reads:
+        raise ValueError(f"figure {figure.name!r}: reads must name the table(s) it is drawn from")
+    return FIGURES.add(figure.name, figure, replace=replace)
+
+
+def _progression(f: FigureInput, stem: Path) -> list[Path]:
+    return progression_figure(f.metrics, stem, f.formats)
+
+
+def _heatmap(f: FigureInput, stem: Path) -> list[Path]:
+    if not (f.metrics["breakdown"] == "contrast_category").any():
+        return []
+    return heatmap_figure(f.metrics, stem, formats=f.formats)
+
+
+def _families(f: FigureInput, stem: Path) -> list[Path]:
+    if not (f.metrics["breakdown"] == "pressure_family").any():
+        return []
+    return family_figure(f.metrics, stem, formats=f.formats)
+
+
+def _probes(f: FigureInput, stem: Path) -> list[Path]:
+    paths: list[Path] = []
+    for p in f.run.probe_dirs():
+        probes = pd.read_parquet(p.probes_table)
+        ablations = [t for t in (pd.read_parquet(a.ablation_table) for a in f.run.ablation_dirs())
+                     if len(t) and t["label"].iloc[0] == p.path.name and _same_rows(probes, t)]
+        paths += probe_figure(probes, stem.with_name(f"{stem.name}_{p.path.name}"), f.formats, ablations,
+                              model=f.model)
+    return paths
+
+
+def _attribution(f: FigureInput, stem: Path) -> list[Path]:
+    attribution = f.run.attribution_dir.attribution_table
+    if not attribution.exists():
+        return []
+    from probes.attribution import attribution_figure
+    return attribution_figure(pd.read_parquet(attribution), stem, "degree", f.formats)
+
+
+def _reasoning(f: FigureInput) -> bool:
+    return "mode" in f.responses.columns and bool((f.responses["mode"] == "reasoning").any())
+
+
+def _explanation_words(f: FigureInput, stem: Path) -> list[Path]:
+    if not _reasoning(f):
+        return []
+    from probes.language import explanation_words, words_figure
+    paths: list[Path] = []
+    for tag, only in (("all", False), ("correct_gt", True)):
+        try:
+            words = explanation_words(f.responses[f.responses["mode"] == "reasoning"], correct_gt_only=only)
+        except ValueError:
+            continue
+        write_table_atomic(stem.with_name(f"{stem.name}_{tag}.csv"), words)
+        paths += words_figure(words, stem.with_name(f"{stem.name}_{tag}"), formats=f.formats)
+    return paths
+
+
+def _explanation_measures(f: FigureInput, stem: Path) -> list[Path]:
+    if not _reasoning(f):
+        return []
+    try:
+        from probes.explanations import explanation_measures, measures_figure
+        measures = explanation_measures(f.responses)
+    except ImportError:  # the optional vaderSentiment (extra "audit") is not installed
+        return []
+    if not (measures["k"] > 0).any():
+        return []
+    write_table_atomic(stem.with_name(f"{stem.name}.csv"), measures)
+    return measures_figure(measures, stem, formats=f.formats)
+
+
+for _figure in (
+        Figure("progression", ("metrics",), _progression,
+               "Accuracy and the four asymmetry metrics from D0 (no identity cue) to D3 (explicit label), "
+               "with 95% CIs over scenarios and the items behind each point (n). AccGap, FragGap and TieShift "
+               "are in percentage points on one shared scale; 0 pp and a TieLean of 50% are even-handed, and "
+               "values above them lean toward the minority-coded candidate."),
+        Figure("fraggap_heatmap", ("metrics",), _heatmap,
+               "FragGap (pp; positive = toward the minority-coded candidate) by contrast category and "
+               "degree: each cell gives the value, its 95% CI and n. Only cells whose CI excludes 0 are "
+               "coloured; light grey cells have a CI that includes 0; grey, hatched cells rest on fewer than "
+               f"{MIN_CELL_N} items or on one scenario (no interval). Neither grey kind is a finding."),
+        Figure("flips_by_family", ("metrics",), _families,
+               "Flip rates at the highest degree under pro-minority and pro-majority pressure, by pressure "
+               "family, with 95% CIs and n per family; open circles rest on too few items to read."),
+        Figure("probe", ("probes/*/probes.parquet", "ablation/*/ablation.parquet"), _probes,
+               "Linear-probe accuracy by layer (95% CIs over scenarios) beside the evidence baseline (a probe on "
+               "the item's design features alone), the control task (a random label per input type), the "
+               "majority class and, where run, the name ablation (a probe retrained on the ablated activations, "
+               "and the original probe applied to them); n items and k scenarios per line; layer -1 is the "
+               "embedding."),
+        Figure("attribution", ("attribution/attribution.parquet",), _attribution,
+               "Direct logit attribution by layer and degree: what each attention and MLP block adds to the "
+               "logit difference toward the minority-coded candidate (one shared scale, 95% CIs)."),
+        Figure("explanation_words", ("responses",), _explanation_words,
+               "The words that most distinguish explanations of minority-favouring from "
+               "majority-favouring choices (weighted log-odds with an informative prior; |z| > 1.96 dotted)."),
+        Figure("explanation_measures", ("responses",), _explanation_measures,
+               "How explanations of correct choices credit the candidate: hedges, boosters and identity "
+               "terms per 100 words, net positive sentences, and the shares of the item's criteria "
+               "and of the chosen candidate's values cited, minority- minus majority-favouring, with "
+               "95% CIs (jackknife-t over scenarios); docs/EXPLANATIONS.md."),
+):
+    register_figure(_figure)
 
 
 def caption(stem: str) -> str:
     """The caption of a figure by its file stem (``probe_favours_minority`` -> the probe caption); '' if none."""
-    for key in sorted(CAPTIONS, key=len, reverse=True):
+    for key in sorted(FIGURES.names(), key=len, reverse=True):
         if stem == key or stem.startswith(key + "_"):
-            return minus(CAPTIONS[key])
+            return minus(FIGURES.get(key).caption)
     return ""
 
 
@@ -123,38 +237,10 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
     first = RunDir(named[0][0])
     out = Path(out) if out else first.figures
     out.mkdir(parents=True, exist_ok=True)
-    paths = progression_figure(table, out / "progression", formats)
-    if (table["breakdown"] == "contrast_category").any():
-        paths += heatmap_figure(table, out / "fraggap_heatmap", formats=formats)
-    if (table["breakdown"] == "pressure_family").any():
-        paths += family_figure(table, out / "flips_by_family", formats=formats)
-    for p in first.probe_dirs():
-        probes = pd.read_parquet(p.probes_table)
-        ablations = [t for t in (pd.read_parquet(a.ablation_table) for a in first.ablation_dirs())
-                     if len(t) and t["label"].iloc[0] == p.path.name and _same_rows(probes, t)]
-        paths += probe_figure(probes, out / f"probe_{p.path.name}", formats, ablations, model=_run_model(first))
-    attribution = first.attribution_dir.attribution_table
-    if attribution.exists():
-        from probes.attribution import attribution_figure
-        paths += attribution_figure(pd.read_parquet(attribution), out / "attribution", "degree", formats)
-    resp = first.read_responses()
-    if "mode" in resp.columns and (resp["mode"] == "reasoning").any():
-        from probes.language import explanation_words, words_figure
-        for tag, only in (("all", False), ("correct_gt", True)):
-            try:
-                words = explanation_words(resp[resp["mode"] == "reasoning"], correct_gt_only=only)
-            except ValueError:
-                continue
-            write_table_atomic(out / f"explanation_words_{tag}.csv", words)
-            paths += words_figure(words, out / f"explanation_words_{tag}", formats=formats)
-        try:
-            from probes.explanations import explanation_measures, measures_figure
-            measures = explanation_measures(resp)
-        except ImportError:  # the optional vaderSentiment (extra "audit") is not installed
-            measures = None
-        if measures is not None and (measures["k"] > 0).any():
-            write_table_atomic(out / "explanation_measures.csv", measures)
-            paths += measures_figure(measures, out / "explanation_measures", formats=formats)
+    inputs = FigureInput(table, first, _run_model(first), formats)
+    paths = []
+    for figure in FIGURES.values():
+        paths += figure.draw(inputs, out / figure.name)
     tex = out / "headline.tex"
     tex.write_text(latex_table(table))
     paths.append(tex)

@@ -26,6 +26,7 @@ from .fitted import Fitted, InterventionError, fit_key, options_json
 from .model_state import ModelState
 from evenhand.decisions import decide
 from evenhand.engine.registry import engine_of, has_local_weights, weights_refusal
+from evenhand.registry import Registry
 from steering.directions import random_like
 
 KINDS = ("prompt", "activation", "learned")
@@ -33,7 +34,12 @@ EDITING_KINDS = ("activation", "learned")
 _SEALED = ("fit", "apply")  # owned by the base class: every method's fits and edits go through them
 
 
-REGISTRY: dict[str, type["Intervention"]] = {}
+REGISTRY: Registry[type["Intervention"]] = Registry(
+    "intervention", error=InterventionError, unknown="unknown {what} {name!r}; registered: {sorted}",
+    taken="an {what} named {name!r} is already registered ({old.__name__})",
+    modules=("interventions.prompting", "interventions.steered", "interventions.learned"))
+"""The registered interventions by name (:class:`evenhand.registry.Registry`; the built-in methods, in the README
+table's order, are imported on first use)."""
 
 
 @dataclass(frozen=True)
@@ -322,7 +328,4 @@ def register(cls: type[Intervention]) -> type[Intervention]:
     if reserved:
         raise InterventionError(f"{cls.__name__}: {', '.join(sorted(reserved))} cannot be an option (the seed is an "
                                 f"argument of fit; the random control is random_control())")
-    if name in REGISTRY and REGISTRY[name] is not cls:
-        raise InterventionError(f"an intervention named {name!r} is already registered ({REGISTRY[name].__name__})")
-    REGISTRY[name] = cls
-    return cls
+    return REGISTRY.add(name, cls)

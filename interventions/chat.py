@@ -21,10 +21,8 @@ from evenhand.decisions import DecideOptions
 from evenhand.engine import registry
 from evenhand.engine.batching import Halving, plan_batches, token_lengths
 from evenhand.models.plan import FALLBACK_BATCH_SIZE
-from evenhand.engine.registry import Batch, engine_of, takes_messages
-from evenhand.engine.generation import generate
+from evenhand.engine.registry import Batch, engine_of, generate_texts, score_texts, takes_messages
 from evenhand.engine.rows import choice_fields, response_row
-from evenhand.engine.scoring import score_labels
 from evenhand.prompts import chat_text, uses_chat_template
 from evenhand.runs import RunError
 
@@ -127,7 +125,7 @@ def generate_rows(lm, conversations: Sequence[Sequence[dict]], max_new_tokens: i
     if not texts:
         return []
     return _run_batched(lm, texts, special, batch_size,
-                        lambda idx: generate(lm, [texts[i] for i in idx], special, max_new_tokens), progress, desc)
+                        lambda idx: generate_texts(lm, [texts[i] for i in idx], special, max_new_tokens), progress, desc)
 
 
 def generate_turns(lm, conversations: list[list[dict]], max_new_tokens: int, batch_size: int,
@@ -143,7 +141,7 @@ def _score_labels(lm, conversations: Sequence[Sequence[dict]], items: list[dict]
     special = not uses_chat_template(lm.tokenizer, opts.chat_template)
     texts = [conversation_text(lm.tokenizer, c, opts.chat_template) for c in conversations]
     return _run_batched(lm, texts, special, opts.batch_size or FALLBACK_BATCH_SIZE,
-                        lambda idx: score_labels(lm, [texts[i] for i in idx], [items[i] for i in idx], special),
+                        lambda idx: score_texts(lm, [texts[i] for i in idx], [items[i] for i in idx], special),
                         opts.progress, desc)
 
 

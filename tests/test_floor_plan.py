@@ -108,7 +108,7 @@ class Rogue(Study):
         return None
 ''')
     base.kinds()  # the shipped studies registered first, so that the copy below holds them
-    monkeypatch.setattr(base, "STUDIES", dict(base.STUDIES))
+    monkeypatch.setattr(base, "STUDIES", base.STUDIES.copy())
     spec = importlib.util.spec_from_file_location("rogue_study", tmp_path / "rogue_study.py")
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "rogue_study", module)

@@ -64,7 +64,7 @@ def test_a_training_conversation_is_what_decide_chat_feeds(monkeypatch, lm, item
                             "n_prompt_tokens": 0})
             return out
 
-        monkeypatch.setattr(chat, "generate", fake_generate)
+        monkeypatch.setattr(chat, "generate_texts", fake_generate)
         table = get(procedure).decide(None, pd.DataFrame([item]), lm, DecideOptions(mode="answer", batch_size=4))
         ids, n_final, _, _ = encode_chat(tok, item, FAIR_POLICY, procedure, wrong_first, suite="2")
         fed = tok(seen[-1], add_special_tokens=False)["input_ids"]

@@ -64,7 +64,7 @@ class Echo(Study):
 def echo(tmp_path, monkeypatch):
     """The new study's file, imported (its ``@register`` adds it to a copy of the registry)."""
     base.kinds()  # the shipped studies registered first, so that the copy below holds them
-    monkeypatch.setattr(base, "STUDIES", dict(base.STUDIES))
+    monkeypatch.setattr(base, "STUDIES", base.STUDIES.copy())
     path = tmp_path / "echo_study.py"
     path.write_text(ECHO)
     spec = importlib.util.spec_from_file_location("echo_study", path)
@@ -127,7 +127,7 @@ def test_kind_sweep_without_a_sweep_field_is_refused(tmp_path, capsys):
 def test_a_study_without_its_stages_is_refused_at_registration(monkeypatch):
     """Study is abstract: a study that does not say how it parses, stages and runs cannot be registered."""
     from experiments.studies import base
-    monkeypatch.setattr(base, "STUDIES", dict(base.STUDIES))
+    monkeypatch.setattr(base, "STUDIES", base.STUDIES.copy())
 
     class Half(base.Study):
         kind = "half"

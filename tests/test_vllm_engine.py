@@ -147,7 +147,7 @@ def test_prompt_methods_run_on_vllm(engines, smoke_items):
 
 def test_logprob_mode_stays_on_hf(engines, smoke_items):
     _, vm = engines
-    from evenhand.engine.scoring import score_labels
+    from evenhand.engine.registry import score_texts
     with pytest.raises(ValueError, match="logprob mode .label scoring. runs on engine hf"):
-        score_labels(vm, ["x"], [smoke_items.iloc[0].to_dict()], True)
+        score_texts(vm, ["x"], [smoke_items.iloc[0].to_dict()], True)
     assert isinstance(vm, VllmModel)

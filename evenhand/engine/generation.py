@@ -5,15 +5,15 @@ cache on); :func:`generate_with_prefix` runs prefixes shared by several texts on
 (:mod:`.prefix`). Each row is ``text`` (decoded up to and including the first end-of-sequence
 token), ``n_new_tokens``, ``gen_logprob`` (the summed log-probability of the greedy tokens) and
 ``n_prompt_tokens``; with prefix reuse also ``n_shared_prefix_tokens``. This is the hf engine's generation
-(:mod:`.hf_engine`); :func:`generate` hands a model loaded for another engine to that engine (:mod:`.registry`).
+(:mod:`.hf_engine`), for Hugging Face models only; a caller holding a model of any engine goes through
+:func:`.registry.generate_texts`, the one place an engine is chosen.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from ..models.loading import LoadedModel
-from . import prefix, registry
-from .batching import token_ids
+from . import prefix
 
 
 class GreedyLogprob:
@@ -32,11 +32,7 @@ class GreedyLogprob:
 
 def generate(lm: Any, texts: list[str], special: bool, max_new: int) -> list[dict]:
     """One greedy continuation of at most ``max_new`` tokens per text (``special``: add the
-    tokenizer's special tokens); rows as in the module docstring, in input order. A model loaded for
-    another engine generates there (:meth:`.registry.Engine.generate`, the same rows)."""
-    if registry.engine_of(lm) != "hf":
-        batch = registry.Batch(texts=texts, ids=token_ids(lm.tokenizer, texts, special), special=special)
-        return registry.get(registry.engine_of(lm)).generate(lm, batch, max_new, 0)
+    tokenizer's special tokens) on a Hugging Face model; rows as in the module docstring, in input order."""
     tok, model = lm.tokenizer, lm.model
     enc = tok(texts, add_special_tokens=special, padding=True, return_tensors="pt").to(model.device)
     return greedy_generate(lm, enc["input_ids"], enc["attention_mask"], max_new)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
+from ..registry import Registry
+
 DEFAULT = "hf"
 """The default engine and the reference the others are checked against."""
 Mode = Literal["answer", "reasoning", "logprob"]
@@ -24,7 +26,6 @@ MODES = get_args(Mode)
 _BUILTIN = {"hf": "evenhand.engine.hf_engine", "vllm": "evenhand.engine.vllm_engine",
             "openai": "evenhand.engine.openai_engine"}
 """The built-in engines: name -> the module whose ``ENGINE`` it is (imported on first use)."""
-_engines: dict[str, Engine] = {}
 
 
 @dataclass(frozen=True)
@@ -83,19 +84,22 @@ class Engine(Protocol):
         :meth:`generate`."""
 
 
-def _builtin(name: str) -> None:
-    if name in _BUILTIN and name not in _engines:
-        _engines[name] = importlib.import_module(_BUILTIN[name]).ENGINE
+def _builtin(module: str):
+    return lambda: importlib.import_module(module).ENGINE
+
+
+ENGINE_REGISTRY: Registry[Engine] = Registry(
+    "engine", unknown="{what} must be one of {names}, got {name!r}", taken="an {what} named {name!r} is registered already",
+    lazy={name: _builtin(module) for name, module in _BUILTIN.items()})
+"""The engines by name (:class:`evenhand.registry.Registry`; the built-in ones imported on first use)."""
 
 
 def register(engine: Engine) -> Engine:
     """Add ``engine`` under ``engine.name`` (refused when the name is taken or a declaration is malformed)."""
-    for name in _BUILTIN:
-        _builtin(name)
     if not isinstance(engine, Engine):
         raise TypeError(f"{engine!r} is not an Engine (name, modes, prefix_reuse, hf_model, load, generate, "
                         f"score_labels: evenhand.engine.registry.Engine)")
-    if engine.name in _engines:
+    if engine.name in ENGINE_REGISTRY.records or engine.name in _BUILTIN:
         raise ValueError(f"an engine named {engine.name!r} is registered already")
     bad = [m for m in engine.modes if m not in MODES]
     if bad or not engine.modes:
@@ -103,33 +107,49 @@ def register(engine: Engine) -> Engine:
     if engine.prefix_reuse not in ("option", "automatic", "none"):
         raise ValueError(f"engine {engine.name}: prefix_reuse must be option, automatic or none, "
                          f"got {engine.prefix_reuse!r}")
-    _engines[engine.name] = engine
-    return engine
+    return ENGINE_REGISTRY.add(engine.name, engine)
 
 
 def unregister(name: str) -> None:
-    """Remove a registered engine (not a built-in one)."""
-    if name in _BUILTIN:
-        raise ValueError(f"engine {name} is built in")
-    _engines.pop(name, None)
+    """Remove a registered engine (not a built-in one; a name not registered is ignored)."""
+    if name in _BUILTIN or name in ENGINE_REGISTRY.records:
+        ENGINE_REGISTRY.remove(name)
 
 
 def names() -> tuple[str, ...]:
     """The registered engines' names: the built-in ones first."""
-    return tuple(_BUILTIN) + tuple(n for n in _engines if n not in _BUILTIN)
+    return ENGINE_REGISTRY.names()
 
 
 def get(name: str) -> Engine:
     """The engine called ``name``; ValueError naming the registered ones otherwise."""
-    _builtin(name)
-    if name not in _engines:
-        raise ValueError(f"engine must be one of {', '.join(names())}, got {name!r}")
-    return _engines[name]
+    return ENGINE_REGISTRY.get(name)
 
 
 def engine_of(lm: Any) -> str:
     """The engine a loaded model decides with: its ``engine`` attribute, else :data:`DEFAULT`."""
     return getattr(lm, "engine", None) or DEFAULT
+
+
+def generate_texts(lm: Any, texts: list[str], special: bool, max_new: int) -> list[dict]:
+    """One greedy continuation of at most ``max_new`` tokens per text on the engine ``lm`` was loaded for
+    (:meth:`Engine.generate`, no prefix reuse): for callers that hold texts, not items (multi-turn chats, BBQ,
+    the local server). ``special``: add the tokenizer's special tokens."""
+    from .batching import token_ids
+    return get(engine_of(lm)).generate(lm, Batch(texts=texts, ids=token_ids(lm.tokenizer, texts, special),
+                                                 special=special), max_new, 0)
+
+
+def score_texts(lm: Any, texts: list[str], items: list[dict], special: bool, min_prefix: int = 0) -> list[dict]:
+    """Both labels' log-probabilities per text on the engine ``lm`` was loaded for (:meth:`Engine.score_labels`);
+    ValueError when that engine does not run logprob mode."""
+    from .batching import token_ids
+    engine = get(engine_of(lm))
+    if "logprob" not in engine.modes:
+        raise ValueError(f"logprob mode (label scoring) runs on engine {' or '.join(running('logprob'))}; "
+                         f"engine {engine.name} runs {' and '.join(engine.modes)} modes")
+    return engine.score_labels(lm, Batch(texts=texts, ids=token_ids(lm.tokenizer, texts, special),
+                                         special=special, items=items), min_prefix)
 
 
 def load(spec: Any, name: str = DEFAULT, *, options: Any = None, run_dir: Any = None, **kw) -> Any:

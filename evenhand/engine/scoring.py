@@ -2,16 +2,16 @@
 
 When the two labels' tokens differ only in the last token (the usual case), one forward pass
 scores both; otherwise each label gets its own sequence. With prefix reuse, prefixes shared by
-several rows run once (:mod:`.prefix`). This is the hf engine's label scoring (:mod:`.hf_engine`).
+several rows run once (:mod:`.prefix`). This is the hf engine's label scoring (:mod:`.hf_engine`), for Hugging Face models only; a
+caller holding a model of any engine goes through :func:`.registry.score_texts`.
 """
 from __future__ import annotations
 
 from ..models.loading import LoadedModel
 from ..prompts import continuation, labels
 from . import prefix
-from .batching import left_pad, token_ids
+from .batching import left_pad
 from .positions import answer_tokens
-from .registry import Batch, engine_of, get, running
 
 
 def label_token_ids(tok, text: str, label: str, special: bool) -> tuple[list[int], list[int]]:
@@ -31,13 +31,6 @@ def score_labels(lm: LoadedModel, texts: list[str], items: list[dict], special: 
     With ``min_prefix`` > 0, prefixes shared by at least that many tokens run once
     (:func:`.prefix.prefix_prefill`) when it pays, and each row says how many prompt tokens it
     took from a shared prefix (``n_shared_prefix_tokens``)."""
-    if engine_of(lm) != "hf":
-        engine = get(engine_of(lm))
-        if "logprob" not in engine.modes:
-            raise ValueError(f"logprob mode (label scoring) runs on engine {' or '.join(running('logprob'))}; "
-                             f"engine {engine.name} runs {' and '.join(engine.modes)} modes")
-        batch = Batch(texts=texts, ids=token_ids(lm.tokenizer, texts, special), special=special, items=items)
-        return engine.score_labels(lm, batch, min_prefix)
     import torch
     tok, model = lm.tokenizer, lm.model
     seqs, tails, plan = [], [], []

@@ -1,6 +1,6 @@
 """A small real OpenAI-compatible server for a local model (`evenhand serve`): ``GET /v1/models`` and
 ``POST /v1/chat/completions`` on a loopback port, greedy replies from the hf engine's generation
-(:func:`evenhand.engine.generation.generate`) on the model's chat template (:func:`evenhand.prompts.chat_text`).
+(:func:`evenhand.engine.registry.generate_texts`) on the model's chat template (:func:`evenhand.prompts.chat_text`).
 
 It is what engine openai is tested against (``vllm serve`` takes minutes to start on a CPU, too slow for the tests):
 the same wire format, with faults injected on request (:class:`Faults`: HTTP 429 with Retry-After, 500, a dropped
@@ -23,7 +23,7 @@ from queue import Empty, Queue
 from typing import Any
 
 from ..prompts import chat_text, uses_chat_template
-from . import generation
+from .registry import generate_texts
 
 FAULTS = ("429", "500", "drop", "slow", "malformed")
 """The faults the server can inject: HTTP 429 with Retry-After, HTTP 500, the connection closed without a
@@ -138,7 +138,7 @@ class ChatServer:
                 try:
                     special = not uses_chat_template(self.lm.tokenizer, self.chat_template)
                     texts = [chat_text(self.lm.tokenizer, j["messages"], self.chat_template) for j in group]
-                    rows = generation.generate(self.lm, texts, special, budget)
+                    rows = generate_texts(self.lm, texts, special, budget)
                     for j, row in zip(group, rows):
                         j["row"] = row
                 except Exception as exc:  # a generation failure answers HTTP 500, the server goes on

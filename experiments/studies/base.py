@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import pandas as pd
 
 from evenhand.options import ConfigError
+from evenhand.registry import Registry
 from evenhand.stages import Stage
 
 
@@ -50,7 +51,10 @@ class Study(ABC):
         return pd.concat(parts, ignore_index=True)
 
 
-STUDIES: dict[str, Study] = {}
+STUDIES: Registry[Study] = Registry("study", error=ConfigError, taken_error=ValueError,
+                                    unknown="config field 'kind': unknown {what} {name!r}; known: {sorted}",
+                                    taken="a {what} of kind {name!r} is already registered ({old.__class__.__name__})")
+"""The registered studies by kind (:class:`evenhand.registry.Registry`)."""
 DEFAULT_KIND = "run"
 SWEEP_KIND = "sweep"
 """The study of a config with a ``sweep:`` field: it expands the config (whose ``kind:`` names the
@@ -66,24 +70,19 @@ def register(cls: type[Study]) -> type[Study]:
     kind = getattr(cls, "kind", None)
     if not kind:
         raise TypeError(f"{cls.__name__} has no 'kind'")
-    if kind in STUDIES and type(STUDIES[kind]) is not cls:
-        raise ValueError(f"a study of kind {kind!r} is already registered ({type(STUDIES[kind]).__name__})")
-    STUDIES[kind] = cls()
+    STUDIES.add(kind, cls(), replace=type(STUDIES.find(kind)) is cls)
     return cls
 
 
 def kinds() -> list[str]:
     """The registered kinds, sorted (the package's ``__init__`` imports ``registry.py``, which registers the
     shipped studies, before anything here is used)."""
-    return sorted(STUDIES)
+    return sorted(STUDIES.names())
 
 
 def get(kind: str) -> Study:
     """The registered study of ``kind`` (ConfigError naming the known kinds otherwise)."""
-    known = kinds()
-    if kind not in STUDIES:
-        raise ConfigError(f"config field 'kind': unknown study {kind!r}; known: {', '.join(known)}")
-    return STUDIES[kind]
+    return STUDIES.get(kind)
 
 
 def without_kind(data: Mapping[str, Any], kind: str) -> dict:

@@ -24,7 +24,7 @@ from .base import Study, register, without_kind
 from evenhand.prompts import model_text, uses_chat_template
 from evenhand.engine.batching import left_pad
 from evenhand.engine.scoring import label_token_ids
-from evenhand.engine.generation import generate
+from evenhand.engine.registry import generate_texts
 from evenhand.labels import group_name
 from evenhand.plotting import COLUMN_WIDTH, paper_style, save
 from experiments.cli.formatting import bbq_text
@@ -151,7 +151,7 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
         else:
             gen = []
             for b in range(0, len(texts), batch_size):
-                gen += generate(lm, texts[b:b + batch_size], special, max_new_tokens)
+                gen += generate_texts(lm, texts[b:b + batch_size], special, max_new_tokens)
             out["answer_index"] = [parse_letter(g["text"]) for g in gen]
             out["detail"] = [g["text"] for g in gen]
         return out
@@ -166,7 +166,7 @@ def answer_configuration(lm, rows: pd.DataFrame, name: str, batch_size: int = 16
         return out
     gen = []
     for b in range(0, len(texts), batch_size):
-        gen += generate(lm, texts[b:b + batch_size], special, max_new_tokens)
+        gen += generate_texts(lm, texts[b:b + batch_size], special, max_new_tokens)
     said = np.array([parse_yes(g["text"]) for g in gen]).reshape(-1, 3)
     answers = []
     for s, p in zip(said, p_yes):
