@@ -139,7 +139,7 @@ def siblings(path: Path) -> list[Path]:
 
 def studies_off_the_driver(studies) -> dict[str, str]:
     """``{kind: module file}`` for each study whose module, and the modules of its package it imports (its
-    backends: the run study's ``run_local.py``, ``run_ray.py``), never call the stage driver."""
+    backends: the run study's ``run/local.py``, ``run/ray.py``), never call the stage driver."""
     out = {}
     for study in studies:
         path = Path(inspect.getsourcefile(type(study)))

@@ -89,8 +89,8 @@ def test_items_filters_and_errors():
 
 
 def test_items_from_a_file_and_the_run_config_use_the_same_loader(tmp_path):
-    from experiments.studies.run_config import SuiteConfig
-    from experiments.studies.run_local import suite_items
+    from experiments.studies.run.config import SuiteConfig
+    from experiments.studies.run.local import suite_items
     path = tmp_path / "items.parquet"
     eh.suite.items("smoke", n=40).to_parquet(path)
     assert len(eh.suite.items(path)) == 40
@@ -148,7 +148,7 @@ def simulated_report(smoke_items):
 
 def test_score_report_prints_the_degree3_headline_with_n_and_k(simulated_report):
     from evenhand.metric_defs import get_metric, score_rows
-    from experiments.cli.formatting import score_table
+    from experiments.studies.text import score_table
     text = str(simulated_report)
     assert repr(simulated_report) == text
     assert "Headline (degree 3, explicit labels); 95% CIs: jackknife-t over scenarios; n items, k scenarios" in text

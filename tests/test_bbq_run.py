@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from evenhand.bbq.data import default_dir
-from experiments.studies.bbq import CONFIGURATIONS, BBQConfig, option_logprobs, parse_config, parse_letter, parse_yes
+from experiments.studies.bbq.study import CONFIGURATIONS, BBQConfig, option_logprobs, parse_config, parse_letter, parse_yes
 
 HAVE_DATA = any(default_dir().glob("*.jsonl")) if default_dir().exists() else False
 
@@ -52,7 +52,7 @@ def test_config_errors_name_the_field():
 
 @pytest.mark.skipif(not HAVE_DATA, reason=f"BBQ files not found in {default_dir()}")
 def test_five_configurations_run_end_to_end(lm, tmp_path, monkeypatch):
-    from experiments.studies import bbq as bbq_run
+    from experiments.studies.bbq import study as bbq_run
     monkeypatch.setattr(bbq_run, "load_model", lambda spec: lm)
     cfg = BBQConfig(model=str(tmp_path), output_dir=str(tmp_path / "out"), categories=("Age", "Religion"),
                     per_category=6, batch_size=8, max_new_tokens=3, resamples=50)

@@ -1,4 +1,4 @@
-"""The bias dial's calibration as a registered study (experiments/studies/calibration.py): found by its
+"""The bias dial's calibration as a registered study (experiments/studies/calibration/): found by its
 ``kind``, its config checked field by field, and a run through the stage driver that writes the same
 curve as :func:`organism.calibration.calibrate` (what ``evenhand organism calibrate`` writes), a tidy
 table and a figure, resumes without recomputing, and refuses a directory made from another config."""

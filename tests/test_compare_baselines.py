@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evenhand.options import ConfigError
-from experiments.studies.compare import keep_baselines, load_config, parse_config
+from experiments.studies.compare.study import keep_baselines, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

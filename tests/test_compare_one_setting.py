@@ -9,7 +9,7 @@ import json
 import pandas as pd
 import pytest
 
-from experiments.studies.compare import check_plan, parse_config, run_compare
+from experiments.studies.compare.study import check_plan, parse_config, run_compare
 from interventions.base import InterventionError
 
 ONE_SETTING = {"name": "leace", "options": {"batch_size": 16}, "sweep": {"layers": ["all"], "strength": [1.0]}}
@@ -50,7 +50,7 @@ def test_a_run_recorded_before_the_fold_resumes(tmp_path):
     """A manifest that records the one-setting sweep as a sweep (as runs made before the fold did) reads as the
     folded config: the fixed config resumes there instead of being refused."""
     from evenhand.runs import RunDir
-    from experiments.studies.compare import item_sets, open_compare
+    from experiments.studies.compare.study import item_sets, open_compare
     out = tmp_path / "cmp"
     cfg = parse_config(tiny(out, ONE_SETTING))
     sets = item_sets(cfg)
@@ -74,8 +74,8 @@ def test_options_and_sweep_merge_one_way():
 def test_the_dry_check_finds_a_cell_no_stage_decides(monkeypatch):
     """The plan check fails on the old behaviour (a held-out stage deciding the arm's options without its sweep
     values while the table reads the swept cell), before anything is decoded."""
-    import experiments.studies.compare as compare
-    from experiments.studies.compare_config import Arm
+    import experiments.studies.compare.study as compare
+    from experiments.studies.compare.config import Arm
     cfg = parse_config(tiny("x", ONE_SETTING))
     check_plan(cfg)
     old = compare.heldout_cell

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from experiments.studies.compare import Arm, Cell, watched_models, write_restore
+from experiments.studies.compare.config import Arm, Cell
+from experiments.studies.compare.study import watched_models, write_restore
 from interventions.fitted import InterventionError
 from interventions.model_state import ModelState, weights_digest
 from interventions.registry import get

@@ -211,8 +211,8 @@ def test_unknown_convention_is_refused(smoke_items):
 
 def test_cli_and_run_config_take_the_convention(tmp_path, smoke_items):
     from evenhand.runs import RunDir
-    from experiments.studies.run_config import ConfigError, config_from_dict
-    from experiments.studies.run_local import score_run
+    from experiments.studies.run.config import ConfigError, config_from_dict
+    from experiments.studies.run.local import score_run
     resp = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
     f = tmp_path / "answers.jsonl"
     resp[["item_id", "text"]].to_json(f, orient="records", lines=True)

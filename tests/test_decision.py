@@ -90,10 +90,10 @@ def test_a_refusing_arm_never_beats_its_controls(items70):
     assert bool(ch["refusal_flag"]) and ch["verdict"] == "refusal-flagged"
     assert vs["ci_low"] > 0 and ch["value"] > vs["band_high"]  # what the old mark read
     assert not bool(vs["beats_control"])
-    from experiments.cli.formatting import compare_text
+    from experiments.studies.compare.text import compare_text
     line = [ln for ln in compare_text(t.rename(columns={"arm": "cell"})).splitlines() if ln.startswith("refuser")][0]
     assert " B" not in line
-    from experiments.studies.compare_figures import compare_latex
+    from experiments.studies.compare.figures import compare_latex
     tex = compare_latex(t.rename(columns={"arm": "cell"}).assign(control=lambda d: d["cell"].str.match(r"c\d"),
                                                                  intervention=lambda d: d["cell"], options="{}",
                                                                  seed=0))
@@ -149,7 +149,7 @@ def test_change_verdicts_no_change_needs_equivalence_and_reduction_needs_holm():
 def test_selection_scores_the_held_out_metric_with_refusals_counted(items70):
     """A setting that refuses on pressured GT items: held-out scoring counts a refusal as a flip, so its FragGap
     rises; the old selection score read answered items only and saw the refusals shrink the gap."""
-    from experiments.studies.compare_split import validation_scores
+    from experiments.studies.compare.split import validation_scores
     base, us, flips = planted(items70, 0.25, 4)
     rng = np.random.default_rng(8)
     mask = ((base["condition"] == "GT") & base["pressured"] & (base["pressure_resolved"] == "pro_majority")

@@ -42,7 +42,7 @@ def test_a_literal_field_rejects_a_bad_yaml_value_naming_the_field_and_the_value
     with pytest.raises(ConfigError, match=r"config field 'dtype' must be one of auto, float32, bfloat16, float16, "
                                           r"got 'float8'"):
         build(ModelSpec, {"model": "m", "dtype": "float8"})
-    from experiments.studies.run_config import load_config
+    from experiments.studies.run.config import load_config
     cfg = tmp_path / "run.yaml"
     cfg.write_text("model: {model: m, chat_template: never}\noutput_dir: o\n")
     with pytest.raises(ConfigError, match=r"config field 'model.chat_template' must be one of auto, none, "

@@ -143,8 +143,8 @@ def test_demo_at_beta_zero_prints_truth_zero_covered(tmp_path, capsys):
 def test_the_score_stage_names_the_metrics_interval(tmp_path):
     """The stage line the demo (and every run) prints before scoring names the jackknife-t, not resamples."""
     from evenhand.models.loading import ModelSpec
-    from experiments.studies.run_config import RunConfig
-    from experiments.studies.run_local import finish_stages
+    from experiments.studies.run.config import RunConfig
+    from experiments.studies.run.local import finish_stages
     cfg = RunConfig(model=ModelSpec("m"), output_dir=str(tmp_path / "run"))
     score = next(s for s in finish_stages(cfg, None, [{}] * 1824, None, None, False) if s.name == "score")
     assert score.about == "1,824 responses, 95% CIs: jackknife-t over scenarios"

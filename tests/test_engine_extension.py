@@ -102,7 +102,7 @@ def test_run_config_with_the_rule_engine(tiny_dirs, tmp_path):
 def test_rules_follow_the_declaration(tmp_path, kw, msg):
     from evenhand.decisions import DecideOptions
     from evenhand.options import ConfigError
-    from experiments.studies.run_config import config_from_dict
+    from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError, match=msg):
         config_from_dict({"model": "m", "output_dir": str(tmp_path), "engine": "rule", **kw})
     if "cache" not in kw:

@@ -146,7 +146,7 @@ def test_a_file_that_is_not_utf8_is_named(tmp_path, capsys):
 
 
 def _run_cfg(tmp_path, smoke_items, model_dir):
-    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
     from evenhand.models.loading import ModelSpec
     write_table_atomic(tmp_path / "items.parquet", smoke_items.head(6))
     return RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
@@ -197,7 +197,7 @@ def test_mostly_unparseable_answers_are_warned_about_and_recorded(tmp_path, smok
     """A random tiny model answers nothing parseable: a loud warning on stderr and in the manifest."""
     from dataclasses import replace
 
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run.local import run_config
     cfg = replace(_run_cfg(tmp_path, smoke_items, tiny_dir), cache=replace(_run_cfg(
         tmp_path, smoke_items, tiny_dir).cache, enabled=False))
     run, _ = run_config(cfg, progress=False)

@@ -24,7 +24,7 @@ def captured(monkeypatch):
     import evenhand.figures  # noqa: F401  (the figure modules, imported so that their name `save` is patched)
     import evenhand.plotting
     import experiments.figures  # noqa: F401
-    import experiments.studies.compare_figures  # noqa: F401
+    import experiments.studies.compare.figures  # noqa: F401
     import experiments.studies.dose_response.scoring  # noqa: F401
     import experiments.studies.dose_response.across  # noqa: F401
     import organism.figures  # noqa: F401
@@ -197,7 +197,7 @@ def _compare_table(controls: int) -> pd.DataFrame:
 def test_frontier_has_a_title_with_n_readable_names_and_visible_points(captured):
     from matplotlib.collections import PathCollection
 
-    from experiments.studies.compare_figures import frontier_figure
+    from experiments.studies.compare.figures import frontier_figure
     frontier_figure(_compare_table(controls=1), "unused", model="evenhand-organism")
     fig = captured[0]
     _no_raw_ids(fig)
@@ -219,7 +219,7 @@ def test_frontier_has_a_title_with_n_readable_names_and_visible_points(captured)
 def test_a_flagged_frontier_cell_says_which_part_of_its_no_answers_declined(captured):
     """A cell whose answers lost their A/B choice (+22 pp: 2 declined, 20 with no verdict found) is annotated
     with the split, not as "refuses": a broken answer format is not the model declining."""
-    from experiments.studies.compare_figures import frontier_figure
+    from experiments.studies.compare.figures import frontier_figure
     t = _compare_table(controls=1)
     cell = "reft_r1-s0"
     t.loc[t["cell"] == cell, "refusal_flag"] = True

@@ -133,7 +133,7 @@ def test_the_checker_reads_the_project():
     """The rules scan real modules: the core, the studies and the method library are in the scan."""
     from .floor_plan import modules
     scanned = {p.relative_to(ROOT).as_posix() for p in modules()}
-    assert {"experiments/studies/run.py", "experiments/studies/sweep.py", "evenhand/decisions.py"} <= scanned
+    assert {"experiments/studies/run/study.py", "experiments/studies/sweep/study.py", "evenhand/decisions.py"} <= scanned
     assert "evenhand/runs.py" not in scanned and "evenhand/stages.py" not in scanned
 
 

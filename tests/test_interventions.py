@@ -257,7 +257,7 @@ def test_several_random_controls_per_fit_draw_distinct_directions(lm, fits, tmp_
     """control_draws: k controls per fit, each with its own seed and cell; the first keeps the one-draw cell
     (so a finished run's cells are still found); an arm's own control_draws overrides the config's."""
     from experiments.studies.compare import cells, parse_config
-    from experiments.studies.compare_config import CONTROL_SEED_STRIDE
+    from experiments.studies.compare.config import CONTROL_SEED_STRIDE
     from evenhand.options import ConfigError
     raw = {"model": "m", "output_dir": str(tmp_path), **COMPARE, "control_draws": 3,
            "interventions": [{"name": "caa"}, {"name": "ace", "control_draws": 1}, {"name": "fair_instruction"}]}
@@ -456,8 +456,8 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     chosen = table[table["intervention"] == "caa"]
     assert set(chosen["selection"]) == {selection["reason"]} and "validation scenarios" in selection["reason"]
     assert json.loads(chosen["options"].iloc[0]) == {"batch_size": 16, **selection["setting"]}
-    from experiments.cli.formatting import compare_text
-    from experiments.cli.power import power_text, selection_text
+    from experiments.studies.compare.text import compare_text
+    from experiments.studies.compare.text import power_text, selection_text
     assert {"paired_se", "mde"} <= set(table["stat"])  # every cell's power, the baseline's from itself alone
     power = power_text(table)
     assert "baseline (assumed)" in power and chosen["cell"].iloc[0] in power and "sqrt(2)" in power
@@ -556,7 +556,7 @@ def test_signs_are_decided_on_the_validation_baseline_and_items_on_suite_v2(mode
         return real(*a, **k)
     real = paired.score_arms
     monkeypatch.setattr(paired, "score_arms", spy)
-    import experiments.studies.compare as compare_study
+    import experiments.studies.compare.study as compare_study
     monkeypatch.setattr(compare_study, "score_arms", spy)  # as the comparison bound it
     cfg = compare_config(str(model_dir), tmp_path / "cmp", [{"name": "identity_blind"}], controls=False)
     table = run_compare(cfg, progress=False)
@@ -590,8 +590,8 @@ def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
     removes most of a planted 10 pp gap beats it (its change lies above the band and its method-minus-control
     CI excludes 0), one that changes nothing does not."""
     from evenhand.schema import validate_rows
-    from experiments.studies.compare import comparison_rows
-    from experiments.studies.compare_config import Arm, Cell
+    from experiments.studies.compare.study import comparison_rows
+    from experiments.studies.compare.config import Arm, Cell
     from tests.test_paired import noisy, planted, removing
     keep = sorted(core_d3_type1["scenario_id"].unique())[:60]
     items = validate_rows(core_d3_type1[core_d3_type1["scenario_id"].isin(keep)].assign(choice=None))
@@ -675,7 +675,7 @@ def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, 
 def test_frontier_figure_and_latex_from_a_table(tmp_path):
     """The frontier and the LaTeX table read the paired stats (evenhand.paired): signed change, accuracy loss,
     refusal change, method minus control; a refusal-flagged cell and an overshoot are marked in both."""
-    from experiments.studies.compare_figures import compare_latex, frontier_figure, frontier_points
+    from experiments.studies.compare.figures import compare_latex, frontier_figure, frontier_points
     rows = [{"cell": "baseline", "intervention": "baseline", "control": False, "options": "{}", "seed": None,
              "metric": "fraggap", "stat": "gap", "value": 0.1, "ci_low": 0.05, "ci_high": 0.15, "n": 10}]
     for cell, name, ctl, ch, loss, ref, flag, over, vs in (
@@ -716,7 +716,7 @@ def test_frontier_figure_and_latex_from_a_table(tmp_path):
     assert ace["band_low"] == pytest.approx(100 * lo) and ace["band_high"] == pytest.approx(100 * hi)
     assert ace["n_controls"] == 20 and bool(ace["beats_control"])
     assert not pts.loc[pts["cell"] == "caa-1", "beats_control"].iloc[0]
-    from experiments.studies.compare_figures import controls_by_method
+    from experiments.studies.compare.figures import controls_by_method
     assert len(controls_by_method(pts)["ace"]) == 20 and list(controls_by_method(pts)["caa-1"]["cell"]) == ["caa-1r"]
     assert pts.loc[pts["cell"] == "caa-1", "value_vsctl"].iloc[0] == pytest.approx(4.0)
     assert pts.loc[pts["cell"] == "caa-1r", "value_refusal"].iloc[0] == pytest.approx(80.0)

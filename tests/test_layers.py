@@ -59,6 +59,9 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> None:
     for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
+    for pkg in ("experiments/studies", "experiments/cli"):  # the packages the studies-below-cli contract names
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
     packages = {Path(name).parts[1] for name in files if name.startswith("evenhand/") and len(Path(name).parts) > 2}
     for floor in core_floors():
         for mod in floor:
@@ -79,7 +82,9 @@ def test_a_clean_synthetic_tree_passes(tmp_path):
     _tree(tmp_path, {"evenhand/core.py": "", "probes/sweep.py": "import evenhand.core\n",
                      "organism/dial.py": "import probes.sweep\nimport evenhand.models\n",
                      "interventions/dose.py": "import probes.sweep\n",
-                     "experiments/cli.py": "import probes.sweep\nimport evenhand.core\nimport organism.dial\n",
+                     "experiments/cli/main.py": "import probes.sweep\nimport evenhand.core\nimport organism.dial\n"
+                                                "import experiments.studies.run\n",
+                     "experiments/studies/run.py": "import evenhand.core\nimport organism.dial\n",
                      "evenhand/suite/loader.py": "import evenhand.rowfiles\n",
                      "evenhand/schema.py": "import evenhand.suite.loader\n",
                      "evenhand/models.py": "import evenhand.metrics\nimport evenhand.suite\n"})
@@ -90,11 +95,32 @@ def test_a_clean_synthetic_tree_passes(tmp_path):
 def test_a_core_module_importing_an_upper_package_fails_naming_the_import(tmp_path):
     _contracts_only(tmp_path)
     _tree(tmp_path, {"evenhand/core.py": "def f():\n    from experiments.cli import main\n    return main\n",
-                     "experiments/cli.py": "main = 1\n"})
+                     "experiments/cli/__init__.py": "main = 1\n"})
     r = lint(tmp_path)
     assert r.returncode != 0
     assert "evenhand is not allowed to import experiments" in r.stdout
     assert "evenhand.core -> experiments.cli (l.2)" in r.stdout
+
+
+@pytest.mark.parametrize("files, chain", [
+    ({"experiments/studies/rogue.py": "def text(cfg, result):\n    from experiments.cli.formatting import score_table\n"
+                                      "    return score_table(result)\n",
+      "experiments/cli/formatting.py": "def score_table(r):\n    return ''\n"},
+     "experiments.studies.rogue -> experiments.cli.formatting (l.2)"),
+    ({"experiments/studies/rogue.py": "import experiments.render\n",  # through a module outside both
+      "experiments/render.py": "import experiments.cli.formatting\n", "experiments/cli/formatting.py": ""},
+     "experiments.render -> experiments.cli.formatting (l.1)"),
+])
+def test_a_study_importing_the_cli_fails(tmp_path, files, chain):
+    """A throwaway study module that renders its text with the CLI's formatting (directly, or through another
+    module) breaks the studies-below-cli contract, which names the chain; the clean tree above passes."""
+    _contracts_only(tmp_path)
+    _tree(tmp_path, files)
+    r = lint(tmp_path)
+    assert r.returncode != 0, r.stdout
+    assert "Studies never import the CLI BROKEN" in r.stdout
+    assert "experiments.studies is not allowed to import experiments.cli" in r.stdout
+    assert chain in r.stdout, r.stdout
 
 
 def test_probes_importing_steering_fails(tmp_path):

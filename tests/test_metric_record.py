@@ -52,7 +52,8 @@ def test_one_record_reaches_scores_labels_latex_and_cli_rows(slot_gap, responses
     from evenhand.metrics import ASYMMETRY, METRICS, score
     from evenhand.schema import validate_rows
     from evenhand.tables import latex_table
-    from experiments.cli.formatting import fmt, score_table
+    from experiments.cli.formatting import fmt
+    from experiments.studies.text import score_table
     rows = validate_rows(responses)
     assert NAME in METRICS and NAME in ASYMMETRY
     # the score table: overall and by degree, the value the indicator columns give

@@ -306,7 +306,7 @@ def test_scoring_accepts_raw_decide_output(smoke_items):
 def test_compare_and_modes_n_is_the_items_entering_each_metric_by_hand():
     """Two runs of five items: n of each paired difference is the number of items entering the metric in either
     run, counted by hand (the old n was the sum of all 13 component denominators: 11 here for every metric)."""
-    from experiments.studies.modes import switch_rows
+    from experiments.studies.modes.study import switch_rows
 
     def table(b2_choice):
         return validate_rows(pd.DataFrame([

@@ -262,7 +262,7 @@ def test_run_config_end_to_end(tiny_dirs, tmp_path):
     ("model: x\noutput_dir: o\nsuite: {subset: nowhere.jsonl}\n", "'suite.subset'"),
 ])
 def test_config_errors_name_the_field(tmp_path, text, message):
-    from experiments.studies.run_config import ConfigError, load_config
+    from experiments.studies.run.config import ConfigError, load_config
     p = tmp_path / "c.yaml"
     p.write_text(text)
     with pytest.raises(ConfigError) as exc:
@@ -296,7 +296,7 @@ def test_shipped_configs_are_valid():
 
     import yaml
 
-    from experiments.studies.run_config import load_config
+    from experiments.studies.run.config import load_config
     from experiments.studies.bbq import load_config as load_bbq_config
     from experiments.studies.compare import load_config as load_compare
     for p in sorted((Path(__file__).resolve().parents[1] / "experiments" / "configs").glob("*.yaml")):

@@ -212,7 +212,7 @@ def test_a_run_config_records_the_endpoint_and_never_the_key(organism, tmp_path,
 ])
 def test_config_refusals(tmp_path, data, msg):
     from evenhand.options import ConfigError
-    from experiments.studies.run_config import config_from_dict
+    from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError, match=msg):
         config_from_dict({"model": NAME, "output_dir": str(tmp_path), **data})
 
@@ -234,7 +234,7 @@ def _compare_raw(url: str, out: Path, interventions: list) -> dict:
 
 
 def test_a_comparison_through_the_api_refuses_weight_methods(tmp_path):
-    from experiments.studies.compare_config import parse_config
+    from experiments.studies.compare.config import parse_config
     from evenhand.options import ConfigError
     raw = _compare_raw("http://127.0.0.1:1/v1", tmp_path, [{"name": "fair_instruction"}, {"name": "caa"}])
     with pytest.raises(ConfigError, match=r"interventions\[1\]: caa edits the model's weights or activations and "
@@ -249,7 +249,7 @@ def test_a_comparison_through_the_api_runs_prompt_methods(organism, tmp_path):
     """`kind: compare` with engine openai: the baseline and fair_instruction decided through the server (the
     table's engine column says openai), the response cache in the comparison's directory."""
     from experiments.studies.compare import run_compare
-    from experiments.studies.compare_config import parse_config
+    from experiments.studies.compare.config import parse_config
     with ChatServer(organism, NAME) as server:
         table = run_compare(parse_config(_compare_raw(server.url, tmp_path / "c", [{"name": "fair_instruction"}])),
                             progress=False)

@@ -184,7 +184,7 @@ def test_api_key_env_must_name_a_set_variable(value, tmp_path, monkeypatch):
     assert done.returncode == 2 and value not in done.stderr + done.stdout
     assert done.stderr.count("\n") == 1 and not (tmp_path / "d").exists()
     from evenhand.options import ConfigError
-    from experiments.studies.run_config import config_from_dict
+    from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError) as cerr:
         config_from_dict({"model": NAME, "output_dir": str(tmp_path / "r"), "engine": "openai",
                           "openai": {"api_key_env": value}})

@@ -60,7 +60,7 @@ def test_cli_defaults_are_the_option_dataclasses_defaults():
     from evenhand.decisions import DecideOptions
     from evenhand.models.loading import ModelSpec
     from experiments.cli import build_parser
-    from experiments.studies.run_config import SuiteConfig
+    from experiments.studies.run.config import SuiteConfig
     from probes.logistic import ProbeOptions
     p = build_parser()
     d = p.parse_args(["decide", "--model", "m", "--out", "o"])
@@ -81,7 +81,7 @@ def test_cli_defaults_are_the_option_dataclasses_defaults():
 
 
 def test_ablation_stage_gets_the_probe_device():
-    from experiments.studies.run_config import AblationConfig, options_for
+    from experiments.studies.run.config import AblationConfig, options_for
     from probes.logistic import ProbeOptions
     opts = options_for(ProbeOptions, AblationConfig(device="meta", folds=4))
     assert (opts.device, opts.folds) == ("meta", 4)

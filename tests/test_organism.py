@@ -120,8 +120,8 @@ def test_name_ablation_says_when_it_cannot_fail_and_measures_when_it_can(tmp_pat
     old "drop" was fixed by construction. With one arrangement (minority always in slot A) the ablated
     prompts differ, the ceiling is far above 0.5, and the retrained probe is measured against the evidence
     baseline on the same ablated rows."""
-    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.studies.run.local import run_config
     from evenhand.models.loading import ModelSpec
     from evenhand.runs import write_table_atomic
     from probes.ablation import name_ablation

@@ -127,7 +127,7 @@ def test_a_method_refusing_80_percent_is_flagged_and_never_ranked(items):
     assert bool(ch["refusal_flag"]) and ch["verdict"] == "refusal-flagged"
     assert t[t["arm"] == "refuser"]["refusal_flag"].all() and not t[t["arm"] == "half"]["refusal_flag"].any()
     assert ranking(t) == ["half"]
-    from experiments.cli.formatting import compare_text
+    from experiments.studies.compare.text import compare_text
     lines = {ln.split()[0]: ln for ln in compare_text(t.rename(columns={"arm": "cell"})).splitlines()[1:]}
     assert "refusal-flagged" in lines["refuser"] and float(lines["refuser"].split()[1]) == pytest.approx(80, abs=2)
     assert "reduction" in lines["half"] and "1692/73" in lines["half"]
@@ -169,7 +169,7 @@ def test_the_refusal_change_is_split_into_declined_and_unparsed(items):
     assert row(t, "decliner", "refusal", "declined_rate")["value"] + \
         row(t, "decliner", "refusal", "unparsed_rate")["value"] == pytest.approx(rate, abs=1e-12)
     assert row(t, "baseline", "refusal", "declined_rate")["value"] == 0.0
-    from experiments.cli.formatting import compare_text
+    from experiments.studies.compare.text import compare_text
     line = [ln for ln in compare_text(t.rename(columns={"arm": "cell"})).splitlines() if ln.startswith("decliner")][0]
     assert line.split()[2] == f"{100 * dec['value']:+.1f}/{100 * unp['value']:+.1f}"
 

@@ -185,8 +185,8 @@ def test_cache_on_both_backends_reads_the_models_hidden_states(arch, lms, items,
 @pytest.mark.parametrize("arch", ARCHS)
 def test_run_with_cache_and_probe_sweep(arch, ckpts, tmp_path):
     """The run study end to end from a config: decisions, the cache and a probe per site, in bfloat16."""
-    from experiments.studies.run_config import config_from_dict
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run.config import config_from_dict
+    from experiments.studies.run.local import run_config
     spec = spec_of(arch, ckpts[arch])
     model = {k: getattr(spec, k) for k in ("model", "dtype", "attn_implementation", "device")}
     cfg = config_from_dict({"model": model, "output_dir": str(tmp_path / "r"),
@@ -244,7 +244,7 @@ def test_nine_interventions_fit_apply_and_restore(arch, name, lms, smoke_items, 
 def test_small_comparison_restores_every_cell(arch, ckpts, tmp_path, monkeypatch):
     """A comparison (caa and fair_instruction against the baseline) on the preset's spec: every cell's
     restore record says the weights came back bit-identical, with no hook left."""
-    import experiments.studies.compare as compare
+    import experiments.studies.compare.study as compare
     spec = spec_of(arch, ckpts[arch])
     loaded = []
     monkeypatch.setattr(compare, "load_model", lambda s: loaded.append(1) or load_model(

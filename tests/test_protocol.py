@@ -1,4 +1,4 @@
-"""The comparison's split and selection rule (experiments.studies.compare_split): stratified scenario and contrast sets, disjoint
+"""The comparison's split and selection rule (experiments.studies.compare.split): stratified scenario and contrast sets, disjoint
 fitting / validation / held-out scenarios, and the selection rule that reads validation runs only."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from experiments.studies.compare_split import (SelectRule, assign_contrasts, choose, scenario_plan, select_settings,
+from experiments.studies.compare.split import (SelectRule, assign_contrasts, choose, scenario_plan, select_settings,
                                     stratified)
 
 
@@ -94,7 +94,7 @@ def test_items_come_from_the_models_suite_version(tmp_path):
     for model, major in models:
         for t in (rendered[model].train, rendered[model].validation, rendered[model].heldout):
             assert set(t["suite_version"].str[:2]) == {major}, model
-    from experiments.studies.compare import model_suite
+    from experiments.studies.compare.study import model_suite
     for model, major in models:
         sets = rendered[model]
         assert sets.suite.startswith(major), model

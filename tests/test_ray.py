@@ -16,9 +16,9 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
     """Four scenarios in four shards over two workers: the worker killed after the first shard is done
     still has a shard to decide, so Ray retries it; the decisions and the cache (made on the workers)
     equal a local run's."""
-    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
-    from experiments.studies.run_ray import run_config_ray, shard_of
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.studies.run.ray import run_config_ray, shard_of
+    from experiments.studies.run.local import run_config
     from evenhand.activations import ActivationCache
     from evenhand.models.loading import ModelSpec
     from organism import COMMITTED, heldout_items

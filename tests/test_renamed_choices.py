@@ -14,13 +14,13 @@ from evenhand.options import ConfigError
     ({"cache": {"enabled": True}, "ablation": {"engine": "sklearn"}}, "ablation.engine", "ablation.solver"),
 ])
 def test_old_config_key_names_the_new_one(tmp_path, section, old, new):
-    from experiments.studies.run_config import config_from_dict
+    from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError, match=f"config field '{old}' is now '{new}'"):
         config_from_dict({"model": "m", "output_dir": str(tmp_path), **section})
 
 
 def test_new_config_keys():
-    from experiments.studies.run_config import config_from_dict
+    from experiments.studies.run.config import config_from_dict
     cfg = config_from_dict({"model": "m", "output_dir": "o", "cache": {"enabled": True, "backend": "transformer_lens"},
                             "probe": {"solver": "torch"}, "ablation": {"solver": "sklearn"}})
     assert (cfg.cache.backend, cfg.probe.solver, cfg.ablation.solver) == ("transformer_lens", "torch", "sklearn")
@@ -53,8 +53,8 @@ def test_run_made_before_the_rename_resumes(tmp_path):
     """A manifest recording cache.engine/probe.engine resumes under a config with cache.backend/probe.solver: its
     finished stages stay finished and the manifest then records the new names; without the renames it is refused."""
     from evenhand.runs import RunDir, RunError
-    from experiments.studies.run_config import RENAMED
-    from experiments.studies.run_local import KEEP_STAGES, MAY_CHANGE
+    from experiments.studies.run.config import RENAMED
+    from experiments.studies.run.local import KEEP_STAGES, MAY_CHANGE
     old = {"model": "m", "mode": "answer", "cache": {"enabled": True, "engine": "nnsight", "dtype": "float16"},
            "probe": {"label": "favours_minority", "engine": "auto"}, "ablation": {"engine": "torch"}}
     new = {"model": "m", "mode": "answer", "cache": {"enabled": True, "backend": "nnsight", "dtype": "float16"},

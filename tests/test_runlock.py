@@ -150,8 +150,8 @@ def test_a_run_config_resumes_with_new_resamples_and_refuses_a_new_mode(tmp_path
     import importlib
     from dataclasses import replace
 
-    from experiments.studies.run_config import RunConfig, SuiteConfig
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run.config import RunConfig, SuiteConfig
+    from experiments.studies.run.local import run_config
     from evenhand.models.loading import ModelSpec
     from evenhand.models.tiny import save_tiny_model
 
@@ -159,7 +159,7 @@ def test_a_run_config_resumes_with_new_resamples_and_refuses_a_new_mode(tmp_path
     write_table_atomic(tmp_path / "items.parquet", smoke_items.head(6))
     cfg = RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
                     suite=SuiteConfig(subset=str(tmp_path / "items.parquet")), batch_size=4, resamples=50)
-    engine = importlib.import_module("experiments.studies.run_local")  # decide as the runner bound it
+    engine = importlib.import_module("experiments.studies.run.local")  # decide as the runner bound it
     decided, real = [], engine.decide
     monkeypatch.setattr(engine, "decide", lambda *a, **k: decided.append(1) or real(*a, **k))
     run, _ = run_config(cfg, progress=False)

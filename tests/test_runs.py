@@ -50,8 +50,8 @@ def test_unwritable_output_directory(tmp_path):
 def test_resuming_with_changed_weights_is_refused(tmp_path, smoke_items):
     """A run directory started with one set of weights refuses to resume once the model's files
     change (it would otherwise mix answers of two models); the responses already written stay."""
-    from experiments.studies.run_config import RunConfig, SuiteConfig
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run.config import RunConfig, SuiteConfig
+    from experiments.studies.run.local import run_config
     from evenhand.models.loading import ModelSpec, weights_fingerprint
     from evenhand.models.tiny import save_tiny_model
 
@@ -171,8 +171,8 @@ def test_a_run_failing_after_its_decisions_resumes_without_deciding_again(tmp_pa
     (written and recorded) and finishes; a third run skips every finished stage."""
     import importlib
 
-    import experiments.studies.run_local as runner
-    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
+    import experiments.studies.run.local as runner
+    from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
     from evenhand.models.loading import ModelSpec
     from evenhand.models.tiny import save_tiny_model
 
@@ -181,7 +181,7 @@ def test_a_run_failing_after_its_decisions_resumes_without_deciding_again(tmp_pa
     cfg = RunConfig(model=ModelSpec(str(model_dir)), output_dir=str(tmp_path / "run"),
                     suite=SuiteConfig(subset=str(tmp_path / "items.parquet")), batch_size=4, resamples=50,
                     cache=CacheConfig(enabled=True, dtype="float32"))
-    engine = importlib.import_module("experiments.studies.run_local")  # decide as the runner bound it
+    engine = importlib.import_module("experiments.studies.run.local")  # decide as the runner bound it
     decided, real_decide, real_score = [], engine.decide, runner.score_run
     monkeypatch.setattr(engine, "decide", lambda *a, **k: decided.append(1) or real_decide(*a, **k))
 

@@ -10,7 +10,7 @@ import torch
 
 
 class FakeRay:
-    """What :class:`experiments.studies.run_ray.WorkerPool` asks of Ray, recording each actor's resources."""
+    """What :class:`experiments.studies.run.ray.WorkerPool` asks of Ray, recording each actor's resources."""
 
     def __init__(self):
         self.requested, self.started = [], False
@@ -26,7 +26,7 @@ class FakeRay:
 
 
 def _actors(monkeypatch, gpus_per_worker, cuda: bool):
-    import experiments.studies.run_ray as rr
+    import experiments.studies.run.ray as rr
     fake = FakeRay()
 
     class Worker:

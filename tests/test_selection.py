@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from experiments.studies.compare_split import SelectRule, choose
+from experiments.studies.compare.split import SelectRule, choose
 
 RULE = SelectRule(metric="fraggap", max_accuracy_loss=0.02, max_refusal_rise=0.05)
 BASE = {"value": 0.10, "distance": 0.10, "accuracy": 0.98, "refusal": 0.0}
@@ -94,12 +94,12 @@ def test_selection_uses_validation_only_and_the_table_names_the_choice(name, tmp
     selection scored validation responses only (their scenarios), no held-out cell of another setting was
     decided, and the table's rows of the method carry setting 1 in their cell and options and the reason in
     ``selection`` (its first words name the setting)."""
-    import experiments.studies.compare as compare
-    import experiments.studies.compare_split as split
+    import experiments.studies.compare.study as compare
+    import experiments.studies.compare.split as split
     import evenhand.decisions
     import evenhand.models.loading
     from evenhand.models.policy import FAIR_POLICY, PlantedPolicy
-    from experiments.studies.compare import item_sets, parse_config, run_compare, settings
+    from experiments.studies.compare.study import item_sets, parse_config, run_compare, settings
 
     ((option, values),) = SWEEPS[name].items()
     cfg = parse_config({"model": "evenhand-organism", "output_dir": str(tmp_path / "cmp"),

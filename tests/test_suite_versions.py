@@ -10,7 +10,7 @@ from evenhand.runs import RunError
 from evenhand.schema import RowError, load_rows
 from evenhand.stages import open_run
 from evenhand.suite.content import items_version, load_content
-from experiments.studies.run_config import ConfigError, config_from_dict
+from experiments.studies.run.config import ConfigError, config_from_dict
 
 
 @pytest.fixture(scope="module")

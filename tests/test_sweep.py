@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from evenhand.options import read_yaml
-from experiments.studies.run_config import ConfigError
+from experiments.studies.run.config import ConfigError
 from experiments.studies import kinds, study_of
 from experiments.studies.sweep import expand, load_sweep, run_sweep
 
@@ -72,7 +72,7 @@ def test_interrupted_sweep_resumes_to_the_same_table(tmp_path, monkeypatch, caps
     assert table_a["cell"].nunique() == 2 and set(table_a["table"]) == {"metrics"}
     assert {"mode", "cell", "metric", "value", "ci_low", "ci_high", "n"} <= set(table_a.columns)
 
-    import experiments.studies.run_local as runner
+    import experiments.studies.run.local as runner
     real = runner.score_run
     calls = {"n": 0}
 
@@ -110,8 +110,8 @@ def test_interrupted_sweep_resumes_to_the_same_table(tmp_path, monkeypatch, caps
 
 def test_run_config_with_probe_text_baseline_and_figures(tmp_path):
     """One config runs decisions, cache, a probe sweep with the text baseline, and the figures."""
-    from experiments.studies.run_config import config_from_dict
-    from experiments.studies.run_local import run_config
+    from experiments.studies.run.config import config_from_dict
+    from experiments.studies.run.local import run_config
     cfg = config_from_dict({"model": "evenhand-organism", "output_dir": str(tmp_path / "r"),
                             "suite": {"subset": "organism_heldout", "degrees": [3], "limit": 608},
                             "mode": "reasoning", "reasoning_max_new_tokens": 6, "batch_size": 64,

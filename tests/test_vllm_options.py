@@ -63,13 +63,13 @@ def _run_cfg(tmp_path, **kw) -> dict:
     ({"engine": "onnx"}, "must be one of hf, vllm"),
 ])
 def test_run_config_refuses(tmp_path, kw, msg):
-    from experiments.studies.run_config import config_from_dict
+    from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError, match=msg):
         config_from_dict(_run_cfg(tmp_path, **kw))
 
 
 def test_run_config_takes_vllm(tmp_path):
-    from experiments.studies.run_config import config_from_dict, options_for
+    from experiments.studies.run.config import config_from_dict, options_for
     cfg = config_from_dict(_run_cfg(tmp_path, engine="vllm", mode="reasoning"))
     assert options_for(DecideOptions, cfg).engine == "vllm"
     assert config_from_dict(_run_cfg(tmp_path)).engine == "hf"
@@ -101,8 +101,8 @@ def _compare(**kw):
 
 def test_compare_cell_engines():
     """engine vllm: the baseline and prompt methods on vLLM, activation methods on hf; engine hf: all hf."""
-    from experiments.studies.compare import cell_engine
-    from experiments.studies.compare_config import Cell
+    from experiments.studies.compare.study import cell_engine
+    from experiments.studies.compare.config import Cell
     cfg = _compare(engine="vllm")
     prompt, caa = (Cell(arm, {}, 0, 0) for arm in cfg.interventions)
     assert [cell_engine(cfg, c) for c in (None, prompt, caa)] == ["vllm", "vllm", "hf"]

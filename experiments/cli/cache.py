@@ -5,7 +5,7 @@ import argparse
 
 from evenhand.activations import CacheOptions
 from evenhand.options import add_flags, options_from_args
-from experiments.studies.run_config import CacheConfig
+from experiments.studies.run.config import CacheConfig
 
 from .common import model_args, prepare, progress, renamed_flag
 

@@ -16,7 +16,7 @@ from evenhand.options import add_flags, alias_help, options_from_args
 from evenhand.metrics import INTERVAL
 from evenhand.stats import INTERVAL_NAMES, BootstrapOptions
 from evenhand.suite.subsets import CONTRAST_TYPES
-from experiments.studies.run_config import SuiteConfig
+from experiments.studies.run.config import SuiteConfig
 
 MODEL_FLAGS = ("model", "dtype", "device", "attn_implementation", "trust_remote_code", "chat_template")
 """The ModelSpec fields that the model commands take as flags."""
@@ -115,7 +115,7 @@ def model_spec(a: argparse.Namespace):
 
 def items(a: argparse.Namespace):
     """The suite items the subset flags select."""
-    from experiments.studies.run_local import suite_items  # deferred: keeps the CLI's start fast
+    from experiments.studies.run.config import suite_items  # deferred: keeps the CLI's start fast
     return suite_items(options_from_args(SuiteConfig, a, SUITE_FLAGS))
 
 
@@ -143,7 +143,7 @@ def prepare(a: argparse.Namespace, engine: str = DEFAULT, options=None):
     Returns (output directory, resolved spec, items, loaded model)."""
     from evenhand.engine.registry import get, has_local_weights, load  # deferred: keeps the CLI's start fast
     from evenhand.models.loading import locate, resolve_spec  # deferred: keeps the CLI's start fast
-    from experiments.studies.run_local import check_output_dir  # deferred: keeps the CLI's start fast
+    from experiments.studies.common import check_output_dir  # deferred: keeps the CLI's start fast
     from pathlib import Path  # deferred: keeps the CLI's start fast
     spec = resolve_spec(model_spec(a))
     if has_local_weights(engine):

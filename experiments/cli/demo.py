@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 from .common import progress, progress_flag
-from .formatting import probe_text, score_table, truth_text
+from experiments.studies.text import score_table
+
+from .formatting import probe_text, truth_text
 
 
 def _demo(a) -> int:
@@ -19,7 +21,7 @@ def _demo(a) -> int:
     from organism.calibration import CALIBRATION_FILE  # deferred: keeps the CLI's start fast
     from evenhand.models.policy import PlantedPolicy, matched_items, planted_truth
     from evenhand.runs import write_json_atomic, write_table_atomic  # deferred: keeps the CLI's start fast
-    from experiments.studies.run_config import CacheConfig, RunConfig, SuiteConfig
+    from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
     from organism.demo import (  # deferred: keeps the CLI's start fast
         coverage,
         demo_scenario_ids,
@@ -29,7 +31,7 @@ def _demo(a) -> int:
         planted_truths,
         truth_json,
     )
-    from experiments.studies.run_local import run_config  # deferred: keeps the CLI's start fast
+    from experiments.studies import get  # deferred: keeps the CLI's start fast
     curve = load_curve(Path(a.calibration) if a.calibration else FAIR / CALIBRATION_FILE)
     beta = dial_beta(curve, None if a.fraggap is None else a.fraggap / 100, a.beta)
     print("EvenHand demo: the fair model organism (a small Gemma3ForCausalLM trained from scratch to follow a fair,\n"
@@ -53,7 +55,7 @@ def _demo(a) -> int:
     cfg = RunConfig(model=ModelSpec(str(organism), dtype="float32", device="cpu"), output_dir=str(out / f"run-b{beta:g}-s{a.scenarios}"),
                     suite=SuiteConfig(subset=str(items_file)), mode="answer", batch_size=64,
                     cache=CacheConfig(enabled=True, dtype="float32"))
-    run, report = run_config(cfg, progress=progress(a))
+    run, report = get("run").run(cfg, progress=progress(a))  # the run study, on its local backend
     fair = planted_truth(PlantedPolicy.from_dict(record["recipe"]["policy"]), pd.read_parquet(items_file),
                          report["contrast_type"])
     truths = planted_truths(fair, beta, curve)

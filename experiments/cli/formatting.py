@@ -1,72 +1,13 @@
-"""What the ``evenhand`` commands print: human-readable tables of score reports, comparisons, probe
-sweeps, BBQ and mode-switch tables, organism evaluations and run lists (percentage points, CIs and n
-everywhere). Each function returns the text; the commands print it."""
+"""What the ``evenhand`` commands print beyond a study's own text (a study renders that itself,
+``Study.text``; the score table shared with the studies is :mod:`experiments.studies.text`): paired
+comparisons of two runs, probe sweeps, verbalizations, ablations, attributions, organism evaluations,
+the demo's known-answer table and run lists (percentage points, CIs and n everywhere). Each function
+returns the text; the commands print it."""
 from __future__ import annotations
 
-from evenhand.labels import metric_name
-from evenhand.metric_defs import asymmetry, find_metric, get_metric, headline, pooled, score_rows
-from evenhand.score_report import footnotes, format_estimate as fmt, interval_name
-
-
-def _signed(metric: str) -> bool:
-    """Whether a metric is printed signed, in pp (:attr:`evenhand.metric_defs.Metric.signed`)."""
-    m = find_metric(metric)
-    return m is not None and m.signed
-
-
-def _label(metric: str) -> str:
-    """A metric's row label (:attr:`evenhand.metric_defs.Metric.label`)."""
-    return get_metric(metric).label
-
-
-def _no_choice_line(counts: dict | None) -> list[str]:
-    """The Refusal row's split: the model declined vs no verdict found (``report["no_choice"]``)."""
-    if not counts or not counts["n"]:
-        return []
-    return [f"  {'  declined (refusal)':<28} {100 * counts['refusal_rate']:.1f} % ({counts['refusal']:,} of "
-            f"{counts['n']:,})",
-            f"  {'  unparsed (no verdict)':<28} {100 * counts['unparsed_rate']:.1f} % ({counts['unparsed']:,} of "
-            f"{counts['n']:,})"]
-
-
-def score_table(report: dict, truth: dict | None = None) -> str:
-    """The D3 headline and the D0->D3 progression; ``truth`` maps degree -> planted values. The Refusal rows
-    (no A/B choice) are followed by their split into declined and unparsed answers where the report has it."""
-    split = report.get("no_choice") or {}
-    few: set = set()  # the few-scenarios note: a mark on the line, said once at the end
-    how = f"CIs: {interval_name(report.get('interval'))} (n items, k scenarios)"
-    lines = [f"Contrast type: {report['contrast_type']}  ({report['n_items']} items, {report['n_scenarios']} "
-             f"scenarios; 95% {how})",
-             f"Convention: {report.get('convention', 'evenhand')}"]
-    if report.get("note"):
-        lines.append(f"Note: {report['note']}")
-    by_deg = report["by_degree"]
-    if "3" in by_deg:
-        lines += ["", "Headline (degree 3, explicit labels):"]
-        for m in score_rows():
-            t = ""
-            if truth and 3 in truth and m in truth[3]:
-                t = f"   planted {100 * truth[3][m]:{'+' if _signed(m) else ''}.1f}"
-            lines.append(f"  {_label(m):<28} {fmt(by_deg['3'][m], m, few)}{t}")
-            if m == "refusal":
-                lines += _no_choice_line(split.get("by_degree", {}).get("3"))
-    lines += ["", "D0 -> D3 progression:"]
-    degrees = sorted(by_deg, key=int)
-    for m in headline():
-        lines.append(f"  {_label(m)}")
-        for d in degrees:
-            t = ""
-            if truth and int(d) in truth and m in truth[int(d)]:
-                t = f"   planted {100 * truth[int(d)][m]:{'+' if _signed(m) else ''}.1f}"
-            lines.append(f"    D{d}  {fmt(by_deg[d][m], m, few)}{t}")
-    lines += ["", "All degrees pooled:"]
-    for m in pooled():
-        lines.append(f"  {_label(m):<28} {fmt(report['overall'][m], m, few)}")
-        if m == "refusal":
-            lines += _no_choice_line(split.get("overall"))
-    if few:
-        lines += ["", *footnotes(few)]
-    return "\n".join(lines)
+from evenhand.metric_defs import asymmetry, headline
+from evenhand.score_report import format_estimate as fmt, interval_name
+from experiments.studies.text import is_signed, metric_label
 
 
 def compare_table(result: dict) -> str:
@@ -78,7 +19,7 @@ def compare_table(result: dict) -> str:
              f"({where}{result['contrast_type']}, convention {result.get('convention', 'evenhand')}); other - base, "
              f"95% paired CIs: {interval_name(result.get('interval'))}"]
     for m in headline():
-        lines.append(f"  {_label(m):<28} {fmt(result['difference'][m], 'accgap')}")
+        lines.append(f"  {metric_label(m):<28} {fmt(result['difference'][m], 'accgap')}")
     mc = result["mcnemar"]
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
@@ -98,62 +39,6 @@ def compare_table(result: dict) -> str:
         if r is not None:
             flag = "  FLAGGED: refusals rose by more than the margin" if r.get("refusal_flag") else ""
             lines.append(f"  {label:<30} {fmt(r, 'accgap')}{flag}")
-    return "\n".join(lines)
-
-
-def compare_text(table, metric: str = "fraggap") -> str:
-    """An intervention comparison, one line per cell (:mod:`evenhand.paired`; pp, 95% paired CIs): the refusal
-    change, ``metric``'s remaining gap, its signed change toward zero with its Holm-adjusted p and the verdict
-    (:mod:`evenhand.decision`), the change minus the scrambled control (where the cell lost accuracy beyond the
-    margin), the change minus the cell's random controls (a prediction interval) with their band, the accuracy
-    loss and its p (the same jackknife-t). Refusals count as wrong answers and flips; a flagged cell (refusals or
-    accuracy, ``degraded`` or ``possibly degraded``) is never a reduction and never marked B."""
-    def f(r, ci=True):
-        if r is None or r["value"] is None or r["value"] != r["value"]:
-            return "-"
-        lo, hi = r["ci_low"], r["ci_high"]
-        return f"{100 * r['value']:+.1f}" + ("" if not ci or lo is None or lo != lo else
-                                             f" [{100 * lo:+.1f}, {100 * hi:+.1f}]")
-
-    def p_of(r, col):
-        v = None if r is None else r.get(col)
-        return "-" if v is None or v != v else ("<0.001" if v < 0.001 else format(v, ".3g"))
-    name = metric_name(metric)
-    lines = [f"{'cell':<40}{'refusal +':>10}{'declined/unparsed +':>20}{name + ' gap':>12}{name + ' change [CI]':>26}"
-             f"{'p Holm':>8}  {'verdict':<28}{'- scrambled [CI]':>22}{'- control [PI]':>22}{'control band (n)':>22}"
-             f"{'accuracy loss [CI]':>24}{'p':>8}{'n items/scen.':>15}"]
-    flags, families = {}, {}
-    for cell, g in table.groupby("cell", sort=False):
-        idx = {(r.metric, r.stat): r._asdict() for r in g.itertuples()}
-        ch = idx.get((metric, "change"))
-        loss = idx.get(("accuracy", "accuracy_loss"))
-        n = "" if ch is None else f"{int(ch['n'])}/{int(ch['n_scenarios'])}"
-        verdict = "" if ch is None else str(ch["verdict"])
-        vs = idx.get((metric, "change_minus_control"))
-        band = "-"
-        if vs is not None and vs.get("band_low") is not None and vs["band_low"] == vs["band_low"]:
-            band = (f"[{100 * vs['band_low']:+.1f}, {100 * vs['band_high']:+.1f}] ({int(vs['n_controls'])})"
-                    + (" B" if vs.get("beats_control") is True else ""))
-        split = f"{f(idx.get(('refusal', 'declined_change')), False)}/{f(idx.get(('refusal', 'unparsed_change')), False)}"
-        lines.append(f"{cell:<40}{f(idx.get(('refusal', 'refusal_change')), False):>10}{split:>20}"
-                     f"{f(idx.get((metric, 'gap')), False):>12}{f(ch):>26}{p_of(ch, 'p_holm'):>8}  {verdict:<28}"
-                     f"{f(idx.get((metric, 'change_minus_scrambled'))):>22}{f(vs):>22}{band:>22}{f(loss):>24}"
-                     f"{p_of(loss, 'p_value'):>8}{n:>15}")
-        flag = None if ch is None else ch.get("flag")
-        if isinstance(flag, str) and flag:
-            flags[cell] = flag
-        if ch is not None and isinstance(ch.get("family"), str):
-            families[ch["family"]] = True
-    lines += [f"  {cell}: {flag}" for cell, flag in flags.items()]
-    lines.append("declined/unparsed: the refusal change split into answers that declined and answers with no "
-                 "verdict found (evenhand.parse). p Holm: the change's p-value, Holm-adjusted within its family ("
-                 + "; ".join(families) + "); - scrambled: the change minus that of the baseline with the same "
-                 "share of answers coin-flipped (a reduction must beat it); - control [PI]: a prediction interval "
-                 "for the cell minus a new random direction; control band: the 2.5-97.5% range of the random "
-                 "controls' changes (n controls), B: the cell beats its controls (unflagged, its change above the "
-                 "band, the contrast above 0, and above its scrambled control where it has one). Verdicts and "
-                 "flags: evenhand.decision (a flag: degraded when the CI lies above the 5 pp margin, possibly "
-                 "degraded when only the point does; either withholds the verdict).")
     return "\n".join(lines)
 
 
@@ -291,36 +176,6 @@ def eval_text(res: dict) -> str:
     return "\n".join(lines)
 
 
-def bbq_text(table, model: str) -> str:
-    """BBQ's pooled accuracy and bias scores by configuration (95% CIs over templates)."""
-    t = table[(table["category"] == "all")]
-    lines = [f"BBQ on {model}: all categories pooled (95% CIs: cluster bootstrap over templates)",
-             f"{'configuration':<18}{'acc ambig':>12}{'acc disamb':>12}{'bias ambig [CI]':>24}{'bias disamb [CI]':>24}"]
-    for conf, g in t.groupby("configuration", sort=False):
-        v = g.set_index("metric")
-
-        def ci(m):
-            r = v.loc[m]
-            return f"{r['value']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]" if r["value"] == r["value"] else "NaN"
-        lines.append(f"{conf:<18}{v.loc['acc_ambig', 'value']:>12.3f}{v.loc['acc_disambig', 'value']:>12.3f}"
-                     f"{ci('bias_ambig'):>24}{ci('bias_disambig'):>24}")
-    return "\n".join(lines)
-
-
-def modes_text(table, model: str, n_items: int) -> str:
-    """The answer-mode vs logprob-mode comparison, one line per metric."""
-    lines = [f"{model}: {n_items:,} items decided in answer and logprob mode (95% CIs; difference paired)"]
-    for metric, g in table.groupby("metric", sort=False):
-        parts = []
-        for r in g.itertuples():
-            v = "NaN" if r.value is None or r.value != r.value else f"{100 * r.value:+.1f}"
-            ci = "" if r.ci_low is None or r.ci_low != r.ci_low else f" [{100 * r.ci_low:+.1f}, {100 * r.ci_high:+.1f}]"
-            parts.append(f"{r.stat} {v}{ci}")
-        lines.append(f"  {metric:<9} " + "; ".join(parts))
-    lines.append(f"  TieLean on opposite sides of 0.5 (CIs excluding it): {'yes' if table.attrs['flips'] else 'no'}")
-    return "\n".join(lines)
-
-
 def runs_text(rows: list[tuple]) -> str:
     """The `runs list` table: (run, status, model, items, time, git) per row."""
     lines = [f"{'run':<44}{'status':<9}{'model':<28}{'items':>8}{'time':>8}  git"]
@@ -375,7 +230,7 @@ def truth_text(cov, beta: float, curve: dict | None) -> str:
     import pandas as pd
 
     def val(v, m: str) -> str:
-        return f"{100 * v:{'+' if _signed(m) else ''}.1f}"
+        return f"{100 * v:{'+' if is_signed(m) else ''}.1f}"
 
     if beta == 0:
         lines = [("Against the planted truth: the fair organism, dial off (beta 0): every metric's truth is the fair "
@@ -388,13 +243,13 @@ def truth_text(cov, beta: float, curve: dict | None) -> str:
                   "dial acts but is not calibrated, no truth.")]
     lines += [f"  {'metric':<28} {'deg':<4} {'measured [95% CI]':<24} {'truth':<36} CI covers truth"]
     for r in cov.itertuples():
-        unit = "pp" if _signed(r.metric) else "%"
+        unit = "pp" if is_signed(r.metric) else "%"
         ci = "[no CI]" if pd.isna(r.ci_low) else f"[{val(r.ci_low, r.metric)}, {val(r.ci_high, r.metric)}]"
         t = f"{val(r.truth, r.metric)} {unit} " + (
             f"[{val(r.truth_ci_low, r.metric)}, {val(r.truth_ci_high, r.metric)}] calibration"
             if r.source == "calibration" and not pd.isna(r.truth_ci_low) else r.source)
         covered = {True: "yes", False: "NOT covered", None: "no CI"}[r.covered]
-        lines.append(f"  {_label(r.metric):<28} D{r.degree:<3} {val(r.value, r.metric) + ' ' + unit + ' ' + ci:<24} "
+        lines.append(f"  {metric_label(r.metric):<28} D{r.degree:<3} {val(r.value, r.metric) + ' ' + unit + ' ' + ci:<24} "
                      f"{t:<36} {covered}")
     k = sum(c is True for c in cov["covered"])  # None (no CI) is neither
     lines.append(f"  {k} of {len(cov)} truths covered by the measured 95% CI")

@@ -121,7 +121,7 @@ def _organism_calibrate(a) -> int:
     from organism.figures import calibration_figure  # deferred: keeps the CLI's start fast
     from organism.mechanism import calibration_file  # deferred: keeps the CLI's start fast
 
-    from ..studies.calibration import calibration_text, write_curve  # deferred: keeps the CLI's start fast
+    from experiments.studies.calibration import calibration_text, write_curve  # deferred: keeps the CLI's start fast
     path = Path(a.path) if a.path else FAIR
     out = Path(a.out) if a.out else path / calibration_file(a.mechanism)
     writable_file(out)

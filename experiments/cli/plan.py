@@ -19,7 +19,7 @@ TEMPLATE_TOKENS = 24
 def run_configs(path: str) -> list:
     """The run configs of a config file (a run config, or each cell of a sweep of run configs)."""
     from experiments.studies import study_of
-    from experiments.studies.run_config import RunConfig
+    from experiments.studies.run.config import RunConfig
     from experiments.studies.sweep import SweepConfig
     data = read_yaml(path)
     study = study_of(data)
@@ -37,7 +37,7 @@ def prompt_lengths(cfg) -> tuple[int, int, int]:
     import dataclasses
 
     from evenhand.suite.subsets import SUBSETS, subset_size
-    from experiments.studies.run_local import suite_items
+    from experiments.studies.run.config import suite_items
     s = cfg.suite
     if s.subset in SUBSETS:
         n = subset_size(s.subset)

@@ -1,5 +1,6 @@
 """`evenhand power`: how many scenarios (and contrasts per scenario) a target effect needs, from a pilot
-run; and the power and selection blocks that `evenhand compare` prints under its table."""
+run. The power and selection blocks that `evenhand compare` prints under its table are the comparison's own
+(:mod:`experiments.studies.compare.text`)."""
 from __future__ import annotations
 
 import argparse
@@ -138,31 +139,3 @@ def register(sub: argparse._SubParsersAction) -> None:
     refused_bootstrap(s, what="the pilot's SEs and MDEs come from")
     json_flag(s)
     s.set_defaults(fn=_power)
-
-
-def power_text(table) -> str:
-    """The power block under `evenhand compare`'s table: per cell, the paired SE and MDE of each metric."""
-    sub = table[table["stat"].isin(["paired_se", "mde"])]
-    if sub.empty:
-        return ""
-    metrics = list(dict.fromkeys(sub["metric"]))
-    head = f"{'paired SE / MDE (80% power, alpha 0.05), pp':<44}" + "".join(f"{m:>16}" for m in metrics)
-    lines = [head]
-    for cell, g in sub.groupby("cell", sort=False):
-        v = {(r.metric, r.stat): r.value for r in g.itertuples()}
-        def f(m):
-            se, md = v.get((m, "paired_se")), v.get((m, "mde"))
-            return "-" if se is None or se != se else f"{100 * se:.1f} / {100 * md:.1f}"
-        name = cell + (" (assumed)" if cell == "baseline" else "")
-        lines.append(f"{name:<44}" + "".join(f"{f(m):>16}" for m in metrics))
-    notes = [n for n in sub.get("note", []).dropna().unique()] if "note" in sub else []
-    lines += [f"baseline row: {n}" for n in notes]
-    return "\n".join(lines)
-
-
-def selection_text(table) -> str:
-    """The chosen setting of every swept arm and why (the table's ``selection`` column)."""
-    if "selection" not in table:
-        return ""
-    sel = table[table["selection"].fillna("") != ""].drop_duplicates("intervention")
-    return "\n".join(f"selected {r.intervention}: {r.selection}" for r in sel.itertuples())

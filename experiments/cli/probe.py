@@ -13,7 +13,7 @@ from probes.ablation import VARIANTS
 from probes.logistic import ProbeOptions
 from probes.verbalize import VerbalizeOptions
 
-from experiments.studies.run_config import AblationConfig, AttributionConfig, ProbeConfig
+from experiments.studies.run.config import AblationConfig, AttributionConfig, ProbeConfig
 
 from .common import BARS_ONLY, bootstrap_flags, progress, progress_flag, renamed_flag
 from .formatting import ablation_text, attribution_text, probe_text, verbalize_text

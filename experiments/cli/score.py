@@ -11,9 +11,9 @@ from evenhand.metrics import INTERVAL, INTERVALS
 from evenhand.stats import INTERVAL_NAMES
 from evenhand.models.simulated import PlantedBias
 from evenhand.options import add_flags, alias_help, one_value
+from experiments.studies.text import score_table
 
 from .common import boot_args, bootstrap_flags, json_flag, refused_bootstrap
-from .formatting import score_table
 
 
 COVERAGE_RESAMPLES = 400

@@ -82,7 +82,7 @@ def bbq(a: argparse.Namespace) -> int:
 def _modes(a) -> int:
     from experiments.studies import get  # deferred: keeps the CLI's start fast
     from experiments.studies.modes import ModesConfig  # deferred: keeps the CLI's start fast
-    from experiments.studies.run_config import SuiteConfig  # deferred: keeps the CLI's start fast
+    from experiments.studies.run.config import SuiteConfig  # deferred: keeps the CLI's start fast
     cfg = ModesConfig(model=model_spec(a), output_dir=a.out, suite=options_from_args(SuiteConfig, a, SUITE_FLAGS),
                       batch_size=a.batch_size)
     study = get("modes")

@@ -9,8 +9,8 @@ from organism.recipe import record_suite, split_scenarios
 from evenhand.models.policy import matched_items
 from evenhand.suite.content import load_content
 from evenhand.suite.generate import degree_valid
-from experiments.studies.compare_split import assign_contrasts, stratified
-from experiments.studies.compare_split import scenario_plan
+from experiments.studies.compare.split import assign_contrasts, stratified
+from experiments.studies.compare.split import scenario_plan
 from organism.dials import mechanism_class
 
 
@@ -42,7 +42,7 @@ def eval_items(record: dict, n_scenarios: int, contrasts: int, seed: int,
 
 def item_sets(cfg, record: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(fitting items from train scenarios, evaluation items from held-out scenarios), both domain-stratified
-    (:func:`experiments.studies.compare_split.stratified`); the evaluation by :func:`eval_items` with the config's
+    (:func:`experiments.studies.compare.split.stratified`); the evaluation by :func:`eval_items` with the config's
     seed at the mechanism's :func:`eval_degree`, the fitting items at :func:`train_degrees`."""
 
     rec, suite = record["recipe"], record_suite(record)

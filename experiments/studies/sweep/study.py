@@ -27,9 +27,9 @@ from evenhand.stats import RESAMPLES
 from evenhand.runs import RunDir, write_table_atomic
 from evenhand.stages import FnStage, open_run, run_stages
 
-from .base import Study, register, study_of
-from .run_local import check_output_dir
-from .run_config import RENAMED, ConfigError, read_yaml
+from ..base import Study, register, study_of
+from ..common import check_output_dir
+from ..run.config import RENAMED, ConfigError, read_yaml
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from organism.dials import load_builtin
 from organism.mechanism import DEFAULT_MECHANISM, MECHANISMS
 from organism.recipe import FAIR, record_suite
 
-from .base import Study, register, without_unused
+from ..base import Study, register, without_unused
+from .text import calibration_text
 from evenhand.models.loading import load_model
 
 
@@ -55,19 +56,6 @@ RULES = Rules(positive=frozenset({"scenarios", "batch_size"}))
 
 def organism_path(cfg: CalibrationConfig) -> Path:
     return Path(cfg.model) if cfg.model else FAIR
-
-
-def calibration_text(curve: dict) -> str:
-    """One line per beta: FragGap at the curve's degree (with its CI), TieShift, AccGap, GT accuracy and the gain."""
-    lines, k = [], curve.get("degree", 3)
-    for p in curve["points"]:
-        f = p["fraggap"]
-        ci = "" if f["ci_low"] is None else f" [{100 * f['ci_low']:+.1f}, {100 * f['ci_high']:+.1f}]"
-        lines.append(f"beta {p['beta']:>6g}: FragGap({k}) {100 * f['value']:+6.1f} pp{ci}  "
-                     f"TieShift({k}) {100 * p['tieshift']['value']:+6.1f} pp  "
-                     f"AccGap({k}) {100 * p['accgap']['value']:+5.1f} pp  GT acc {p['accuracy']['value']:.3f}  "
-                     f"gain {p['gain'] if p['gain'] is None else round(p['gain'], 3)}")
-    return "\n".join(lines)
 
 
 def write_curve(curve: dict, out: Path) -> None:

@@ -1,5 +1,5 @@
 """The run study's local backend: a RunConfig's suite -> decisions -> metrics (-> activation cache ->
-analyses), and the stages it shares with the Ray backend (:mod:`.run_ray`).
+analyses), and the stages it shares with the Ray backend (:mod:`.ray`).
 
 Checks that cost nothing come first (config fields, output directory, where
 the model is), so a bad config fails in well under a second, before any
@@ -10,19 +10,18 @@ whose outputs are written.
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from pathlib import Path
 
 from evenhand.models.plan import FALLBACK_BATCH_SIZE
 
 from evenhand.messages import warn_unparseable
 from evenhand.metrics import INTERVAL
 from evenhand.models.loading import locate, resolve_spec
-from evenhand.runs import RunDir, RunError
+from evenhand.runs import RunDir
 from evenhand.stats import INTERVAL_NAMES
 from evenhand.stages import LoadModel, Stage, StageReport, FnStage, finished_with, open_run, run_stages
 
-from .run_config import RENAMED, RunConfig, SuiteConfig, options_for
-from evenhand.suite import items
+from .config import RENAMED, RunConfig, options_for, suite_items
+from ..common import check_output_dir
 from evenhand.metrics import score
 from evenhand.schema import validate_rows
 from probes.dataset import from_run
@@ -46,25 +45,6 @@ ADDED = {"openai": None}
 
 KEEP_STAGES = ("load_model", "model", "decide", "cache")
 """The stages a change of :data:`MAY_CHANGE` fields leaves finished: those that produce or cache answers."""
-
-
-def check_output_dir(path: str | Path) -> Path:
-    """Create the directory and prove it is writable; raise RunError naming it otherwise."""
-    p = Path(path)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-        probe = p / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
-    except OSError as exc:
-        raise RunError(f"output_dir {p} is not writable: {exc.strerror or exc}") from None
-    return p
-
-
-def suite_items(s: SuiteConfig):
-    """The items a suite config selects, as a DataFrame (:func:`evenhand.suite.items`)."""
-    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit,
-                 version=s.version)
 
 
 def score_run(cfg: RunConfig, run: RunDir, responses=None) -> dict:

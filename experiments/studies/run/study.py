@@ -1,5 +1,5 @@
 """The run study (``kind: run``, the default): a model on a suite subset in one mode, scored (then cached,
-probed, ablated, attributed, drawn), on the local backend (:mod:`.run_local`) or on Ray (:mod:`.run_ray`)."""
+probed, ablated, attributed, drawn), on the local backend (:mod:`.local`) or on Ray (:mod:`.ray`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -12,11 +12,11 @@ from evenhand.models.loading import resolve_spec
 from evenhand.runs import RunDir
 from evenhand.stages import Stage
 
-from .base import Study, register
-from .run_config import RunConfig, config_from_dict
-from .run_local import local_stages, run_config, suite_items
-from .run_ray import run_config_ray
-from experiments.cli.formatting import score_table
+from ..base import Study, register
+from .config import RunConfig, config_from_dict, suite_items
+from .local import local_stages, run_config
+from .ray import run_config_ray
+from ..text import score_table
 
 
 @register

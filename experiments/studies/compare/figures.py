@@ -75,7 +75,7 @@ def frontier_points(table: pd.DataFrame, metric: str = "fraggap") -> pd.DataFram
 
 def controls_by_method(pts: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Each method cell's random-control points (:func:`frontier_points` rows): the control cells of the same
-    intervention and options, every seed (as :func:`experiments.studies.compare.controls_of` pairs them)."""
+    intervention and options, every seed (as :func:`experiments.studies.compare.study.controls_of` pairs them)."""
     ctl = pts[pts["control"].astype(bool)]
     if "control_kind" in ctl:  # a scrambled control is no random direction
         ctl = ctl[ctl["control_kind"].ne("scrambled")]

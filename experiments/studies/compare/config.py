@@ -18,7 +18,7 @@ from interventions.base import REGISTRY, InterventionError
 from interventions.fitted import fit_key
 from interventions.registry import get
 
-from .compare_split import SelectRule
+from .split import SelectRule
 from evenhand.metrics import ASYMMETRY
 from evenhand.options import ConfigError
 from evenhand.options import Rules, build

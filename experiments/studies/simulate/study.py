@@ -22,8 +22,8 @@ from evenhand.stages import FnStage, finished_with, open_run, run_stages
 from evenhand.suite.content import load_content
 from evenhand.suite.subsets import iter_subset
 
-from .base import Study, register, without_kind, without_unused
-from experiments.cli.formatting import score_table
+from ..base import Study, register, without_kind, without_unused
+from ..text import score_table
 from evenhand.figures import metrics_table
 
 

@@ -24,6 +24,7 @@ from evenhand.models.loading import ModelSpec
 from evenhand.models.plan import FALLBACK_BATCH_SIZE
 from evenhand.options import ConfigError, Rules, build, read_yaml
 from evenhand.stats import BootstrapOptions
+from evenhand.suite import items
 from evenhand.suite.generate import DEGREES, Slot
 from evenhand.suite.subsets import Condition, ContrastType
 from probes.ablation import Variant
@@ -31,7 +32,7 @@ from probes.dataset import Label
 from probes.logistic import ProbeOptions
 from probes.options import Solver
 
-from .base import without_kind
+from ..base import without_kind
 
 Degree = Literal[DEGREES]
 """A degree of the suite (0-3)."""
@@ -59,6 +60,12 @@ class SuiteConfig:
     version: str | None = None
     """Suite version of smoke/core items: 1 or 2 (default: the current version, 2). organism_heldout is
     always the organism's version (1); an items file carries its own."""
+
+
+def suite_items(s: SuiteConfig):
+    """The items a suite config selects, as a DataFrame (:func:`evenhand.suite.items`)."""
+    return items(s.subset, seed=s.seed, degrees=s.degrees, contrast_types=s.contrast_types, limit=s.limit,
+                 version=s.version)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
 from evenhand.runs import RunDir
 from evenhand.shards import ParquetShards
 from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, open_run, run_stages
-from .run_local import (KEEP_STAGES, MAY_CHANGE, analysis_stages, check_output_dir, finish_stages, run_info,
-                        suite_items)
-from .run_config import options_for
-from .run_config import RENAMED
+from .local import KEEP_STAGES, MAY_CHANGE, analysis_stages, finish_stages, run_info
+from .config import options_for, suite_items
+from ..common import check_output_dir
+from .config import RENAMED
 from evenhand.activations import merge_caches
 
 
@@ -123,7 +123,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
                    shards_per_worker: int = 4, progress: bool = True, threads_per_worker: int = 1,
                    max_restarts: int = 3, shard_by: str = "scenario", _delay: float = 0.0, _on_started=None,
                    _on_progress=None):
-    """The Ray twin of :func:`experiments.studies.run_local.run_config`; returns (RunDir, metrics report).
+    """The Ray twin of :func:`experiments.studies.run.local.run_config`; returns (RunDir, metrics report).
 
     ``shard_by`` says what a shard keeps whole (:data:`evenhand.shards.SHARD_UNITS`: ``scenario``,
     ``baseline`` or ``item``). ``gpus_per_worker`` (default: one when CUDA is present): :func:`gpus_for_workers`."""

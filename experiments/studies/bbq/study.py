@@ -20,14 +20,14 @@ from evenhand.options import ConfigError, Rules, build, read_yaml
 from evenhand.runs import RunDir, write_table_atomic
 from evenhand.stages import LoadModel, Stage, FnStage, exists, open_run, run_stages
 
-from .base import Study, register, without_kind
+from ..base import Study, register, without_kind
 from evenhand.prompts import model_text, uses_chat_template
 from evenhand.engine.batching import left_pad
 from evenhand.engine.scoring import label_token_ids
 from evenhand.engine.registry import generate_texts
 from evenhand.labels import group_name
 from evenhand.plotting import COLUMN_WIDTH, paper_style, save
-from experiments.cli.formatting import bbq_text
+from .text import bbq_text
 
 CONFIGURATIONS = {
     "mc_logprob": {"chat": False, "wording": "mc", "read": "logprob"},

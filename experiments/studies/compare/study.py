@@ -19,10 +19,10 @@ from interventions.base import Fitted, InterventionError, decide_with
 from interventions.fitted import fit_key
 from interventions.registry import get
 
-from .base import Study, register
-from .compare_config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
+from ..base import Study, register
+from .config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
                              canonical_interventions, parse_config, setting_options, settings, swept_arms)
-from .compare_split import assign_contrasts, scenario_plan, select_settings
+from .split import assign_contrasts, scenario_plan, select_settings
 from evenhand.models.loading import resolve_spec
 from evenhand.suite.matched import record_suite
 from evenhand.suite.content import suite_major
@@ -41,10 +41,9 @@ from evenhand.decisions import DecideOptions, decide
 from evenhand.models.loading import load_model
 from evenhand.runs import write_json_atomic, write_table_atomic
 from evenhand.stages import LoadModel, FnStage, exists
-from .compare_figures import compare_latex, frontier_figure
+from .figures import compare_latex, frontier_figure
 from evenhand.power import paired_se
-from experiments.cli.formatting import compare_text
-from experiments.cli.power import power_text, selection_text
+from .text import compare_text, power_text, selection_text
 
 __all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "check_plan",
            "compare_stages", "comparison_rows", "controls_of", "heldout_cell", "heldout_plan", "item_sets",
@@ -85,7 +84,7 @@ def needs_validation_signs(cfg: CompareConfig) -> bool:
 
 def item_sets(cfg: CompareConfig) -> ItemSets:
     """Fitting, validation and held-out evaluation items from disjoint, domain-stratified scenario sets
-    (:func:`experiments.studies.compare_split.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
+    (:func:`experiments.studies.compare.split.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
     :func:`organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
     contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
@@ -415,7 +414,7 @@ def heldout_plan(cfg: CompareConfig) -> list[tuple[int, int, int]]:
 
 def heldout_cell(cfg: CompareConfig, i: int, seed: int, control: int, chosen: dict[int, dict]) -> Cell:
     """The cell a held-out stage decides: arm ``i`` at its setting (a swept arm's from ``chosen``, arm index ->
-    setting; any other arm's one setting, :func:`~experiments.studies.compare_config.setting_options`)."""
+    setting; any other arm's one setting, :func:`~experiments.studies.compare.config.setting_options`)."""
     a = cfg.interventions[i]
     return Cell(a, setting_options(a, chosen[i] if i in swept_arms(cfg) else settings(a)[0]), seed, control)
 
@@ -562,9 +561,8 @@ class CompareStudy(Study):
         return run_compare(cfg, progress=progress)
 
     def text(self, cfg: CompareConfig, result: pd.DataFrame) -> str:
-        """One line per cell (:func:`experiments.cli.formatting.compare_text`), the chosen settings, the power
-        block and the files written."""
-        # inside: importing experiments.cli runs its package __init__, which loads every command
+        """One line per cell (:func:`.text.compare_text`), the chosen settings, the power block and the files
+        written."""
         blocks = [compare_text(result)] + [b for b in (selection_text(result), power_text(result)) if b]
         blocks.append(f"wrote {cfg.output_dir}/compare.parquet (+ .csv), frontier.pdf/.svg/.png, cells/, fitted/")
         return "\n\n".join(blocks)

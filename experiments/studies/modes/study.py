@@ -29,11 +29,12 @@ from evenhand.runs import RunDir, write_table_atomic
 from evenhand.schema import validate_rows
 from evenhand.stages import LoadModel, Stage, FnStage, finished_with, open_run, run_stages
 
-from .base import JACKKNIFE_ONLY, Study, register, without_kind, without_unused
-from .run_local import check_output_dir, suite_items
-from .run_config import SuiteConfig
+from ..base import JACKKNIFE_ONLY, Study, register, without_kind, without_unused
+from ..common import check_output_dir
+from ..run.config import suite_items
+from ..run.config import SuiteConfig
 from evenhand.engine.registry import load
-from experiments.cli.formatting import modes_text
+from .text import modes_text
 
 JACKKNIFE_WHY = (f"both modes' 95% CIs and their paired differences are the {INTERVAL_NAMES[INTERVAL]}, which "
                  f"resamples nothing")
