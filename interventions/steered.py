@@ -6,7 +6,7 @@ positions of the shared apply options (:class:`~interventions.base.SitesApply`:
 ``at_layers``, default every fitted layer; ``positions``, default every position of
 the prompt and of the answer).
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 import tempfile

@@ -1,6 +1,6 @@
 """Edits of hidden states and the context manager that applies them to a model's sites.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
