@@ -11,7 +11,7 @@ support:
 - for reasoning-mode runs, the explanation-language words (:mod:`probes.language`), for all
   choices and for correct choices on GT items, as a table and a figure.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/studies.md."""
 from __future__ import annotations
 
 import json
