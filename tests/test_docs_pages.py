@@ -76,13 +76,13 @@ def test_each_docs_page_named_in_the_docs_exists(page):
     assert missing_pages(page.read_text(encoding="utf-8")) == []
 
 
-def test_each_docs_page_named_in_the_code_exists():
+def test_each_docs_page_named_in_the_code_and_configs_exists():
     bad = {}
-    for d in CODE_DIRS:
-        for f in (ROOT / d).rglob("*.py"):
-            missing = missing_pages(f.read_text(encoding="utf-8"))
-            if missing:
-                bad[_rel(f)] = missing
+    files = [f for d in CODE_DIRS for ext in ("py", "yaml") for f in (ROOT / d).rglob(f"*.{ext}")]
+    for f in [*files, ROOT / "Makefile", ROOT / "setup.cfg"]:
+        missing = missing_pages(f.read_text(encoding="utf-8"))
+        if missing:
+            bad[_rel(f)] = missing
     assert bad == {}
 
 
