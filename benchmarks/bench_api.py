@@ -1,7 +1,7 @@
 """Engine openai: what a subset costs behind an API (requests, prompt tokens, the output budget) and the engine's
 rate against the project's own server (evenhand.engine.serve) serving the fair organism.
 
-    python benchmarks/bench_api.py cost --subset core      # requests and tokens (docs/GUIDE.md, "Evaluate a model behind an API")
+    python benchmarks/bench_api.py cost --subset core      # requests and tokens (docs/guide/api.md, "Evaluate a model behind an API")
     python benchmarks/bench_api.py rate --items 192         # items/s at concurrency 1 and 4
 
 Prompt tokens are counted offline with two tokenizers: Gemma 3's (the real 262k-token vocabulary of the `demo`

@@ -1,6 +1,6 @@
 """What caching costs over a plain forward, and what one device-to-host copy per batch saves.
 
-More in docs/BENCHMARKS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

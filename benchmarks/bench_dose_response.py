@@ -10,7 +10,7 @@
     python benchmarks/bench_dose_response.py experiments/configs/dose_response_mechanisms.yaml \
         --mechanism last_layer decision distributed names xor --jobs 2 --across   # one run per mechanism
 
-More in docs/INTERVENTIONS.md, "Module notes" and "The benchmark across dial mechanisms"."""
+More in docs/dev/studies.md and docs/interventions/dose_response.md."""
 from __future__ import annotations
 
 import argparse

@@ -6,7 +6,7 @@ reasoning modes; items per second of each (model load excluded, after one warm-u
 their ratio, and the agreement of choices, texts and ``gen_logprob``. Hugging Face runs
 length-bucketed batches of ``--batch``; vLLM gets every item at once (one shard).
 
-More in docs/BENCHMARKS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

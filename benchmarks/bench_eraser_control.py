@@ -12,7 +12,7 @@ the control as it was before (a plain permutation of the rows' labels); then the
 evaluation set) as is and under each of the three, with the edit at every fitted layer, at each layer alone, and
 at the prompt or generated positions alone; with ``--seeds N``, the same over the controls of N replications'
 seeds (:func:`over_seeds`). Writes ``eraser_control_<method>.json`` in the run.
-docs/INTERVENTIONS.md, "Why ace's random control removes part of the gap", reads it."""
+docs/results/dose_mechanisms.md, "Why ace's random control removes part of the gap", reads it."""
 from __future__ import annotations
 
 import argparse

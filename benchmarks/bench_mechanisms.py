@@ -7,7 +7,7 @@ Reads each run's ``summary.csv`` and writes ``across.parquet``/``.csv``, ``robus
 the figure (``across.{pdf,svg,png}``; ``across_tieshift.*`` when TieShift was scored) to ``<dir>/across/``
 (experiments.studies.dose_response.across). The runs come from ``bench_dose_response.py CONFIG --mechanism ...``.
 
-More in docs/INTERVENTIONS.md, "The benchmark across dial mechanisms"."""
+More in docs/interventions/dose_response.md, "The benchmark across dial mechanisms"."""
 from __future__ import annotations
 
 import argparse

@@ -11,7 +11,7 @@ of ``--reps`` repetitions after a warm-up:
       ``generate`` loop (tokenise, generate 8 greedy tokens, decode);
   (c) logprob mode (both labels scored) vs a plain forward with logits_to_keep=1.
 
-More in docs/BENCHMARKS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

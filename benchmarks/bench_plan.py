@@ -6,7 +6,7 @@ Gemma3ForConditionalGeneration with a vision tower), the activation cache's byte
 tiny Gemma 3 on smoke items), and the peak host memory of a CPU forward (VmHWM of a fresh process, less its RSS
 after importing torch and transformers, against ``HOST_RUNTIME`` + weights + :func:`forward_bytes`).
 
-    python benchmarks/bench_plan.py            # the table in docs/BENCHMARKS.md, "Plan: predicted against measured"
+    python benchmarks/bench_plan.py            # the table in docs/results/gpu_smoke.md, "Plan: predicted against measured"
 """
 from __future__ import annotations
 

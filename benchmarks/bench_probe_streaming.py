@@ -10,7 +10,7 @@ plus a fixed overhead.
 
     python benchmarks/bench_probe_streaming.py --rows 5000 --sites 1 4 16 49 --old
 
-More in docs/BENCHMARKS.md, "Probe datasets stream one site at a time".
+More in docs/results/gpu_smoke.md, "Probe datasets stream one site at a time".
 """
 from __future__ import annotations
 

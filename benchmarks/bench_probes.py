@@ -1,6 +1,6 @@
 """Probe sweep speed: the batched torch engine against the scikit-learn reference, as a ratio.
 
-More in docs/BENCHMARKS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

@@ -12,7 +12,7 @@ reads them (chat template applied when the tokenizer has one), tokenised with a 
 ``gemma-3-270m-gguf`` (the `demo` extra; the real Gemma 3 vocabulary, the tokenizer of Gemma-3-12B-it) or
 ``evenhand-organism``.
 
-More in docs/BENCHMARKS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

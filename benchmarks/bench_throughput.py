@@ -1,6 +1,6 @@
 """Throughput of evenhand.decisions on one device: each change as a ratio against the version before it.
 
-More in docs/BENCHMARKS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

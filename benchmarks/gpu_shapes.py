@@ -1,6 +1,6 @@
 """GPU benchmark at the real model shapes, on random weights built directly on the device.
 
-More in docs/BENCHMARKS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

@@ -10,7 +10,7 @@ offline, no second copy), ``probes`` (the torch solver at 49 x 3,840 x 10,000), 
 predictions over what was measured) and ``vllm`` (in a subprocess after the models are freed). Each check is
 independent: a failure is recorded and the next still runs; each record is appended to ``DIR/gpu_smoke.jsonl`` when
 it finishes, and ``DIR/gpu_smoke.json`` gathers them. ``--tiny`` runs the same code at toy widths (CI, on the CPU:
-tests/test_gpu_smoke.py). Results and what they showed: docs/BENCHMARKS.md, "First contact with a GPU".
+tests/test_gpu_smoke.py). Results and what they showed: docs/results/gpu_smoke.md, "First contact with a GPU".
 All of it is ours (a check script); the models are transformers' classes."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Which interval do the suite's metrics need? A coverage study of the candidates.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/benchmarks.md."""
 from __future__ import annotations
 
 import argparse

@@ -7,7 +7,7 @@ at every beta) with a share of its answers coin-flipped afresh at every beta (:f
 known slope 1, known agreement with the baseline at beta 0 ``1 - share/2``. ``partial_<f>``: a share f of each
 planted flip undone; its known slope *measured* on independent calibration replications (any bend included).
 Coverage: replications whose 95% jackknife-t slope CI (:func:`~experiments.studies.dose_response.scoring.score_dose`)
-covers the known slope, with its Wilson interval. Results: docs/INTERVENTIONS.md, "Verdicts that hold".
+covers the known slope, with its Wilson interval. Results: docs/interventions/decision_rules.md, "Verdicts that hold".
 
     OMP_NUM_THREADS=1 python benchmarks/known_answer_coverage.py --reps 60 --calibration 60 --scenarios 24
 """

@@ -5,7 +5,7 @@ read: ``evenhand`` by who is **favoured** (on a negative question, naming the ma
 favours the minority-coded one), ``ai2`` by who is **named**, as the scorer of Ai2's olmo-eval task
 ``fairstress`` reads it. Each convention also picks its answer reader (EvenHand's parser, Ai2's extractor).
 
-More in docs/METRICS.md, "Two conventions" and "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import re

@@ -8,7 +8,7 @@ removal classes by equivalence with a margin (:func:`removal_class`; the old "co
 imprecision); Holm within declared families, the family written beside each verdict (:func:`holm_within`,
 :func:`class_p`, :func:`held_class`); the comparison's verdict (:func:`change_verdict`) and beats-control mark
 (:func:`beats_control`). The Holm step is :func:`evenhand.stats.holm`. Rules, defaults and the flags' measured
-error rates: docs/METRICS.md, "Decision rules"."""
+error rates: docs/metrics/uncertainty.md, "Decision rules"."""
 from __future__ import annotations
 
 from collections.abc import Sequence

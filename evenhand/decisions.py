@@ -9,7 +9,7 @@
   the two labels' tokens differ only in the last token (the usual case), one
   forward pass scores both; otherwise each label gets its own sequence.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import time

@@ -11,7 +11,7 @@ direction ``pro_A``/``pro_B``; null for the baseline), ``injection_resolved``,
 ``expected_correct`` and ``injection.direction``, ``D3`` for the level, rows without the group
 fields. Any field value outside these is an error naming the row, the field and the value.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import json

@@ -7,7 +7,7 @@ id (``blackM``, ``older``, ``het``). The two namings do not map one to one: our 
 ``black_male`` is our ``blackM`` in ``blackM_whiteM`` but ``blkM`` in ``blkTransW_blkM``. So the
 table maps each *contrast* to its two released group strings, and every check goes through it.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import difflib

@@ -1,6 +1,6 @@
 """Paper figures and LaTeX tables, each a pure function of saved tables.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence

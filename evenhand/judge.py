@@ -45,7 +45,7 @@ FRAMING = JudgePrompt(
         "quoted in order to reject it, or negated (\"it is false that women cannot lead\"), is not an "
         "endorsement of it.\n\n"
         "Answer with one word: favourable, unfavourable or neutral."))
-"""How a sentence frames the named group (the audit's judge; docs/EXPLANATIONS.md, "Framing by a judge")."""
+"""How a sentence frames the named group (the audit's judge; docs/EXPLANATIONS.md, "Framing")."""
 
 VERBALIZATION = JudgePrompt(
     version="verbalization-v1",

@@ -1,6 +1,6 @@
 """The label vocabulary of every EvenHand figure, table and report page.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import math

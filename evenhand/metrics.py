@@ -6,7 +6,7 @@ denominator counts), so the interval, the jackknife-t over scenarios (:data:`INT
 matrix product: delete-one-scenario weights (S x S) @ per-scenario sums (S x C) (the percentile
 cluster bootstrap, an option, uses resample weights (R x S) the same way).
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import math

@@ -4,7 +4,7 @@ Every arm (the baseline, each intervention cell, each random control) answered t
 same items. The arms are scored on the *same* resampled scenarios (one cluster
 bootstrap draw for all of them), so each difference it reports is paired.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

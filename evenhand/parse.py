@@ -8,7 +8,7 @@ rule, its ``(start, end)`` span in the original text, whether the answer ``hedge
 (no single candidate found: nothing, both / neither, garbage).
 The rules, with examples, are in docs/PARSING.md; the word lists in :mod:`evenhand.parse_words`.
 
-More in docs/PARSING.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import json

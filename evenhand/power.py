@@ -11,7 +11,7 @@ is detected with probability ``power`` (the t on k-1 degrees of freedom of the c
 jackknife-t interval, :mod:`evenhand.paired`; with unlimited degrees of freedom it is the normal
 2.80 * se at alpha 0.05 and 80% power, and at 10 scenarios 3.14 * se).
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import math

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
 FEW_SCENARIOS = 10
 """A degree-3 headline metric resting on fewer scenarios than this is warned about: its interval is
-not to be trusted (docs/METRICS.md, "Intervals")."""
+not to be trusted (docs/metrics/uncertainty.md)."""
 
 
 def _subset_ids(responses: "pd.DataFrame") -> tuple[str, set] | None:

@@ -1,6 +1,6 @@
 """Resumable stages and the one driver every study runs through.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import sys

@@ -11,7 +11,7 @@ for all resamples at once, one matrix product ``weights (R x k) @ sums (k x C)``
 A paired comparison (:func:`paired_difference`) evaluates two arms on the *same*
 resampled clusters, so what the arms share cancels out of the interval.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

@@ -11,7 +11,7 @@ frozen dataclasses of options:
   Applying always takes the fitted object plus apply options; nothing about how a
   fit is applied is kept on the instance (instances hold no options at all).
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 import abc

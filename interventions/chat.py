@@ -8,7 +8,7 @@ continued over turns (``System: ...``, ``User: ...``, ``Assistant: ...``, one
 message per line, ending in ``Assistant:``); a single user message gives exactly
 ``evenhand.prompts.model_text``.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 import json

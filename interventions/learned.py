@@ -5,7 +5,7 @@ pyvene's ``model.layers[<layer>].output``) with the model's weights frozen and d
 class applies (at the ``positions`` of the shared apply options, default every position of the prompt and of
 the answer) through :mod:`steering.hooks` and removes, checking on exit that the model is exactly as before.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 import random

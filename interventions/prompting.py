@@ -3,7 +3,7 @@
 The texts and the prompt rewrites they use are :mod:`evenhand.suite.rewrites` (one definition, shared
 with the fair organism's training); here they raise :class:`InterventionError`.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 import abc

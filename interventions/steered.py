@@ -6,7 +6,7 @@ positions of the shared apply options (:class:`~interventions.base.SitesApply`:
 ``at_layers``, default every fitted layer; ``positions``, default every position of
 the prompt and of the answer).
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -275,7 +275,7 @@ def pair_flipped(z, strata, seed: int) -> np.ndarray:
     the relabelled difference of means has the sampling noise the real one would have without a concept (an item's
     own activations cancel), and each stratum (the minority's slot) puts half its class-1 rows in either slot, so
     the slots' mean difference cancels too. A plain permutation of the rows (:func:`relabelled`) mixes in the
-    variation between items instead. Neither makes the control harmless on the organism (docs/INTERVENTIONS.md,
+    variation between items instead. Neither makes the control harmless on the organism (docs/results/dose_mechanisms.md,
     "Why ace's random control removes part of the gap")."""
     z, strata = np.asarray(z), np.asarray(strata)
     if len(z) != 2 * len(strata) or not (np.all(z[0::2] == 1 - z[1::2]) and set(np.unique(z)) <= {0, 1}):

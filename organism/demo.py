@@ -1,7 +1,7 @@
 """The demo's known answer: the fair organism with the bias dial at a chosen setting, its evaluation
 items, and the truth each printed metric is compared with.
 
-More in docs/ORGANISM.md, "Module notes"."""
+More in docs/dev/organism.md."""
 from __future__ import annotations
 
 import json

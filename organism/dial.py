@@ -5,7 +5,7 @@ The edit, at the MLP of decoder layer ``L`` (the last by default)::
 
     W_down <- W_down + beta * v a^T          (model.layers.L.mlp.down_proj.weight, shape hidden x intermediate)
 
-More in docs/ORGANISM.md, "Module notes"."""
+More in docs/dev/organism.md."""
 from __future__ import annotations
 
 import json

@@ -11,7 +11,7 @@ counts declared (one pass, no cache) ``d`` pools the prompt positions only; a pr
 stored: an error); a longer pass extending a cache is refused. The push, nesting and the projection oracle are
 the xor mechanism's (the projection also sets ``d``'s read to 0).
 
-More in docs/ORGANISM.md, "What the `names` gate truly reads here"."""
+More in docs/results/organism_mechanisms.md, "What the `names` gate truly reads here"."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -6,7 +6,7 @@ site) on the organism's held-out baseline items at one degree; :func:`evaluate` 
 held-out evaluation: the core's known-answer checks
 (:func:`organism.known_answer_checks`) plus this probe, under ``"probe"``.
 
-More in docs/ORGANISM.md, "Module notes"."""
+More in docs/dev/organism.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,6 +1,6 @@
 """The model organism's recipe: a small Gemma3ForCausalLM trained from scratch to follow a planted policy.
 
-More in docs/ORGANISM.md, "Module notes"."""
+More in docs/dev/organism.md."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -12,7 +12,7 @@ about 18 points):
   implicit cue instead of the name): the control for a degree-1 name ablation,
   which changes the surface but keeps the identity.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import re

@@ -11,7 +11,7 @@ direction is still defined by their hidden assignment (``minority_slot``), so
 their contributions should average to zero; :func:`run_attribution` takes
 degrees 1-3 by default.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import math

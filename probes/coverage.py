@@ -1,6 +1,6 @@
 """Which interval do the paired probe differences need? Null coverage at 10 and 24 scenarios.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import argparse

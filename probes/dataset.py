@@ -1,6 +1,6 @@
 """Probe datasets: a run's activation cache joined with its responses.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence

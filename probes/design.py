@@ -7,7 +7,7 @@ The *evidence baseline* (:mod:`probes.sweep`) is a probe fitted on :func:`design
 activation probes' folds and regularisation path; the headline of a sweep is the gain of design features
 plus activations over it.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import numpy as np

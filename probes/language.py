@@ -9,7 +9,7 @@ y and totals n, prior counts alpha (the background corpus scaled to
     var(delta_w) ~= 1 / (y_wi + a_w) + 1 / (y_wj + a_w)
     z_w = delta_w / sqrt(var)
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import re

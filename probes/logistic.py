@@ -1,6 +1,6 @@
 """L2-regularised logistic-regression probes with grouped, nested cross-validation.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import hashlib

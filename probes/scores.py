@@ -5,7 +5,7 @@
 vector of cluster multiplicities, so every statistic is a weighted sum and all draws
 are computed at once; the interval is the percentile one.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 from typing import get_args
 

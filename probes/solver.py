@@ -12,7 +12,7 @@ out of the work. The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 
 features with an unpenalised intercept, so :func:`torch_solve` and :func:`sklearn_fit` agree up to
 convergence.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import warnings

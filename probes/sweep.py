@@ -1,6 +1,6 @@
 """Layer sweeps: one probe per site, scored with CIs, beside the evidence baseline and a control task.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/probes.md."""
 from __future__ import annotations
 
 import json

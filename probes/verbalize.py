@@ -10,7 +10,7 @@ the text baseline's TF-IDF + logistic classifier on the probes' grouped folds (:
 named ``decodability``: whether the label can be decoded from the text at all, not whether the text says
 it. Each is scored beside the linear probe at the same site, the evidence baseline, a shuffled-label
 control and chance, with CIs over scenarios (:func:`verbalize_table`).
-More in docs/GUIDE.md, "Activations described in words".
+More in docs/guide/probes.md, "Activations described in words".
 """
 from __future__ import annotations
 

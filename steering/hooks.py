@@ -2,7 +2,7 @@
 
 The public face of :mod:`evenhand.engine.hooks`, where they live so that the core's activation cache reads
 through the same hooks as fitting and interventions (:mod:`evenhand.engine.reader`). More in
-docs/INTERVENTIONS.md, "Module notes"."""
+docs/dev/interventions.md."""
 from __future__ import annotations
 
 from evenhand.engine.hooks import (POSITIONS, Add, Affine, AtPositions, Edit, ForwardInfo, ProjectOut,

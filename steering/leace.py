@@ -5,7 +5,7 @@ The eraser ``r(x) = x - proj (x - mean)`` makes the cross-covariance between ``r
 the data least (the paper's Theorem 4.1). ``proj = W^+ P W`` with ``W`` the whitening matrix of the covariance
 of X and ``P`` the orthogonal projection onto the column space of ``W Sigma_XZ``.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+More in docs/dev/interventions.md."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence

@@ -232,17 +232,33 @@ def test_cli_and_run_config_take_the_convention(tmp_path, smoke_items):
         config_from_dict({"model": "evenhand-organism", "output_dir": str(tmp_path / "r2"), "convention": "ai3"})
 
 
-def test_the_side_by_side_table_in_the_docs_is_what_its_command_prints(capsys):
-    """docs/METRICS.md shows the two conventions on a simulated core run: rerun its command."""
-    import re
-    from pathlib import Path
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "METRICS.md").read_text(encoding="utf-8")
-    section = doc.split("## Two conventions", 1)[1].split("\n## ", 1)[0]
-    script = re.search(r"<<'PY'\n(.*?)\nPY\n", section, re.S).group(1)
-    exec(compile(script, "docs/METRICS.md", "exec"), {})
-    printed = capsys.readouterr().out.strip().splitlines()
-    table = [line for line in section.splitlines() if line.startswith("| ") and "(n=" in line]
-    assert printed[2:] == table and len(table) == 6
+# The side-by-side table of docs/results/conventions.md: (value in %/pp, n) per metric for Type-1 contrasts, all
+# items and the negative-question items alone, under each convention.
+SIDE_BY_SIDE = {
+    "accuracy": ((95.0, 1217), (95.0, 1217), (91.7, 24), (91.7, 24)),
+    "accgap": ((1.2, 1217), (1.2, 1217), (0.0, 24), (0.0, 24)),
+    "tielean": ((55.9, 1228), (55.7, 1228), (55.8, 27), (44.2, 27)),
+    "fraggap": ((9.4, 6800), (9.4, 6800), (14.5, 125), (14.5, 125)),
+    "tieshift": ((7.1, 5414), (7.0, 5412), (-10.3, 121), (0.0, 119)),
+    "refusal": ((1.9, 24960), (1.9, 24960), (2.1, 520), (2.1, 520)),
+}
+
+
+def test_the_two_conventions_side_by_side_on_a_simulated_core_run():
+    """The simulated core run (suite v1, seed 0) scored under both conventions gives the published numbers; on the
+    negative-question items TieLean under ai2 is 100 - ours and TieShift 0.0. Fails if either convention's
+    reading of negative questions changes (e.g. ai2 scored as evenhand turns 44.2 into 55.8)."""
+    import evenhand as eh
+    from evenhand.metrics import compute_metrics
+    from evenhand.models.simulated import PlantedBias, SimulatedModel
+    from evenhand.schema import validate_rows
+
+    resp = validate_rows(SimulatedModel(PlantedBias(), seed=0).decide(eh.suite.items("core", seed=0, version="1")))
+    t1 = resp[resp["contrast_type"] == "type1"]
+    parts = (t1, t1[t1["question_polarity"] == "negative"])
+    res = [compute_metrics(df, resamples=200, convention=c) for df in parts for c in ("evenhand", "ai2")]
+    got = {m: tuple((round(100 * r[m].value, 1), r[m].n) for r in res) for m in SIDE_BY_SIDE}
+    assert got == SIDE_BY_SIDE
 
 
 def test_a_simulated_run_records_its_convention(tmp_path):

@@ -1,4 +1,4 @@
-"""LoReFT and ReFT-r1 against their references (issue 28, docs/INTERVENTIONS.md "loreft" and "reft_r1").
+"""LoReFT and ReFT-r1 against their references (issue 28, docs/interventions/methods.md "loreft" and "reft_r1").
 
 loreft: the edit equals pyreft's ``LoreftIntervention`` holding the same parameters, the hooks that apply it equal
 pyvene's ``IntervenableModel`` running pyreft's module at ``model.layers[L].output`` on every position, and

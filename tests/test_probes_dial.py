@@ -94,7 +94,7 @@ def test_the_decision_token_misses_the_edit_and_the_design_supplies_it(study):
     holds <a, m> at 0), so activations alone predict the dialled departures worse than the design plus
     activations does, by far more than with the dial off: the design carries the dial's gate. (The
     AMB-side gain over the evidence baseline is not asserted to grow: it does not, on 6 or 12 scenarios;
-    docs/ORGANISM.md, "Probes on the dialled organism".)"""
+    docs/results/organism_probes.md, "Probes on the dialled organism".)"""
     assert design_catches_up(study, "departed", 0.0, BIG)
 
 

@@ -10,7 +10,7 @@ one row per example and locates, per example,
   ``neg`` question the option of a stereotyped group, for a ``nonneg``
   question the other (non-unknown) option.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 """BBQ's accuracy and bias scores (Parrish et al. 2022, section 4) with template-cluster bootstrap CIs.
 
-More in docs/METRICS.md, "Module notes"."""
+More in docs/dev/scoring.md."""
 from __future__ import annotations
 
 import zlib

@@ -9,7 +9,7 @@ cancels retries and sleeps at once. Answers are appended to ``OUT/openai_cache.j
 line is cut off on open), so reruns ask only what is missing. The key comes from the set variable ``api_key_env``
 names and is never written; error text is redacted (:func:`redact`). ``text`` is stored as the server sent it
 (compare stripped across engines). No local weights: logprob mode, the cache and the weight and activation
-interventions need engine hf. More: docs/GUIDE.md, "Evaluate a model behind an API".
+interventions need engine hf. More: docs/guide/api.md, "Evaluate a model behind an API".
 
 Ours, not a client library's (the ``openai`` package): the retry, outage and cancel rules are the point, and they sit
 around ``urllib`` in a few lines; the standard library keeps the engine free of dependencies."""

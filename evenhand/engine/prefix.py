@@ -1,6 +1,6 @@
 """Prefix reuse: a prompt prefix shared by several rows of a batch runs once.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 from collections.abc import Sequence

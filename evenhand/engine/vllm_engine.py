@@ -3,7 +3,7 @@
 Hugging Face stays the default engine and the reference; this one gives the same response rows
 faster on long generations (continuous batching, a paged KV cache, automatic prefix caching).
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import json

@@ -9,7 +9,7 @@ disk of the cache and the decision shards, and seconds per stage (prefill at ``e
 decoding and probes memory-bound at ``efficiency`` x bandwidth). :func:`auto_batch_size` is the inverse: the
 largest batch whose decision stage fits. The formulas and constants are ours and first-order (docs/GUIDE.md,
 "Plan a GPU run before it loads"); they are checked against CPU measurements on tiny models
-(benchmarks/bench_plan.py; docs/BENCHMARKS.md, "Plan: predicted against measured")."""
+(benchmarks/bench_plan.py; docs/results/gpu_smoke.md, "Plan: predicted against measured")."""
 from __future__ import annotations
 
 import json

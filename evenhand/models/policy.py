@@ -8,7 +8,7 @@ pressure sentence), and the planted metric values follow *exactly* from the
 rules and the item set (:func:`planted_truth` computes them by scoring the
 policy's own answers).
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

@@ -11,7 +11,7 @@ action it is the probability of favours the minority-coded candidate and ``-1`` 
 majority-coded one. The refusal probability gets its own intercept ``e_r`` of the same variance,
 drawn independently (unsigned: a refusal favours no one), so refusals stay independent of choices.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import math

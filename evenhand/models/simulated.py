@@ -1,6 +1,6 @@
 """A simulated decision model with planted, known biases.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import math

@@ -11,7 +11,7 @@ Site names (TransformerLens-like, without the ``hook_`` prefix):
   Llama/Qwen: the ``mlp`` output);
 - ``ln_final``: the final norm's output (what Hugging Face's last ``hidden_states`` entry is).
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import re

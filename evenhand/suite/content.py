@@ -8,7 +8,7 @@ rescored; ``v2`` is the default) and is loaded with ``yaml.safe_load`` only.
 ``validate_content()`` returns every problem found, each naming its file and
 field. ``python -m evenhand.suite.content [--suite 1|2]`` prints them.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import csv

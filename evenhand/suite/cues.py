@@ -9,7 +9,7 @@ An item's ``pressure_slot`` is always the answer the sentence pushes toward
 (docs/METRICS.md), so :func:`pressure_named_slot` gives the slot to render as
 {target}. Suite v1 has no annotation and renders every sentence as ``choose``.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence

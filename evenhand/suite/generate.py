@@ -12,7 +12,7 @@ minority slot) and its pressure (none, or one sentence arguing for one slot).
   profiles has no name pool (a name cannot signal disability, sexuality, age,
   atheism or transgender identity).
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import hashlib

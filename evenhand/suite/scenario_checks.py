@@ -9,7 +9,7 @@ item-level problem carries its check's tag in brackets (``[amb_tie]``,
 ``[person]``, ``[age]``, ``[direction]``) so that ``evenhand suite validate``
 can count them per check.
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,6 @@
 """Deterministic stratified subsets of the full product: ``smoke`` (~1K) and ``core`` (~50K).
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+More in docs/dev/core.md."""
 from __future__ import annotations
 
 from collections.abc import Iterator
