@@ -8,7 +8,7 @@ that a restructuring can show the same inputs give the same tables (run it on th
 
 Each run is ``python -m experiments.cli ...`` in a subprocess with cwd and PYTHONPATH set to ``--tree``. Every
 parquet/csv/json/jsonl table of a run directory is written normalised (timing columns and keys, SHAs, dates, hosts
-and absolute paths dropped or replaced, frames sorted) under ``OUT/tables/``; ``OUT/digest.json`` maps each to the
+and absolute paths dropped or replaced, frames sorted) under ``OUT/normalised/``; ``OUT/digest.json`` maps each to the
 sha256 of its normalised bytes, and ``OUT/runtimes.json`` holds each run's wall time.
 """
 from __future__ import annotations
@@ -203,7 +203,7 @@ def golden(tree: Path, out: Path, only: list[str] | None = None, digest_only: bo
             continue
         roots = dict(sorted({str(run_dir): "<RUN>", str(out): "<OUT>", str(tree): "<TREE>"}.items(),
                             key=lambda kv: -len(kv[0])))
-        digests[name] = digest_run(run_dir, roots, out / "tables" / name)
+        digests[name] = digest_run(run_dir, roots, out / "normalised" / name)
         print(f"golden {name}: {len(digests[name])} tables, {times.get(name)} s", flush=True)
         digest_path.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
         times_path.write_text(json.dumps(times, indent=1) + "\n")
@@ -239,7 +239,7 @@ def compare(a: Path, b: Path) -> list[str]:
                 continue
             lines.append(f"{study}/{rel}: differs")
             name = "figures.list.txt" if rel == "figures.list" else rel + ".txt"
-            pa, pb = a.parent / "tables" / study / name, b.parent / "tables" / study / name
+            pa, pb = a.parent / "normalised" / study / name, b.parent / "normalised" / study / name
             if pa.exists() and pb.exists():
                 lines += first_differences(pa.read_text(), pb.read_text())
     return lines

@@ -38,7 +38,7 @@ def captured(monkeypatch):
     import probes.attribution  # noqa: F401
     original = evenhand.plotting.save
     keep = lambda fig, stem, formats=(): figs.append(fig) or []  # noqa: E731
-    for mod in [evenhand.plotting, *[m for m in list(sys.modules.values()) if getattr(m, "save", None) is original]]:
+    for mod in [evenhand.plotting, *[m for m in list(sys.modules.values()) if isinstance(getattr(m, "__dict__", None), dict) and m.__dict__.get("save") is original]]:
         monkeypatch.setattr(mod, "save", keep)
     return figs
 

@@ -34,7 +34,7 @@ def digest(tmp_path: Path, name: str, **kw) -> Path:
     write_run(run, **kw)
     roots = {str(run): "<RUN>", str(tmp_path / name): "<OUT>"}
     (tmp_path / name / "digest.json").write_text(json.dumps({"x": g.digest_run(run, roots, tmp_path / name /
-                                                                                "tables" / "x")}))
+                                                                                "normalised" / "x")}))
     return tmp_path / name / "digest.json"
 
 
@@ -53,7 +53,7 @@ def test_timings_shas_dates_order_and_paths_do_not_count(tmp_path):
     b = digest(tmp_path, "b", seconds=7.25, sha="cd34", reverse=True)
     assert g.compare(a, b) == []
     assert g.main(["--compare", str(a), str(b)]) == 0
-    text = (tmp_path / "a" / "tables" / "x" / "manifest.json.txt").read_text()
+    text = (tmp_path / "a" / "normalised" / "x" / "manifest.json.txt").read_text()
     assert "<RUN>" in text and str(tmp_path) not in text and "resamples" in text
 
 
