@@ -84,7 +84,7 @@ def test_a_clean_synthetic_tree_passes(tmp_path):
                      "interventions/dose.py": "import probes.sweep\n",
                      "experiments/cli/main.py": "import probes.sweep\nimport evenhand.core\nimport organism.dial\n"
                                                 "import experiments.studies.run\n",
-                     "experiments/studies/run.py": "import evenhand.core\nimport organism.dial\n",
+                     "experiments/studies/run/study.py": "import evenhand.core\nimport organism.dial\n",
                      "evenhand/suite/loader.py": "import evenhand.rowfiles\n",
                      "evenhand/schema.py": "import evenhand.suite.loader\n",
                      "evenhand/models.py": "import evenhand.metrics\nimport evenhand.suite\n"})

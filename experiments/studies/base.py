@@ -1,7 +1,7 @@
 """The Study protocol and the registry of studies (docs/ARCHITECTURE.md, "Studies").
 
-A study is one module under ``experiments/studies/`` holding one :class:`Study` subclass
-decorated with :func:`register`. A config names its study with ``kind:``; ``evenhand run``,
+A study is one package ``experiments/studies/<kind>/`` whose ``study.py`` holds one :class:`Study`
+subclass decorated with :func:`register`. A config names its study with ``kind:``; ``evenhand run``,
 sweeps and the CLI look the study up here and never branch on its name.
 """
 from __future__ import annotations
