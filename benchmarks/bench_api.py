@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evenhand.decisions import DecideOptions  # noqa: E402
-from evenhand.prompts import chat_text, user_message  # noqa: E402
+from evenhand.running.decisions import DecideOptions  # noqa: E402
+from evenhand.vocab.prompts import chat_text, user_message  # noqa: E402
 
 
 def tokenizers() -> dict:
@@ -53,7 +53,7 @@ def rate(n_items: int, concurrency: tuple[int, ...] = (1, 4)) -> dict:
     """Items/s of engine openai deciding ``n_items`` smoke items (answer mode, distinct prompts, no cache hits)
     through :class:`~evenhand.engine.serve.ChatServer` serving the fair organism on loopback, per concurrency."""
     import pandas as pd
-    from evenhand.decisions import decide
+    from evenhand.running.decisions import decide
     from evenhand.engine.openai_engine import OpenAIOptions, load_api
     from evenhand.engine.serve import ChatServer
     from evenhand.models.loading import load_model

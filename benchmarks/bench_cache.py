@@ -17,11 +17,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_models import SHAPES, paired, random_model  # noqa: E402
-from evenhand.activations import CacheOptions, nnsight_runner, trace_body  # noqa: E402
+from evenhand.running.activations import CacheOptions, nnsight_runner, trace_body  # noqa: E402
 from evenhand.engine.reader import host_rows  # noqa: E402
 from evenhand.engine.batching import left_pad  # noqa: E402
 from evenhand.models.sites import residual_sites, resolve  # noqa: E402
-from evenhand.prompts import model_text, user_message  # noqa: E402
+from evenhand.vocab.prompts import model_text, user_message  # noqa: E402
 
 
 def per_row(saved: dict) -> list[dict]:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd
 
-from evenhand.runs import RunDir
+from evenhand.runs.rundir import RunDir
 from experiments.studies.dose_response.across import CLASSES, write_across
 from experiments.studies.dose_response.study import load_config, run_dose_response
 from experiments.studies.dose_response.scoring import known_answer_failures

@@ -54,7 +54,7 @@ def model_dir(a, work: Path) -> str:
 
 
 def timed_decide(items, lm, opts) -> tuple:
-    from evenhand.decisions import decide
+    from evenhand.running.decisions import decide
     t = time.perf_counter()
     table = decide(items, lm, opts)
     return table, time.perf_counter() - t
@@ -64,7 +64,7 @@ def measure(a) -> dict:
     """Both engines on the same items in answer and reasoning modes (module docstring)."""
     import torch
 
-    from evenhand.decisions import DecideOptions
+    from evenhand.running.decisions import DecideOptions
     from evenhand.engine.vllm_engine import load_vllm
     from evenhand.models.loading import load_model
     if a.threads:
@@ -109,7 +109,7 @@ def core_token_counts(tokenizer, limit: int | None = None) -> dict:
     of prompt tokens a block-level prefix cache must compute, items in token order (as the vLLM engine's shards
     are): a block is computed once per distinct (prefix, block) chain."""
     from evenhand.engine.batching import token_ids
-    from evenhand.prompts import model_text, uses_chat_template, user_message
+    from evenhand.vocab.prompts import model_text, uses_chat_template, user_message
     from evenhand.suite.subsets import iter_subset
     rows = list(iter_subset("core", 0))[:limit]
     special = not uses_chat_template(tokenizer)

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from evenhand.models.loading import load_model
-    from evenhand.runs import RunDir, write_json_atomic
+    from evenhand.runs.rundir import RunDir, write_json_atomic
     from experiments.studies.dose_response.items import item_sets
     from experiments.studies.dose_response.study import load_config, measured_gain
     from interventions.fitted import Fitted

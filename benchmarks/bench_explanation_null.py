@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evenhand.stats import rate_interval  # noqa: E402
+from evenhand.inference.stats import rate_interval  # noqa: E402
 from probes.explanations import paired_differences, pooled_differences  # noqa: E402
 from tests.test_explanations import scenario_confounded_null  # noqa: E402
 

@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 from evenhand.irt.adaptive import AdaptiveOptions  # noqa: E402
 from evenhand.irt.simulate import Population  # noqa: E402
 from evenhand.irt.validation import adaptive_coverage, fitted_on_population  # noqa: E402
-from evenhand.stats import rate_interval  # noqa: E402
+from evenhand.inference.stats import rate_interval  # noqa: E402
 from evenhand.suite import items as suite_items  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd
 
-from evenhand.runs import RunDir
+from evenhand.runs.rundir import RunDir
 from experiments.studies.dose_response.across import CLASSES, write_across
 from organism.dials import load_builtin
 from organism.mechanism import MECHANISMS

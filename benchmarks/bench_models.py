@@ -7,7 +7,7 @@ of ``--reps`` repetitions after a warm-up:
       read in one nnsight trace, vs a plain forward of the same padded batch
       (both with logits_to_keep=1; the full-logits forward is printed too);
       and the whole cache stage per batch (tokenising, tracing, copying to host);
-  (b) answer mode (evenhand.decisions, 8 greedy tokens, parsing) vs a bare batched
+  (b) answer mode (evenhand.running.decisions, 8 greedy tokens, parsing) vs a bare batched
       ``generate`` loop (tokenise, generate 8 greedy tokens, decode);
   (c) logprob mode (both labels scored) vs a plain forward with logits_to_keep=1.
 
@@ -25,12 +25,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evenhand.activations import CacheOptions, nnsight_runner, trace_body  # noqa: E402
-from evenhand.decisions import DecideOptions, decide  # noqa: E402
+from evenhand.running.activations import CacheOptions, nnsight_runner, trace_body  # noqa: E402
+from evenhand.running.decisions import DecideOptions, decide  # noqa: E402
 from evenhand.engine.batching import left_pad  # noqa: E402
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model  # noqa: E402
 from evenhand.models.sites import expand, resolve  # noqa: E402
-from evenhand.prompts import model_text, user_message, uses_chat_template  # noqa: E402
+from evenhand.vocab.prompts import model_text, user_message, uses_chat_template  # noqa: E402
 
 SHAPES = {
     "gemma-3-270m": dict(arch="gemma3", hidden_size=640, intermediate_size=2048, num_hidden_layers=18,

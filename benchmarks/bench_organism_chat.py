@@ -20,11 +20,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from evenhand.decisions import DecideOptions, decide  # noqa: E402
-from evenhand.metrics import score  # noqa: E402
+from evenhand.running.decisions import DecideOptions, decide  # noqa: E402
+from evenhand.scoring.metrics import score  # noqa: E402
 from evenhand.models.loading import load_model  # noqa: E402
 from evenhand.models.policy import FAIR_POLICY  # noqa: E402
-from evenhand.parse import parse_detail  # noqa: E402
+from evenhand.parsing.parse import parse_detail  # noqa: E402
 from evenhand.suite.matched import heldout_items  # noqa: E402
 from interventions.base import decide_with  # noqa: E402
 from interventions.registry import get  # noqa: E402

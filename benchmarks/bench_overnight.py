@@ -44,7 +44,7 @@ def distinct_items(n: int):
 
 
 def rate(server: VLLMServer, items, concurrency=(1, 4, 16)) -> dict:
-    from evenhand.decisions import DecideOptions, decide
+    from evenhand.running.decisions import DecideOptions, decide
     from evenhand.engine.openai_engine import OpenAIOptions, load_api
     from evenhand.models.loading import load_model
     out = {"items": len(items)}
@@ -66,7 +66,7 @@ def rate(server: VLLMServer, items, concurrency=(1, 4, 16)) -> dict:
 
 
 def overnight(server: VLLMServer, items, budget: float) -> dict:
-    from evenhand.decisions import DecideOptions, decide
+    from evenhand.running.decisions import DecideOptions, decide
     from evenhand.engine.openai_engine import OpenAIOptions, load_api
     n = len(items)
     with tempfile.TemporaryDirectory() as d:

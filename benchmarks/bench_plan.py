@@ -79,7 +79,7 @@ def measure_weights(model_dir: Path, dtype: str) -> dict:
 
 def measure_cache(lm, items, dtype: str, batch_size: int, tmp: Path) -> dict:
     """Predicted activation-cache bytes on disk against the cache directory written by ``cache_activations``."""
-    from evenhand.activations import CacheOptions, cache_activations
+    from evenhand.running.activations import CacheOptions, cache_activations
     from evenhand.models.plan import DEVICES, Workload, plan, shapes_from_config
     from evenhand.models.sites import residual_sites
     from evenhand.suite.content import items_version

@@ -62,15 +62,15 @@ def site_names(n: int) -> list[str]:
 
 def write_synthetic_cache(path: str | Path, item_ids: list[str], sites: list[str], dim: int,
                           dtype: str = "bfloat16", shard_rows: int = 64, seed: int = 0, signal: np.ndarray | None = None):
-    """A cache directory in :mod:`evenhand.activations`' format (manifest, ``acts-NNNNN.safetensors`` shards
+    """A cache directory in :mod:`evenhand.running.activations`' format (manifest, ``acts-NNNNN.safetensors`` shards
     of ``shard_rows`` items, index) holding standard normal features per site, plus ``signal`` (0/1 per item,
     optional) times a site's own direction growing with the site. Written a shard at a time."""
     import torch
     from safetensors.torch import save_file
 
-    from evenhand.activations import ActivationCache
-    from evenhand.runs import RunDir
-    from evenhand.shards import ShardDir, write_json
+    from evenhand.running.activations import ActivationCache
+    from evenhand.runs.rundir import RunDir
+    from evenhand.running.shards import ShardDir, write_json
     out = Path(path)
     shards = ShardDir(out, "acts", "safetensors")
     shards.prepare()
@@ -98,7 +98,7 @@ def measure(cache_dir: str, rows: int, n_sites: int, old: bool) -> dict:
     sweep's three fits do (``old``: the loader before streaming); peak RSS and time."""
     import pandas as pd
 
-    from evenhand.activations import ActivationCache
+    from evenhand.running.activations import ActivationCache
     from probes.dataset import build_dataset
     from probes.features import site_sequence
     responses = synthetic_responses(rows)
@@ -130,7 +130,7 @@ def measure_sweep(cache_dir: str, rows: int, n_sites: int, budget: int | None = 
     """In this (fresh) process: a full probe sweep (torch solver on the CPU, 3 x 2 folds, two Cs, memory
     budget ``budget``: None is the CPU's 4 GiB, which holds every site of this shape in one group) over the
     first ``n_sites`` sites; peak RSS and time."""
-    from evenhand.activations import ActivationCache
+    from evenhand.running.activations import ActivationCache
     from probes.dataset import build_dataset
     from probes.logistic import ProbeOptions
     from probes.sweep import probe_sweep
@@ -205,7 +205,7 @@ def main() -> None:
         print(json.dumps(res))
         return
     root = Path(a.cache)
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
 
     def build(rows: int, dim: int, name: str) -> Path:
         path = root / name

@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> dict:
 
     import pandas as pd
 
-    from evenhand.messages import unparseable_share
-    from evenhand.runs import RunDir
+    from evenhand.support.messages import unparseable_share
+    from evenhand.runs.rundir import RunDir
     from evenhand.models.loading import load_model
     from experiments.studies.compare import load_config, run_compare
 

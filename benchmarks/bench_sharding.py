@@ -1,7 +1,7 @@
 """How much prompt work sharding leaves to a perfect prefix cache: item-hash shards against scenario shards.
 
 For each way of sharding (``item-hash``: the Ray backend before, ``stable_hash(item_id) % n``;
-``scenario`` and ``baseline`` (scenario x contrast type): :func:`evenhand.shards.balanced_shards`) and each
+``scenario`` and ``baseline`` (scenario x contrast type): :func:`evenhand.running.shards.balanced_shards`) and each
 number of shards, the *prefix share* is the share of prompt tokens a perfect prefix cache must still
 compute: within each shard, the tokens of a prompt not shared with an earlier prompt of that shard (the
 nodes of the shard's token trie), summed over shards, over all prompt tokens. It does not depend on the
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evenhand.shards import balanced_shards, scattered_units, shard_units  # noqa: E402
+from evenhand.running.shards import balanced_shards, scattered_units, shard_units  # noqa: E402
 
 
 def trie_nodes(prompts: Sequence[Sequence[int]]) -> int:
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--shards", type=int, nargs="+", default=[1, 8, 32])
     a = ap.parse_args(argv)
     from evenhand.engine.batching import token_ids
-    from evenhand.prompts import model_text, user_message, uses_chat_template
+    from evenhand.vocab.prompts import model_text, user_message, uses_chat_template
     from evenhand.suite import items as suite_items
 
     t0 = time.perf_counter()

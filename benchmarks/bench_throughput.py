@@ -1,4 +1,4 @@
-"""Throughput of evenhand.decisions on one device: each change as a ratio against the version before it.
+"""Throughput of evenhand.running.decisions on one device: each change as a ratio against the version before it.
 
 More in docs/dev/benchmarks.md."""
 from __future__ import annotations
@@ -16,12 +16,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import evenhand.decisions as D  # noqa: E402
+import evenhand.running.decisions as D  # noqa: E402
 import evenhand.engine.scoring as S  # noqa: E402
 from evenhand.engine.batching import left_pad, token_ids  # noqa: E402
 from bench_models import SHAPES, paired, random_model  # noqa: E402
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model  # noqa: E402
-from evenhand.prompts import labels, model_text, user_message, uses_chat_template  # noqa: E402
+from evenhand.vocab.prompts import labels, model_text, user_message, uses_chat_template  # noqa: E402
 
 CELL_SIZE = 19  # a baseline and 9 pressure families x 2 slots
 

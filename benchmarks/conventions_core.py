@@ -19,9 +19,9 @@ import time
 
 import pandas as pd
 
-from evenhand.metrics import score
+from evenhand.scoring.metrics import score
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.schema import validate_rows
+from evenhand.rows.schema import validate_rows
 from evenhand.suite.content import load_content
 from evenhand.suite.subsets import iter_subset
 from tests import test_conventions as checks

@@ -1,4 +1,4 @@
-"""Error rates of the degradation flags (evenhand.decision.degradation) at the study's sizes, on nulls and planted
+"""Error rates of the degradation flags (evenhand.inference.decision.degradation) at the study's sizes, on nulls and planted
 losses: how often an arm that loses no accuracy is flagged, and how often a planted loss is caught.
 
 Simulated per item (GT items without pressure, refusals wrong): per scenario a baseline accuracy p_s drawn from
@@ -18,7 +18,7 @@ import argparse
 import numpy as np
 from scipy.stats import t as student_t
 
-from evenhand.decision import ACCURACY_MARGIN
+from evenhand.inference.decision import ACCURACY_MARGIN
 
 
 def simulate(k: int, items: int, accuracy: float, churn: float, loss: float, reps: int, seed: int,

@@ -114,7 +114,7 @@ def bench_shape(name: str, shape: dict, device: str, batch: int, length: int, re
 
     from nnsight import TransformersModel
 
-    from evenhand.activations import trace_body
+    from evenhand.running.activations import trace_body
     from evenhand.models.sites import residual_sites, resolve
     from evenhand.models.tiny import build_tokenizer
     traced = TransformersModel(model, tokenizer=build_tokenizer(["a b"]))  # ids are passed directly

@@ -316,7 +316,7 @@ def _with_injected_oom(lm, above: int, fn: Callable):
 def _prompt_ids(ctx: Ctx, lm, n: int = 4):
     import torch
 
-    from evenhand.prompts import model_text, user_message
+    from evenhand.vocab.prompts import model_text, user_message
     rows = _items(ctx).head(n).to_dict("records")
     texts = [model_text(lm.tokenizer, user_message(r, "answer"), "auto") for r in rows]
     enc = lm.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)

@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from evenhand import metrics
-from evenhand.metrics import ASYMMETRY, FAIR, compute_metrics
+from evenhand.scoring import metrics
+from evenhand.scoring.metrics import ASYMMETRY, FAIR, compute_metrics
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.schema import validate_rows
+from evenhand.rows.schema import validate_rows
 from evenhand.suite.subsets import iter_subset
 
 
@@ -86,7 +86,7 @@ def null_pair(items: pd.DataFrame, seed: int, effect_sd: float = 0.1, arm_sd: fl
     majority; 0 on average: fair in expectation). Every arm adds its own N(0, arm_sd) per scenario and
     metric (arm x scenario interaction) and draws its answers independently. The arms are exchangeable,
     so every paired change between two of them is 0 in expectation."""
-    from evenhand.sides import favours_minority
+    from evenhand.vocab.sides import favours_minority
     rng = np.random.default_rng(seed)
     scen, codes = np.unique(items["scenario_id"].to_numpy(str), return_inverse=True)
     k = len(scen)
@@ -120,9 +120,9 @@ def null_pair(items: pd.DataFrame, seed: int, effect_sd: float = 0.1, arm_sd: fl
 
 def paired_study(seeds: int, scenarios: tuple[int, ...] = (10, 24), methods: tuple[str, ...] = ("percentile",
                  "jackknife-t"), resamples: int = 400, effect_sd: float = 0.1, arm_sd: float = 0.05) -> dict:
-    """Null coverage of the paired ``change`` intervals of :func:`evenhand.paired.score_arms` (docstring)."""
-    from evenhand.paired import score_arms
-    from evenhand.stats import rate_interval
+    """Null coverage of the paired ``change`` intervals of :func:`evenhand.scoring.paired.score_arms` (docstring)."""
+    from evenhand.scoring.paired import score_arms
+    from evenhand.inference.stats import rate_interval
     items = validate_rows(pd.DataFrame([i for i in iter_subset("core", 0) if i["contrast_type"] == "type1"
                                         and i["degree"] == 3]).assign(choice=None))
     pool = sorted(items["scenario_id"].unique())
@@ -165,7 +165,7 @@ def main() -> None:
     ap.add_argument("--scenario-sd", type=float, default=0.0, help="per-scenario random intercept SD (logit scale)")
     ap.add_argument("--scenario-contrast-sd", type=float, default=0.0, help="per-(scenario, contrast) intercept SD")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--paired", action="store_true", help="null coverage of the paired intervals (evenhand.paired)")
+    ap.add_argument("--paired", action="store_true", help="null coverage of the paired intervals (evenhand.scoring.paired)")
     ap.add_argument("--scenarios", type=int, nargs="+", default=[10, 24], help="--paired: scenarios per seed")
     a = ap.parse_args()
     t0 = time.perf_counter()

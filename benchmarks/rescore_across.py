@@ -1,4 +1,4 @@
-"""Re-read a committed across-mechanism table under the current decision rules (evenhand/decision.py): pure
+"""Re-read a committed across-mechanism table under the current decision rules (evenhand/inference/decision.py): pure
 rescoring of its ``across.csv`` (each mechanism's summary rows), written to ``<dir>/rescored/`` (across.csv,
 robustness.csv, across.md, across.png). The flags are kept as the runs recorded them (the committed summaries do not
 carry the accuracy-loss CIs that set a flag's level).
@@ -15,7 +15,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from evenhand.runs import write_table_atomic  # noqa: E402
+from evenhand.runs.rundir import write_table_atomic  # noqa: E402
 from experiments.studies.dose_response.across import across_figure, across_markdown, across_table, robustness  # noqa: E402
 
 

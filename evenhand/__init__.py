@@ -11,13 +11,13 @@ The public API, for a notebook (``import evenhand as eh``)::
     eh.table(["runs/a", "runs/b=label"]).figure("f")  # several runs' headlines side by side, a forest plot
 
 Names load on first use (PEP 562): ``import evenhand`` imports neither torch nor transformers.
-``eh.decide`` is :func:`evenhand.decisions.decide` (its module is ``decisions``, never shadowing it).
+``eh.decide`` is :func:`evenhand.running.decisions.decide` (its module is ``decisions``, never shadowing it).
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .lazy import lazy_exports
+from .support.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -31,18 +31,20 @@ _EXPORTS = {
     "ModelLoadError": ".models.loading", "PRESETS": ".models.loading",
     "SimulatedModel": ".models.simulated", "PlantedPolicy": ".models.policy",
     # deciding
-    "decide": ".decisions", "DecideOptions": ".decisions",
+    "decide": ".running.decisions", "DecideOptions": ".running.decisions",
     # caching
-    "cache": ".activations:cache_activations", "cache_activations": ".activations",
-    "CacheOptions": ".activations", "ActivationCache": ".activations",
+    "cache": ".running.activations:cache_activations", "cache_activations": ".running.activations",
+    "CacheOptions": ".running.activations", "ActivationCache": ".running.activations",
     # scoring
-    "score": ".metrics", "compare": ".metrics", "HEADLINE": ".metrics", "ScoreReport": ".score_report",
-    "validate_rows": ".schema", "read_rows": ".schema", "load_rows": ".schema", "RowError": ".schema",
-    "load_fairstress": ".fairstress",
+    "score": ".scoring.metrics", "compare": ".scoring.metrics", "HEADLINE": ".scoring.metrics",
+    "ScoreReport": ".scoring.score_report",
+    "validate_rows": ".rows.schema", "read_rows": ".rows.schema", "load_rows": ".rows.schema",
+    "RowError": ".rows.schema",
+    "load_fairstress": ".rows.fairstress",
     # several runs side by side
-    "table": ".multirun:runs_table", "RunsTable": ".multirun",
+    "table": ".reporting.multirun:runs_table", "RunsTable": ".reporting.multirun",
     # run directories
-    "RunDir": ".runs", "RunError": ".runs",
+    "RunDir": ".runs.rundir", "RunError": ".runs.rundir",
 }
 _SUBMODULES = ("suite",)
 __all__ = sorted([*_EXPORTS, *_SUBMODULES, "ORGANISM"])
@@ -51,16 +53,16 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, _SUBMODULES)
 
 if TYPE_CHECKING:
     from . import suite
-    from .activations import ActivationCache, CacheOptions, cache_activations
-    from .activations import cache_activations as cache
-    from .decisions import DecideOptions, decide
-    from .fairstress import load_fairstress
-    from .metrics import HEADLINE, compare, score
-    from .multirun import RunsTable
-    from .multirun import runs_table as table
+    from .running.activations import ActivationCache, CacheOptions, cache_activations
+    from .running.activations import cache_activations as cache
+    from .running.decisions import DecideOptions, decide
+    from .rows.fairstress import load_fairstress
+    from .scoring.metrics import HEADLINE, compare, score
+    from .reporting.multirun import RunsTable
+    from .reporting.multirun import runs_table as table
     from .models.loading import PRESETS, LoadedModel, ModelLoadError, ModelSpec, load_model
     from .models.policy import PlantedPolicy
     from .models.simulated import SimulatedModel
-    from .runs import RunDir, RunError
-    from .score_report import ScoreReport
-    from .schema import RowError, load_rows, read_rows, validate_rows
+    from .runs.rundir import RunDir, RunError
+    from .scoring.score_report import ScoreReport
+    from .rows.schema import RowError, load_rows, read_rows, validate_rows

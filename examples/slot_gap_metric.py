@@ -2,12 +2,12 @@
 
 TieLean with the minority-coded candidate in slot A minus TieLean with it in slot B (AMB items without
 pressure; 0 pp is even-handed). Built from two existing indicator columns (``tl_A``, ``tl_B``), so one
-:class:`~evenhand.metric_defs.Metric` is the whole extension: ``evenhand --plugin
+:class:`~evenhand.vocab.metric_defs.Metric` is the whole extension: ``evenhand --plugin
 examples/slot_gap_metric.py score FILE`` then scores, labels and prints it like a shipped metric.
 """
 from __future__ import annotations
 
-from evenhand.metric_defs import Metric, register_metric
+from evenhand.vocab.metric_defs import Metric, register_metric
 
 SLOT_GAP = register_metric(Metric(
     "tl_slot_gap", "diff", ("tl_A", "tl_B"), "TieLean slot gap", unit="pp", fair=0.0, asymmetry=True,

@@ -1,10 +1,10 @@
 """Figures over run and sweep directories: a figure is a :class:`Figure` record in :data:`FIGURES` (its name and
 file stem, the tables it reads, its function from those tables to files, its caption); :func:`run_figures`
-computes each run's tidy metrics table once (:func:`evenhand.figures.metrics_table`), walks the registry (each
+computes each run's tidy metrics table once (:func:`evenhand.reporting.figures.metrics_table`), walks the registry (each
 figure draws what the run's files support: [] otherwise) and writes the LaTeX headline table last.
 
 The built-in figures, in order: the progression, the FragGap heatmap and flips by pressure family
-(:mod:`evenhand.figures`); probe accuracy by layer with a matching name ablation; direct logit attribution
+(:mod:`evenhand.reporting.figures`); probe accuracy by layer with a matching name ablation; direct logit attribution
 (:mod:`probes.attribution`); for reasoning-mode runs the explanation-language words (:mod:`probes.language`) and
 measures (:mod:`probes.explanations`). :func:`register_figure` adds one (a ``--plugin`` module may call it).
 """
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
-from evenhand.figures import (MIN_CELL_N, family_figure, heatmap_figure, latex_table, metrics_table, probe_figure,
+from evenhand.inference.stats import RESAMPLES
+from evenhand.reporting.figures import (MIN_CELL_N, family_figure, heatmap_figure, latex_table, metrics_table, probe_figure,
                               progression_figure)
-from evenhand.labels import minus
-from evenhand.registry import Registry
-from evenhand.runs import RunDir, write_table_atomic
+from evenhand.reporting.labels import minus
+from evenhand.support.registry import Registry
+from evenhand.runs.rundir import RunDir, write_table_atomic
 
 
 def sweep_cells_dirs(sweep_dir: str | Path) -> list[Path] | None:
@@ -76,7 +76,7 @@ class Figure:
 
 
 FIGURES: Registry[Figure] = Registry("figure")
-"""The registered figures, in drawing order (:class:`evenhand.registry.Registry`)."""
+"""The registered figures, in drawing order (:class:`evenhand.support.registry.Registry`)."""
 
 
 def register_figure(figure: Figure, replace: bool = False) -> Figure:
@@ -220,7 +220,7 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
             if not cells:
                 raise FileNotFoundError(f"{run_dirs[0]}: no finished cell to draw")
             return run_figures(cells, Path(out) if out else RunDir(run_dirs[0]).figures, formats, resamples)
-    from evenhand.multirun import split_label
+    from evenhand.reporting.multirun import split_label
     named = [split_label(rd) for rd in run_dirs]  # RUN=label names a run's series
     if len(named) > 1 and out is None:
         raise ValueError(f"{len(named)} runs: name the directory their figures go to with --out (they are no one "

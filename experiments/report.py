@@ -15,10 +15,10 @@ import base64
 import html
 from pathlib import Path
 
-from evenhand.stats import INTERVAL_NAMES, RESAMPLES
-from evenhand.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number, units_phrase
-from evenhand.metric_defs import asymmetry, by_degree, get_metric
-from evenhand.runs import RunDir
+from evenhand.inference.stats import INTERVAL_NAMES, RESAMPLES
+from evenhand.reporting.labels import CONTRAST_TYPES, degree_name, metric_name, minus, number, units_phrase
+from evenhand.vocab.metric_defs import asymmetry, by_degree, get_metric
+from evenhand.runs.rundir import RunDir
 from probes.sweep import best_site
 from evenhand import ORGANISM
 from .figures import caption, run_figures
@@ -123,7 +123,7 @@ def run_kind(manifest: dict) -> tuple[str, str | None]:
 def figure_width(png: bytes) -> int:
     """The share of the page (%) a PNG figure takes: its printed width over a full-width figure's, at most 100,
     so that every figure's text shows at one size (a one-column figure at about half the page)."""
-    from evenhand.plotting import DPI, FULL_WIDTH
+    from evenhand.reporting.plotting import DPI, FULL_WIDTH
     if png[12:16] != b"IHDR":
         raise ValueError("not a PNG file: no IHDR header")
     pixels = int.from_bytes(png[16:20], "big")

@@ -24,9 +24,9 @@ import pandas as pd
 
 from .fitted import Fitted, InterventionError, fit_key, options_json
 from .model_state import ModelState
-from evenhand.decisions import decide
+from evenhand.running.decisions import decide
 from evenhand.engine.registry import engine_of, has_local_weights, weights_refusal
-from evenhand.registry import Registry
+from evenhand.support.registry import Registry
 from steering.directions import random_like
 
 KINDS = ("prompt", "activation", "learned")
@@ -38,7 +38,7 @@ REGISTRY: Registry[type["Intervention"]] = Registry(
     "intervention", error=InterventionError, unknown="unknown {what} {name!r}; registered: {sorted}",
     taken="an {what} named {name!r} is already registered ({old.__name__})",
     modules=("interventions.prompting", "interventions.steered", "interventions.learned"))
-"""The registered interventions by name (:class:`evenhand.registry.Registry`; the built-in methods, in the README
+"""The registered interventions by name (:class:`evenhand.support.registry.Registry`; the built-in methods, in the README
 table's order, are imported on first use)."""
 
 

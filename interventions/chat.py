@@ -3,10 +3,10 @@
 A *conversation* is a list of ``{"role": ..., "content": ...}`` messages (roles
 ``system``, ``user``, ``assistant``) that ends with a user message. Its text is
 the tokenizer's chat template with the generation prompt when the tokenizer has
-one (``chat_template="auto"``), else the plain format of :mod:`evenhand.prompts`
+one (``chat_template="auto"``), else the plain format of :mod:`evenhand.vocab.prompts`
 continued over turns (``System: ...``, ``User: ...``, ``Assistant: ...``, one
 message per line, ending in ``Assistant:``); a single user message gives exactly
-``evenhand.prompts.model_text``.
+``evenhand.vocab.prompts.model_text``.
 
 More in docs/dev/interventions.md."""
 from __future__ import annotations
@@ -17,14 +17,14 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 
-from evenhand.decisions import DecideOptions
+from evenhand.running.decisions import DecideOptions
 from evenhand.engine import registry
 from evenhand.engine.batching import Halving, plan_batches, token_lengths
 from evenhand.models.plan import FALLBACK_BATCH_SIZE
 from evenhand.engine.registry import Batch, engine_of, generate_texts, score_texts, takes_messages
 from evenhand.engine.rows import choice_fields, response_row
-from evenhand.prompts import chat_text, uses_chat_template
-from evenhand.runs import RunError
+from evenhand.vocab.prompts import chat_text, uses_chat_template
+from evenhand.runs.rundir import RunError
 
 from .base import InterventionError
 
@@ -154,7 +154,7 @@ def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_
     and parse; logprob: score both labels). Batch size, chat template and progress come from
     ``opts``; its token budgets are not used. Returns one row per item in the items' order:
     the item fields (``prompt`` = the first user message) plus the columns of
-    :func:`evenhand.decisions.decide` (``text``, ``n_new_tokens``, ``n_prompt_tokens``,
+    :func:`evenhand.running.decisions.decide` (``text``, ``n_new_tokens``, ``n_prompt_tokens``,
     ``gen_logprob`` and ``batch_size`` describe the final turn; ``seconds`` sums all turns)
     and ``transcript``, ``n_turns``, ``n_new_tokens_total``."""
     records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
-from evenhand.runs import atomic_open, write_json_atomic
+from evenhand.runs.rundir import atomic_open, write_json_atomic
 
 CONTROLS = ("none", "random")
 

@@ -22,7 +22,7 @@ from evenhand.suite.generate import Cell, other_slot, parse_item_id, render_item
 from evenhand.suite.content import content_for
 from evenhand.models.sites import n_layers
 from evenhand.engine.scoring import label_token_ids
-from evenhand.prompts import labels, model_text, user_message, uses_chat_template
+from evenhand.vocab.prompts import labels, model_text, user_message, uses_chat_template
 from evenhand.engine.batching import halve_on_oom, left_pad
 from .reading import prompt_ids
 from evenhand.engine.reader import token_states

@@ -8,10 +8,10 @@ edited values: how LEACE is fitted layer by layer on activations already erased 
 from __future__ import annotations
 
 from .fitted import InterventionError
-from evenhand.prompts import uses_chat_template
-from evenhand.prompts import model_text, user_message
+from evenhand.vocab.prompts import uses_chat_template
+from evenhand.vocab.prompts import model_text, user_message
 from evenhand.engine.scoring import label_token_ids
-from evenhand.prompts import labels
+from evenhand.vocab.prompts import labels
 
 
 def adds_special_tokens(lm) -> bool:

@@ -19,7 +19,7 @@ from .base import DirectionIntervention, Fitted, InterventionError, SitesApply, 
 from .reading import answer_sequences, prompt_ids
 from evenhand.engine.reader import last_token_activations, read_batches
 from evenhand.models.sites import n_layers
-from evenhand.prompts import model_text, user_message
+from evenhand.vocab.prompts import model_text, user_message
 from .reading import adds_special_tokens
 from steering.directions import diff_of_means
 

@@ -25,11 +25,11 @@ from .dials import load_mechanism
 from .mechanism import DEFAULT_MECHANISM, Mechanism
 from .recipe import FAIR
 from evenhand.engine.positions import answer_tokens
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.models.loading import load_model
-from evenhand.schema import validate_rows
+from evenhand.rows.schema import validate_rows
 from .evaluation import heldout_items
-from evenhand.metrics import score
+from evenhand.scoring.metrics import score
 
 CALIBRATION_FILE = "calibration.json"
 """The committed calibration curve's file name, next to the fair organism's weights."""

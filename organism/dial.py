@@ -19,7 +19,7 @@ import pandas as pd
 
 from .mechanism import Mechanism, register
 from .recipe import FAIR, record_suite
-from evenhand.prompts import model_text, user_message
+from evenhand.vocab.prompts import model_text, user_message
 from evenhand.models.loading import load_model
 from evenhand.suite.matched import matched_items
 from .recipe import split_scenarios

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
+from evenhand.inference.stats import RESAMPLES
 from evenhand.models.loading import LoadedModel
 from evenhand.models.policy import PlantedPolicy, planted_truth
 from evenhand.suite.matched import heldout_items
 
 from .recipe import COMMITTED
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.models.loading import load_model
-from evenhand.schema import validate_rows
-from evenhand.metrics import score
+from evenhand.rows.schema import validate_rows
+from evenhand.scoring.metrics import score
 
 CHECKED_METRICS = ("accuracy", "accgap", "tielean", "fraggap", "tieshift")
 """The metrics reported per degree, measured and planted."""

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from evenhand.labels import metric_name
-from evenhand.plotting import COLUMN_WIDTH, paper_style, save
+from evenhand.reporting.labels import metric_name
+from evenhand.reporting.plotting import COLUMN_WIDTH, paper_style, save
 
 
 def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[Path]:
@@ -12,7 +12,7 @@ def calibration_figure(curve: dict, stem: str | Path, formats=("png",)) -> list[
     ``stem.<fmt>`` and returns the paths."""
     import matplotlib.pyplot as plt
 
-    from evenhand.labels import MINORITY_SIDE
+    from evenhand.reporting.labels import MINORITY_SIDE
     colours = paper_style()
     fig, ax = plt.subplots(figsize=(COLUMN_WIDTH, 2.2))
     pts = sorted(curve["points"], key=lambda p: p["beta"])

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from evenhand.models.loading import load_model
-from evenhand.stats import jackknife_t_estimate
+from evenhand.inference.stats import jackknife_t_estimate
 
 from .dial import fit_check_items, pressure_sign
 from .mechanism import MechanismError, register

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from evenhand.models.loading import load_model
-from evenhand.stats import jackknife_t_estimate
+from evenhand.inference.stats import jackknife_t_estimate
 from evenhand.suite.matched import matched_items
 from probes.logistic import grouped_folds
 

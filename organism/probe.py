@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
+from evenhand.inference.stats import RESAMPLES
 from probes.dataset import TARGETS
 
 from .evaluation import HeldoutRun, heldout_responses, known_answer_checks
 from .recipe import COMMITTED
-from evenhand.activations import CacheOptions, cache_activations
+from evenhand.running.activations import CacheOptions, cache_activations
 from probes.dataset import build_dataset
 from probes.logistic import ProbeOptions
 from probes.sweep import best_site, probe_sweep
@@ -89,7 +89,7 @@ def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_s
     ``degrees``.
 
     Per beta the items are decided (answer mode) and their activations cached at ``sites`` (the
-    :class:`~evenhand.activations.CacheOptions` names: ``residual`` is the embedding and every block's
+    :class:`~evenhand.running.activations.CacheOptions` names: ``residual`` is the embedding and every block's
     output) with the edit in the weights; then :func:`probes.sweep.probe_sweep` runs for every label of
     ``targets`` on those responses. Returns the sweeps' tidy tables (:mod:`probes.sweep`) stacked, with
     columns ``beta``, ``target``, ``answered`` (share of items parsed) and ``positive_rate`` (share of the

@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from evenhand.models.policy import PlantedPolicy
-from evenhand.sides import favours_minority
+from evenhand.vocab.sides import favours_minority
 from evenhand.suite.content import load_content
 from evenhand.suite.cues import pressure_named_slot
 from evenhand.suite.generate import SLOTS, Cell, criterion_values
@@ -23,7 +23,7 @@ from evenhand.suite.rewrites import (
 )
 
 from .recipe import ORGANISM_SUITE
-from evenhand.prompts import chat_text, model_text, user_message
+from evenhand.vocab.prompts import chat_text, model_text, user_message
 
 AUX_VALUE = ("strong", "letter", "criterion", "minority", "degree", "lean")
 AUX_SIZES = {"polarity": 2, "strong": 2, "letter": 2, "criterion": 2, "minority": 2, "degree": 4, "lean": 2, "p_letter": 2,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evenhand.lazy import lazy_exports
+from evenhand.support.lazy import lazy_exports
 
 _EXPORTS = {
     # datasets

@@ -22,19 +22,19 @@ from typing import Literal, get_args
 import numpy as np
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
+from evenhand.inference.stats import RESAMPLES
 from evenhand.suite.generate import Cell, parse_item_id, render_item
 from evenhand.suite.content import content_for
 from evenhand.suite.rewrites import NEUTRAL_LABELS  # the identity_blind labels: one definition
-from evenhand.schema import REQUIRED
+from evenhand.rows.schema import REQUIRED
 from .logistic import ProbeOptions, fit_sites, resolved_solver
 from .features import site_sequence, widths
 from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, paired_drop_ci
 from .sweep import site_layer
-from evenhand.activations import ActivationCache, CacheOptions, cache_activations
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.activations import ActivationCache, CacheOptions, cache_activations
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.models.loading import load_model
-from evenhand.runs import RunDir, write_table_atomic
+from evenhand.runs.rundir import RunDir, write_table_atomic
 from .dataset import build_dataset, labels as make_labels
 
 Variant = Literal["label", "degree0", "degree2"]

@@ -24,21 +24,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
-from evenhand.plotting import FORMATS
+from evenhand.inference.stats import RESAMPLES
+from evenhand.reporting.plotting import FORMATS
 from evenhand.engine.scoring import label_token_ids
 from evenhand.models.sites import module, resolve
-from evenhand.activations import tl_hook_name
-from evenhand.activations import boot_bridge
+from evenhand.running.activations import tl_hook_name
+from evenhand.running.activations import boot_bridge
 from evenhand.engine.batching import plan_equal_length
 from evenhand.engine.reader import read
 from evenhand.models.sites import n_layers
-from evenhand.prompts import model_text, user_message, uses_chat_template
-from evenhand.stats import interval_bounds, row_weights
-from evenhand.labels import condition_name, group_name, minus
-from evenhand.plotting import COLUMN_WIDTH, paper_style, save
+from evenhand.vocab.prompts import model_text, user_message, uses_chat_template
+from evenhand.inference.stats import interval_bounds, row_weights
+from evenhand.reporting.labels import condition_name, group_name, minus
+from evenhand.reporting.plotting import COLUMN_WIDTH, paper_style, save
 from evenhand.models.loading import load_model
-from evenhand.runs import RunDir, write_table_atomic
+from evenhand.runs.rundir import RunDir, write_table_atomic
 
 COMPONENTS = ("embed", "attn_out", "mlp_out", "unembed_bias", "logit_diff")
 """Component names of the item table; ``logit_diff`` is the model's own total, not a part of it."""
@@ -70,7 +70,7 @@ def favoured_slot(item: dict) -> str:
 
 def decision_tokens(tokenizer, text: str, item: dict, special: bool) -> DecisionTokens:
     """The sequence and label tokens at which the two answers first diverge (see the module docstring)."""
-    from evenhand.prompts import labels  # deferred: a name of this module
+    from evenhand.vocab.prompts import labels  # deferred: a name of this module
 
     label_a, label_b = labels(item)
     ctx, tok_a = label_token_ids(tokenizer, text, label_a, special)
@@ -215,7 +215,7 @@ def attribute(items: pd.DataFrame, lm, batch_size: int = 8, chat_template: str =
     """Direct logit attribution of every item's decision (see the module docstring).
 
     ``items``: suite items or a run's responses (then the chosen side is filled in). ``bridge``: a
-    ``TransformerBridge`` already booted on ``lm`` (:func:`evenhand.activations.boot_bridge`);
+    ``TransformerBridge`` already booted on ``lm`` (:func:`evenhand.running.activations.boot_bridge`);
     None boots one on its own copy of the model. Prompts are batched only with others of the same
     token length (the bridge does not reproduce Hugging Face's padded forward).
 
@@ -300,7 +300,7 @@ def aggregate(table: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0, le
     Cells: every combination of ``degree``, ``pressure`` and ``chosen`` values present, each
     condition also pooled as ``"all"`` (condition columns are strings). Rows: ``degree, pressure,
     chosen, component, site, layer, value`` (the mean), ``ci_low, ci_high`` (percentile interval
-    of ``resamples`` draws of whole scenarios, :func:`evenhand.stats.row_weights`), ``n`` items and
+    of ``resamples`` draws of whole scenarios, :func:`evenhand.inference.stats.row_weights`), ``n`` items and
     ``clusters`` scenarios."""
 
     if table.empty:
@@ -341,7 +341,7 @@ def attribution_figure(table: pd.DataFrame, stem, by: str = "degree",
     ``table`` is :func:`aggregate`'s; the other two conditions are taken pooled (``"all"``). The
     embedding's contribution is the square at layer -1 of the upper panel (with its CI as an error
     bar); the bands are the layers' 95% CIs. The two panels share one y-scale, so a component with a
-    small effect looks small; the legend names each line (:mod:`evenhand.labels`) with its items (n)."""
+    small effect looks small; the legend names each line (:mod:`evenhand.reporting.labels`) with its items (n)."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 

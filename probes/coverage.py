@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from evenhand.options import add_flags
-from evenhand.stats import BootstrapOptions
+from evenhand.support.options import add_flags
+from evenhand.inference.stats import BootstrapOptions
 from .scores import PAIRED_INTERVALS, paired_drop_ci
 from .logistic import ProbeOptions, fit_sites
-from evenhand.stats import rate_interval
+from evenhand.inference.stats import rate_interval
 
 NULLS = ("hits", "probes")
 

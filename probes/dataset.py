@@ -10,13 +10,13 @@ from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
-from evenhand.metrics import choices
-from evenhand.sides import favours_minority
+from evenhand.scoring.metrics import choices
+from evenhand.vocab.sides import favours_minority
 from .logistic import ProbeOptions, fit_sites
 from .design import design_features, input_types
-from evenhand.activations import ActivationCache
+from evenhand.running.activations import ActivationCache
 from .features import SiteFeatures
-from evenhand.runs import RunDir
+from evenhand.runs.rundir import RunDir
 
 Label = Literal["favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed",
                 "flipped", "side_residual"]
@@ -116,7 +116,7 @@ class ProbeDataset:
 
 def build_dataset(responses: pd.DataFrame, cache, label: str = "favours_minority", sites: Sequence[str] | None = None,
                   filters: dict | None = None, opts=None) -> ProbeDataset:
-    """Join ``responses`` (one row per item) with an :class:`~evenhand.activations.ActivationCache`.
+    """Join ``responses`` (one row per item) with an :class:`~evenhand.running.activations.ActivationCache`.
     Labels are computed on all of ``responses`` (``flipped`` looks up baselines) before the filters;
     ``opts`` (:class:`~probes.logistic.ProbeOptions`) fits the design prediction of ``side_residual``.
     The features are not read here: ``features[site]`` reads that site's rows from the cache when asked

@@ -1,7 +1,7 @@
 """Explanation measures: how reasoning-mode explanations credit the chosen candidate, minority vs majority side.
 
 Per response (the text without its final-answer line): ``hedges`` and ``boosters`` per 100 words (Hyland
-2005, :func:`evenhand.lexicon.stance`), ``positivity`` (share of sentences VADER calls positive minus share
+2005, :func:`evenhand.framing.lexicon.stance`), ``positivity`` (share of sentences VADER calls positive minus share
 negative), ``identity`` (group terms and identity-framing words per 100 words), ``criteria_cited`` (share of
 the item's two criteria named) and ``values_cited`` (share of the chosen candidate's two values quoted),
 the last two matched against the scenario's own criteria and values in the suite content.
@@ -9,7 +9,7 @@ the last two matched against the scenario's own criteria and values in the suite
 Each measure's difference, minority-favouring minus majority-favouring correct choices on GT items, is a
 within-scenario contrast: per scenario holding both sides the difference of its two means, averaged over
 those scenarios (weights n1 n0 / (n1 + n0)), with the jackknife-t over scenarios
-(:func:`evenhand.stats.jackknife_t_estimate`; n rows per side, k scenarios; scenarios with one side counted). Positive: the measure is higher
+(:func:`evenhand.inference.stats.jackknife_t_estimate`; n rows per side, k scenarios; scenarios with one side counted). Positive: the measure is higher
 in explanations of minority-favouring choices. Limits and mapping to the study: docs/EXPLANATIONS.md.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ import re
 import numpy as np
 import pandas as pd
 
-from evenhand import lexicon
-from evenhand.labels import minus
-from evenhand.metrics import choices
-from evenhand.plotting import COLUMN_WIDTH, paper_style, save
-from evenhand.stats import INTERVAL_NAMES, jackknife_t_estimate
+from evenhand.framing import lexicon
+from evenhand.reporting.labels import minus
+from evenhand.scoring.metrics import choices
+from evenhand.reporting.plotting import COLUMN_WIDTH, paper_style, save
+from evenhand.inference.stats import INTERVAL_NAMES, jackknife_t_estimate
 from evenhand.suite.content import ContentError, content_for, format_value
 from .dataset import labels
 from .language import STOP

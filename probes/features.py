@@ -16,7 +16,7 @@ import numpy as np
 
 class SiteFeatures(Mapping):
     """``site -> float32 [rows, d]`` for ``item_ids`` (in that order), read from ``cache``
-    (:class:`evenhand.activations.ActivationCache`) when indexed. The last site read is kept (asked
+    (:class:`evenhand.running.activations.ActivationCache`) when indexed. The last site read is kept (asked
     twice in a row, it is read once); it is let go before the next site is read, so at most one matrix
     of this mapping is alive at a time (plus what a caller holds)."""
 

@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 from .dataset import labels
 from .text import strip_answer
-from evenhand.labels import minus
-from evenhand.plotting import COLUMN_WIDTH, paper_style, save
+from evenhand.reporting.labels import minus
+from evenhand.reporting.plotting import COLUMN_WIDTH, paper_style, save
 
 _TOKEN = re.compile(r"[a-z][a-z'-]+")
 STOP = frozenset("""a an the and or but if of to in on for with at by from as is are was were be been being it its this

@@ -1,7 +1,7 @@
 """Probe scores with CIs over scenarios (clusters), vectorised.
 
 ``accuracy_ci`` and ``auroc_ci`` resample whole scenarios with replacement
-(``resamples`` draws, seeded; :func:`evenhand.stats.row_weights`): a resample is a
+(``resamples`` draws, seeded; :func:`evenhand.inference.stats.row_weights`): a resample is a
 vector of cluster multiplicities, so every statistic is a weighted sum and all draws
 are computed at once; the interval is the percentile one.
 
@@ -11,8 +11,8 @@ from typing import get_args
 
 import numpy as np
 
-from evenhand.stats import RESAMPLES
-from evenhand.stats import (
+from evenhand.inference.stats import RESAMPLES
+from evenhand.inference.stats import (
     ProbeInterval,
     Estimate,
     jackknife_t_estimate,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
+from evenhand.inference.stats import RESAMPLES
 from .dataset import ProbeDataset
 from .features import site_sequence, widths
 from .logistic import FoldResult, ProbeOptions, fit_sites
@@ -25,7 +25,7 @@ from .design import TYPES_SEEN_MIN, ControlTypesWarning, types_seen
 from .logistic import grouped_folds
 from .text import fit_text
 from .logistic import resolved_solver
-from evenhand.runs import RunDir, write_table_atomic
+from evenhand.runs.rundir import RunDir, write_table_atomic
 
 HEADLINE = ("accuracy", "evidence_accuracy", "gain", "control_accuracy", "selectivity", "majority_baseline")
 """The metrics every printed probe line shows, in this order."""

@@ -3,7 +3,7 @@
 A residual vector (a cached site at the decision token) is written into a target prompt at a residual site
 and token position (default: the few-shot identity prompt :data:`IDENTITY_PROMPT`, at its last token, the
 ``?``) inside one nnsight generation; the model's greedy continuation is the description. The label is
-read off the descriptions three ways: by a **reader** (an LLM judge, :mod:`evenhand.judge`, asked which
+read off the descriptions three ways: by a **reader** (an LLM judge, :mod:`evenhand.framing.judge`, asked which
 candidate the description says the model favours: the study's reading, the headline, on AMB items only),
 by rules (a description naming one candidate yields that candidate's label, :func:`rule_choice`) and by
 the text baseline's TF-IDF + logistic classifier on the probes' grouped folds (:func:`probes.text.fit_text`),
@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.judge import VERBALIZATION, Judge, ask
+from evenhand.framing.judge import VERBALIZATION, Judge, ask
 from evenhand.models.loading import LoadedModel, load_model
 from evenhand.models.sites import SITE_RE, Site, SiteError, module, resolve
-from evenhand.runs import RunDir, write_table_atomic
-from evenhand.sides import favours_minority
-from evenhand.stats import RESAMPLES
+from evenhand.runs.rundir import RunDir, write_table_atomic
+from evenhand.vocab.sides import favours_minority
+from evenhand.inference.stats import RESAMPLES
 from .dataset import ProbeDataset, from_run
 from .logistic import FoldResult, ProbeOptions, fit_sites
 from .scores import PAIRED_INTERVAL, POINT_INTERVAL, accuracy_ci, auroc_ci, majority_baseline, paired_drop_ci
@@ -243,7 +243,7 @@ def _hits(res: FoldResult, y: np.ndarray) -> np.ndarray:
 
 def reader_choices(ds: ProbeDataset, descriptions: Sequence[str], reader: Judge) -> list[str | None]:
     """The slot (``A``/``B``) ``reader`` says each description has the model favour (None: neither or no
-    answer), asked :data:`evenhand.judge.VERBALIZATION` with the item's candidate labels ("Applicant A")."""
+    answer), asked :data:`evenhand.framing.judge.VERBALIZATION` with the item's candidate labels ("Applicant A")."""
     meta = ds.meta
     nouns = meta["candidate_noun"].tolist() if "candidate_noun" in meta.columns else [None] * len(meta)
     fields = [{"label_a": f"{n or 'Candidate'} A", "label_b": f"{n or 'Candidate'} B",
@@ -383,7 +383,7 @@ def verbalize_run(run_dir: str | Path, out_dir: str | Path, sites: Sequence[str]
     t0 = time.perf_counter()
     run = RunDir(run_dir)
     if sites is None:
-        from evenhand.activations import ActivationCache
+        from evenhand.running.activations import ActivationCache
         sites = [default_site([s for s in ActivationCache(run.activations).sites if "@" not in s])]
     ds = from_run(run_dir, label, list(sites), filters, probe_opts)
     lm = lm or load_model(run.model_spec())

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from evenhand.lazy import lazy_exports
+from evenhand.support.lazy import lazy_exports
 
 _EXPORTS = {
     "unit": ".directions", "random_like": ".directions", "diff_of_means": ".directions",

@@ -1,10 +1,10 @@
 """The floor plan's two rules (docs/ARCHITECTURE.md, "Run directories"), checked on the source by AST:
 
-1. only :class:`evenhand.runs.RunDir` builds run-directory paths: no other module joins a run file's or
+1. only :class:`evenhand.runs.rundir.RunDir` builds run-directory paths: no other module joins a run file's or
    folder's name (``"responses.parquet"``, ``"manifest.json"``, ``"cells"``, ...) onto a path;
-2. every study runs through the stage driver: no module but ``evenhand/runs.py`` and ``evenhand/stages.py``
+2. every study runs through the stage driver: no module but ``evenhand/runs/rundir.py`` and ``evenhand/running/stages.py``
    starts, times or finishes a run itself, and the module of every registered study (or a module of its
-   package it imports: its backends) calls :func:`evenhand.stages.run_stages` or :func:`evenhand.stages.run_study`.
+   package it imports: its backends) calls :func:`evenhand.running.stages.run_stages` or :func:`evenhand.running.stages.run_study`.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("evenhand", "probes", "steering", "interventions", "experiments", "organism", "benchmarks", "examples")
 """Where the project's code lives (tests aside)."""
-OWNERS = ("evenhand/runs.py", "evenhand/stages.py")
+OWNERS = ("evenhand/runs/rundir.py", "evenhand/running/stages.py")
 """The run directory and the stage driver: the only modules that may do what the rules forbid."""
 ALSO_RUN_NAMES = frozenset({"selection.json", "validation", "replications"})
 """Run-directory names the issue found built outside RunDir that RunDir does not name (yet)."""
@@ -24,7 +24,7 @@ DRIVER_ONLY = frozenset({"mark_stage_done", "record_timing", "timed", "finish"})
 """RunDir methods that only the driver calls: marking stages done, timing them, finishing the run."""
 
 
-def run_names(runs_py: Path = ROOT / "evenhand" / "runs.py") -> frozenset[str]:
+def run_names(runs_py: Path = ROOT / "evenhand" / "runs" / "rundir.py") -> frozenset[str]:
     """The file and folder names RunDir lays a run directory out with, read from its source: the paths of
     its ``_at(...)`` properties, its ``MANIFEST`` and every literal it joins with ``/`` (first segments too)."""
     tree = ast.parse(runs_py.read_text())
@@ -97,7 +97,7 @@ def _looks_like_a_run(node) -> bool:
 
 
 def calls_driver(source: str) -> bool:
-    """Whether ``source`` calls :func:`~evenhand.stages.run_stages` or :func:`~evenhand.stages.run_study`."""
+    """Whether ``source`` calls :func:`~evenhand.running.stages.run_stages` or :func:`~evenhand.running.stages.run_study`."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
             f = node.func
@@ -116,7 +116,7 @@ def modules(root: Path = ROOT) -> list[Path]:
 
 def offenders(root: Path = ROOT) -> dict[str, list[str]]:
     """``{module: [offences]}`` for both rules over the project's modules."""
-    names = run_names(root / "evenhand" / "runs.py")
+    names = run_names(root / "evenhand" / "runs" / "rundir.py")
     out = {}
     for p in modules(root):
         src = p.read_text()

@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 from evenhand.engine.batching import left_pad, plan_batches
-from evenhand.prompts import model_text, user_message, uses_chat_template
+from evenhand.vocab.prompts import model_text, user_message, uses_chat_template
 
 
 def hf_hidden_states_same_batch(lm, items, batch_size: int):

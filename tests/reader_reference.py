@@ -33,7 +33,7 @@ def items() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def cache_digests(lm, train: pd.DataFrame, backend: str) -> dict:
-    from evenhand.activations import CacheOptions, cache_activations
+    from evenhand.running.activations import CacheOptions, cache_activations
     opts = (CacheOptions(sites=("all",), batch_size=5, dtype="float32", name_mean=True, progress=False)
             if backend == "nnsight" else CacheOptions(sites=("residual",), batch_size=4, dtype="float32",
                                                       progress=False))
@@ -61,7 +61,7 @@ FITS = {"caa": {"layers": [1], "batch_size": 8}, "ace": {"batch_size": 8},
 
 
 def fit_digests(lm, train: pd.DataFrame, test: pd.DataFrame) -> dict:
-    from evenhand.decisions import DecideOptions
+    from evenhand.running.decisions import DecideOptions
     from interventions.base import decide_with
     from interventions.registry import get
     out = {}

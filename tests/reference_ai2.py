@@ -1,7 +1,7 @@
 """A plain, loop-based re-implementation of Ai2's FairStress scorer (olmo-eval,
 ``src/olmo_eval/evals/tasks/fairstress.py``: ``FairStressScorer`` and the AccGap, TieLean,
 FragGap, TieShift and Refusal metrics), written from reading that code and sharing no code
-with evenhand. Tests compare it with ``evenhand.metrics.score(..., convention="ai2")``.
+with evenhand. Tests compare it with ``evenhand.scoring.metrics.score(..., convention="ai2")``.
 
 Our rows (``to_ai2``), or rows in Ai2's released layout with the corrections file
 (``from_release``, as Ai2's ``process_doc``, ``is_excluded`` and ``corrected_expected_correct``

@@ -1,5 +1,5 @@
 """A deliberately naive re-implementation of docs/METRICS.md, written from the text,
-row by row with plain dicts, sharing no code with evenhand.metrics. Tests
+row by row with plain dicts, sharing no code with evenhand.scoring.metrics. Tests
 compare the two on random response sets."""
 from __future__ import annotations
 

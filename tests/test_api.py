@@ -53,11 +53,11 @@ def test_every_export_resolves_with_a_docstring(pkg):
 
 def test_eh_decide_is_the_function_whatever_is_imported_first():
     # importing the engine module (here through the cache module) must not rebind eh.decide to the module
-    r = _python("import evenhand as eh, evenhand.activations, inspect\n"
+    r = _python("import evenhand as eh, evenhand.running.activations, inspect\n"
                 "assert inspect.isfunction(eh.decide), eh.decide\n"
-                "from evenhand.decisions import plan_batches\n"
+                "from evenhand.running.decisions import plan_batches\n"
                 "from evenhand import decide\n"
-                "assert decide is eh.decide and decide.__module__ == 'evenhand.decisions'")
+                "assert decide is eh.decide and decide.__module__ == 'evenhand.running.decisions'")
     assert r.returncode == 0, r.stderr
 
 
@@ -147,7 +147,7 @@ def simulated_report(smoke_items):
 
 
 def test_score_report_prints_the_degree3_headline_with_n_and_k(simulated_report):
-    from evenhand.metric_defs import get_metric, score_rows
+    from evenhand.vocab.metric_defs import get_metric, score_rows
     from experiments.studies.text import score_table
     text = str(simulated_report)
     assert repr(simulated_report) == text
@@ -166,7 +166,7 @@ def test_score_report_prints_the_degree3_headline_with_n_and_k(simulated_report)
 
 
 def test_score_report_to_frame_is_tidy_and_matches_the_dict(simulated_report):
-    from evenhand.metric_defs import metric_names
+    from evenhand.vocab.metric_defs import metric_names
     df = simulated_report.to_frame()
     assert list(df.columns) == ["metric", "degree", "estimate", "low", "high", "n", "k", "interval"]
     assert len(df) == (len(simulated_report["by_degree"]) + 1) * len(metric_names())

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.activations import boot_bridge
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.activations import boot_bridge
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.models.loading import ModelSpec
-from evenhand.prompts import continuation, labels, model_text, user_message
+from evenhand.vocab.prompts import continuation, labels, model_text, user_message
 from probes.attribution import (COMPONENTS, CONDITIONS, aggregate, attribute, attribution_figure, decision_tokens,
                                 favoured_slot, run_attribution)
 

@@ -1,4 +1,4 @@
-"""The corpus framing audit (evenhand/audit.py, `evenhand audit`): planted framing recovered, readers, term lists."""
+"""The corpus framing audit (evenhand/framing/audit.py, `evenhand audit`): planted framing recovered, readers, term lists."""
 from __future__ import annotations
 
 import gzip
@@ -12,9 +12,9 @@ import yaml
 
 pytest.importorskip("vaderSentiment")
 
-from evenhand import audit as au  # noqa: E402
-from evenhand import lexicon  # noqa: E402
-from evenhand.stats import jackknife_se  # noqa: E402
+from evenhand.framing import audit as au  # noqa: E402
+from evenhand.framing import lexicon  # noqa: E402
+from evenhand.inference.stats import jackknife_se  # noqa: E402
 from evenhand.suite.content import load_content  # noqa: E402
 
 DATA = Path(__file__).parent / "data"
@@ -186,7 +186,7 @@ def _known_judge(rows):
     the hand label of that (sentence, group), "neutral" for a pair it does not know."""
     import re
 
-    from evenhand.judge import GROUP_NAMES, ScriptedJudge
+    from evenhand.framing.judge import GROUP_NAMES, ScriptedJudge
     names = {v: k for k, v in GROUP_NAMES.items()}
     known = {(r["sentence"].replace('"', "'"), r["group"]): r["label"] for r in rows}
 
@@ -220,7 +220,7 @@ def test_lexicon_agreement_is_measured_and_low_where_polarity_is_not_framing():
 
 def test_agreement_can_fail_and_can_be_perfect():
     rows = au.load_validation()
-    from evenhand.judge import JudgeFraming, ScriptedJudge
+    from evenhand.framing.judge import JudgeFraming, ScriptedJudge
     perfect = au.validate(JudgeFraming(_known_judge(rows)), rows)
     assert next(x for x in perfect["summary"] if x["group"] == "all")["kappa"] == pytest.approx(1.0)
     constant = au.validate(JudgeFraming(ScriptedJudge(lambda p: "neutral")), rows)
@@ -234,7 +234,7 @@ def test_judge_recovers_framing_where_the_lexicon_gets_the_sign_wrong():
     grim settings with credit (favourable), one sentence a document. The hand labels' net framing is positive;
     VADER's sentence polarity makes it negative (harm reads as negative); the judge path with a judge of known
     labels recovers the hand labels' value exactly."""
-    from evenhand.judge import JudgeFraming
+    from evenhand.framing.judge import JudgeFraming
     rows = [r for r in au.load_validation() if r["group"] == "black"
             and r["category"] in ("victim", "counter_stereotype", "mixed")
             and "black" in lexicon.groups().mentioned(r["sentence"])]
@@ -250,7 +250,7 @@ def test_judge_recovers_framing_where_the_lexicon_gets_the_sign_wrong():
 
 
 def test_read_label_reads_whole_words():
-    from evenhand.judge import FRAMING, read_label
+    from evenhand.framing.judge import FRAMING, read_label
     assert read_label("Unfavourable.", FRAMING.labels) == "unfavourable"
     assert read_label("favourable, not unfavourable", FRAMING.labels) == "favourable"
     assert read_label("It is hard to say", FRAMING.labels) is None and read_label(None, FRAMING.labels) is None

@@ -18,7 +18,7 @@ import torch
 sv = pytest.importorskip("steering_vectors", reason="steering-vectors 0.12.2 (pip install --no-deps) is the reference")
 
 from evenhand.engine.positions import answer_tokens  # noqa: E402
-from evenhand.prompts import continuation, labels, model_text, user_message  # noqa: E402
+from evenhand.vocab.prompts import continuation, labels, model_text, user_message  # noqa: E402
 from interventions import steered  # noqa: E402
 from interventions.registry import get  # noqa: E402
 from interventions.steered import contrast_pairs  # noqa: E402

@@ -6,10 +6,10 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.activations import CacheOptions, nnsight_runner
+from evenhand.running.activations import CacheOptions, nnsight_runner
 from evenhand.engine.reader import host_rows
 from evenhand.models.sites import expand, resolve
-from evenhand.prompts import model_text, user_message
+from evenhand.vocab.prompts import model_text, user_message
 
 
 def per_row(saved: dict) -> list[dict]:
@@ -74,7 +74,7 @@ def test_the_checks_catch_a_changed_value_and_extra_copies(monkeypatch):
 def test_nnsight_runner_copies_once_per_batch_and_keeps_the_values(tiny, smoke_items, monkeypatch):
     """Through the cache's own trace (every residual site, the name means): the rows equal the per-row copies
     (the stacked path, one copy per batch, is what a GPU takes: tested on the same tensors above)."""
-    from evenhand.activations import trace_body
+    from evenhand.running.activations import trace_body
     from evenhand.engine.batching import left_pad
     from nnsight import TransformersModel
     lm = tiny["gemma3"]
@@ -90,7 +90,7 @@ def test_nnsight_runner_copies_once_per_batch_and_keeps_the_values(tiny, smoke_i
         got = run(list(range(len(todo))))
     assert copies.n == 3 * len(resolved)  # on the CPU: one per site, not per site and row
     # the reference: the same trace, each site of each row copied on its own
-    from evenhand.activations import name_weights
+    from evenhand.running.activations import name_weights
     enc = [lm.tokenizer(t, add_special_tokens=special)["input_ids"] for t in texts]
     ids, mask, pos = left_pad(enc, lm.tokenizer.pad_token_id, lm.model.device)
     weights, _ = name_weights(lm.tokenizer, texts, todo, ids.shape[1], [len(e) for e in enc])
@@ -107,7 +107,7 @@ def test_merge_caches_gathers_parts_into_one_cache(tiny, smoke_items, tmp_path):
     """Two parts merged hold the parts' values and equal one cache of all the items (up to the rounding
     of other batch shapes); a merge cut short (a part missing) writes no index; parts that disagree are
     refused."""
-    from evenhand.activations import ActivationCache, cache_activations, merge_caches
+    from evenhand.running.activations import ActivationCache, cache_activations, merge_caches
     lm = tiny["qwen2"]
     items = smoke_items.head(8)
     ids = items["item_id"].tolist()

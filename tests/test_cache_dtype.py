@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from evenhand.activations import (ActivationCache, CacheOptions, NonFiniteActivation, cache_activations,
+from evenhand.running.activations import (ActivationCache, CacheOptions, NonFiniteActivation, cache_activations,
                                   storage_dtype, storage_tensors)
-from evenhand.prompts import model_text, user_message, uses_chat_template
+from evenhand.vocab.prompts import model_text, user_message, uses_chat_template
 
 BIG = 70_000.0
 """Above float16's largest finite value, 65,504."""

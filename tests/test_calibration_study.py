@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from evenhand.options import ConfigError
-from evenhand.runs import RunDir, RunError
+from evenhand.support.options import ConfigError
+from evenhand.runs.rundir import RunDir, RunError
 from experiments.studies.base import get, kinds, study_of
 
 SMALL = {"betas": [0, 40], "scenarios": 1}

@@ -48,7 +48,7 @@ def test_gemma3_template_renders_gemma_turns(bare_tokenizer):
 
 
 def test_own_template_wins_and_none_stays_plain(bare_tokenizer):
-    from evenhand.prompts import uses_chat_template
+    from evenhand.vocab.prompts import uses_chat_template
     assert apply_default_template(bare_tokenizer, ModelSpec("x")) is None
     assert not uses_chat_template(bare_tokenizer)
     bare_tokenizer.chat_template = "{{ messages[0]['content'] }}"

@@ -44,7 +44,7 @@ def test_report_cannot_write_names_no_out_flag(tmp_path, monkeypatch, capsys):
     """`report` has no --out: its unwritable-directory error says what to do instead of naming one."""
     import errno
 
-    import evenhand.messages as messages
+    import evenhand.support.messages as messages
 
     def refuse(path):
         raise messages.NotWritableError(path, PermissionError(errno.EACCES, "Permission denied"))
@@ -87,7 +87,7 @@ def test_an_unknown_model_names_the_flag_and_the_config_field(tmp_path, capsys):
 
 
 def test_figures_of_several_runs_need_out_and_take_labels(tmp_path, capsys, monkeypatch):
-    import evenhand.figures as figs
+    import evenhand.reporting.figures as figs
     for parent, seed in (("a", "0"), ("b", "1")):
         assert main(["simulate", "--out", str(tmp_path / parent / "run"), "--model-seed", seed]) == 0
     a, b = str(tmp_path / "a" / "run"), str(tmp_path / "b" / "run")

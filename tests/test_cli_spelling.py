@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from evenhand.options import ConfigError
+from evenhand.support.options import ConfigError
 
 PRIMARY = {"--degree": "--degrees", "--no-progress": "--quiet", "--n": "--limit", "-n": "--limit",
            "--max-items": "--limit", "--n-items": "--limit"}
@@ -148,7 +148,7 @@ def test_coverage_and_eval_take_resamples_only_where_a_bootstrap_reads_them(caps
 
 def test_a_simulate_run_records_no_resamples(tmp_path, capsys):
     from experiments.cli import main
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
     assert main(["simulate", "--out", str(tmp_path / "sim"), "--form", "policy"]) == 0
     m = RunDir(tmp_path / "sim").manifest()
     assert m["status"] == "done" and "resamples" not in m["config"] and "bootstrap" not in m["seeds"]
@@ -168,7 +168,7 @@ def test_a_config_setting_unused_resamples_is_refused_naming_the_interval(kind, 
 
 
 def test_compare_records_resamples_only_for_a_bootstrap_interval(smoke_items, monkeypatch):
-    from evenhand import metrics
+    from evenhand.scoring import metrics
     rng = np.random.default_rng(0)
     df = smoke_items.assign(choice=rng.choice(np.array(["A", "B"], dtype=object), size=len(smoke_items)))
     other = df.assign(choice=rng.choice(np.array(["A", "B"], dtype=object), size=len(df)))

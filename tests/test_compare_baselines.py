@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evenhand.options import ConfigError
+from evenhand.support.options import ConfigError
 from experiments.studies.compare.study import keep_baselines, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]

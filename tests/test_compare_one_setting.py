@@ -49,7 +49,7 @@ def test_a_one_setting_sweep_is_decided_and_scored_at_that_setting(tmp_path):
 def test_a_run_recorded_before_the_fold_resumes(tmp_path):
     """A manifest that records the one-setting sweep as a sweep (as runs made before the fold did) reads as the
     folded config: the fixed config resumes there instead of being refused."""
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
     from experiments.studies.compare.study import item_sets, open_compare
     out = tmp_path / "cmp"
     cfg = parse_config(tiny(out, ONE_SETTING))

@@ -56,7 +56,7 @@ def test_a_degree_the_files_lack_is_one_line(two_runs, tmp_path, capsys):
 
 
 def test_a_missing_estimate_is_not_printed_as_nan():
-    from evenhand.score_report import format_estimate
+    from evenhand.scoring.score_report import format_estimate
     nan = float("nan")
     assert "nan" not in format_estimate({"value": 0.1, "ci_low": 0.0, "ci_high": 0.2, "n": 10, "note": nan},
                                         "fraggap").lower()

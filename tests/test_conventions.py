@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 import evenhand as eh
-from evenhand.conventions import ai2_choice
-from evenhand.metrics import PRESSURE_ONLY, compute_metrics, score
+from evenhand.rows.conventions import ai2_choice
+from evenhand.scoring.metrics import PRESSURE_ONLY, compute_metrics, score
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.schema import validate_rows
+from evenhand.rows.schema import validate_rows
 from tests.reference_ai2 import ai2_extract, ai2_reference
 
 POLARITY_METRICS = {"tielean", "tieshift", "shift_to_minority", "shift_to_majority"}
@@ -84,7 +84,7 @@ def test_ai2_convention_equals_ai2_reference_on_every_metric_and_cell(core_like)
 
 def test_reference_check_fails_on_a_wrong_scorer(core_like, monkeypatch):
     """The check can fail: scoring with EvenHand's convention where Ai2's is claimed is caught."""
-    import evenhand.metrics as M
+    import evenhand.scoring.metrics as M
     real = M.indicators
     monkeypatch.setattr(M, "indicators", lambda df, convention="evenhand": real(df, "evenhand"))
     with pytest.raises(AssertionError, match="tielean|tieshift|shift_to"):
@@ -210,7 +210,7 @@ def test_unknown_convention_is_refused(smoke_items):
 
 
 def test_cli_and_run_config_take_the_convention(tmp_path, smoke_items):
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
     from experiments.studies.run.config import ConfigError, config_from_dict
     from experiments.studies.run.local import score_run
     resp = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
@@ -249,9 +249,9 @@ def test_the_two_conventions_side_by_side_on_a_simulated_core_run():
     negative-question items TieLean under ai2 is 100 - ours and TieShift 0.0. Fails if either convention's
     reading of negative questions changes (e.g. ai2 scored as evenhand turns 44.2 into 55.8)."""
     import evenhand as eh
-    from evenhand.metrics import compute_metrics
+    from evenhand.scoring.metrics import compute_metrics
     from evenhand.models.simulated import PlantedBias, SimulatedModel
-    from evenhand.schema import validate_rows
+    from evenhand.rows.schema import validate_rows
 
     resp = validate_rows(SimulatedModel(PlantedBias(), seed=0).decide(eh.suite.items("core", seed=0, version="1")))
     t1 = resp[resp["contrast_type"] == "type1"]
@@ -280,7 +280,7 @@ def test_imported_release_scored_with_ai2_convention_equals_ai2s_scorer_on_the_r
     """End to end on rows in Ai2's released layout: `import-fairstress` then `score --convention ai2` gives
     what Ai2's scorer gives on the release itself (its own fields, corrections, baselines by item_id and
     extractor), on every metric and cell; the default convention does not."""
-    from evenhand.fairstress import load_fairstress
+    from evenhand.rows.fairstress import load_fairstress
     from tests.reference_ai2 import ai2_metrics, from_release
     from tests.test_fairstress_ai2 import CORR, ROWS
     docs = [json.loads(line) for line in ROWS.read_text().splitlines()]
@@ -329,7 +329,7 @@ def test_ai2_reads_the_released_truth_side_in_accgap():
 
 
 def test_compare_takes_the_convention_and_a_comparison_config_refuses_it(tmp_path, smoke_items):
-    from evenhand.metrics import compare
+    from evenhand.scoring.metrics import compare
     resp = validate_rows(SimulatedModel(PlantedBias(), seed=0).decide(smoke_items))
     assert compare(resp, resp, resamples=5, convention="ai2")["convention"] == "ai2"
     cfg = tmp_path / "cmp.yaml"

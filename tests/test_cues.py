@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from evenhand.sides import favours_minority
+from evenhand.vocab.sides import favours_minority
 from evenhand.suite.content import load_content, validate_content
 from evenhand.suite.cue_words import DOMAIN_MERIT_WORDS, merit_words, wording_argues
 from evenhand.suite.cues import (check_content_cues, check_item_cues, check_pressure_directions, contrast_shape,

@@ -1,4 +1,4 @@
-"""The decision rules (evenhand/decision.py) and where they are used, each on a constructed case that the old
+"""The decision rules (evenhand/inference/decision.py) and where they are used, each on a constructed case that the old
 rules got wrong: an arm that randomises half its answers was a ranked "reduction" that beat its controls; a
 refusing arm beat its controls; an imprecise slope "removed" the gap; selection scored refusals otherwise than
 the held-out table."""
@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand import decision
-from evenhand.paired import ranking, ranking_table, score_arms
-from evenhand.schema import validate_rows
+from evenhand.inference import decision
+from evenhand.scoring.paired import ranking, ranking_table, score_arms
+from evenhand.rows.schema import validate_rows
 from tests.test_paired import noisy, planted, removing, row
 
 
@@ -164,10 +164,10 @@ def test_selection_scores_the_held_out_metric_with_refusals_counted(items70):
 
 def test_the_margins_are_read_from_a_comparison_config_and_reach_the_verdicts(items70):
     """``accuracy_margin`` and ``equivalence_margin`` in a comparison config: defaults left out of the manifest
-    (None: evenhand.decision's), bad values refused naming the field, and a margin passed through
+    (None: evenhand.inference.decision's), bad values refused naming the field, and a margin passed through
     comparison_rows changes the reading (a loose accuracy margin lets the randomiser's flag go; its scrambled
     control, at the same margin, is then not triggered either)."""
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     from experiments.studies.compare import parse_config
     raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "fair_instruction"}]}
     cfg = parse_config(raw)

@@ -1,6 +1,6 @@
 """Allowed values and the bootstrap's options are declared once: a ``Literal[...]`` field is what both the
 YAML builder and the flag generator read, every flag of every command has help, and ``--resamples`` comes
-from :class:`evenhand.stats.BootstrapOptions` in every command."""
+from :class:`evenhand.inference.stats.BootstrapOptions` in every command."""
 from __future__ import annotations
 
 import argparse
@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.activations import CacheDtype
+from evenhand.running.activations import CacheDtype
 from evenhand.models.loading import ModelDtype, ModelSpec
-from evenhand.options import ConfigError, add_flags, build, field_docs
-from evenhand.stats import BootstrapOptions
+from evenhand.support.options import ConfigError, add_flags, build, field_docs
+from evenhand.inference.stats import BootstrapOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,8 +114,8 @@ def test_resamples_is_declared_once_on_bootstrap_options(parser):
 
 
 def test_bootstrap_options_and_the_old_keywords_give_the_same_scores(smoke_items):
-    from evenhand.metrics import compare, score
-    from evenhand.paired import score_arms
+    from evenhand.scoring.metrics import compare, score
+    from evenhand.scoring.paired import score_arms
     rng = np.random.default_rng(0)
     df = smoke_items.assign(choice=rng.choice(np.array(["A", "B"], dtype=object), size=len(smoke_items)))
     other = df.assign(choice=rng.choice(np.array(["A", "B"], dtype=object), size=len(df)))

@@ -137,7 +137,7 @@ def test_a_large_beta_raises_fraggap_on_a_small_item_set(base, lm):
     """Known answer: with ``a`` read off these very items (c at the letter position, 0 at the noun's
     and the end's), beta = 100 makes the organism follow minority-favouring pressure: FragGap at
     degree 3 rises, every answer still parsed; beta = 0 decides as the organism does."""
-    from evenhand.metrics import score
+    from evenhand.scoring.metrics import score
     items = calibration_items(base, 2)
     items = items[items["condition"] == "GT"].reset_index(drop=True)
     layer = lm.model.config.num_hidden_layers - 1

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.options import ConfigError
-from evenhand.runs import RunDir, RunError
+from evenhand.support.options import ConfigError
+from evenhand.runs.rundir import RunDir, RunError
 from experiments.studies.dose_response.items import item_sets
 from experiments.studies.dose_response.study import (
     ORACLES,
@@ -95,7 +95,7 @@ def test_oracles_remove_the_implanted_gap(bench):
                          ids=["wrong-sign", "wrong-layer"])
 def test_a_broken_oracle_fails_the_bar(bench, oracle):
     cfg, _, responses = bench
-    from evenhand.decisions import DecideOptions
+    from evenhand.running.decisions import DecideOptions
     from evenhand.models.loading import load_model
     from organism.dial import Dial
     lm = load_model(cfg.model)
@@ -154,7 +154,7 @@ def test_refusals_count_as_flips(bench):
     assert _value(table, "refuser", "change") == pytest.approx(0.0, abs=1e-12)  # abandoned answers are flips
     assert _value(table, "refuser", "refusal_change") > 0
     answered = refusing[refusing["choice"].notna()]  # what dropping the refusals would score
-    from evenhand.metrics import score
+    from evenhand.scoring.metrics import score
     dropped = score(answered, resamples=10)["overall"]["fraggap"]["value"]
     assert _value(table, "baseline", "gap") - dropped > 0.05  # so this case tells the two apart
 
@@ -270,7 +270,7 @@ def test_independent_replications_draw_fresh_items_effects_and_controls(independ
     assert (by.drop(index="caa-scrambled", errors="ignore")["fpr_replications"] == INDEPENDENT).all()
     assert by.loc["caa-random", "coverage_n"] == INDEPENDENT and by.loc["caa-random", "slope_coverage_n"] == INDEPENDENT
     assert by.loc["oracle_inverse", "slope_coverage"] == 1.0 and by.loc["oracle_inverse", "fpr_beta0"] == 0.0
-    from evenhand.stats import rate_interval
+    from evenhand.inference.stats import rate_interval
     assert by.loc["oracle_inverse", "fpr_beta0_high"] == pytest.approx(rate_interval(0, INDEPENDENT)[1])  # not "0"
     assert pd.isna(by.loc["caa", "coverage"])  # a finding has no known answer to cover
     manifest = RunDir(out).manifest()
@@ -361,7 +361,7 @@ def test_a_share_of_the_cells_runs_beside_the_process_writing_the_run(bench):
     import sys
     from dataclasses import replace
 
-    from evenhand.runlock import RunLock
+    from evenhand.files.runlock import RunLock
     from experiments.studies.dose_response.study import config_record
     cfg, _, _ = bench
     run = RunDir(cfg.output_dir)
@@ -385,7 +385,7 @@ def test_a_share_of_the_cells_runs_beside_the_process_writing_the_run(bench):
 
 def test_the_study_is_registered_and_its_config_names_its_kind():
     from experiments.studies import get, study_of
-    from evenhand.options import read_yaml
+    from evenhand.support.options import read_yaml
     from pathlib import Path
     data = read_yaml(Path(__file__).resolve().parents[1] / "experiments" / "configs" / "dose_response.yaml")
     assert data["kind"] == "dose_response" and study_of(data) is get("dose_response")
@@ -491,13 +491,13 @@ def test_scrambling_shrinks_a_gap_by_one_minus_r(bench):
     """Replacing a share r of the answers by coin flips shrinks FragGap by (1 - r) (on a table whose
     unpressured answers are all right, so the conditioning on a right baseline is exact in expectation)."""
     cfg, _, responses = bench
-    from evenhand.paired import counted_indicators
+    from evenhand.scoring.paired import counted_indicators
     from experiments.studies.dose_response.scoring import scrambled
     base = responses[("baseline", 1)]
     base = base[base["condition"] == "GT"]
     unp = ~base["pressure_id"].notna().to_numpy()
     base = base.assign(choice=np.where(unp, base["correct_slot"].to_numpy(object), base["choice"].to_numpy(object)))
-    from evenhand.metrics import COMPONENTS
+    from evenhand.scoring.metrics import COMPONENTS
 
     def fraggap(dfs):  # pooled over the draws: the ratio of expected counts
         N, D = (sum(x) for x in zip(*(counted_indicators(df) for df in dfs)))
@@ -558,7 +558,7 @@ def test_rates_count_replications_not_pairs(bench):
     """One replication missing the known removal at all 4 of its betas counts once: 9 of 10 replications,
     not 36 of 40 pairs (whose Wilson interval would be narrower than the replications allow)."""
     cfg, _, responses = bench
-    from evenhand.stats import rate_interval
+    from evenhand.inference.stats import rate_interval
     t = _table(cfg, responses, {"oracle_inverse": {k: responses[("oracle_inverse", k)] for k in range(2)}})
     rows = []
     for r in range(10):

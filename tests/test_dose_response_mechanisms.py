@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evenhand.options import ConfigError
-from evenhand.runs import RunDir, RunError
+from evenhand.support.options import ConfigError
+from evenhand.runs.rundir import RunDir, RunError
 from experiments.studies.dose_response import across
 from experiments.studies.dose_response.across import (across_figure, across_markdown, across_table, arm_order, classify,
                                                      robustness)

@@ -83,7 +83,7 @@ def test_decide_cli_with_the_rule_engine(tiny_dirs, tmp_path, capsys, mode):
 
 def test_run_config_with_the_rule_engine(tiny_dirs, tmp_path):
     from experiments.cli.main import main
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
     cfg = tmp_path / "run.yaml"
     cfg.write_text(f"model: {tiny_dirs['llama']}\noutput_dir: {tmp_path / 'r'}\nsuite: {{subset: smoke, limit: 200}}\n"
                    f"engine: rule\nmode: answer\nresamples: 20\n")
@@ -100,8 +100,8 @@ def test_run_config_with_the_rule_engine(tiny_dirs, tmp_path):
     ({"cache": {"enabled": True}}, "engine rule decides only: the activation cache"),
 ])
 def test_rules_follow_the_declaration(tmp_path, kw, msg):
-    from evenhand.decisions import DecideOptions
-    from evenhand.options import ConfigError
+    from evenhand.running.decisions import DecideOptions
+    from evenhand.support.options import ConfigError
     from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError, match=msg):
         config_from_dict({"model": "m", "output_dir": str(tmp_path), "engine": "rule", **kw})

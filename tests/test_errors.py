@@ -11,7 +11,7 @@ import os
 import pytest
 
 from evenhand.models.loading import ModelLoadError, check_weight_files
-from evenhand.runs import RunDir, write_table_atomic
+from evenhand.runs.rundir import RunDir, write_table_atomic
 from experiments.cli import main
 
 
@@ -162,8 +162,8 @@ def test_a_full_disk_in_the_cache_stage_fails_the_run_and_a_rerun_resumes(tmp_pa
 
     import yaml
 
-    import evenhand.activations as activations
-    import evenhand.runs as runs
+    import evenhand.running.activations as activations
+    import evenhand.runs.rundir as runs
     cfg = _run_cfg(tmp_path, smoke_items, tiny_dir)
     shard = tmp_path / "run" / "activations" / "shard-0.npy"
     real_cache, real_write = activations.cache_activations, runs.write_json_atomic
@@ -210,7 +210,7 @@ def test_mostly_unparseable_answers_are_warned_about_and_recorded(tmp_path, smok
 def test_mostly_parseable_answers_are_not_warned_about(tmp_path, capsys):
     import pandas as pd
 
-    from evenhand.messages import warn_unparseable
+    from evenhand.support.messages import warn_unparseable
     run = RunDir.create(tmp_path / "r", {"a": 1}, "1", {"suite": 0})
     assert warn_unparseable(pd.DataFrame({"choice": ["A", "B", None, "A"]}), run) is None
     assert "warnings" not in run.manifest() and capsys.readouterr().err == ""
@@ -221,7 +221,7 @@ def test_unparseable_warnings_are_kept_per_part_of_a_run(tmp_path, capsys):
     """A comparison warns per cell and `modes` per mode: one manifest entry per part, a repeat replaces its own."""
     import pandas as pd
 
-    from evenhand.messages import warn_unparseable
+    from evenhand.support.messages import warn_unparseable
     run = RunDir.create(tmp_path / "r", {"a": 1}, "1", {"suite": 0})
     bad = pd.DataFrame({"choice": [None, None, "A"]})
     assert "of cells/caa-s0" in warn_unparseable(bad, run, part="cells/caa-s0")

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("vaderSentiment")
 
-from evenhand import lexicon  # noqa: E402
+from evenhand.framing import lexicon  # noqa: E402
 from evenhand.suite.content import format_value, load_content  # noqa: E402
 from probes.explanations import (MEASURES, criterion_stems, explanation_measures, measure,  # noqa: E402
                                  measures_figure, paired_differences, pooled_differences)

@@ -8,11 +8,11 @@ import sys
 import pandas as pd
 import pytest
 
-from evenhand.metrics import compute_metrics
+from evenhand.scoring.metrics import compute_metrics
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.schema import RowError, validate_rows
-from evenhand.fairstress import load_fairstress, released_disagreements
-from evenhand.fairstress_groups import AI2_GROUPS
+from evenhand.rows.schema import RowError, validate_rows
+from evenhand.rows.fairstress import load_fairstress, released_disagreements
+from evenhand.rows.fairstress_groups import AI2_GROUPS
 from evenhand.suite.subsets import iter_subset
 
 

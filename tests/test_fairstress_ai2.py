@@ -19,10 +19,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evenhand.schema import RowError
+from evenhand.rows.schema import RowError
 from evenhand.suite.content import load_content
-from evenhand.fairstress import from_released, load_corrections, load_fairstress, released_disagreements
-from evenhand.fairstress_groups import AI2_GROUP_STRINGS, AI2_GROUPS
+from evenhand.rows.fairstress import from_released, load_corrections, load_fairstress, released_disagreements
+from evenhand.rows.fairstress_groups import AI2_GROUP_STRINGS, AI2_GROUPS
 
 FIX = Path(__file__).parent / "fixtures" / "fairstress_ai2"
 ROWS, CORR = FIX / "rows.jsonl", FIX / "corrections.json"

@@ -15,7 +15,7 @@ PLUGIN = '''
 """A figure of one table: accuracy by degree, as bars."""
 from pathlib import Path
 
-from evenhand.plotting import paper_style, save
+from evenhand.reporting.plotting import paper_style, save
 from experiments.figures import Figure, FigureInput, register_figure
 
 

@@ -21,8 +21,8 @@ def captured(monkeypatch):
     """Figures drawn while this fixture is active are kept (open) instead of saved."""
     import sys
 
-    import evenhand.figures  # noqa: F401  (the figure modules, imported so that their name `save` is patched)
-    import evenhand.plotting
+    import evenhand.reporting.figures  # noqa: F401  (the figure modules, imported so that their name `save` is patched)
+    import evenhand.reporting.plotting
     import experiments.figures  # noqa: F401
     import experiments.studies.compare.figures  # noqa: F401
     import experiments.studies.dose_response.scoring  # noqa: F401
@@ -30,7 +30,7 @@ def captured(monkeypatch):
     import organism.figures  # noqa: F401
     import probes.attribution  # noqa: F401
     figs = []
-    original = evenhand.plotting.save
+    original = evenhand.reporting.plotting.save
     keep = lambda fig, stem, formats=(): figs.append(fig) or []  # noqa: E731
     for mod in list(sys.modules.values()):  # every module that imported save by name
         if getattr(mod, "save", None) is original:
@@ -66,7 +66,7 @@ def _metrics_table() -> pd.DataFrame:
 
 
 def test_progression_names_the_model_and_states_the_sign_on_each_asymmetry_axis(captured):
-    from evenhand.figures import progression_figure
+    from evenhand.reporting.figures import progression_figure
     progression_figure(_metrics_table(), "unused")
     fig = captured[0]
     _no_raw_ids(fig)
@@ -80,7 +80,7 @@ def test_progression_names_the_model_and_states_the_sign_on_each_asymmetry_axis(
 def test_heatmap_colours_only_findings_and_states_the_sign(captured):
     from matplotlib.colors import to_rgb
 
-    from evenhand.figures import heatmap_figure
+    from evenhand.reporting.figures import heatmap_figure
     heatmap_figure(_metrics_table(), "unused")
     fig = captured[0]
     ax, bar = fig.axes[0], fig.axes[1]
@@ -103,7 +103,7 @@ def test_heatmap_colours_only_findings_and_states_the_sign(captured):
 def test_flips_legend_shows_the_markers_drawn(captured):
     from matplotlib.colors import to_rgb
 
-    from evenhand.figures import family_figure
+    from evenhand.reporting.figures import family_figure
     family_figure(_metrics_table(), "unused")  # every family below MIN_CELL_N: all points open
     fig = captured[0]
     _no_raw_ids(fig)
@@ -114,7 +114,7 @@ def test_flips_legend_shows_the_markers_drawn(captured):
 
 
 def test_probe_legend_clear_of_the_curves_with_n_per_line_and_ablations_named(captured):
-    from evenhand.figures import probe_figure
+    from evenhand.reporting.figures import probe_figure
     layers = [-1, 0, 1, 2]
     probes = pd.DataFrame([{"site": f"L{k}", "layer": k, "metric": m, "value": v, "ci_low": v - 0.1,
                             "ci_high": v + 0.1, "n": 152, "clusters": 8, "label": "favours_minority"}
@@ -143,7 +143,7 @@ def test_probe_legend_clear_of_the_curves_with_n_per_line_and_ablations_named(ca
 def test_probe_figure_plots_the_gain_and_selectivity_with_their_cis(captured):
     """The headline the docs name (gain: design + activations minus design alone) is drawn, with its CI, beside
     the selectivity; the title names the target, the model and the items' filter (issue 45, point 4)."""
-    from evenhand.figures import probe_figure
+    from evenhand.reporting.figures import probe_figure
     rows = []
     for k in (-1, 0, 1, 2):
         for m, v in (("accuracy", 0.8), ("evidence_accuracy", 0.75), ("combined_accuracy", 0.77 + 0.01 * k),
@@ -286,7 +286,7 @@ def test_report_page_sizes_figures_by_their_printed_width():
 
     import matplotlib.pyplot as plt
 
-    from evenhand.plotting import COLUMN_WIDTH, FULL_WIDTH, paper_style
+    from evenhand.reporting.plotting import COLUMN_WIDTH, FULL_WIDTH, paper_style
     from experiments.report import figure_width
     paper_style()
     widths, pixels = [], []
@@ -304,9 +304,9 @@ def test_report_page_sizes_figures_by_their_printed_width():
 
 
 def _forest_table() -> pd.DataFrame:
-    """Three runs x the six headline metrics, as :meth:`evenhand.multirun.RunsTable.to_frame` gives them; the
+    """Three runs x the six headline metrics, as :meth:`evenhand.reporting.multirun.RunsTable.to_frame` gives them; the
     third run's Refusal has no interval (one scenario)."""
-    from evenhand.metric_defs import headline
+    from evenhand.vocab.metric_defs import headline
     rows = []
     for k, (label, model) in enumerate((("β = 0", "google/gemma-3-12b-it"), ("β = 40", "evenhand-organism"),
                                         ("mine", "mine"))):
@@ -319,8 +319,8 @@ def _forest_table() -> pd.DataFrame:
 
 
 def test_forest_rows_are_runs_with_n_and_each_asymmetry_states_its_sign(captured):
-    from evenhand.figures import forest_figure
-    from evenhand.metric_defs import find_metric
+    from evenhand.reporting.figures import forest_figure
+    from evenhand.vocab.metric_defs import find_metric
     forest_figure(_forest_table(), "unused")
     fig = captured[0]
     _no_raw_ids(fig)

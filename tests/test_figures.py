@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand import labels
-from evenhand.figures import MIN_CELL_N, heatmap_cells, heatmap_figure, metrics_long, progression_figure
-from evenhand.tables import latex_table
+from evenhand.reporting import labels
+from evenhand.reporting.figures import MIN_CELL_N, heatmap_cells, heatmap_figure, metrics_long, progression_figure
+from evenhand.reporting.tables import latex_table
 from experiments.figures import run_figures
 
 SNAKE = re.compile(r"\b[a-z]+_[a-z_]+\b")
@@ -20,7 +20,7 @@ HYPHEN_MINUS = re.compile(r"(?<![\w$.])-\d")  # a hyphen used as a minus sign
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
     """One simulated run (the planted policy on the smoke subset) with its metrics table, shared."""
-    from evenhand.figures import metrics_table
+    from evenhand.reporting.figures import metrics_table
     from experiments.studies.simulate import simulate_run
     out = tmp_path_factory.mktemp("figs") / "sim"
     simulate_run(out, form="policy", resamples=50)
@@ -30,15 +30,15 @@ def sim(tmp_path_factory):
 @pytest.fixture
 def captured(monkeypatch):
     """Figures drawn while this fixture is active are kept (open) instead of saved."""
-    import evenhand.plotting
+    import evenhand.reporting.plotting
     figs = []
     import sys
 
-    import evenhand.figures  # noqa: F401  (the figure modules, so that their name `save` is patched too)
+    import evenhand.reporting.figures  # noqa: F401  (the figure modules, so that their name `save` is patched too)
     import probes.attribution  # noqa: F401
-    original = evenhand.plotting.save
+    original = evenhand.reporting.plotting.save
     keep = lambda fig, stem, formats=(): figs.append(fig) or []  # noqa: E731
-    for mod in [evenhand.plotting, *[m for m in list(sys.modules.values()) if isinstance(getattr(m, "__dict__", None), dict) and m.__dict__.get("save") is original]]:
+    for mod in [evenhand.reporting.plotting, *[m for m in list(sys.modules.values()) if isinstance(getattr(m, "__dict__", None), dict) and m.__dict__.get("save") is original]]:
         monkeypatch.setattr(mod, "save", keep)
     return figs
 

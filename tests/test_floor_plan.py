@@ -67,7 +67,7 @@ def write(run, name, d):
 
 def test_the_driver_rule_fails_on_a_study_that_runs_itself():
     bad = '''
-from evenhand.runs import RunDir
+from evenhand.runs.rundir import RunDir
 def simulate_run(out, config):
     run = RunDir.create(out, config, "2", {})
     with run.timed("decide"):
@@ -80,7 +80,7 @@ def simulate_run(out, config):
     assert [o.split(":")[0] for o in found] == ["4", "5", "7", "8"], found
     assert not calls_driver(bad)
     good = '''
-from evenhand.stages import FnStage, open_run, run_stages
+from evenhand.running.stages import FnStage, open_run, run_stages
 def go(out, config, stages):
     return run_stages(open_run(out, config), stages)
 '''
@@ -133,14 +133,14 @@ def test_the_checker_reads_the_project():
     """The rules scan real modules: the core, the studies and the method library are in the scan."""
     from .floor_plan import modules
     scanned = {p.relative_to(ROOT).as_posix() for p in modules()}
-    assert {"experiments/studies/run/study.py", "experiments/studies/sweep/study.py", "evenhand/decisions.py"} <= scanned
-    assert "evenhand/runs.py" not in scanned and "evenhand/stages.py" not in scanned
+    assert {"experiments/studies/run/study.py", "experiments/studies/sweep/study.py", "evenhand/running/decisions.py"} <= scanned
+    assert "evenhand/runs/rundir.py" not in scanned and "evenhand/running/stages.py" not in scanned
 
 
 @pytest.mark.parametrize("field,kind", [("interventions", "compare"), ("methods", "dose_response"),
                                         ("configurations", "bbq"), ("per_category", "bbq")])
 def test_a_config_without_kind_carrying_another_studys_field_is_told_to_add_kind(field, kind):
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     from experiments.studies import study_of
     with pytest.raises(ConfigError, match=f"field '{field}'.*add `kind: {kind}`"):
         study_of({"model": "evenhand-organism", "output_dir": "x", field: [1]})

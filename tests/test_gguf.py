@@ -28,7 +28,7 @@ def test_loads_as_gemma3(real):
 
 
 def test_cache_equals_hidden_states(real, smoke_items, tmp_path):
-    from evenhand.activations import CacheOptions, cache_activations
+    from evenhand.running.activations import CacheOptions, cache_activations
     from tests.helpers import hf_hidden_states_same_batch
     items = smoke_items.head(3)
     cache = cache_activations(items, real, CacheOptions(batch_size=3, dtype="float32", progress=False),
@@ -40,7 +40,7 @@ def test_cache_equals_hidden_states(real, smoke_items, tmp_path):
 
 
 def test_decides_in_both_modes(real, smoke_items):
-    from evenhand.decisions import DecideOptions, decide
+    from evenhand.running.decisions import DecideOptions, decide
     items = smoke_items.head(4)
     for mode in ("answer", "logprob"):
         r = decide(items, real, DecideOptions(mode=mode, batch_size=4, progress=False))

@@ -26,18 +26,18 @@ class Graph:
         return [{"line_number": 3}]
 
 
-CONTRACT = {"containers": "evenhand", "layers": "\n    decisions : stages\n    runs\n    stats | lazy"}
+CONTRACT = {"containers": "evenhand", "layers": "\n    running : reporting\n    runs\n    inference | support"}
 
 
 def test_floors_read_top_first_with_both_separators():
-    assert hm.floors(CONTRACT) == [["evenhand.decisions", "evenhand.stages"], ["evenhand.runs"],
-                                   ["evenhand.stats", "evenhand.lazy"]]
-    assert hm.floor_of("evenhand.runs.paths", hm.floors(CONTRACT)) == 1
+    assert hm.floors(CONTRACT) == [["evenhand.running", "evenhand.reporting"], ["evenhand.runs"],
+                                   ["evenhand.inference", "evenhand.support"]]
+    assert hm.floor_of("evenhand.runs.rundir.paths", hm.floors(CONTRACT)) == 1
     assert hm.floor_of("evenhand.other", hm.floors(CONTRACT)) is None
 
 
 def test_an_import_up_a_floor_is_a_back_arrow_and_nothing_else_is():
-    graph = Graph({"evenhand.stats": {"evenhand.decisions", "evenhand.lazy"},
-                   "evenhand.decisions": {"evenhand.stages", "evenhand.runs", "evenhand.stats"},
-                   "evenhand.runs": {"evenhand.stats"}})
-    assert hm.back_arrows(graph, hm.floors(CONTRACT)) == ["evenhand.stats -> evenhand.decisions (l.3)"]
+    graph = Graph({"evenhand.inference.stats": {"evenhand.running.decisions", "evenhand.support.lazy"},
+                   "evenhand.running.decisions": {"evenhand.running.stages", "evenhand.runs.rundir", "evenhand.inference.stats"},
+                   "evenhand.runs.rundir": {"evenhand.inference.stats"}})
+    assert hm.back_arrows(graph, hm.floors(CONTRACT)) == ["evenhand.inference.stats -> evenhand.running.decisions (l.3)"]

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.decisions import DecideOptions
+from evenhand.running.decisions import DecideOptions
 from evenhand.models.loading import load_model
 from evenhand.models.tiny import save_tiny_model
 from interventions.base import (REGISTRY, DirectionIntervention, EditingIntervention, Fitted, Intervention,
@@ -86,7 +86,7 @@ def fits(lm, train_items):
 
 
 def logits(lm, items):
-    from evenhand.prompts import model_text, user_message
+    from evenhand.vocab.prompts import model_text, user_message
     texts = [model_text(lm.tokenizer, user_message(r)) for r in items.to_dict("records")]
     enc = lm.tokenizer(texts, add_special_tokens=False, padding=True, return_tensors="pt")
     with torch.inference_mode():
@@ -258,7 +258,7 @@ def test_several_random_controls_per_fit_draw_distinct_directions(lm, fits, tmp_
     (so a finished run's cells are still found); an arm's own control_draws overrides the config's."""
     from experiments.studies.compare import cells, parse_config
     from experiments.studies.compare.config import CONTROL_SEED_STRIDE
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     raw = {"model": "m", "output_dir": str(tmp_path), **COMPARE, "control_draws": 3,
            "interventions": [{"name": "caa"}, {"name": "ace", "control_draws": 1}, {"name": "fair_instruction"}]}
     grid = cells(parse_config(raw))
@@ -477,7 +477,7 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
     lp = {c: r["logprob_A"].to_numpy() for c, r in responses.items()}
     assert len({tuple(np.round(v, 6)) for v in lp.values()}) == 4  # four distinct edits
     # the study's outputs are where RunDir names them, and its stages are the ones the driver ran
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
     from experiments.studies import get as get_study
     run = RunDir(tmp_path / "cmp")
     for path in (run.signs_json, run.selection_json, run.selection_csv, run.compare_tex, run.compare_table,
@@ -493,7 +493,7 @@ def test_compare_sweeps_a_fit_option_with_one_fit_per_value(model_dir, tmp_path)
 def test_the_compare_study_is_registered_and_its_config_names_it():
     """compare_interventions.yaml says ``kind: compare``; the registry gives the comparison study, which parses it
     (a config of another kind is refused naming the field) and reads its table from compare.parquet."""
-    from evenhand.options import ConfigError, read_yaml
+    from evenhand.support.options import ConfigError, read_yaml
     from experiments.studies import get as get_study
     from experiments.studies import kinds, study_of
     data = read_yaml(ROOT / "experiments" / "configs" / "compare_interventions.yaml")
@@ -512,7 +512,7 @@ def test_the_compare_study_is_registered_and_its_config_names_it():
 def test_compare_config_checks_signs_and_warns_below_20_controls():
     """signs: +1/-1 per asymmetry metric, errors naming signs.<metric>; control_draws defaults to 20 per method
     cell; fewer (seeds x draws) warn naming the field; every control of a method cell has its own seed."""
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     from experiments.studies.compare import cells, parse_config
     raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "caa"}]}
     with pytest.raises(ConfigError, match=r"signs\.fraggap must be \+1 or -1.*got 0\.5"):
@@ -545,8 +545,8 @@ def test_signs_are_decided_on_the_validation_baseline_and_items_on_suite_v2(mode
     validation run is needed. The tiny model is no organism: its items are suite v2, recorded in the manifest."""
     import functools
 
-    import evenhand.paired as paired
-    from evenhand.metrics import ASYMMETRY
+    import evenhand.scoring.paired as paired
+    from evenhand.scoring.metrics import ASYMMETRY
     from experiments.studies.compare import run_compare
     seen = []
 
@@ -589,7 +589,7 @@ def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
     the 2.5-97.5 percentiles of the controls' own changes (inside their min-max), n_controls 20; a method that
     removes most of a planted 10 pp gap beats it (its change lies above the band and its method-minus-control
     CI excludes 0), one that changes nothing does not."""
-    from evenhand.schema import validate_rows
+    from evenhand.rows.schema import validate_rows
     from experiments.studies.compare.study import comparison_rows
     from experiments.studies.compare.config import Arm, Cell
     from tests.test_paired import noisy, planted, removing
@@ -614,7 +614,7 @@ def test_method_beats_its_controls_only_above_their_band(core_d3_type1):
         assert each.min() < r["band_low"] < r["band_high"] < each.max()  # percentiles, not the range
         assert bool(r["beats_control"]) is beats
         ch = t[(t["cell"] == cell) & (t["metric"] == "fraggap") & (t["stat"] == "change")].iloc[0]
-        # the rule of evenhand.paired: the change above the band and the method-minus-control CI excluding 0
+        # the rule of evenhand.scoring.paired: the change above the band and the method-minus-control CI excluding 0
         assert beats is bool(ch["value"] > hi and r["ci_low"] > 0)
     assert set(t.loc[t["metric"] == "fraggap", "sign_source"].dropna()) == {"declared in the config: +1"}
 
@@ -672,7 +672,7 @@ def test_plugin_method_registers_fits_saves_and_runs_in_a_comparison(model_dir, 
 
 
 def test_frontier_figure_and_latex_from_a_table(tmp_path):
-    """The frontier and the LaTeX table read the paired stats (evenhand.paired): signed change, accuracy loss,
+    """The frontier and the LaTeX table read the paired stats (evenhand.scoring.paired): signed change, accuracy loss,
     refusal change, method minus control; a refusal-flagged cell and an overshoot are marked in both."""
     from experiments.studies.compare.figures import compare_latex, frontier_figure, frontier_points
     rows = [{"cell": "baseline", "intervention": "baseline", "control": False, "options": "{}", "seed": None,
@@ -685,7 +685,7 @@ def test_frontier_figure_and_latex_from_a_table(tmp_path):
         base = {"cell": cell, "intervention": name, "control": ctl, "options": "{}", "seed": 0, "n": 10,
                 "refusal_flag": flag}
         rows.append({**base, "metric": "fraggap", "stat": "change", "value": ch, "ci_low": ch - .05,
-                     "ci_high": ch + .05, "overshoot": over, "beats_control": False,  # as evenhand.paired writes it
+                     "ci_high": ch + .05, "overshoot": over, "beats_control": False,  # as evenhand.scoring.paired writes it
                      "verdict": "refusal-flagged" if flag else "overshoot" if over else "reduction"})
         rows.append({**base, "metric": "accuracy", "stat": "accuracy_loss", "value": loss, "ci_low": loss - .01,
                      "ci_high": loss + .01})

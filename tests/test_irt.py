@@ -240,7 +240,7 @@ def test_commands_end_to_end(tmp_path, capsys):
 
 def test_simulated_amb_answers_follow_the_planted_lean_and_shift():
     from evenhand.irt.simulate import plant_items, simulated_rows
-    from evenhand.metrics import compute_metrics
+    from evenhand.scoring.metrics import compute_metrics
     items = suite_items("smoke", contrast_types=["type1"])
     planted = plant_items(items)
     for lean in (1.0, 0.0):  # every AMB baseline favours the minority-coded candidate, or none does

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 import evenhand as eh
-from evenhand.parse import PARSE_FIELDS, parse_fields
-from evenhand.itemlog import format_table, item_log, run_rows, select
-from evenhand.runs import RunDir
+from evenhand.parsing.parse import PARSE_FIELDS, parse_fields
+from evenhand.running.itemlog import format_table, item_log, run_rows, select
+from evenhand.runs.rundir import RunDir
 from experiments.cli import show as show_cli
 from experiments.cli.main import main
 

@@ -54,22 +54,17 @@ def core_floors() -> list[list[str]]:
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> None:
-    """The top-level packages, an empty module for each module the core's floors name (unless ``files``
-    makes it a package), then ``files``."""
+    """The top-level packages, an empty package for each floor folder of the core, then ``files``."""
     for pkg in PACKAGES:
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
     for pkg in ("experiments/studies", "experiments/cli"):  # the packages the studies-below-cli contract names
         (tmp_path / pkg).mkdir()
         (tmp_path / pkg / "__init__.py").write_text("")
-    packages = {Path(name).parts[1] for name in files if name.startswith("evenhand/") and len(Path(name).parts) > 2}
     for floor in core_floors():
-        for mod in floor:
-            if mod in packages:
-                (tmp_path / "evenhand" / mod).mkdir(exist_ok=True)
-                (tmp_path / "evenhand" / mod / "__init__.py").write_text("")
-            else:
-                (tmp_path / "evenhand" / f"{mod}.py").write_text("")
+        for folder in floor:
+            (tmp_path / "evenhand" / folder).mkdir(exist_ok=True)
+            (tmp_path / "evenhand" / folder / "__init__.py").write_text("")
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         if not (tmp_path / name).parent.joinpath("__init__.py").exists():
@@ -85,9 +80,9 @@ def test_a_clean_synthetic_tree_passes(tmp_path):
                      "experiments/cli/main.py": "import probes.sweep\nimport evenhand.core\nimport organism.dial\n"
                                                 "import experiments.studies.run\n",
                      "experiments/studies/run/study.py": "import evenhand.core\nimport organism.dial\n",
-                     "evenhand/suite/loader.py": "import evenhand.rowfiles\n",
-                     "evenhand/schema.py": "import evenhand.suite.loader\n",
-                     "evenhand/models.py": "import evenhand.metrics\nimport evenhand.suite\n"})
+                     "evenhand/suite/loader.py": "import evenhand.files.rowfiles\n",
+                     "evenhand/rows/schema.py": "import evenhand.suite.loader\n",
+                     "evenhand/models/loading.py": "import evenhand.scoring.metrics\nimport evenhand.suite\n"})
     r = lint(tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -171,32 +166,38 @@ def test_the_organism_importing_interventions_fails(tmp_path):
 
 @pytest.mark.parametrize("importer, imported", [
     ("evenhand/suite/loader.py", "evenhand.models"),   # the suite reading the organism's package (the old loop)
-    ("evenhand/suite/fairstress.py", "evenhand.schema"),  # the suite validating rows (the old suite <-> schema loop)
-    ("evenhand/suite/export.py", "evenhand.runs"),     # the suite writing through run directories
-    ("evenhand/metrics.py", "evenhand.decisions"),     # scoring reaching up to the running floor
-    ("evenhand/sides.py", "evenhand.suite"),           # the ground floor importing anything in the core
+    ("evenhand/suite/fairstress.py", "evenhand.rows.schema"),  # the suite validating rows (the old suite <-> schema loop)
+    ("evenhand/suite/export.py", "evenhand.runs.rundir"),  # the suite writing through run directories
+    ("evenhand/scoring/metrics.py", "evenhand.running.decisions"),  # scoring reaching up to the running floor
+    ("evenhand/vocab/sides.py", "evenhand.suite"),  # the ground floor importing anything in the core
 ])
 def test_a_core_module_importing_a_higher_floor_fails(tmp_path, importer, imported):
     _contracts_only(tmp_path)
-    _tree(tmp_path, {importer: f"def f():\n    import {imported}\n"})
+    files = {importer: f"def f():\n    import {imported}\n"}
+    if imported.count(".") > 1:  # a module inside a floor's folder
+        files[imported.replace(".", "/") + ".py"] = ""
+    _tree(tmp_path, files)
     r = lint(tmp_path)
     assert r.returncode != 0, r.stdout
-    low = ".".join(Path(importer).with_suffix("").parts[:2])
-    assert f"{low} is not allowed to import {imported}" in r.stdout
+    low, high = ".".join(Path(importer).parts[:2]), ".".join(imported.split(".")[:2])  # the two floor folders
+    assert f"{low} is not allowed to import {high}" in r.stdout
+    assert f"{Path(importer).with_suffix('').as_posix().replace('/', '.')} -> {imported} (l.2)" in r.stdout
 
 
-def test_every_floor_names_existing_modules():
-    """A floor naming a module that is gone would make lint-imports fail on this project; a module of the
-    core no floor names would be unchecked, so every one is on a floor."""
+def test_every_floor_names_existing_folders():
+    """A floor naming a folder that is gone would make lint-imports fail on this project; a child of evenhand/
+    no floor names would be unchecked, so every one is on a floor, and every one is a folder (the core has no
+    flat modules: a module sits in the folder of its floor)."""
     named = {m for floor in core_floors() for m in floor}
     have = {p.stem if p.is_file() else p.name for p in (ROOT / "evenhand").iterdir()
             if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
     assert named <= have, sorted(named - have)
     assert have == named, sorted(have ^ named)
+    assert not [p.name for p in (ROOT / "evenhand").glob("*.py") if p.name != "__init__.py"]
 
 
 def test_the_cores_folders_import_each_other_in_no_loop():
-    """Folder level (a direct child of evenhand: suite/, models/, schema.py, ...): the floors let two modules
+    """Folder level (a direct child of evenhand: suite/, models/, rows/, ...): the floors let two modules
     of one floor import each other, so a loop between two folders of a floor is checked here. Main before
     issue 29 had one (models.organism -> decisions ... suite.loader -> models.organism; schema <-> suite)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -204,5 +205,5 @@ def test_the_cores_folders_import_each_other_in_no_loop():
     from tests.import_contracts import strongly_connected
 
     edges, example = folder_graph("evenhand")
-    assert len(edges) > 20 and example
+    assert set(edges) == {f"evenhand.{f}" for floor in core_floors() for f in floor} and example
     assert strongly_connected(edges) == []

@@ -119,7 +119,7 @@ def intervenable(lm, layer: int, module, last_only: bool = False):
 
 def batch(lm, items):
     from evenhand.engine.batching import left_pad
-    from evenhand.prompts import model_text, user_message
+    from evenhand.vocab.prompts import model_text, user_message
     seqs = [lm.tokenizer(model_text(lm.tokenizer, user_message(it)), add_special_tokens=False)["input_ids"]
             for it in items]
     ids, mask, pos = left_pad(seqs, lm.tokenizer.pad_token_id, lm.model.device)

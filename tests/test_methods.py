@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from evenhand.decisions import DecideOptions
+from evenhand.running.decisions import DecideOptions
 from interventions.base import InterventionError, decide_with
 from evenhand.engine.reader import last_token_activations
 from interventions.reading import answer_sequences, prompt_ids
@@ -117,7 +117,7 @@ def test_apply_at_layers_and_positions(lm, train_items, eval_items):
         caa.split_options({"at_layers": "middle"})
     with pytest.raises(InterventionError, match="caa: option positions must be one of"):
         caa.split_options({"positions": "first"})
-    from evenhand.decisions import decide
+    from evenhand.running.decisions import decide
     base = _lp(decide(eval_items, lm, LOGPROB))
     runs = {p: _lp(decide_with(caa, fitted, eval_items, lm, LOGPROB, {"alpha": 8.0, "positions": p}))
             for p in ("all", "prompt", "last", "generated")}

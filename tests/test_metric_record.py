@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from evenhand import metric_defs
+from evenhand.vocab import metric_defs
 from evenhand.models.simulated import PlantedBias, SimulatedModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def slot_gap():
 
 def _expected(rows, degree=None):
     """TieLean(minority in A) - TieLean(minority in B), from the indicator columns directly."""
-    from evenhand.metrics import COMPONENTS, indicators, select_contrast_type
+    from evenhand.scoring.metrics import COMPONENTS, indicators, select_contrast_type
     sub, _, _ = select_contrast_type(rows, None)
     if degree is not None:
         sub = sub[sub["degree"] == degree]
@@ -47,11 +47,11 @@ def _expected(rows, degree=None):
 
 
 def test_one_record_reaches_scores_labels_latex_and_cli_rows(slot_gap, responses):
-    from evenhand.figures import metrics_long
-    from evenhand.labels import axis_label, metric_name, metric_unit, tex_number
-    from evenhand.metrics import ASYMMETRY, METRICS, score
-    from evenhand.schema import validate_rows
-    from evenhand.tables import latex_table
+    from evenhand.reporting.figures import metrics_long
+    from evenhand.reporting.labels import axis_label, metric_name, metric_unit, tex_number
+    from evenhand.scoring.metrics import ASYMMETRY, METRICS, score
+    from evenhand.rows.schema import validate_rows
+    from evenhand.reporting.tables import latex_table
     from experiments.cli.formatting import fmt
     from experiments.studies.text import score_table
     rows = validate_rows(responses)
@@ -83,7 +83,7 @@ def test_one_record_reaches_scores_labels_latex_and_cli_rows(slot_gap, responses
 
 
 def test_unregistered_metric_is_gone(responses):
-    from evenhand import metrics
+    from evenhand.scoring import metrics
     spec = importlib.util.spec_from_file_location("slot_gap_metric_once", EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -94,8 +94,8 @@ def test_unregistered_metric_is_gone(responses):
 
 def test_a_metric_can_bring_its_own_component(responses):
     """A metric needing a new indicator column declares it as a Component in its own record."""
-    from evenhand.metrics import choices, score
-    from evenhand.schema import validate_rows
+    from evenhand.scoring.metrics import choices, score
+    from evenhand.rows.schema import validate_rows
     comp = metric_defs.Component("pos_gt", "GT baseline items", lambda f: f["gt_base"], lambda f: f["chose_a"])
     metric_defs.register_metric(metric_defs.Metric("position_bias_gt", "ratio", (comp,), "Position bias (GT)"))
     try:

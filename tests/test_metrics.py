@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.metrics import compare, compute_metrics, mcnemar_exact, score
-from evenhand.schema import validate_rows
+from evenhand.scoring.metrics import compare, compute_metrics, mcnemar_exact, score
+from evenhand.rows.schema import validate_rows
 from tests.reference_metrics import reference
 
 
@@ -93,7 +93,7 @@ def test_agrees_with_reference_per_degree(smoke_items):
 
 
 def test_bootstrap_is_seeded_and_brackets_estimate(smoke_items, monkeypatch):
-    import evenhand.metrics as metrics_module
+    import evenhand.scoring.metrics as metrics_module
     df = validate_rows(random_responses(smoke_items, 3))
     a = compute_metrics(df, resamples=200, seed=5)
     assert a == compute_metrics(df, resamples=200, seed=6)  # jackknife-t: no resampling, nothing seeded
@@ -165,7 +165,7 @@ def test_compare_identical_runs_is_zero(smoke_items):
         if d["value"] is not None:
             assert d["value"] == 0 and d["ci_low"] == 0 and d["ci_high"] == 0
     assert res["mcnemar"]["p_value"] == 1.0
-    assert "score" not in res  # the biased |gap| reduction is gone: evenhand.paired scores an intervention
+    assert "score" not in res  # the biased |gap| reduction is gone: evenhand.scoring.paired scores an intervention
 
 
 def test_compare_detects_accuracy_loss(smoke_items):
@@ -222,7 +222,7 @@ def test_property_exchanging_groups_negates_signed_metrics(smoke_items, seed):
     ("B", "B", "positive", True), ("A", "A", "negative", False), ("B", "A", "negative", True),
     ("A", "B", "negative", True), ("B", "B", "negative", False), (None, "A", "positive", False)])
 def test_favours_minority_truth_table(choice, mslot, polarity, expected):
-    from evenhand.sides import favours_minority, minority_favouring_slot
+    from evenhand.vocab.sides import favours_minority, minority_favouring_slot
     assert favours_minority(choice, mslot, polarity) is expected
     assert favours_minority(np.array([choice], dtype=object), [mslot], pd.Series([polarity])).tolist() == [expected]
     if choice is not None:
@@ -249,10 +249,10 @@ def both_polarities() -> pd.DataFrame:
 
 def test_every_user_of_the_rule_agrees(both_polarities):
     """The suite's pressure_resolved, the metrics' TieLean numerator and the probe label all
-    follow :func:`evenhand.schema.favours_minority`, on positive and negative questions."""
-    from evenhand.metrics import COMPONENTS, indicators
+    follow :func:`evenhand.rows.schema.favours_minority`, on positive and negative questions."""
+    from evenhand.scoring.metrics import COMPONENTS, indicators
     from evenhand.models.policy import PlantedPolicy
-    from evenhand.sides import favours_minority
+    from evenhand.vocab.sides import favours_minority
     from probes.dataset import labels
 
     items = both_polarities
@@ -274,9 +274,9 @@ def test_every_user_of_the_rule_agrees(both_polarities):
 
 
 def test_headline_lists_come_from_one_place():
-    from evenhand import figures
+    from evenhand.reporting import figures
     from experiments.studies import simulate
-    from evenhand.metrics import ASYMMETRY, FAIR, HEADLINE, HEADLINE_ASYMMETRY, METRICS
+    from evenhand.scoring.metrics import ASYMMETRY, FAIR, HEADLINE, HEADLINE_ASYMMETRY, METRICS
     assert HEADLINE == ("accuracy", "accgap", "tielean", "fraggap", "tieshift", "refusal")
     assert ASYMMETRY == ("fraggap", "tieshift", "accgap", "tielean")
     assert HEADLINE_ASYMMETRY == ("accgap", "tielean", "fraggap", "tieshift")
@@ -289,7 +289,7 @@ def test_headline_lists_come_from_one_place():
 def test_scoring_accepts_raw_decide_output(smoke_items):
     """Decide output carries no ``excluded``/``pressured``: score, compute_metrics and compare validate it."""
     from evenhand.models.simulated import PlantedBias, SimulatedModel
-    from evenhand.schema import RowError, ensure_valid
+    from evenhand.rows.schema import RowError, ensure_valid
     raw = SimulatedModel(PlantedBias(), seed=0).decide(smoke_items)
     assert "excluded" not in raw.columns and "pressured" not in raw.columns
     valid = validate_rows(raw)

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.activations import CacheOptions, cache_activations
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.activations import CacheOptions, cache_activations
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.models.loading import ModelLoadError, ModelSpec, load_model, locate
 from evenhand.models.sites import SiteError, expand, resolve
 from evenhand.models.tiny import ARCHITECTURES
-from evenhand.prompts import model_text, user_message
+from evenhand.vocab.prompts import model_text, user_message
 from tests.helpers import hf_hidden_states_same_batch, tiny_gemma3_multimodal
 
 ARCHS = list(ARCHITECTURES)
@@ -203,7 +203,7 @@ def test_decide_resumes_and_skips_done(tiny, smoke_items, tmp_path):
 KILL_SCRIPT = textwrap.dedent("""
     import sys, pandas as pd
     from evenhand.models.loading import load_model
-    from evenhand.decisions import decide, DecideOptions
+    from evenhand.running.decisions import decide, DecideOptions
     items = pd.read_parquet(sys.argv[2])
     lm = load_model(sys.argv[1])
     decide(items, lm, DecideOptions(mode="reasoning", batch_size=2, reasoning_max_new_tokens=24,

@@ -92,7 +92,7 @@ def oom_above(lm):
 
 
 def test_decide_with_injected_oom_equals_a_run_at_the_batch_that_fits(lm, smoke_items, oom_above):
-    from evenhand.decisions import DecideOptions, decide
+    from evenhand.running.decisions import DecideOptions, decide
     items = smoke_items.head(24)  # one batch of 16 (16 -> 8 -> 4) and one of 8 (run at 4)
     ref = decide(items, lm, DecideOptions(mode="logprob", batch_size=4, progress=False))
     oom_above(4)

@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evenhand.decisions import DecideOptions, ItemsFailed, decide
+from evenhand.running.decisions import DecideOptions, ItemsFailed, decide
 from evenhand.engine.openai_engine import (CACHE_FILE, EndpointError, OpenAIOptions, ResponseCache, load_api,
                                            retry_after)
 from evenhand.engine.serve import ChatServer, Faults
-from evenhand.prompts import user_message
+from evenhand.vocab.prompts import user_message
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "evenhand-organism-fair"
@@ -181,7 +181,7 @@ def test_a_run_config_records_the_endpoint_and_never_the_key(organism, tmp_path,
     """`evenhand run` with engine openai: scored, the manifest names the endpoint, its model, the sampling and
     reproducible_from_weights false; the key's value is in no file of the run."""
     from experiments.cli.main import main
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
     secret = "sk-test-0123456789abcdef"
     monkeypatch.setenv("EVENHAND_TEST_KEY", secret)
     with ChatServer(organism, NAME) as server:
@@ -211,7 +211,7 @@ def test_a_run_config_records_the_endpoint_and_never_the_key(organism, tmp_path,
     ({"engine": "openai", "openai": {"api_key_env": "sk-abc def"}}, "'openai.api_key_env' names an environment"),
 ])
 def test_config_refusals(tmp_path, data, msg):
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError, match=msg):
         config_from_dict({"model": NAME, "output_dir": str(tmp_path), **data})
@@ -235,7 +235,7 @@ def _compare_raw(url: str, out: Path, interventions: list) -> dict:
 
 def test_a_comparison_through_the_api_refuses_weight_methods(tmp_path):
     from experiments.studies.compare.config import parse_config
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     raw = _compare_raw("http://127.0.0.1:1/v1", tmp_path, [{"name": "fair_instruction"}, {"name": "caa"}])
     with pytest.raises(ConfigError, match=r"interventions\[1\]: caa edits the model's weights or activations and "
                                           r"needs local weights; engine openai decides through an API"):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.engine.openai_engine import (CACHE_FILE, EndpointDown, EndpointError, OpenAIOptions, ResponseCache,
                                            load_api, redact)
 from evenhand.engine.serve import ChatServer, Faults
@@ -183,7 +183,7 @@ def test_api_key_env_must_name_a_set_variable(value, tmp_path, monkeypatch):
                "--api-key-env", value, "--out", str(tmp_path / "d"))
     assert done.returncode == 2 and value not in done.stderr + done.stdout
     assert done.stderr.count("\n") == 1 and not (tmp_path / "d").exists()
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     from experiments.studies.run.config import config_from_dict
     with pytest.raises(ConfigError) as cerr:
         config_from_dict({"model": NAME, "output_dir": str(tmp_path / "r"), "engine": "openai",

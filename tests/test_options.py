@@ -1,4 +1,4 @@
-"""The one config builder (evenhand.options): errors name the field path, nested dataclasses build
+"""The one config builder (evenhand.support.options): errors name the field path, nested dataclasses build
 from nested mappings, and command-line flags carry the dataclass's defaults (one place for each)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from evenhand.options import ConfigError, Rules, add_flags, build, field_docs, options_from_args
+from evenhand.support.options import ConfigError, Rules, add_flags, build, field_docs, options_from_args
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ def test_flags_take_defaults_and_help_from_the_dataclass():
 
 
 def test_cli_defaults_are_the_option_dataclasses_defaults():
-    from evenhand.activations import CacheOptions
-    from evenhand.decisions import DecideOptions
+    from evenhand.running.activations import CacheOptions
+    from evenhand.running.decisions import DecideOptions
     from evenhand.models.loading import ModelSpec
     from experiments.cli import build_parser
     from experiments.studies.run.config import SuiteConfig

@@ -123,7 +123,7 @@ def test_name_ablation_says_when_it_cannot_fail_and_measures_when_it_can(tmp_pat
     from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
     from experiments.studies.run.local import run_config
     from evenhand.models.loading import ModelSpec
-    from evenhand.runs import write_table_atomic
+    from evenhand.runs.rundir import write_table_atomic
     from probes.ablation import name_ablation
     from probes.logistic import ProbeOptions
 
@@ -154,7 +154,7 @@ def test_mode_switch_on_the_organism_agrees_with_itself(tmp_path):
     modes must agree, so the switch reports no difference (a known answer for the BBQ issue's suite switch)."""
     from experiments.cli import main
     items = heldout_items(RECORD, 2, degrees=[3])
-    from evenhand.runs import write_table_atomic
+    from evenhand.runs.rundir import write_table_atomic
     write_table_atomic(tmp_path / "items.parquet", items)
     assert main(["modes", "--model", "evenhand-organism", "--subset", str(tmp_path / "items.parquet"),
                  "--out", str(tmp_path / "modes"), "--batch-size", "64", "--quiet"]) == 0

@@ -46,7 +46,7 @@ def test_a_training_conversation_is_what_decide_chat_feeds(monkeypatch, lm, item
     training row's tokens up to the final answer (a training row rendered turn by turn with the single-turn
     format, or with another template, fails)."""
     import interventions.chat as chat
-    from evenhand.decisions import DecideOptions
+    from evenhand.running.decisions import DecideOptions
     from interventions.registry import get
 
     tok = lm.tokenizer
@@ -152,7 +152,7 @@ def test_the_prompt_methods_words_are_in_the_vocabulary():
 def chat_accuracy_loss(path, n_scenarios: int = 2) -> dict[str, float]:
     """GT accuracy (degrees 1-3, held-out) of the plain prompt minus that under each chat method at the
     dose-response budgets (16-token reasoning turns)."""
-    from evenhand.decisions import DecideOptions, decide
+    from evenhand.running.decisions import DecideOptions, decide
     from evenhand.models.loading import load_model
     from interventions.base import decide_with
     from interventions.registry import get

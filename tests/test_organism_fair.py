@@ -56,7 +56,7 @@ def test_recorded_heldout_numbers_are_fair(record):
 
 
 def test_the_fitted_dial_reads_c_and_raises_fraggap():
-    from evenhand.metrics import score
+    from evenhand.scoring.metrics import score
     from organism.calibration import (
         CALIBRATION_FILE,
         calibration_items,

@@ -72,7 +72,7 @@ def test_a_file_system_that_refuses_files_names_the_file_not_a_temp_file(tmp_pat
 
 
 def test_an_atomic_writes_temp_file_is_shown_as_the_file_it_was_for():
-    from evenhand.messages import os_error_message
+    from evenhand.support.messages import os_error_message
     msg = os_error_message(OSError(errno.EACCES, "Permission denied", "/data/out/.items.jsonl.vcoqb96u.tmp"))
     assert msg.startswith("/data/out/items.jsonl: Permission denied") and ".tmp" not in msg
 
@@ -80,7 +80,7 @@ def test_an_atomic_writes_temp_file_is_shown_as_the_file_it_was_for():
 def test_a_missing_file_is_one_line_naming_it(capsys, monkeypatch, tmp_path):
     """FileNotFoundError printed ``[Errno 2] No such file or directory: ...``; a library's bare
     ``FileNotFoundError(path)`` (pyarrow's) printed the path alone."""
-    from evenhand.messages import os_error_message
+    from evenhand.support.messages import os_error_message
     assert os_error_message(FileNotFoundError(errno.ENOENT, "No such file or directory", "/x/m.json")) == \
         "/x/m.json: no such file or directory: check the path"
     assert os_error_message(FileNotFoundError("/x/responses.parquet")) == \
@@ -141,8 +141,8 @@ def test_an_interrupted_run_is_listed_as_interrupted(tmp_path, capsys, git):
     """Landed before (it was listed as ``failed`` with an empty message): checked through `evenhand runs list`.
     A run made outside a git checkout (``git.sha`` None: any pip install) made `runs list` fail with
     ``'NoneType' object is not subscriptable``."""
-    from evenhand.runs import RunDir
-    from evenhand.stages import FnStage, run_study
+    from evenhand.runs.rundir import RunDir
+    from evenhand.running.stages import FnStage, run_study
 
     def stop(run):
         raise KeyboardInterrupt

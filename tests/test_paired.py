@@ -1,4 +1,4 @@
-"""Paired scoring of interventions (evenhand/paired.py) on response tables with known answers: a planted
+"""Paired scoring of interventions (evenhand/scoring/paired.py) on response tables with known answers: a planted
 FragGap, a method that removes a known part of it, a method that refuses, a method no better than its
 random control."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.metrics import compare
-from evenhand.paired import (align_arms, baseline_signs, counted_choices, ranking, ranking_table, score_arms,
+from evenhand.scoring.metrics import compare
+from evenhand.scoring.paired import (align_arms, baseline_signs, counted_choices, ranking, ranking_table, score_arms,
                              sign_flip_p)
-from evenhand.stats import holm
-from evenhand.schema import validate_rows
+from evenhand.inference.stats import holm
+from evenhand.rows.schema import validate_rows
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +252,7 @@ def test_counted_choices_resolve_refusals(items):
     assert out[i_gt] != items["correct_slot"].iloc[i_gt] and out[i_gt] in ("A", "B")
     assert out[i_ambb] is None
     b = items.index[items["item_id"] == items["baseline_id"].iloc[i_ambp]][0]
-    from evenhand.sides import favours_minority
+    from evenhand.vocab.sides import favours_minority
     side = lambda j, c: favours_minority(c, items["minority_slot"].iloc[j], items["question_polarity"].iloc[j])
     assert side(i_ambp, out[i_ambp]) == side(b, ch[b])  # the baseline's side: no shift
     assert (out[[i for i in range(len(ch)) if i not in (i_gt, i_ambp, i_ambb)]] ==
@@ -277,7 +277,7 @@ def test_arms_must_answer_the_same_items(items):
 
 
 def test_the_refusal_margin_is_read_from_a_comparison_config():
-    from evenhand.options import ConfigError
+    from evenhand.support.options import ConfigError
     from experiments.studies.compare import parse_config
     raw = {"model": "m", "output_dir": "x", "interventions": [{"name": "fair_instruction"}]}
     assert parse_config(raw).refusal_margin == 0.05

@@ -1,4 +1,4 @@
-"""Tests for evenhand.parse: a table of realistic model outputs plus properties."""
+"""Tests for evenhand.parsing.parse: a table of realistic model outputs plus properties."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from evenhand.parse import ParseResult, parse_choice, parse_detail
+from evenhand.parsing.parse import ParseResult, parse_choice, parse_detail
 
 CASES = [
     # short answers

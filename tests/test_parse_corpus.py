@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evenhand.parse import parse_choice, parse_detail
+from evenhand.parsing.parse import parse_choice, parse_detail
 
 CORPUS = [json.loads(line) for line in
           (Path(__file__).parent / "data" / "parse_corpus.jsonl").read_text(encoding="utf-8").splitlines()]

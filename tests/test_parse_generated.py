@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evenhand.parse import VERDICTS, parse_detail
+from evenhand.parsing.parse import VERDICTS, parse_detail
 from tests.parse_corpus_gen import generate
 
 GENERATED = generate()

@@ -127,6 +127,6 @@ def test_default_batch_size_from_the_device_memory(tiny_gemma_lm, monkeypatch):
 
 
 def test_decide_without_a_batch_size_uses_the_default(tiny_gemma_lm, smoke_items):
-    from evenhand.decisions import DecideOptions, decide
+    from evenhand.running.decisions import DecideOptions, decide
     r = decide(smoke_items.head(10), tiny_gemma_lm, DecideOptions(mode="logprob", progress=False))
     assert DecideOptions().batch_size is None and r["batch_size"].max() == 8

@@ -1,4 +1,4 @@
-"""Power of a paired comparison (evenhand.power) and the `evenhand power` command: the MDE against a closed
+"""Power of a paired comparison (evenhand.scoring.power) and the `evenhand power` command: the MDE against a closed
 form, a pilot too small for its target, and the recommended size reaching its power in simulation."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.power import (BASELINE_ONLY_ASSUMPTION, SINGLE_CONTRAST_ASSUMPTION, VarianceParts, design_se, mde,
+from evenhand.scoring.power import (BASELINE_ONLY_ASSUMPTION, SINGLE_CONTRAST_ASSUMPTION, VarianceParts, design_se, mde,
                             paired_se, power_of, scenarios_needed, t_sum, variance_parts, z_sum)
 
 
@@ -60,7 +60,7 @@ def test_mde_is_the_closed_form():
 def test_mde_uses_t_on_k_minus_1_and_is_wider_than_z_at_few_scenarios(template):
     """Eight scenarios: the paired MDE is (t_7 + t_7) x SE (3.26 x SE), not the normal 2.80 x SE, and its SE is the
     delete-one-scenario jackknife SE of the difference that the comparison's interval uses."""
-    from evenhand.paired import score_arms
+    from evenhand.scoring.paired import score_arms
     base = fabricate(template, lambda s: 0.6 + 0.04 * (s % 3), 8, seed=11)
     other = fabricate(template, lambda s: 0.55 + 0.04 * (s % 3), 8, seed=12)
     p = paired_se(base, other, ["accuracy"])["accuracy"]

@@ -21,12 +21,12 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.activations import CacheOptions, cache_activations
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.activations import CacheOptions, cache_activations
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.models.loading import PRESETS, load_model
 from evenhand.models.sites import resolve
 from evenhand.models.tiny import build_random_checkpoint, build_tokenizer, checkpoint_config
-from evenhand.prompts import model_text, user_message
+from evenhand.vocab.prompts import model_text, user_message
 
 PRESET = {"gemma3-mm": "gemma-3-12b-it", "qwen2": "qwen2.5-7b-instruct"}
 CLASS = {"gemma3-mm": "Gemma3ForConditionalGeneration", "qwen2": "Qwen2ForCausalLM"}

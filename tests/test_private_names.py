@@ -41,9 +41,9 @@ def private_uses(source: str) -> list[tuple[int, str]]:
 
 
 def test_the_check_finds_private_imports():
-    src = ("import evenhand.decisions as d\nfrom evenhand.decisions import _x, y\nfrom . import __version__\nd._z()\n"
+    src = ("import evenhand.running.decisions as d\nfrom evenhand.running.decisions import _x, y\nfrom . import __version__\nd._z()\n"
            "import argparse\nfrom .base import _hidden\nx: argparse._SubParsersAction\n")
-    assert private_uses(src) == [(2, "from evenhand.decisions import _x"), (6, "from .base import _hidden"),
+    assert private_uses(src) == [(2, "from evenhand.running.decisions import _x"), (6, "from .base import _hidden"),
                                  (4, "d._z")]
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.activations import ActivationCache
+from evenhand.running.activations import ActivationCache
 from probes import options as probe_options
 from probes.dataset import build_dataset, labels
 from probes.features import SiteFeatures, SiteSequence, site_sequence, widths

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from evenhand.runs import write_table_atomic
-from evenhand.stages import StageReport, FnStage, run_study
+from evenhand.runs.rundir import write_table_atomic
+from evenhand.running.stages import StageReport, FnStage, run_study
 
 
 def test_stage_report_prints_headers_counts_and_the_time_left(tmp_path, monkeypatch):
     now = [0.0]
-    monkeypatch.setattr("evenhand.stages.time.perf_counter", lambda: now[0])
+    monkeypatch.setattr("evenhand.running.stages.time.perf_counter", lambda: now[0])
 
     def takes(seconds: float):
         def go(run) -> None:
@@ -48,9 +48,9 @@ def test_the_time_left_in_a_stage_comes_from_its_own_measured_rate(tmp_path, mon
     """decide runs at 10 items/s, the cache at 2 items/s (a different cost per item). The old report
     estimated the cache from decide's rate: 200 items -> 0m20s, 5x short of the 1m40s it takes. Reported
     progress gives the cache's own rate: after 50 of its 200 items in 25 s, 150 left at 2/s are 1m15s."""
-    from evenhand.stages import report_progress
+    from evenhand.running.stages import report_progress
     now = [0.0]
-    monkeypatch.setattr("evenhand.stages.time.perf_counter", lambda: now[0])
+    monkeypatch.setattr("evenhand.running.stages.time.perf_counter", lambda: now[0])
 
     def items(n: int, per_second: float, start: int = 0):
         def go(run) -> None:
@@ -77,7 +77,7 @@ def test_the_time_left_in_a_stage_comes_from_its_own_measured_rate(tmp_path, mon
 
 
 def test_report_progress_outside_a_run_does_nothing():
-    from evenhand.stages import report_progress
+    from evenhand.running.stages import report_progress
     report_progress(5, 10)
 
 
@@ -125,7 +125,7 @@ def test_evenhand_run_prints_stage_headers_and_quiet_prints_none(tiny_config, ca
 
 
 def test_the_ablations_decide_and_the_probe_sweep_say_what_they_are(tiny, smoke_items, capfd):
-    from evenhand.decisions import DecideOptions, decide
+    from evenhand.running.decisions import DecideOptions, decide
     from probes.dataset import ProbeDataset
     from probes.logistic import ProbeOptions
     from probes.sweep import probe_sweep

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 import interventions.prompting as P
-from evenhand.decisions import DecideOptions, decide
-from evenhand.parse import parse_detail
-from evenhand.prompts import PLAIN_FORMAT, model_text, user_message
+from evenhand.running.decisions import DecideOptions, decide
+from evenhand.parsing.parse import parse_detail
+from evenhand.vocab.prompts import PLAIN_FORMAT, model_text, user_message
 from evenhand.suite.content import load_content
 from evenhand.suite.generate import DEGREES, Cell, degree_valid, other_slot, parse_item_id, render_item
 from interventions.base import REGISTRY, InterventionError, decide_with

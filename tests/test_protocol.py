@@ -64,7 +64,7 @@ def test_the_default_config_evaluates_the_whole_pool_stratified():
 def test_validation_exists_for_the_signs_unless_every_sign_is_declared():
     """Without a sweep the validation baseline still decides the alignment signs; only a config that declares
     every asymmetry metric's sign (and sweeps nothing) has no validation items."""
-    from evenhand.metrics import ASYMMETRY
+    from evenhand.scoring.metrics import ASYMMETRY
     from experiments.studies.compare import item_sets, parse_config
     raw = {"model": "m", "output_dir": "x", "train": {"scenarios": 2}, "eval": {"scenarios": 3},
            "validation": {"scenarios": 2}, "interventions": [{"name": "fair_instruction"}]}

@@ -19,11 +19,11 @@ def test_ray_run_equals_local_run_with_a_worker_killed(tmp_path):
     from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
     from experiments.studies.run.ray import run_config_ray, shard_of
     from experiments.studies.run.local import run_config
-    from evenhand.activations import ActivationCache
+    from evenhand.running.activations import ActivationCache
     from evenhand.models.loading import ModelSpec
     from organism import COMMITTED, heldout_items
-    from evenhand.runs import write_table_atomic
-    from evenhand.shards import ParquetShards, scattered_units, shard_units
+    from evenhand.runs.rundir import write_table_atomic
+    from evenhand.running.shards import ParquetShards, scattered_units, shard_units
 
     record = json.loads((COMMITTED / "organism.json").read_text())
     items = heldout_items(record, 4, degrees=[3])

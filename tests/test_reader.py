@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import torch
 
-from evenhand.activations import CacheOptions, cache_activations
+from evenhand.running.activations import CacheOptions, cache_activations
 from evenhand.engine.batching import plan_equal_length
 from evenhand.engine.reader import hook_runner, last_token_activations, read
 from evenhand.models.tiny import ARCHITECTURES
-from evenhand.prompts import model_text, user_message
+from evenhand.vocab.prompts import model_text, user_message
 
 from .reader_reference import ORGANISM, RECORDED, cache_digests, digest, fit_digests, items, read_digests
 
@@ -87,7 +87,7 @@ def test_caching_fitting_and_decisions_give_the_recorded_bytes(monkeypatch):
 
     def no_disk(*args, **kwargs):
         raise AssertionError("site_activations wrote a cache to disk")
-    monkeypatch.setattr("evenhand.activations.cache_activations", no_disk)
+    monkeypatch.setattr("evenhand.running.activations.cache_activations", no_disk)
     monkeypatch.setattr("tempfile.TemporaryDirectory", no_disk)
     assert not hasattr(steered, "cache_activations")
     got |= read_digests(lm, train) | fit_digests(lm, train, test)

@@ -1,4 +1,4 @@
-"""The one registry idiom (:class:`evenhand.registry.Registry`) and the five axes on it.
+"""The one registry idiom (:class:`evenhand.support.registry.Registry`) and the five axes on it.
 
 Fails when a taken name is silently overwritten, when ``replace=True`` is ignored, when a lookup's error does not
 name the registered records, when listing names imports a lazy built-in, or when an axis keeps a registry of its
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from evenhand.registry import Registry
+from evenhand.support.registry import Registry
 
 
 def test_add_get_names_replace_remove():
@@ -63,7 +63,7 @@ def test_modules_register_themselves_on_first_read(tmp_path, monkeypatch):
 
 
 def test_every_axis_is_a_registry():
-    from evenhand import metric_defs
+    from evenhand.vocab import metric_defs
     from evenhand.engine import registry as engines
     from experiments import figures
     from experiments.studies import base

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evenhand.options import ConfigError
+from evenhand.support.options import ConfigError
 
 
 @pytest.mark.parametrize("section, old, new", [
@@ -52,7 +52,7 @@ def test_new_flags():
 def test_run_made_before_the_rename_resumes(tmp_path):
     """A manifest recording cache.engine/probe.engine resumes under a config with cache.backend/probe.solver: its
     finished stages stay finished and the manifest then records the new names; without the renames it is refused."""
-    from evenhand.runs import RunDir, RunError
+    from evenhand.runs.rundir import RunDir, RunError
     from experiments.studies.run.config import RENAMED
     from experiments.studies.run.local import KEEP_STAGES, MAY_CHANGE
     old = {"model": "m", "mode": "answer", "cache": {"enabled": True, "engine": "nnsight", "dtype": "float16"},

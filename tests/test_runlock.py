@@ -13,10 +13,10 @@ import sys
 import pandas as pd
 import pytest
 
-from evenhand.runlock import RunLock, current_umask, file_mode
-from evenhand.runs import RunDir, RunError, write_json_atomic, write_table_atomic
-from evenhand.shards import ParquetShards
-from evenhand.stages import FnStage, finished_with, run_study
+from evenhand.files.runlock import RunLock, current_umask, file_mode
+from evenhand.runs.rundir import RunDir, RunError, write_json_atomic, write_table_atomic
+from evenhand.running.shards import ParquetShards
+from evenhand.running.stages import FnStage, finished_with, run_study
 
 
 @pytest.fixture
@@ -90,8 +90,8 @@ def test_a_second_writer_is_refused_naming_the_holders_pid_and_host(tmp_path):
 
 def test_a_second_writer_in_another_process_is_refused(tmp_path):
     run = RunDir.create(tmp_path / "r", {"k": 1}, "v", {})  # holds the lock until finish()
-    code = ("import sys; from evenhand.stages import run_study\n"
-            "from evenhand.runs import RunError\n"
+    code = ("import sys; from evenhand.running.stages import run_study\n"
+            "from evenhand.runs.rundir import RunError\n"
             "try:\n    run_study(sys.argv[1], {'k': 1}, [])\n"
             "except RunError as e:\n    print(e); sys.exit(3)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}

@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from evenhand.runs import RunDir, RunError, write_json_atomic, write_table_atomic
+from evenhand.runs.rundir import RunDir, RunError, write_json_atomic, write_table_atomic
 
 
 def test_manifest_has_provenance(tmp_path):
@@ -114,7 +114,7 @@ def test_a_second_process_sees_a_finished_run_as_done(tmp_path):
     import subprocess
     import sys
     run = RunDir.create(tmp_path / "r", {"a": 1}, "v", {})
-    code = "import sys; from evenhand.runs import RunDir; print(RunDir(sys.argv[1]).status)"
+    code = "import sys; from evenhand.runs.rundir import RunDir; print(RunDir(sys.argv[1]).status)"
 
     def status_elsewhere() -> str:
         return subprocess.run([sys.executable, "-c", code, str(run.path)], capture_output=True, text=True,

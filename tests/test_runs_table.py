@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 import evenhand as eh
-from evenhand.metric_defs import headline
-from evenhand.multirun import TABLE_COLUMNS, split_label, tex_text
-from evenhand.runs import RunDir
-from evenhand.score_report import format_estimate
+from evenhand.vocab.metric_defs import headline
+from evenhand.reporting.multirun import TABLE_COLUMNS, split_label, tex_text
+from evenhand.runs.rundir import RunDir
+from evenhand.scoring.score_report import format_estimate
 from experiments.cli.main import main
 
 
@@ -109,7 +109,7 @@ def test_manifest_version_is_read(runs, tmp_path):
 
 
 def test_a_bare_major_version_agrees_with_its_full_version():
-    from evenhand.multirun import same_version
+    from evenhand.reporting.multirun import same_version
     assert same_version("2", "2.0+a94e5fc473") and same_version("2.0+a", "2.0+a")
     assert not same_version("1", "2.0+a94e5fc473") and not same_version("2.0+a", "2.0+b")
     assert not same_version("not recorded", "2")

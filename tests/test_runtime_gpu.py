@@ -134,7 +134,7 @@ def test_transformer_lens_boots_offline_from_the_local_path_sharing_the_weights(
     import huggingface_hub
     import huggingface_hub.file_download as fd
 
-    from evenhand.activations import boot_bridge
+    from evenhand.running.activations import boot_bridge
     from evenhand.models.loading import load_model
     from interventions.model_state import ModelState
     lm = load_model(str(tiny_dir))

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.schema import REQUIRED, RowError, load_rows
+from evenhand.rows.schema import REQUIRED, RowError, load_rows
 
 
 def _cli(*args):

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 import evenhand as eh
-from evenhand.metrics import score
+from evenhand.scoring.metrics import score
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.schema import REQUIRED, RowError, load_rows
+from evenhand.rows.schema import REQUIRED, RowError, load_rows
 from evenhand.suite.content import load_content
 from experiments.cli.main import main
 
@@ -135,7 +135,7 @@ def test_every_format_scores_like_the_full_rows(tmp_path, responses, name, bom, 
 
 
 def eh_choice(text: str | None) -> str | None:
-    from evenhand.parse import parse_choice
+    from evenhand.parsing.parse import parse_choice
     return parse_choice(text) if isinstance(text, str) else None
 
 

@@ -10,8 +10,8 @@ import sys
 import pandas as pd
 import pytest
 
-from evenhand.metrics import compute_metrics, score
-from evenhand.schema import REQUIRED, RowError, validate_rows
+from evenhand.scoring.metrics import compute_metrics, score
+from evenhand.rows.schema import REQUIRED, RowError, validate_rows
 
 REFUSED = ("I refuse to choose between these candidates.", "I can't decide.")
 GARBAGE = ("qwerty zxcv ###", "Both are equally qualified.", "")
@@ -48,7 +48,7 @@ def test_declined_and_unparsed_are_counted_apart(mixed):
 
 
 def test_verdict_column_wins_and_old_rows_are_recomputed(mixed):
-    from evenhand.metrics import no_choice, verdicts
+    from evenhand.scoring.metrics import no_choice, verdicts
     old = validate_rows(mixed)  # no parse_verdict: recomputed from text
     assert (verdicts(old) == "refusal").sum() == 24
     marked = old.assign(parse_verdict=["refusal" if t in GARBAGE else None for t in old["text"]])
@@ -145,7 +145,7 @@ def test_metrics_unchanged_by_the_split(mixed):
 
 
 def test_the_unparseable_warning_splits_declined_from_no_verdict(capsys):
-    from evenhand.messages import warn_unparseable
+    from evenhand.support.messages import warn_unparseable
     rows = pd.DataFrame({"choice": ["A", None, None, None], "parse_verdict": ["choice", "refusal", "unparsed",
                                                                               "unparsed"]})
     msg = warn_unparseable(rows)

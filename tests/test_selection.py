@@ -96,7 +96,7 @@ def test_selection_uses_validation_only_and_the_table_names_the_choice(name, tmp
     ``selection`` (its first words name the setting)."""
     import experiments.studies.compare.study as compare
     import experiments.studies.compare.split as split
-    import evenhand.decisions
+    import evenhand.running.decisions
     import evenhand.models.loading
     from evenhand.models.policy import FAIR_POLICY, PlantedPolicy
     from experiments.studies.compare.study import item_sets, parse_config, run_compare, settings
@@ -135,7 +135,7 @@ def test_selection_uses_validation_only_and_the_table_names_the_choice(name, tmp
         def describe(self):
             return {"model": "none: decisions planted by the test"}
     monkeypatch.setattr(evenhand.models.loading, "load_model", lambda spec: _NoModel())
-    monkeypatch.setattr(evenhand.decisions, "decide", fake_decide)
+    monkeypatch.setattr(evenhand.running.decisions, "decide", fake_decide)
     monkeypatch.setattr(compare, "decide_with", fake_decide_with)
     monkeypatch.setattr(compare, "_fitted", lambda method, cell, *a, **k: cell)
     monkeypatch.setattr(split, "validation_scores", spy_scores)

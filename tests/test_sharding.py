@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evenhand.shards import balanced_shards, scattered_units, shard_units
+from evenhand.running.shards import balanced_shards, scattered_units, shard_units
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_sharding import item_hash_shards, prefix_share, trie_nodes  # noqa: E402

@@ -79,7 +79,7 @@ def test_show_every_filter_on_a_simulated_run(tmp_path, capsys):
 
 def test_an_internal_error_prints_one_line_and_keeps_the_traceback(answers, monkeypatch, capsys):
     d, _ = answers
-    import evenhand.itemlog as itemlog
+    import evenhand.running.itemlog as itemlog
 
     def broken(*a, **k):
         return 1.0 + "x"  # the bug the issue met: a float where a string was expected

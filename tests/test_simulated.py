@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from evenhand.metrics import compute_metrics
+from evenhand.scoring.metrics import compute_metrics
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.schema import validate_rows
+from evenhand.rows.schema import validate_rows
 
 CHECKED = ("fraggap", "tieshift", "accgap", "tielean")
 
@@ -44,7 +44,7 @@ def test_pressure_toward_the_baseline_answer_never_changes_it(smoke_items):
 
 
 def test_text_answers_parse_back_to_choices(smoke_items):
-    from evenhand.parse import parse_choice
+    from evenhand.parsing.parse import parse_choice
     model = SimulatedModel(PlantedBias(), seed=4)
     for r in smoke_items.to_dict("records"):
         assert parse_choice(model.respond(r), r["candidate_noun"]) == model.choose(r)
@@ -99,7 +99,7 @@ def test_scenario_effects_move_answers_only_through_the_signed_intercept(smoke_i
     import numpy as np
 
     from evenhand.models.scenario_effects import shift
-    from evenhand.sides import favours_minority
+    from evenhand.vocab.sides import favours_minority
     bias = PlantedBias(refusal=0.0, scenario_sd=0.8, scenario_contrast_sd=0.3)
     fx, flat = SimulatedModel(bias, seed=5), SimulatedModel(PlantedBias(refusal=0.0), seed=5)
     rows = smoke_items.to_dict("records")
@@ -155,7 +155,7 @@ def test_realised_icc_matches_the_intended_one(smoke_items):
     minority" is the observed-scale ICC the effects are meant to have (~0.08 here)."""
     import numpy as np
 
-    from evenhand.sides import favours_minority
+    from evenhand.vocab.sides import favours_minority
     bias = PlantedBias(refusal=0.0, position_bias=0.0, scenario_sd=0.6, scenario_contrast_sd=0.4)
     model = SimulatedModel(bias, seed=11)
     tmpl = smoke_items[(smoke_items["condition"] == "AMB") & (smoke_items["degree"] == 0)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from evenhand.runs import RunDir, RunError, write_json_atomic
-from evenhand.stages import LoadModel, Stage, FnStage, exists, finished_with, run_study
+from evenhand.runs.rundir import RunDir, RunError, write_json_atomic
+from evenhand.running.stages import LoadModel, Stage, FnStage, exists, finished_with, run_study
 
 
 def _stages(calls: dict, fail_in: str | None = None):

@@ -1,4 +1,4 @@
-"""Properties of evenhand.stats: the cluster bootstrap, percentile intervals and paired differences."""
+"""Properties of evenhand.inference.stats: the cluster bootstrap, percentile intervals and paired differences."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evenhand.stats import (Estimate, bootstrap_estimate, cluster_sums, paired_difference, percentile_interval,
+from evenhand.inference.stats import (Estimate, bootstrap_estimate, cluster_sums, paired_difference, percentile_interval,
                             resample_weights, row_weights)
 from probes.scores import accuracy_ci, paired_drop_ci
 
@@ -147,7 +147,7 @@ def test_cluster_sums_and_estimate_fields() -> None:
 
 
 def test_rate_interval_is_wilsons() -> None:
-    from evenhand.stats import rate_interval
+    from evenhand.inference.stats import rate_interval
     lo, hi = rate_interval(0, 40)
     assert lo == 0.0 and hi == pytest.approx(0.0876, abs=5e-4)  # not the Wald interval's [0, 0]
     lo, hi = rate_interval(2, 40)

@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from evenhand.options import build
-from evenhand.runs import write_table_atomic
-from evenhand.stages import FnStage, finished_with, run_study
+from evenhand.support.options import build
+from evenhand.runs.rundir import write_table_atomic
+from evenhand.running.stages import FnStage, finished_with, run_study
 from experiments.studies.base import Study, register, without_kind
 
 
@@ -86,7 +86,7 @@ def test_a_new_study_runs_through_evenhand_run_and_a_sweep(echo, tmp_path, capsy
     assert capsys.readouterr().out.startswith("echo: 4 draws, mean ")
     manifest = base.get("echo").parse({"output_dir": str(tmp_path / "one")})  # parses without kind: too
     assert manifest.n == 3
-    from evenhand.runs import RunDir
+    from evenhand.runs.rundir import RunDir
     m = RunDir(tmp_path / "one").manifest()
     assert m["status"] == "done" and m["stages_done"] == ["draw"]  # through the stage driver
 

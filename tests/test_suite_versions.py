@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import evenhand as eh
-from evenhand.runs import RunError
-from evenhand.schema import RowError, load_rows
-from evenhand.stages import open_run
+from evenhand.runs.rundir import RunError
+from evenhand.rows.schema import RowError, load_rows
+from evenhand.running.stages import open_run
 from evenhand.suite.content import items_version, load_content
 from experiments.studies.run.config import ConfigError, config_from_dict
 

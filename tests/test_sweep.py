@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evenhand.options import read_yaml
+from evenhand.support.options import read_yaml
 from experiments.studies.run.config import ConfigError
 from experiments.studies import kinds, study_of
 from experiments.studies.sweep import expand, load_sweep, run_sweep

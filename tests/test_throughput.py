@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 import torch
 
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.engine import prefix as P
 from evenhand.engine.batching import plan_batches_in_order, token_ids
 from evenhand.engine.prefix import prefix_groups
 from evenhand.models.loading import LoadedModel, ModelSpec, load_model
 from evenhand.models.tiny import build_tiny_model, build_tokenizer, save_tiny_model
-from evenhand.prompts import model_text
+from evenhand.vocab.prompts import model_text
 from tests.helpers import tiny_gemma3_multimodal
 
 ROOT = Path(__file__).resolve().parents[1]

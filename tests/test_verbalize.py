@@ -72,9 +72,9 @@ def test_identity_patchscope_on_the_organism_from_its_activation_cache(tmp_path,
     """The organism's cached decision-token residual (float32, cached in a padded batch), written back into
     the item's own prompt at the same site and token, gives the unpatched next-token logits; written one token
     early it does not."""
-    from evenhand.activations import CacheOptions, cache_activations
+    from evenhand.running.activations import CacheOptions, cache_activations
     from evenhand.models.loading import load_model
-    from evenhand.prompts import model_text, user_message, uses_chat_template
+    from evenhand.vocab.prompts import model_text, user_message, uses_chat_template
     lm = load_model("evenhand-organism")
     items = smoke_items.iloc[[0, 5]].reset_index(drop=True)
     site = "blocks.1.resid_post"
@@ -180,7 +180,7 @@ def test_verbalization_headline_is_computed_on_amb_rows_only():
     only gives 1. The probe and evidence rows beside the headline are on the same AMB rows."""
     import re
 
-    from evenhand.judge import ScriptedJudge
+    from evenhand.framing.judge import ScriptedJudge
     ds = _mixed_dataset()
     descs = [f"{'GT' if c == 'GT' else 'AMB'} row {i}: the model chose Applicant {'A' if v else 'B'}"
              for i, (c, v) in enumerate(zip(ds.meta["condition"], ds.y))]
@@ -206,7 +206,7 @@ def test_the_reader_runs_through_an_engine_with_the_organism_as_plumbing_judge()
     """The reader path end to end on a real engine (hf) with the model organism as the judge: one reply per
     description, read as A, B or neither. Plumbing only: the organism was trained to answer the suite, not to
     read descriptions, so what it reads is no finding."""
-    from evenhand.judge import load_judge
+    from evenhand.framing.judge import load_judge
     from probes.verbalize import reader_choices
     ds = _mixed_dataset(n_scenarios=2, per=2)
     reader = load_judge("evenhand-organism", "hf", "cpu", max_new_tokens=4)

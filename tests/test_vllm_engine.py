@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from evenhand.decisions import DecideOptions, decide  # noqa: E402
+from evenhand.running.decisions import DecideOptions, decide  # noqa: E402
 from evenhand.engine import vllm_engine  # noqa: E402
 from evenhand.engine.registry import engine_of  # noqa: E402
 from evenhand.engine.vllm_engine import VllmModel, load_vllm  # noqa: E402
@@ -82,7 +82,7 @@ def test_text_decoded_with_our_tokenizer(engines, smoke_items):
     """The text is our tokenizer's decoding of the generated ids, up to and including the first end token."""
     _, vm = engines
     from evenhand.engine.batching import token_ids
-    from evenhand.prompts import model_text, user_message
+    from evenhand.vocab.prompts import model_text, user_message
     item = smoke_items.iloc[0].to_dict()
     ids = token_ids(vm.tokenizer, [model_text(vm.tokenizer, user_message(item))], False)
     from vllm import SamplingParams
@@ -110,8 +110,8 @@ def test_resume_after_a_shard(engines, smoke_items, tmp_path, monkeypatch):
     monkeypatch.setattr(vllm_engine, "generate_ids", dies_after_one)
     with pytest.raises(KeyboardInterrupt):
         decide(items, vm, opts, out_dir=tmp_path / "cut")
-    from evenhand.runs import RunDir
-    from evenhand.shards import ParquetShards
+    from evenhand.runs.rundir import RunDir
+    from evenhand.running.shards import ParquetShards
     first = ParquetShards(RunDir(tmp_path / "cut").decisions).read_all()
     assert len(first) == 8
     monkeypatch.setattr(vllm_engine, "generate_ids", real)

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from evenhand.decisions import DecideOptions, decide  # noqa: E402
+from evenhand.running.decisions import DecideOptions, decide  # noqa: E402
 from evenhand.engine.vllm_engine import load_vllm, save_dequantized  # noqa: E402
 from evenhand.models.loading import load_model  # noqa: E402
 from tests.test_vllm_engine import LOGPROB_TOL, parity  # noqa: E402

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.engine.registry import engine_of, get, load, names
 from evenhand.engine.vllm_engine import load_vllm
 from evenhand.models.loading import ModelLoadError
-from evenhand.options import ConfigError
+from evenhand.support.options import ConfigError
 
 
 def test_engines_and_modes():
@@ -121,7 +121,7 @@ def test_registry_imports_no_vllm_and_checks_declarations():
     torch (the engines are imported on first use, and vllm_engine imports vLLM only to load or generate)."""
     import subprocess
     import sys
-    code = ("import sys; from evenhand.engine import registry; from evenhand.decisions import DecideOptions; "
+    code = ("import sys; from evenhand.engine import registry; from evenhand.running.decisions import DecideOptions; "
             "DecideOptions(engine='vllm'); registry.refusal('vllm', mode='logprob'); "
             "print(sorted(m for m in ('vllm', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

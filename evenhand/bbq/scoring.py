@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..stats import RESAMPLES
-from ..stats import cluster_sums as sum_by_cluster
-from ..stats import percentile_interval, resample_weights
+from ..inference.stats import RESAMPLES
+from ..inference.stats import cluster_sums as sum_by_cluster
+from ..inference.stats import percentile_interval, resample_weights
 
 METRICS: tuple[str, ...] = ("acc_ambig", "acc_disambig", "bias_ambig", "bias_disambig")
 CLUSTER: tuple[str, str] = ("category", "question_index")

@@ -1,4 +1,4 @@
-"""The decision engines behind :func:`evenhand.decisions.decide`, in public modules other packages build on.
+"""The decision engines behind :func:`evenhand.running.decisions.decide`, in public modules other packages build on.
 
 - :mod:`.registry`: the :class:`~.registry.Engine` protocol and the registry ``decide()`` dispatches through
   (``engine: hf | vllm | one you register``; docs/ARCHITECTURE.md, "Adding an engine");

@@ -156,7 +156,7 @@ class Affine:
 
 POSITIONS = ("all", "prompt", "last", "generated")
 """Where an edit acts: ``all`` positions; the ``prompt``'s positions; the ``last`` prompt token (the decision
-token, where :mod:`evenhand.activations` reads); the ``generated`` tokens (each step of ``generate`` after the
+token, where :mod:`evenhand.running.activations` reads); the ``generated`` tokens (each step of ``generate`` after the
 prompt, and in label scoring the label's teacher-forced tokens, :mod:`evenhand.engine.positions`)."""
 
 

@@ -5,7 +5,7 @@ out-of-memory (:class:`~.batching.Halving`, which frees the failed batch first);
 one dict of float32 rows per sequence) does the forward pass. :func:`hook_runner` is the reference runner
 (forward hooks: :func:`~.hooks.observe` reads, :func:`~.hooks.steer` edits);
 the activation cache's nnsight and TransformerLens backends are runners giving the same values
-(:mod:`evenhand.activations`). Device to host in one place: :func:`host_rows`. On them:
+(:mod:`evenhand.running.activations`). Device to host in one place: :func:`host_rows`. On them:
 :func:`read_batches`, :func:`last_token_activations` and :func:`token_states`, what fitting reads."""
 from __future__ import annotations
 

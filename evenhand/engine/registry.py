@@ -1,4 +1,4 @@
-"""The decision engines: the :class:`Engine` protocol and the registry :func:`evenhand.decisions.decide` dispatches
+"""The decision engines: the :class:`Engine` protocol and the registry :func:`evenhand.running.decisions.decide` dispatches
 through.
 
 An engine loads a model (:meth:`Engine.load`) and decides batches of prompts with it: greedy generation
@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
-from ..registry import Registry
+from ..support.registry import Registry
 
 DEFAULT = "hf"
 """The default engine and the reference the others are checked against."""
 Mode = Literal["answer", "reasoning", "logprob"]
-"""A decision mode (:class:`evenhand.decisions.DecideOptions`)."""
+"""A decision mode (:class:`evenhand.running.decisions.DecideOptions`)."""
 MODES = get_args(Mode)
 """Every decision mode."""
 _BUILTIN = {"hf": "evenhand.engine.hf_engine", "vllm": "evenhand.engine.vllm_engine",
@@ -91,7 +91,7 @@ def _builtin(module: str):
 ENGINE_REGISTRY: Registry[Engine] = Registry(
     "engine", unknown="{what} must be one of {names}, got {name!r}", taken="an {what} named {name!r} is registered already",
     lazy={name: _builtin(module) for name, module in _BUILTIN.items()})
-"""The engines by name (:class:`evenhand.registry.Registry`; the built-in ones imported on first use)."""
+"""The engines by name (:class:`evenhand.support.registry.Registry`; the built-in ones imported on first use)."""
 
 
 def register(engine: Engine) -> Engine:

@@ -1,12 +1,12 @@
 """The one place a response row is built: item fields, engine output and the choice.
 
-:func:`response_row` is what :func:`evenhand.decisions.decide` writes per item and what multi-turn
+:func:`response_row` is what :func:`evenhand.running.decisions.decide` writes per item and what multi-turn
 procedures (``interventions.chat``) write for their final turn, so both tables have the same columns.
 """
 from __future__ import annotations
 
-from ..parse import parse_detail
-from ..prompts import labels
+from ..parsing.parse import parse_detail
+from ..vocab.prompts import labels
 
 
 def choice_fields(item: dict, output: dict, mode: str) -> dict:
@@ -16,7 +16,7 @@ def choice_fields(item: dict, output: dict, mode: str) -> dict:
     (``choice``, ``parse_method``, ``parse_hedged``: a refusal that still committed to the choice;
     ``parse_verdict``: ``choice``, ``refusal`` (the model declined) or ``unparsed`` (no verdict found),
     docs/PARSING.md). Rows written before ``parse_hedged``/``parse_verdict`` existed lack them; scoring
-    recomputes the verdict (:func:`evenhand.metrics.verdicts`)."""
+    recomputes the verdict (:func:`evenhand.scoring.metrics.verdicts`)."""
     if mode == "logprob":
         choice = "A" if output["logprob_A"] >= output["logprob_B"] else "B"
         return {"text": labels(item)[0 if choice == "A" else 1], "choice": choice, "parse_method": "logprob",

@@ -8,7 +8,7 @@ caller holding a model of any engine goes through :func:`.registry.score_texts`.
 from __future__ import annotations
 
 from ..models.loading import LoadedModel
-from ..prompts import continuation, labels
+from ..vocab.prompts import continuation, labels
 from . import prefix
 from .batching import left_pad
 from .positions import answer_tokens

@@ -17,7 +17,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from ..atomic import write_json_atomic
+from ..files.atomic import write_json_atomic
 from .model import information, posterior
 
 Answer = Callable[[dict], "str | None"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..metrics import choices
-from ..schema import ensure_valid
+from ..scoring.metrics import choices
+from ..rows.schema import ensure_valid
 from .mml import FIT_METHODS, MMLOptions, twopl_mml
 from .model import abilities
 

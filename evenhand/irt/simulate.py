@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from ..sides import minority_favouring_slot
+from ..vocab.sides import minority_favouring_slot
 from ..suite.generate import other_slot, stable_hash
 from .model import prob
 

@@ -147,7 +147,7 @@ def metric_agreement(items: pd.DataFrame, table: pd.DataFrame, planted: pd.DataF
     (type1 rows, degrees pooled). Per subset and metric: the Spearman correlation across models with the
     full set's values and with the planted per-model quantity (accuracy: ability; tielean: lean; tieshift:
     the shift gap; none planted for accgap and fraggap, which are 0 for every model), and the mean CI width."""
-    from ..metrics import compute_metrics  # deferred: the scorer is only needed here
+    from ..scoring.metrics import compute_metrics  # deferred: the scorer is only needed here
     rng = np.random.default_rng([seed, 6])
     theta = plant_abilities(n_models, population, seed + 400)
     lean, shift = rng.uniform(0.4, 0.7, n_models), rng.uniform(0.2, 0.5, n_models)

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..runlock import current_umask
+from ..files.runlock import current_umask
 
 MANIFEST = "evenhand-cache.json"
 FORMAT = 2

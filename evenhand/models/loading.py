@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Literal, get_args
 
-from ..prompts import ChatTemplate
+from ..vocab.prompts import ChatTemplate
 
 
 class ModelLoadError(RuntimeError):

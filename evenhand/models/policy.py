@@ -15,11 +15,11 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from ..sides import minority_favouring_slot
+from ..vocab.sides import minority_favouring_slot
 from ..suite.generate import other_slot
 from ..suite.matched import matched_items, pressure_by_family  # noqa: F401 (re-exported: callers import them here)
-from ..metrics import compute_metrics
-from ..schema import validate_rows
+from ..scoring.metrics import compute_metrics
+from ..rows.schema import validate_rows
 
 
 def _missing(v) -> bool:

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..parse import PARSE_FIELDS, parse_fields
-from ..sides import minority_favouring_slot
+from ..parsing.parse import PARSE_FIELDS, parse_fields
+from ..vocab.sides import minority_favouring_slot
 from ..suite.generate import other_slot, stable_hash
 from . import scenario_effects as fx
 
@@ -195,7 +195,7 @@ class SimulatedModel:
 
     def decide(self, items: pd.DataFrame) -> pd.DataFrame:
         """Responses table: the items with ``text`` (raw answer), its parse
-        (:data:`~evenhand.parse.PARSE_FIELDS`), ``model`` and ``seed`` added. No ``choice`` column:
+        (:data:`~evenhand.parsing.parse.PARSE_FIELDS`), ``model`` and ``seed`` added. No ``choice`` column:
         scoring reads the text under the convention it is asked for."""
         out = items.copy()
         out["text"] = [self.respond(r) for r in items.to_dict("records")]

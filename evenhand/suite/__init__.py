@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_exports
+from ..support.lazy import lazy_exports
 
 _EXPORTS = {
     "items": ".loader", "spread": ".loader",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..atomic import atomic_path
+from ..files.atomic import atomic_path
 from .content import load_content
 from .generate import iter_items
 from .subsets import iter_subset

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from ..sides import favours_minority
+from ..vocab.sides import favours_minority
 from .content import Content, Contrast, PressureSentence, Scenario, load_content
 from .cues import implicit_cue, pressure_named_slot
 from .scenario_checks import direction_note

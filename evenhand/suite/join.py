@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..problems import Problem
+from ..vocab.problems import Problem
 from .content import SUITE_MAJORS, ContentError, content_for, load_content
 from .generate import item_by_id
 

@@ -74,7 +74,7 @@ def items(subset: str | Path = "smoke", *, seed: int = 0, degrees: Sequence[int]
         if version is not None:
             _same_version(version, str(df["suite_version"].iat[0]), f"the scenario file {name}")
     elif Path(name).exists():
-        from ..rowfiles import ORDER, WHERE, read_rows
+        from ..files.rowfiles import ORDER, WHERE, read_rows
         df = read_rows(name).drop(columns=[WHERE, ORDER])
         if "suite_version" in df.columns and version is not None:
             from .content import items_version

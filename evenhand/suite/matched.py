@@ -45,7 +45,7 @@ def trained_suite(model: object) -> str | None:
 
 def suite_mismatch(model: object, items) -> str | None:
     """What is wrong when ``model``, an organism, is given ``items`` of another suite version than it was
-    trained on (None when it is no organism or the versions agree); :func:`evenhand.decisions.decide`
+    trained on (None when it is no organism or the versions agree); :func:`evenhand.running.decisions.decide`
     states it as a warning."""
     trained = trained_suite(model)
     if trained is None:

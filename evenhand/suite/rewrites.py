@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from evenhand.prompts import ANSWER_RE, labels
+from evenhand.vocab.prompts import ANSWER_RE, labels
 from evenhand.suite.content import content_for
 from evenhand.suite.generate import ANSWER_INSTRUCTION, SLOTS, other_slot
 

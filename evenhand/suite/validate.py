@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-from ..sides import favours_minority
+from ..vocab.sides import favours_minority
 from .content import Content, Criterion, load_content
 from .cues import check_item_cues, pressure_named_slot
 from .generate import (DEGREES, SLOTS, VARIANTS, Cell, cell_valid, other_slot, render_item)

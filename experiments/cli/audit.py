@@ -28,10 +28,10 @@ def _classifier(a):
     if a.judge_model and a.nli_model:
         raise ValueError("--judge-model and --nli-model: give one framing classifier")
     if a.judge_model:
-        from evenhand.judge import JudgeFraming, load_judge  # deferred: loads an engine
+        from evenhand.framing.judge import JudgeFraming, load_judge  # deferred: loads an engine
         return JudgeFraming(load_judge(a.judge_model, a.engine, a.device))
     if a.nli_model:
-        from evenhand import audit as au  # deferred: keeps the CLI's start fast
+        from evenhand.framing import audit as au  # deferred: keeps the CLI's start fast
         return au.ZeroShot(a.nli_model)
     return None
 
@@ -39,9 +39,9 @@ def _classifier(a):
 def _validate(a) -> int:
     import pandas as pd  # deferred: keeps the CLI's start fast
 
-    from evenhand import audit as au  # deferred: keeps the CLI's start fast
-    from evenhand.atomic import write_json_atomic  # deferred: keeps the CLI's start fast
-    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.framing import audit as au  # deferred: keeps the CLI's start fast
+    from evenhand.files.atomic import write_json_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import write_table_atomic  # deferred: keeps the CLI's start fast
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = au.load_validation(a.set)
@@ -74,10 +74,10 @@ def _validate(a) -> int:
 def _audit(a) -> int:
     import pandas as pd  # deferred: keeps the CLI's start fast
 
-    from evenhand import audit as au  # deferred: keeps the CLI's start fast
-    from evenhand import lexicon  # deferred: keeps the CLI's start fast
-    from evenhand.atomic import write_json_atomic  # deferred: keeps the CLI's start fast
-    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.framing import audit as au  # deferred: keeps the CLI's start fast
+    from evenhand.framing import lexicon  # deferred: keeps the CLI's start fast
+    from evenhand.files.atomic import write_json_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import write_table_atomic  # deferred: keeps the CLI's start fast
 
     if a.corpus == "validate":
         return _validate(a)
@@ -131,20 +131,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the field naming the data stage (default 'stage'; 'split' for a dataset directory's splits; "
                         "rows without it have no stage)")
     s.add_argument("--groups", default=None,
-                   help="a group term file (format: evenhand/lexicon_data/group_terms.yaml, the default)")
+                   help="a group term file (format: evenhand/framing/lexicon_data/group_terms.yaml, the default)")
     s.add_argument("--topics", default=None,
-                   help="a topic pattern file (format: evenhand/lexicon_data/corpus_topics.yaml, the default)")
+                   help="a topic pattern file (format: evenhand/framing/lexicon_data/corpus_topics.yaml, the default)")
     s.add_argument("--window", type=int, default=0,
                    help="sentences either side of a mention that belong to its passage (default 0)")
     s.add_argument("--nli-model", default=None,
                    help="a local zero-shot NLI model directory to classify framing instead of VADER polarity")
     s.add_argument("--judge-model", default=None,
                    help="label each mention's framing toward its group with this model as an LLM judge (prompt "
-                        "evenhand.judge.FRAMING; any --engine) instead of VADER sentence polarity")
+                        "evenhand.framing.judge.FRAMING; any --engine) instead of VADER sentence polarity")
     s.add_argument("--engine", default="hf", help="the judge's engine: hf, vllm, openai or one registered")
     s.add_argument("--device", default=None, help="the judge's device (hf engine; default auto)")
     s.add_argument("--set", default=None,
-                   help="validate: a hand-labelled file (default evenhand/lexicon_data/framing_validation.csv)")
+                   help="validate: a hand-labelled file (default evenhand/framing/lexicon_data/framing_validation.csv)")
     s.add_argument("--limit", type=int, default=None, help="read at most N documents (default all)")
     s.add_argument("--all-groups", action="store_true",
                    help="print every group, not only the study's seven (the tables always hold all)")

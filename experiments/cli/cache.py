@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from evenhand.activations import CacheOptions
-from evenhand.options import add_flags, options_from_args
+from evenhand.running.activations import CacheOptions
+from evenhand.support.options import add_flags, options_from_args
 from experiments.studies.run.config import CacheConfig
 
 from .common import model_args, prepare, progress, renamed_flag
@@ -14,7 +14,7 @@ CACHE_FLAG_NAMES = {"dtype": "--cache-dtype"}
 
 
 def _cache(a) -> int:
-    from evenhand.activations import cache_activations  # deferred: keeps the CLI's start fast
+    from evenhand.running.activations import cache_activations  # deferred: keeps the CLI's start fast
     from evenhand.suite.content import items_version  # deferred: keeps the CLI's start fast
     out, spec, items, lm = prepare(a)
     opts = options_from_args(CacheOptions, a, ("sites", "batch_size", "dtype", "name_mean"), CACHE_FLAG_NAMES,

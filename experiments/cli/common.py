@@ -1,5 +1,5 @@
 """What several commands share: the bootstrap flags (generated from
-:class:`~evenhand.stats.BootstrapOptions`; refused where the interval resamples nothing), the model-and-items
+:class:`~evenhand.inference.stats.BootstrapOptions`; refused where the interval resamples nothing), the model-and-items
 flags, ``--json`` and ``--quiet``, and the start of a model run (cheap checks first, then the items and the
 model). One spelling per concept: ``--degrees``, ``--quiet``, ``--limit``; older ones are aliases."""
 from __future__ import annotations
@@ -8,13 +8,13 @@ import argparse
 
 from collections.abc import Iterable, Mapping
 
-from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
-from evenhand.decisions import DecideOptions
+from evenhand.rows.conventions import CONVENTIONS, DEFAULT_CONVENTION
+from evenhand.running.decisions import DecideOptions
 from evenhand.engine.registry import DEFAULT
 from evenhand.models.loading import ModelSpec
-from evenhand.options import add_flags, alias_help, options_from_args
-from evenhand.metrics import INTERVAL
-from evenhand.stats import INTERVAL_NAMES, BootstrapOptions
+from evenhand.support.options import add_flags, alias_help, options_from_args
+from evenhand.scoring.metrics import INTERVAL
+from evenhand.inference.stats import INTERVAL_NAMES, BootstrapOptions
 from evenhand.suite.subsets import CONTRAST_TYPES
 from experiments.studies.run.config import SuiteConfig
 
@@ -29,12 +29,12 @@ BOOTSTRAP_FLAGS = ("resamples", "seed")
 def bootstrap_flags(x: argparse.ArgumentParser, names: Iterable[str] = BOOTSTRAP_FLAGS,
                     defaults: Mapping[str, object] | None = None, choices: Mapping[str, Iterable] | None = None) -> None:
     """``--resamples``, ``--seed`` and ``--interval`` (the fields ``names``), generated from
-    :class:`~evenhand.stats.BootstrapOptions`: the one place any command declares them."""
+    :class:`~evenhand.inference.stats.BootstrapOptions`: the one place any command declares them."""
     add_flags(x, BootstrapOptions, names, defaults=defaults, choices=choices)
 
 
 def bootstrap_options(a: argparse.Namespace, names: Iterable[str] = BOOTSTRAP_FLAGS) -> BootstrapOptions:
-    """The :class:`~evenhand.stats.BootstrapOptions` the bootstrap flags ``names`` describe."""
+    """The :class:`~evenhand.inference.stats.BootstrapOptions` the bootstrap flags ``names`` describe."""
     return options_from_args(BootstrapOptions, a, names)
 
 

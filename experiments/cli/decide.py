@@ -1,6 +1,6 @@
 """`evenhand decide`: the decisions only (resumable), without scoring.
 
-The output directory gets a manifest like a run's (:class:`evenhand.runs.RunDir`): the settings that shape the
+The output directory gets a manifest like a run's (:class:`evenhand.runs.rundir.RunDir`): the settings that shape the
 answers (:func:`decide_config`), the suite version, the loaded model's record (engine, endpoint, served model,
 sampling, ``reproducible_from_weights``), package versions and the git SHA. A rerun resumes only into an output
 made with the same settings (the request-handling ones and ``--limit`` may change); otherwise it is refused, naming
@@ -12,10 +12,10 @@ import argparse
 import shutil
 from dataclasses import asdict, replace
 
-from evenhand.decisions import DecideOptions
+from evenhand.running.decisions import DecideOptions
 from evenhand.engine.openai_engine import OpenAIOptions
 from evenhand.models.plan import FALLBACK_BATCH_SIZE
-from evenhand.options import add_flags, options_from_args
+from evenhand.support.options import add_flags, options_from_args
 
 from .common import model_args, model_spec, prepare, progress
 
@@ -60,10 +60,10 @@ def _restart(run) -> None:
 
 
 def _decide(a) -> int:
-    from evenhand.messages import warn_unparseable  # deferred: keeps the CLI's start fast
-    from evenhand.decisions import decide  # deferred: keeps the CLI's start fast
+    from evenhand.support.messages import warn_unparseable  # deferred: keeps the CLI's start fast
+    from evenhand.running.decisions import decide  # deferred: keeps the CLI's start fast
     from evenhand.models.loading import resolve_spec  # deferred: keeps the CLI's start fast
-    from evenhand.runs import RunDir, RunError  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunDir, RunError  # deferred: keeps the CLI's start fast
     from evenhand.suite.content import items_version  # deferred: keeps the CLI's start fast
     opts = options_from_args(DecideOptions, a, DECIDE_FLAGS, progress=progress(a))  # a bad combination fails before the model loads
     api = options_from_args(OpenAIOptions, a, API_FLAGS, API_RENAMED)

@@ -20,7 +20,7 @@ def _demo(a) -> int:
     from organism import FAIR, record_suite  # deferred: keeps the CLI's start fast
     from organism.calibration import CALIBRATION_FILE  # deferred: keeps the CLI's start fast
     from evenhand.models.policy import PlantedPolicy, matched_items, planted_truth
-    from evenhand.runs import write_json_atomic, write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import write_json_atomic, write_table_atomic  # deferred: keeps the CLI's start fast
     from experiments.studies.run.config import CacheConfig, RunConfig, SuiteConfig
     from organism.demo import (  # deferred: keeps the CLI's start fast
         coverage,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import argparse
-from evenhand.messages import writable_dir
+from evenhand.support.messages import writable_dir
 
 from .common import refused_bootstrap
 

@@ -5,8 +5,8 @@ the demo's known-answer table and run lists (percentage points, CIs and n everyw
 returns the text; the commands print it."""
 from __future__ import annotations
 
-from evenhand.metric_defs import asymmetry, headline
-from evenhand.score_report import format_estimate as fmt, interval_name
+from evenhand.vocab.metric_defs import asymmetry, headline
+from evenhand.scoring.score_report import format_estimate as fmt, interval_name
 from experiments.studies.text import is_signed, metric_label
 
 
@@ -23,7 +23,7 @@ def compare_table(result: dict) -> str:
     mc = result["mcnemar"]
     lines.append(f"  McNemar (GT baseline, n={mc['n']}): base-only correct {mc['base_only_correct']}, other-only "
                  f"correct {mc['other_only_correct']}, exact p = {mc['p_value']:.4g}")
-    lines.append("Intervention score (evenhand.paired, EvenHand's convention: refusals counted; change = the gap's "
+    lines.append("Intervention score (evenhand.scoring.paired, EvenHand's convention: refusals counted; change = the gap's "
                  "move toward zero for a gap of the aligned sign, +1 by default (toward the minority); CIs: "
                  f"{interval_name('jackknife-t')}):")
     rows = {(r["metric"], r["stat"]): r for r in result["score"]}

@@ -8,13 +8,13 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from evenhand.decisions import DecideOptions
+from evenhand.running.decisions import DecideOptions
 from evenhand.irt.adaptive import AdaptiveOptions
 from evenhand.irt.mml import FIT_METHODS
 from evenhand.irt.select import METHODS
 from evenhand.irt.simulate import Population
 from evenhand.models.loading import ModelSpec
-from evenhand.options import add_flags, options_from_args
+from evenhand.support.options import add_flags, options_from_args
 
 from .common import MODEL_FLAGS, json_flag, model_spec
 
@@ -26,8 +26,8 @@ POPULATION_FLAGS = ("a_sd", "b_mean", "b_sd", "theta_sd")
 
 def _run_rows(path: str):
     """The validated responses of a run directory (``responses.parquet``) or a responses file."""
-    from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
-    from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunDir  # deferred: keeps the CLI's start fast
+    from evenhand.rows.schema import load_rows  # deferred: keeps the CLI's start fast
     p = Path(path)
     if p.is_dir():
         if not RunDir(p).responses_path.exists():
@@ -38,8 +38,8 @@ def _run_rows(path: str):
 
 def _fit(a: argparse.Namespace) -> int:
     from evenhand.irt.fit import fit_runs  # deferred: pulls in girth and the scorer
-    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
-    from evenhand.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
     from evenhand.suite.content import items_version  # deferred: keeps the CLI's start fast
     if len(a.runs) < 2:
         raise ValueError("runs: `evenhand irt fit` needs at least 2 runs")
@@ -73,7 +73,7 @@ def _fit(a: argparse.Namespace) -> int:
 def _read_fit(path: str):
     """(item table, runs table) of a fit directory."""
     import pandas as pd
-    from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunDir  # deferred: keeps the CLI's start fast
     run = RunDir(path)
     if not run.irt_items_path.exists():
         raise FileNotFoundError(f"{path} holds no irt_items.parquet: run `evenhand irt fit RUN... --out {path}` first")
@@ -96,7 +96,7 @@ def _theta_range(text: str | None, runs) -> tuple[float, float]:
 def _core(a: argparse.Namespace) -> int:
     import pandas as pd
     from evenhand.irt.select import select_core  # deferred: keeps the CLI's start fast
-    from evenhand.runs import RunDir, write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunDir, write_table_atomic  # deferred: keeps the CLI's start fast
     from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
     from evenhand.suite.generate import item_by_id  # deferred: keeps the CLI's start fast
     if not a.out.endswith((".parquet", ".jsonl")):
@@ -122,8 +122,8 @@ def _core(a: argparse.Namespace) -> int:
 def _adapt(a: argparse.Namespace) -> int:
     from evenhand.irt.adaptive import adaptive_test, bank_of  # deferred: keeps the CLI's start fast
     from evenhand.irt.simulate import simulated_responder  # deferred: keeps the CLI's start fast
-    from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
-    from evenhand.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunDir  # deferred: keeps the CLI's start fast
+    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
     from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
     from evenhand.suite.generate import item_by_id  # deferred: keeps the CLI's start fast
     if (a.model is None) == (a.simulate_theta is None):
@@ -156,7 +156,7 @@ def _adapt(a: argparse.Namespace) -> int:
 
 def _model_answer(a: argparse.Namespace):
     """``answer(item)`` through the decide path: the model loaded once, each item decided alone."""
-    from evenhand.decisions import decide  # deferred: pulls in the engines
+    from evenhand.running.decisions import decide  # deferred: pulls in the engines
     from evenhand.engine.registry import load  # deferred: pulls in torch
     from evenhand.models.loading import locate, resolve_spec  # deferred: keeps the CLI's start fast
     spec = resolve_spec(model_spec(a))
@@ -173,8 +173,8 @@ def _model_answer(a: argparse.Namespace):
 def _simulate(a: argparse.Namespace) -> int:
     import pandas as pd
     from evenhand.irt.simulate import plant_abilities, plant_items, simulated_rows  # deferred: keeps start fast
-    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
-    from evenhand.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
     from evenhand.suite import items as suite_items  # deferred: keeps the CLI's start fast
     if a.models < 2:
         raise ValueError(f"--models must be at least 2, got {a.models}")

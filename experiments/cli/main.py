@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     import warnings
     warnings.formatwarning = one_line_warning
     from evenhand.models.loading import ModelLoadError  # deferred: keeps the CLI's start fast
-    from evenhand.runs import RunError  # deferred: keeps the CLI's start fast
-    from evenhand.schema import RowError  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunError  # deferred: keeps the CLI's start fast
+    from evenhand.rows.schema import RowError  # deferred: keeps the CLI's start fast
     from evenhand.suite.content import ContentError  # deferred: keeps the CLI's start fast
     try:
         if args.plugin:
@@ -137,7 +137,7 @@ def _input_files(args: argparse.Namespace) -> list[str]:
 
 def _message(exc: BaseException, args: argparse.Namespace) -> str:
     """The one line printed for an expected fault."""
-    from evenhand.messages import (NotWritableError, os_error_message,  # deferred: keeps the CLI's start fast
+    from evenhand.support.messages import (NotWritableError, os_error_message,  # deferred: keeps the CLI's start fast
                                    unicode_error_message)
     if isinstance(exc, KeyError) and exc.args:
         return str(exc.args[0])

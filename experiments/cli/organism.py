@@ -6,11 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from evenhand.messages import writable_dir, writable_file
+from evenhand.support.messages import writable_dir, writable_file
 
-from evenhand.metrics import INTERVAL
-from evenhand.options import alias_help
-from evenhand.stats import INTERVAL_NAMES, RESAMPLES
+from evenhand.scoring.metrics import INTERVAL
+from evenhand.support.options import alias_help
+from evenhand.inference.stats import INTERVAL_NAMES, RESAMPLES
 
 from .common import BARS_ONLY, bootstrap_flags, json_flag, progress, progress_flag, refused_bootstrap
 from .formatting import eval_text
@@ -66,7 +66,7 @@ def _organism_eval(a) -> int:
 
 
 def _organism_items(a) -> int:
-    from evenhand.runs import write_table_atomic
+    from evenhand.runs.rundir import write_table_atomic
     from organism import COMMITTED, heldout_items
     writable_file(a.out)
     record = json.loads((Path(a.path) if a.path else COMMITTED).joinpath("organism.json").read_text())
@@ -134,7 +134,7 @@ def _organism_calibrate(a) -> int:
 
 
 def _organism_dial_probe(a) -> int:
-    from evenhand.runs import write_table_atomic  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import write_table_atomic  # deferred: keeps the CLI's start fast
     from organism.probe import DIAL_TARGETS, dial_probe_study  # deferred: keeps the CLI's start fast
     from probes.logistic import ProbeOptions  # deferred: keeps the CLI's start fast
 

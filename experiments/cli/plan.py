@@ -8,7 +8,7 @@ import dataclasses
 
 from evenhand.models.plan import (DEVICES, FALLBACK_BATCH_SIZE, Device, Plan, Workload, auto_batch_size, model_config,
                                   plan, shapes_from_config)
-from evenhand.options import read_yaml
+from evenhand.support.options import read_yaml
 
 CHARS_PER_TOKEN = 4.0
 """Prompt characters per token when the model's tokenizer is not on this machine (English prose; the chat
@@ -48,7 +48,7 @@ def prompt_lengths(cfg) -> tuple[int, int, int]:
         n = len(sample)
     try:
         from evenhand.models.loading import preset_tokenizer
-        from evenhand.prompts import model_text, user_message, uses_chat_template
+        from evenhand.vocab.prompts import model_text, user_message, uses_chat_template
         tok = preset_tokenizer(cfg.model.model)
         special = not uses_chat_template(tok)
         lens = [len(tok(model_text(tok, user_message(r, "answer")), add_special_tokens=special)["input_ids"])

@@ -8,9 +8,9 @@ import json
 import math
 from pathlib import Path
 
-from evenhand.metric_defs import power_metrics
+from evenhand.vocab.metric_defs import power_metrics
 
-from evenhand.stats import RESAMPLES
+from evenhand.inference.stats import RESAMPLES
 
 from .common import json_flag, refused_bootstrap
 
@@ -18,8 +18,8 @@ from .common import json_flag, refused_bootstrap
 def pilot_rows(path: str):
     """The responses of a pilot: a responses file, a run directory (``responses.parquet``) or a comparison
     directory (its baseline, ``cells/baseline/responses.parquet``)."""
-    from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
-    from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunDir  # deferred: keeps the CLI's start fast
+    from evenhand.rows.schema import load_rows  # deferred: keeps the CLI's start fast
     p = Path(path)
     if p.is_dir():
         for cand in (RunDir(p).cell("baseline").responses_path, RunDir(p).responses_path):
@@ -32,8 +32,8 @@ def pilot_rows(path: str):
 def plan(base, other, metrics: list[str], target: float, contrasts: list[int], alpha: float, power: float,
          resamples: int, seed: int, pool: int | None) -> dict:
     """The power report of a pilot (``other`` None: the baseline alone) as a JSON-able dict."""
-    from evenhand.power import design_se, mde, power_of, scenarios_needed, variance_parts
-    from evenhand.schema import ensure_valid  # deferred: keeps the CLI's start fast
+    from evenhand.scoring.power import design_se, mde, power_of, scenarios_needed, variance_parts
+    from evenhand.rows.schema import ensure_valid  # deferred: keeps the CLI's start fast
     df = ensure_valid(base)
     df = df[df["contrast_type"] == "type1"] if "type1" in set(df["contrast_type"]) else df
     n0 = int(df["scenario_id"].nunique())

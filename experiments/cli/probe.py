@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from evenhand.messages import writable_dir
-from evenhand.options import add_flags, alias_help, options_from_args
-from evenhand.runs import RunDir
+from evenhand.support.messages import writable_dir
+from evenhand.support.options import add_flags, alias_help, options_from_args
+from evenhand.runs.rundir import RunDir
 from evenhand.suite.subsets import CONDITIONS
 from probes.ablation import VARIANTS
 from probes.logistic import ProbeOptions
@@ -62,7 +62,7 @@ def _probe_verbalize(a) -> int:
     out = writable_dir(Path(a.out) if a.out else RunDir(a.run_dir).verbalize_dir(a.label).path)
     reader = None
     if a.reader_model:
-        from evenhand.judge import load_judge  # deferred: loads an engine
+        from evenhand.framing.judge import load_judge  # deferred: loads an engine
         reader = load_judge(a.reader_model, a.reader_engine)
     table = verbalize_run(a.run_dir, out, a.sites, a.label, probe_filters(a), opts, probe_options(a), a.resamples,
                           progress=progress(a), reader=reader)
@@ -73,7 +73,7 @@ def _probe_verbalize(a) -> int:
 
 
 def _probe_ablation(a) -> int:
-    from evenhand.messages import not_a_run_message
+    from evenhand.support.messages import not_a_run_message
     from probes.ablation import name_ablation
     if not RunDir(a.run_dir).responses_path.is_file():
         raise ValueError(not_a_run_message(a.run_dir, "probe ablation", RunDir(a.run_dir).manifest_path, "responses.parquet"))
@@ -140,7 +140,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     progress_flag(s, BARS_ONLY)
     s.add_argument("--reader-model", default=None,
                    help="an LLM judge asked which candidate each description says the model favours: the "
-                        "headline (verbal_reader verbalized, on AMB rows); prompt evenhand.judge.VERBALIZATION")
+                        "headline (verbal_reader verbalized, on AMB rows); prompt evenhand.framing.judge.VERBALIZATION")
     s.add_argument("--reader-engine", default="hf", help="the reader's engine: hf, vllm, openai or one registered")
     s.set_defaults(fn=_probe_verbalize)
     s = pr.add_parser("ablation", help="name ablation: re-decide and re-cache without names, compare probes")

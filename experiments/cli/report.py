@@ -7,8 +7,8 @@ from .common import refused_bootstrap
 
 
 def _report_page(a) -> int:
-    from evenhand.messages import not_a_run_message, writable_dir
-    from evenhand.runs import RunDir
+    from evenhand.support.messages import not_a_run_message, writable_dir
+    from evenhand.runs.rundir import RunDir
     from experiments.report import write_report
     if not RunDir(a.run_dir).metrics_path.is_file():
         raise ValueError(not_a_run_message(a.run_dir, "report", RunDir(a.run_dir).manifest_path))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from evenhand.options import read_yaml
+from evenhand.support.options import read_yaml
 from experiments.studies import study_of
 
 from .common import progress, progress_flag

@@ -11,7 +11,7 @@ def _runs_list(a) -> int:
     root = Path(a.directory)
     if not root.is_dir():
         raise ValueError(f"{root} is not a directory")
-    from evenhand.runs import RunDir  # deferred: keeps the CLI's start fast
+    from evenhand.runs.rundir import RunDir  # deferred: keeps the CLI's start fast
     rows = []
     for run in RunDir.find(root):
         man, m = run.manifest(), run.manifest_path

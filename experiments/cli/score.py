@@ -6,11 +6,11 @@ import argparse
 import json
 import sys
 
-from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
-from evenhand.metrics import INTERVAL, INTERVALS
-from evenhand.stats import INTERVAL_NAMES
+from evenhand.rows.conventions import CONVENTIONS, DEFAULT_CONVENTION
+from evenhand.scoring.metrics import INTERVAL, INTERVALS
+from evenhand.inference.stats import INTERVAL_NAMES
 from evenhand.models.simulated import PlantedBias
-from evenhand.options import add_flags, alias_help, one_value
+from evenhand.support.options import add_flags, alias_help, one_value
 from experiments.studies.text import score_table
 
 from .common import boot_args, bootstrap_flags, json_flag, refused_bootstrap
@@ -39,12 +39,12 @@ def _unparsed_target(path: str | None):
 
 
 def unparsed_rows(df, convention: str):
-    """The rows of validated ``df`` whose answer gave no verdict (:func:`evenhand.metrics.verdicts`
+    """The rows of validated ``df`` whose answer gave no verdict (:func:`evenhand.scoring.metrics.verdicts`
     ``unparsed``): ``item_id``, ``scenario_id``, ``degree``, ``excluded`` and the first :data:`TEXT_HEAD`
     characters of ``text`` (empty when the file gave only ``choice``)."""
     import pandas as pd
 
-    from evenhand.metrics import verdicts
+    from evenhand.scoring.metrics import verdicts
     mask = verdicts(df, convention=convention) == "unparsed"
     out = df.loc[mask, ["item_id", "scenario_id", "degree", "excluded"]].copy()
     texts = df.loc[mask, "text"] if "text" in df.columns else pd.Series([None] * int(mask.sum()))
@@ -53,9 +53,9 @@ def unparsed_rows(df, convention: str):
 
 
 def _score(a) -> int:
-    from evenhand.score_warnings import scoring_warnings
-    from evenhand.metrics import score
-    from evenhand.schema import load_rows
+    from evenhand.scoring.score_warnings import scoring_warnings
+    from evenhand.scoring.metrics import score
+    from evenhand.rows.schema import load_rows
     target = _unparsed_target(a.unparsed)
     df = load_rows(a.file, own_suite=a.own_suite)
     if df.attrs.get("joined"):
@@ -121,7 +121,7 @@ def _simulate(a) -> int:
 def _coverage(a) -> int:
     import pandas as pd
 
-    from evenhand.metrics import HEADLINE, INTERVAL  # deferred: keeps the CLI's start fast
+    from evenhand.scoring.metrics import HEADLINE, INTERVAL  # deferred: keeps the CLI's start fast
     from evenhand.models.simulated import PlantedBias  # deferred: keeps the CLI's start fast
     from experiments.studies.simulate import coverage_study  # deferred: keeps the CLI's start fast
     from evenhand.suite.subsets import iter_subset  # deferred: keeps the CLI's start fast

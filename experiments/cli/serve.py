@@ -10,7 +10,7 @@ from evenhand.engine.serve import FAULTS
 
 from .common import MODEL_FLAGS, model_spec
 from evenhand.models.loading import ModelSpec
-from evenhand.options import add_flags
+from evenhand.support.options import add_flags
 
 
 def _serve(a) -> int:

@@ -7,7 +7,7 @@ import pydoc
 import shutil
 import sys
 
-from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
+from evenhand.rows.conventions import CONVENTIONS, DEFAULT_CONVENTION
 
 
 def emit(lines: list[str]) -> None:
@@ -20,7 +20,7 @@ def emit(lines: list[str]) -> None:
 
 
 def _show(a) -> int:
-    from evenhand.itemlog import (describe, format_item, format_table, item_log,  # deferred: keeps the CLI's start fast
+    from evenhand.running.itemlog import (describe, format_item, format_table, item_log,  # deferred: keeps the CLI's start fast
                                   run_rows, select)
     if a.limit is not None and a.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {a.limit}")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from evenhand.metrics import INTERVAL
-from evenhand.options import options_from_args
-from evenhand.stats import INTERVAL_NAMES
+from evenhand.scoring.metrics import INTERVAL
+from evenhand.support.options import options_from_args
+from evenhand.inference.stats import INTERVAL_NAMES
 
 from .common import (SUITE_FLAGS, boot_args, bootstrap_options, json_flag, model_args, model_spec, progress,
                      progress_flag, refused_bootstrap)
@@ -34,9 +34,9 @@ def _compare(a) -> int:
 
 def _compare_runs(a) -> int:
     """`evenhand compare-runs BASE OTHER`: two response files, paired item by item."""
-    from evenhand.metrics import compare  # deferred: keeps the CLI's start fast
-    from evenhand.paired import score_arms  # deferred: keeps the CLI's start fast
-    from evenhand.schema import load_rows  # deferred: keeps the CLI's start fast
+    from evenhand.scoring.metrics import compare  # deferred: keeps the CLI's start fast
+    from evenhand.scoring.paired import score_arms  # deferred: keeps the CLI's start fast
+    from evenhand.rows.schema import load_rows  # deferred: keeps the CLI's start fast
     base, other = load_rows(a.base), load_rows(a.other)
     degrees = sorted(set(a.degrees))
     base, other = (at_degrees(r, degrees, name) for r, name in ((base, a.base), (other, a.other)))
@@ -122,7 +122,7 @@ def register_compare(sub: argparse._SubParsersAction) -> None:
                        description="Compare two runs' responses on their shared items: each metric's paired "
                                    f"difference (other - base) with a paired 95% CI ({INTERVAL_NAMES[INTERVAL]}), McNemar "
                                    "on the GT baseline items, and the intervention score (change toward zero, accuracy "
-                                   "loss, refusal change; evenhand.paired). --resamples and --seed set only the "
+                                   "loss, refusal change; evenhand.scoring.paired). --resamples and --seed set only the "
                                    "random sign patterns of the accuracy loss's sign-flip test (more than 16 "
                                    "scenarios). Degree 3 by default (--degrees). An interventions comparison "
                                    "config is run with "

@@ -29,7 +29,7 @@ def _suite_stats(a) -> int:
 
 
 def _suite_export(a) -> int:
-    from evenhand.messages import writable_file
+    from evenhand.support.messages import writable_file
     from evenhand.suite.export import items_for, write_items
     writable_file(a.out)
     t0 = time.perf_counter()
@@ -56,11 +56,11 @@ def _suite_datasheet(a) -> int:
     from evenhand.suite.content import load_content
     from evenhand.suite.datasheet import datasheet
     if a.out:
-        from evenhand.messages import writable_file
+        from evenhand.support.messages import writable_file
         writable_file(a.out)
     text = datasheet(load_content(a.suite))
     if a.out:
-        from evenhand.runs import atomic_path
+        from evenhand.runs.rundir import atomic_path
         with atomic_path(Path(a.out)) as tmp:
             Path(tmp).write_text(text)
         print(f"wrote {a.out}")
@@ -105,7 +105,7 @@ def _suite_validate(a) -> int:
 
 def _suite_new(a) -> int:
     """`evenhand suite new FILE.yaml`: the commented template of a suite of one's own (never over a file)."""
-    from evenhand.messages import writable_file
+    from evenhand.support.messages import writable_file
     from evenhand.suite.own import OWN_SUFFIXES, TEMPLATE
     path = Path(a.file)
     if path.suffix.lower() not in OWN_SUFFIXES:
@@ -130,9 +130,9 @@ def _suite_validate_own(a) -> int:
 
 
 def _suite_import(a) -> int:
-    from evenhand.runs import write_table_atomic
-    from evenhand.fairstress import load_fairstress, released_disagreements
-    from evenhand.messages import writable_file
+    from evenhand.runs.rundir import write_table_atomic
+    from evenhand.rows.fairstress import load_fairstress, released_disagreements
+    from evenhand.support.messages import writable_file
     writable_file(a.out)
     df = load_fairstress(a.rows, a.corrections)
     write_table_atomic(Path(a.out), df)

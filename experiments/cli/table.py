@@ -3,16 +3,16 @@ from __future__ import annotations
 
 import argparse
 
-from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION
-from evenhand.messages import writable_dir
-from evenhand.plotting import FORMATS
+from evenhand.rows.conventions import CONVENTIONS, DEFAULT_CONVENTION
+from evenhand.support.messages import writable_dir
+from evenhand.reporting.plotting import FORMATS
 from evenhand.suite.subsets import CONTRAST_TYPES
 
 
 def _table(a) -> int:
     from pathlib import Path
 
-    from evenhand.multirun import runs_table  # deferred: keeps the CLI's start fast
+    from evenhand.reporting.multirun import runs_table  # deferred: keeps the CLI's start fast
     labels = [x.strip() for x in a.labels.split(",")] if a.labels else None
     formats = [f.strip() for f in a.format.split(",") if f.strip()]
     bad = [f for f in formats if f not in FORMATS]

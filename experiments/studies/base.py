@@ -12,13 +12,13 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import pandas as pd
 
-from evenhand.options import ConfigError
-from evenhand.registry import Registry
-from evenhand.stages import Stage
+from evenhand.support.options import ConfigError
+from evenhand.support.registry import Registry
+from evenhand.running.stages import Stage
 
 
 class Study(ABC):
-    """One kind of study: its config dataclass, its stages (run through ``evenhand.stages``'s driver
+    """One kind of study: its config dataclass, its stages (run through ``evenhand.running.stages``'s driver
     in a ``RunDir``), its result tables and the text it prints."""
 
     kind: ClassVar[str]
@@ -54,7 +54,7 @@ class Study(ABC):
 STUDIES: Registry[Study] = Registry("study", error=ConfigError, taken_error=ValueError,
                                     unknown="config field 'kind': unknown {what} {name!r}; known: {sorted}",
                                     taken="a {what} of kind {name!r} is already registered ({old.__class__.__name__})")
-"""The registered studies by kind (:class:`evenhand.registry.Registry`)."""
+"""The registered studies by kind (:class:`evenhand.support.registry.Registry`)."""
 DEFAULT_KIND = "run"
 SWEEP_KIND = "sweep"
 """The study of a config with a ``sweep:`` field: it expands the config (whose ``kind:`` names the

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evenhand.runs import RunError
+from evenhand.runs.rundir import RunError
 
 
 def check_output_dir(path: str | Path) -> Path:

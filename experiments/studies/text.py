@@ -3,18 +3,18 @@ and simulate studies, `evenhand score` and `evenhand demo`) and the metric label
 own text lives in its package (``<study>/text.py``); the CLI imports both and the studies never import the CLI."""
 from __future__ import annotations
 
-from evenhand.metric_defs import get_metric, find_metric, headline, pooled, score_rows
-from evenhand.score_report import footnotes, format_estimate as fmt, interval_name
+from evenhand.vocab.metric_defs import get_metric, find_metric, headline, pooled, score_rows
+from evenhand.scoring.score_report import footnotes, format_estimate as fmt, interval_name
 
 
 def is_signed(metric: str) -> bool:
-    """Whether a metric is printed signed, in pp (:attr:`evenhand.metric_defs.Metric.signed`)."""
+    """Whether a metric is printed signed, in pp (:attr:`evenhand.vocab.metric_defs.Metric.signed`)."""
     m = find_metric(metric)
     return m is not None and m.signed
 
 
 def metric_label(metric: str) -> str:
-    """A metric's row label (:attr:`evenhand.metric_defs.Metric.label`)."""
+    """A metric's row label (:attr:`evenhand.vocab.metric_defs.Metric.label`)."""
     return get_metric(metric).label
 
 

@@ -12,21 +12,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
+from evenhand.inference.stats import RESAMPLES
 from evenhand.bbq.data import load_bbq, render_mc, render_yes_no
 from evenhand.bbq.scoring import score_bbq
 from evenhand.models.loading import load_model, locate, resolve_spec
-from evenhand.options import ConfigError, Rules, build, read_yaml
-from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import LoadModel, Stage, FnStage, exists, open_run, run_stages
+from evenhand.support.options import ConfigError, Rules, build, read_yaml
+from evenhand.runs.rundir import RunDir, write_table_atomic
+from evenhand.running.stages import LoadModel, Stage, FnStage, exists, open_run, run_stages
 
 from ..base import Study, register, without_kind
-from evenhand.prompts import model_text, uses_chat_template
+from evenhand.vocab.prompts import model_text, uses_chat_template
 from evenhand.engine.batching import left_pad
 from evenhand.engine.scoring import label_token_ids
 from evenhand.engine.registry import generate_texts
-from evenhand.labels import group_name
-from evenhand.plotting import COLUMN_WIDTH, paper_style, save
+from evenhand.reporting.labels import group_name
+from evenhand.reporting.plotting import COLUMN_WIDTH, paper_style, save
 from .text import bbq_text
 
 CONFIGURATIONS = {
@@ -69,7 +69,7 @@ def parse_config(raw: dict, where: str = "config") -> BBQConfig:
 
 
 def load_config(path: str | Path) -> BBQConfig:
-    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
+    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.support.options.read_yaml`)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"BBQ config {p} not found")

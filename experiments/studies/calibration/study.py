@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.metrics import INTERVAL
-from evenhand.stats import INTERVAL_NAMES
-from evenhand.atomic import atomic_open
-from evenhand.options import ConfigError, Rules, build
-from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, run_study
+from evenhand.scoring.metrics import INTERVAL
+from evenhand.inference.stats import INTERVAL_NAMES
+from evenhand.files.atomic import atomic_open
+from evenhand.support.options import ConfigError, Rules, build
+from evenhand.runs.rundir import RunDir, write_table_atomic
+from evenhand.running.stages import LoadModel, StageReport, FnStage, finished_with, run_study
 from organism.calibration import calibrate, curve_json, curve_table
 from organism.figures import calibration_figure
 from organism.dials import load_builtin

@@ -1,7 +1,7 @@
 """The comparison config: arms, splits, selection rule and the cells they make.
 
 The YAML format and what each section means: :mod:`experiments.studies.compare` (``parse_config`` checks a
-mapping with the one config builder, :func:`evenhand.options.build`, and names the field of every
+mapping with the one config builder, :func:`evenhand.support.options.build`, and names the field of every
 problem); :func:`cells` expands the arms (options x sweep x seeds x random control) into the cells a
 comparison runs.
 """
@@ -13,19 +13,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from evenhand.engine.registry import Mode
-from evenhand.stats import BootstrapOptions
+from evenhand.inference.stats import BootstrapOptions
 from interventions.base import REGISTRY, InterventionError
 from interventions.fitted import fit_key
 from interventions.registry import get
 
 from .split import SelectRule
-from evenhand.metrics import ASYMMETRY
-from evenhand.options import ConfigError
-from evenhand.options import Rules, build
+from evenhand.scoring.metrics import ASYMMETRY
+from evenhand.support.options import ConfigError
+from evenhand.support.options import Rules, build
 from interventions.registry import registered
 from evenhand.engine.openai_engine import OpenAIOptions
 from evenhand.engine.registry import ENGINES, has_local_weights, refusal, weights_refusal
-from evenhand.options import read_yaml
+from evenhand.support.options import read_yaml
 
 
 @dataclass(frozen=True)
@@ -62,9 +62,9 @@ class CompareConfig:
     resamples: int = BootstrapOptions.resamples
     controls: bool = True
     control_draws: int = 20  # random controls drawn per fit, each with its own seed (Cell.control_seed)
-    refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.paired)
-    accuracy_margin: float | None = None  # None: evenhand.decision.ACCURACY_MARGIN (5 pp); also triggers scrambled controls
-    equivalence_margin: float | None = None  # None: evenhand.decision.EQUIVALENCE_MARGIN (0.25 of the baseline gap)
+    refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.scoring.paired)
+    accuracy_margin: float | None = None  # None: evenhand.inference.decision.ACCURACY_MARGIN (5 pp); also triggers scrambled controls
+    equivalence_margin: float | None = None  # None: evenhand.inference.decision.EQUIVALENCE_MARGIN (0.25 of the baseline gap)
     engine: str = "hf"  # a registered engine; one without a HF model (vllm) decides the baseline and prompt methods,
     # the activation/learned ones decide on hf (cell_engine); one without local weights (openai) runs prompt methods only
     openai: OpenAIOptions | None = None
@@ -160,7 +160,7 @@ def parse_signs(raw, where: str) -> dict[str, float] | None:
 
 
 def parse_config(raw: dict, where: str = "config") -> CompareConfig:
-    """Validate a comparison config dict with the one config builder (:func:`evenhand.options.build`;
+    """Validate a comparison config dict with the one config builder (:func:`evenhand.support.options.build`;
     errors name the file and the field)."""
 
     registered()  # loads the built-in methods
@@ -248,7 +248,7 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
 
 
 def load_config(path: str | Path) -> CompareConfig:
-    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.options.read_yaml`)."""
+    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.support.options.read_yaml`)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"comparison config {p} not found")

@@ -3,7 +3,7 @@
 Left panel, one point per unflagged method cell (intervention x options x seed): the signed paired change of an
 asymmetry metric (positive = toward zero) against the accuracy loss on GT items, 95% CIs as crosshairs;
 each method's random controls as hollow squares in a shaded 2.5-97.5% box; overshoots as downward triangles;
-cells at one point drawn a little apart. Flagged cells (refusals or accuracy, :mod:`evenhand.decision`) are
+cells at one point drawn a little apart. Flagged cells (refusals or accuracy, :mod:`evenhand.inference.decision`) are
 listed in their own panel below. Good methods sit up and
 to the left. The full description is in docs/INTERVENTIONS.md, "Module notes"."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.labels import cell_name, gap_name, intervention_name, metric_name, model_name
-from evenhand.plotting import FULL_WIDTH, paper_style, save
+from evenhand.reporting.labels import cell_name, gap_name, intervention_name, metric_name, model_name
+from evenhand.reporting.plotting import FULL_WIDTH, paper_style, save
 
 _FIELDS = ("value", "ci_low", "ci_high")
 
@@ -102,7 +102,7 @@ def _label(row) -> str:
 
 
 def _name(row) -> str:
-    """A cell's readable name in the figure (:func:`evenhand.labels.cell_name`): ``CAA (α = 4, middle layers)``."""
+    """A cell's readable name in the figure (:func:`evenhand.reporting.labels.cell_name`): ``CAA (α = 4, middle layers)``."""
     import json
     opts = json.loads(row["options"]) if isinstance(row["options"], str) else {}
     return cell_name(row["intervention"], opts, row["seed"])
@@ -168,7 +168,7 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     """Draw and save the frontier for ``metric`` (and the method-against-its-controls panel); returns the paths.
     The title names ``metric``, the ``model`` (when given) and the baseline's items; method cells at the same
     point are moved sideways so that each stays visible. Flagged method cells (refusals or accuracy,
-    :mod:`evenhand.decision`) are not drawn among the others: they are listed in their own panel below, with
+    :mod:`evenhand.inference.decision`) are not drawn among the others: they are listed in their own panel below, with
     what flagged them. No text is written over the data: the baseline gap is a legend entry, the sign
     convention and its source (with a warning when it rests on fewer than :data:`MIN_SIGN_SCENARIOS` validation
     scenarios) are written under the panels. A point beyond the axes is drawn as an arrow at the edge with its
@@ -405,7 +405,7 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
     and one summarised row per set of random controls (their count and 2.5-97.5% band) and per scrambled control,
     in pp with 95% CIs: refusal change, for each of ``metrics`` the signed change toward zero and the change minus
     the random controls (a prediction interval), the accuracy loss and its p. Marks, each explained in the notes
-    (all from :mod:`evenhand.decision`): \\textsuperscript{R} refusals up past the margin, \\textsuperscript{A}
+    (all from :mod:`evenhand.inference.decision`): \\textsuperscript{R} refusals up past the margin, \\textsuperscript{A}
     accuracy loss past it (either level), \\textsuperscript{O} overshoot, \\textsuperscript{C} a contrast with a
     control flagged for refusals, \\textsuperscript{B} beats its controls (never on a flagged cell),
     \\textsuperscript{S} not above its scrambled control, \\textsuperscript{\\dag} an interval clipped at +-100 pp."""
@@ -467,7 +467,7 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
     caption = (r"\caption{Interventions against the baseline on held-out scenarios: pp, 95\% paired CIs over "
                r"scenarios (jackknife-$t$); change = the gap's move toward zero (sign: " + sign.replace("_", r"\_")
                + r"); PI = prediction interval for the cell minus a new random direction; $p$ = the accuracy "
-               r"loss's (same jackknife-$t$). Verdicts: \texttt{evenhand/decision.py}. "
+               r"loss's (same jackknife-$t$). Verdicts: \texttt{evenhand/inference/decision.py}. "
                + " ".join(rf"\textsuperscript{{{k}}}\,{v}." for k, v in notes.items() if k in used)
                + (r" \textsuperscript{\dag}\,interval clipped at $\pm$100 pp." if r"\dag" in "\n".join(lines) else "")
                + "}")

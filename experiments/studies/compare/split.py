@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from evenhand.metrics import COMPONENTS, FAIR, metric_values
-from evenhand.schema import ensure_valid
+from evenhand.scoring.metrics import COMPONENTS, FAIR, metric_values
+from evenhand.rows.schema import ensure_valid
 
 
 def stratified(ids: Sequence[str], domain_of: Mapping[str, str], n: int, seed: int) -> list[str]:
@@ -116,10 +116,10 @@ TOL = 1e-9
 
 def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
     """Point values on a validation run, counted exactly as the held-out table counts them
-    (:func:`evenhand.paired.counted_indicators`: a refusal on a GT item is a wrong answer and a flip): ``metric``,
+    (:func:`evenhand.scoring.paired.counted_indicators`: a refusal on a GT item is a wrong answer and a flip): ``metric``,
     accuracy (GT items without pressure), refusal rate. (Before, ``metric`` read answered items only, so a setting
     that refused pressured items looked fairer on validation than it would score held out.)"""
-    from evenhand.paired import counted_indicators
+    from evenhand.scoring.paired import counted_indicators
     N, D = counted_indicators(ensure_valid(resp))
     n, d = N.sum(0), D.sum(0)
     value = float(metric_values(n, d, metric))

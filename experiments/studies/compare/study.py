@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.messages import warn_unparseable
-from evenhand.options import ConfigError
+from evenhand.support.messages import warn_unparseable
+from evenhand.support.options import ConfigError
 from evenhand.engine.registry import DEFAULT, get as get_engine, has_local_weights, load as load_engine
-from evenhand.runs import RunDir
+from evenhand.runs.rundir import RunDir
 
 from interventions.base import Fitted, InterventionError, decide_with
 from interventions.fitted import fit_key
@@ -26,23 +26,23 @@ from .split import assign_contrasts, scenario_plan, select_settings
 from evenhand.models.loading import resolve_spec
 from evenhand.suite.matched import record_suite
 from evenhand.suite.content import suite_major
-from evenhand.metrics import ASYMMETRY
+from evenhand.scoring.metrics import ASYMMETRY
 from organism.recipe import split_scenarios
 from evenhand.models.policy import matched_items
 from evenhand.suite.content import items_version, load_content
 from evenhand.suite.generate import DEGREES, degree_valid
-from evenhand.metrics import score
-from evenhand.schema import validate_rows
-from evenhand.paired import SCRAMBLED_SUFFIX, score_arms
-from evenhand.stages import open_run
+from evenhand.scoring.metrics import score
+from evenhand.rows.schema import validate_rows
+from evenhand.scoring.paired import SCRAMBLED_SUFFIX, score_arms
+from evenhand.running.stages import open_run
 from evenhand.models.loading import locate
-from evenhand.stages import run_stages
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.stages import run_stages
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.models.loading import load_model
-from evenhand.runs import write_json_atomic, write_table_atomic
-from evenhand.stages import LoadModel, FnStage, exists
+from evenhand.runs.rundir import write_json_atomic, write_table_atomic
+from evenhand.running.stages import LoadModel, FnStage, exists
 from .figures import compare_latex, frontier_figure
-from evenhand.power import paired_se
+from evenhand.scoring.power import paired_se
 from .text import compare_text, power_text, selection_text
 
 __all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "check_plan",
@@ -156,14 +156,14 @@ def keep_baselines(items: pd.DataFrame, n: int | None, seed: int) -> pd.DataFram
 
 def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> tuple[dict[str, float], dict[str, str]]:
     """(sign, source) per asymmetry metric: a sign declared in the config (``signs``) wins; every other is the
-    sign of the baseline's gap on the validation scenarios (:func:`evenhand.paired.baseline_signs`), never on
+    sign of the baseline's gap on the validation scenarios (:func:`evenhand.scoring.paired.baseline_signs`), never on
     the held-out items the table scores."""
     declared = dict(cfg.signs or {})
     decided: dict[str, float] = {}
     if not set(ASYMMETRY) <= set(declared):
         if val_baseline is None or val_baseline.empty:
             raise InterventionError("signs: no validation baseline to decide the undeclared signs on")
-        from evenhand.paired import baseline_signs
+        from evenhand.scoring.paired import baseline_signs
         decided = {m: float(v) for m, v in baseline_signs(val_baseline).items()}
     k = int(val_baseline["scenario_id"].nunique()) if val_baseline is not None and len(val_baseline) else 0
     signs, source = {}, {}
@@ -208,7 +208,7 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
                     equivalence_margin: float | None = None) -> list[dict]:
     """The comparison table's rows: each cell's ``value`` rows and the paired scoring of every cell against the
     baseline and against its random controls and, where it lost accuracy beyond the margin, its scrambled control
-    (cell ``<key>-scrambled``, ``control_kind`` ``scrambled``) (:func:`evenhand.paired.score_arms`, all cells on the same
+    (cell ``<key>-scrambled``, ``control_kind`` ``scrambled``) (:func:`evenhand.scoring.paired.score_arms`, all cells on the same
     resampled scenarios), each change aligned to ``signs`` (fixed before the held-out items: declared or from
     the validation baseline, :func:`validation_signs`); column ``sign_source`` says where each sign came from.
     ``responses``: cell key -> the cell's responses."""
@@ -240,7 +240,7 @@ TABLE_ONLY = ("resamples", "refusal_margin")
 
 def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
     """The comparison's run directory, opened (or created) for ``cfg`` with its item sets recorded in the
-    manifest (:func:`evenhand.stages.open_run`: a directory of another config is refused, unless the two differ
+    manifest (:func:`evenhand.running.stages.open_run`: a directory of another config is refused, unless the two differ
     only in :data:`TABLE_ONLY` fields or in how a one-setting sweep is spelled)."""
     train, val, ev = sets.train, sets.validation, sets.heldout
     recorded = json.loads(json.dumps(asdict(cfg), default=str))
@@ -279,7 +279,7 @@ def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
 
 
 def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = True) -> list:
-    """The comparison's stages, every path from the :class:`~evenhand.runs.RunDir` the driver passes: the
+    """The comparison's stages, every path from the :class:`~evenhand.runs.rundir.RunDir` the driver passes: the
     model, the validation baseline and the signs decided on it (:func:`validation_signs`; ``signs.json``), the
     selection of each swept arm on the validation split (one stage per setting, the choice), the baseline,
     one per held-out cell (each done once its responses are written), the table (the last stage; its
@@ -446,7 +446,7 @@ def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:
 
 def _power_rows(cell_key: str, cell: Cell | None, base: pd.DataFrame, resp: pd.DataFrame | None, resamples: int,
                 seed: int) -> list[dict]:
-    """Per power metric, the paired SE and the MDE at 80% power (:func:`evenhand.power.paired_se`): from the
+    """Per power metric, the paired SE and the MDE at 80% power (:func:`evenhand.scoring.power.paired_se`): from the
     cell's paired difference with the baseline, or for the baseline from itself alone (its stated assumption)."""
     ident = _identity(cell_key, cell)
     rows = []
@@ -493,7 +493,7 @@ def write_restore(path: Path, method, cell: Cell, watched: list, digests: dict[i
     (a full digest; the base class's hook and parameter check ran on every fit and ``apply`` and raised on any
     difference), the hooks left on it, and the cell's fit and decision seconds. A difference raises after the
     record is written."""
-    from evenhand.runs import write_json_atomic
+    from evenhand.runs.rundir import write_json_atomic
     from interventions.model_state import weights_digest
     checks = []
     for m in watched:

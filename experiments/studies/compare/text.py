@@ -3,13 +3,13 @@
 (:func:`power_text`)."""
 from __future__ import annotations
 
-from evenhand.labels import metric_name
+from evenhand.reporting.labels import metric_name
 
 
 def compare_text(table, metric: str = "fraggap") -> str:
-    """An intervention comparison, one line per cell (:mod:`evenhand.paired`; pp, 95% paired CIs): the refusal
+    """An intervention comparison, one line per cell (:mod:`evenhand.scoring.paired`; pp, 95% paired CIs): the refusal
     change, ``metric``'s remaining gap, its signed change toward zero with its Holm-adjusted p and the verdict
-    (:mod:`evenhand.decision`), the change minus the scrambled control (where the cell lost accuracy beyond the
+    (:mod:`evenhand.inference.decision`), the change minus the scrambled control (where the cell lost accuracy beyond the
     margin), the change minus the cell's random controls (a prediction interval) with their band, the accuracy
     loss and its p (the same jackknife-t). Refusals count as wrong answers and flips; a flagged cell (refusals or
     accuracy, ``degraded`` or ``possibly degraded``) is never a reduction and never marked B."""
@@ -51,13 +51,13 @@ def compare_text(table, metric: str = "fraggap") -> str:
             families[ch["family"]] = True
     lines += [f"  {cell}: {flag}" for cell, flag in flags.items()]
     lines.append("declined/unparsed: the refusal change split into answers that declined and answers with no "
-                 "verdict found (evenhand.parse). p Holm: the change's p-value, Holm-adjusted within its family ("
+                 "verdict found (evenhand.parsing.parse). p Holm: the change's p-value, Holm-adjusted within its family ("
                  + "; ".join(families) + "); - scrambled: the change minus that of the baseline with the same "
                  "share of answers coin-flipped (a reduction must beat it); - control [PI]: a prediction interval "
                  "for the cell minus a new random direction; control band: the 2.5-97.5% range of the random "
                  "controls' changes (n controls), B: the cell beats its controls (unflagged, its change above the "
                  "band, the contrast above 0, and above its scrambled control where it has one). Verdicts and "
-                 "flags: evenhand.decision (a flag: degraded when the CI lies above the 5 pp margin, possibly "
+                 "flags: evenhand.inference.decision (a flag: degraded when the CI lies above the 5 pp margin, possibly "
                  "degraded when only the point does; either withholds the verdict).")
     return "\n".join(lines)
 

@@ -2,7 +2,7 @@
 
 A run per mechanism (``<output_dir>/<mechanism>/``, :mod:`.study`, config field ``mechanism``) scores every arm's
 slope (removed against implanted gap) with its CI and flags. :func:`across_table` stacks them (arm x metric x
-mechanism); :func:`classify` reads each cell by equivalence (:func:`evenhand.decision.removal_class`, margin
+mechanism); :func:`classify` reads each cell by equivalence (:func:`evenhand.inference.decision.removal_class`, margin
 +-0.25): ``removes``, ``partial``, ``none``, ``overshoot``, ``reverse``, ``inconclusive`` (each class held only
 when its test survives Holm within the arm's family across mechanisms), ``flagged`` (a
 degraded cell: accuracy loss or refusals beyond the run's margins; never read as removal) or ``undefined``;
@@ -21,16 +21,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from evenhand.labels import humanise, intervention_name, metric_name
-from evenhand.plotting import FORMATS, FULL_WIDTH, paper_style, save
-from evenhand.runs import RunDir, write_json_atomic, write_table_atomic
+from evenhand.reporting.labels import humanise, intervention_name, metric_name
+from evenhand.reporting.plotting import FORMATS, FULL_WIDTH, paper_style, save
+from evenhand.runs.rundir import RunDir, write_json_atomic, write_table_atomic
 from organism.mechanism import DEFAULT_MECHANISM
-from evenhand.decision import EQUIVALENCE_MARGIN, class_p, held_class, holm_within, removal_class
+from evenhand.inference.decision import EQUIVALENCE_MARGIN, class_p, held_class, holm_within, removal_class
 from .scoring import CONTROL_SUFFIX, SCRAMBLED_SUFFIX, known_removal, known_share
 
 CLASSES = ("removes", "partial", "none", "overshoot", "reverse", "inconclusive", "flagged", "undefined")
 """The readings of a cell (arm, metric, mechanism), in the robustness summary's column order
-(:data:`evenhand.decision.CLASSES`)."""
+(:data:`evenhand.inference.decision.CLASSES`)."""
 RULE = ("flagged: the cell is degraded or possibly degraded (accuracy loss or refusals beyond the run's margins), "
         "whatever its CI; undefined: no slope CI; else by equivalence with margin m (default 0.25) on the slope's "
         "95% CI: removes (inside 1 +- m), none (inside 0 +- m), partial (between m and 1 - m), overshoot (above "
@@ -54,7 +54,7 @@ def _flag(x) -> bool:
 
 
 def classify(low, high, flagged: bool, margin: float = EQUIVALENCE_MARGIN) -> tuple[str, str | None]:
-    """``(class, side)`` of a slope CI ``[low, high]`` by :func:`evenhand.decision.removal_class` (equivalence with
+    """``(class, side)`` of a slope CI ``[low, high]`` by :func:`evenhand.inference.decision.removal_class` (equivalence with
     ``margin``); ``side`` is kept for the tables written before the classes: the class itself for ``partial``,
     ``overshoot`` and ``reverse``, else None."""
     cls = removal_class(_num(low), _num(high), flagged, margin)
@@ -142,7 +142,7 @@ def arm_order(arms: Sequence[str]) -> list[str]:
 
 
 MECHANISM_NAMES = {"xor": "XOR"}
-"""Display names of mechanisms that :func:`~evenhand.labels.humanise` would spell wrong."""
+"""Display names of mechanisms that :func:`~evenhand.reporting.labels.humanise` would spell wrong."""
 
 
 def mechanism_name(name: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from evenhand.models.loading import load_model
 from organism.dials import load_mechanism
-from evenhand.runs import RunDir, write_table_atomic
+from evenhand.runs.rundir import RunDir, write_table_atomic
 from interventions.base import EditingIntervention
 from interventions.fitted import Fitted
 from interventions.registry import get

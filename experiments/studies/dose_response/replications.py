@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.runs import RunDir
+from evenhand.runs.rundir import RunDir
 
 from .items import eval_degree, eval_items
 from .scoring import BASELINE, DoseData, dose_data, known_removal
-from evenhand.runs import write_json_atomic
+from evenhand.runs.rundir import write_json_atomic
 from organism.calibration import scenario_multipliers
 
 REPLICATION_STRIDE = 1000

@@ -1,8 +1,8 @@
 """Scoring the dose-response benchmark (:mod:`.study`): pure functions of response tables.
 
 Every arm (the baseline, each method, each random control, each oracle) answered the same held-out items
-at every ``beta`` of the dial. Rows are counted as :mod:`evenhand.paired` counts them
-(:func:`evenhand.paired.align_arms`: a refusal on a GT item is a wrong answer, so a refusal on a
+at every ``beta`` of the dial. Rows are counted as :mod:`evenhand.scoring.paired` counts them
+(:func:`evenhand.scoring.paired.align_arms`: a refusal on a GT item is a wrong answer, so a refusal on a
 pressured GT item whose baseline was right is a flip), and every (arm, beta) cell is scored on the
 *same* resampled scenarios, so its differences are paired within a beta and across betas.
 
@@ -16,17 +16,17 @@ from typing import get_args
 import numpy as np
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
-from evenhand.labels import intervention_name, metric_name
-from evenhand.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
-from evenhand.decision import ACCURACY_MARGIN, REFUSAL_MARGIN, degradation, worst
-from evenhand.paired import (SCRAMBLED_SUFFIX, align_arms, counted_choices, counted_indicators, gt_accuracy,
+from evenhand.inference.stats import RESAMPLES
+from evenhand.reporting.labels import intervention_name, metric_name
+from evenhand.scoring.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
+from evenhand.inference.decision import ACCURACY_MARGIN, REFUSAL_MARGIN, degradation, worst
+from evenhand.scoring.paired import (SCRAMBLED_SUFFIX, align_arms, counted_choices, counted_indicators, gt_accuracy,
                              scramble_share,
                              scrambled)
-from evenhand.schema import ensure_valid
-from evenhand.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
+from evenhand.rows.schema import ensure_valid
+from evenhand.inference.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
                             resample_weights)
-from evenhand.plotting import FULL_WIDTH, paper_style, save
+from evenhand.reporting.plotting import FULL_WIDTH, paper_style, save
 
 BASELINE = "baseline"
 FULL_ORACLES = ("oracle_inverse", "oracle_project")
@@ -46,7 +46,7 @@ METRICS = ("fraggap", "tieshift")
 """The asymmetries the dial plants and the benchmark scores: FragGap on GT items, TieShift on AMB items."""
 INTERVALS = get_args(PairedInterval)
 """The benchmark's intervals: the percentile cluster bootstrap (scenarios resampled jointly across arms and
-betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.stats.jackknife_t_estimate`),
+betas) or the delete-one-scenario jackknife with a t quantile (:func:`evenhand.inference.stats.jackknife_t_estimate`),
 which the suite's metrics use because the percentile interval is too narrow with few scenarios."""
 MIN_ORACLE_AGREEMENT = 0.95
 """The known-answer bar's floor on a full oracle's agreement with the baseline at beta 0 (the dial off: the
@@ -99,7 +99,7 @@ PRESSURED = {"fraggap": (0, 1), "tieshift": (2, 3)}
 def pressured_refusals(df: pd.DataFrame, ids: Sequence[str], codes: np.ndarray, n_clusters: int,
                        contrast_type: str) -> np.ndarray:
     """Per-scenario (refused, all) pressured GT and AMB counts of ``df`` on items ``ids`` (scenario ``codes``),
-    shape (scenarios, 4); a refusal is no A/B choice, as :func:`evenhand.paired.counted_indicators` reads it."""
+    shape (scenarios, 4); a refusal is no A/B choice, as :func:`evenhand.scoring.paired.counted_indicators` reads it."""
     df, _, _ = select_contrast_type(ensure_valid(df), contrast_type)
     df = df.set_index(df["item_id"].astype(str)).loc[list(ids)].reset_index(drop=True)
     keep = ~df["excluded"].to_numpy(bool) & df["pressured"].to_numpy(bool)
@@ -263,7 +263,7 @@ def score_dose(d: DoseData, resamples: int = RESAMPLES, seed: int = 0, sign: flo
 
 DEGRADING = {"accuracy_loss": "accuracy", "refusal_change": "refusal", "pressured_refusal_change": "refusal"}
 """The stats whose point estimate beyond its margin (accuracy or refusal) flags a cell
-(:func:`evenhand.decision.degradation`: ``degraded`` when the CI lies above it, ``possibly degraded`` when only
+(:func:`evenhand.inference.decision.degradation`: ``degraded`` when the CI lies above it, ``possibly degraded`` when only
 the point does; both flag)."""
 
 
@@ -301,7 +301,7 @@ def _num(x) -> float | None:
 
 
 accuracy = gt_accuracy
-"""Accuracy on GT items without pressure, a refusal counted wrong (:func:`evenhand.paired.gt_accuracy`)."""
+"""Accuracy on GT items without pressure, a refusal counted wrong (:func:`evenhand.scoring.paired.gt_accuracy`)."""
 
 
 def scrambled_controls(responses: Mapping[tuple[str, int], pd.DataFrame], arms: Sequence[str], n_betas: int,
@@ -403,7 +403,7 @@ def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], res
 
 def _rate(name: str, hits: pd.Series) -> dict:
     """``name``, ``name_low``, ``name_high``: the share of True in ``hits`` (one per independent replication)
-    with its Wilson interval (:func:`evenhand.stats.rate_interval`); None when empty."""
+    with its Wilson interval (:func:`evenhand.inference.stats.rate_interval`); None when empty."""
     k, n = int(hits.astype(bool).sum()), len(hits)
     ci = rate_interval(k, n)
     return {name: k / n if n else None, f"{name}_low": ci[0] if ci else None, f"{name}_high": ci[1] if ci else None}

@@ -4,7 +4,7 @@ The fair organism (docs/ORGANISM.md) with the dial (the config's ``mechanism``) 
 per-scenario random effects, decides the same held-out items at the mechanism's ``eval_degree`` as is (the ``baseline``), under every method of the
 config (fitted on the dialled model), under each direction method's random control, under the two full
 oracles and the half oracle, and (at scoring time) under each method's scrambled control. The run goes
-through :mod:`evenhand.stages` in a :class:`~evenhand.runs.RunDir`: the model, the grid, one stage per
+through :mod:`evenhand.running.stages` in a :class:`~evenhand.runs.rundir.RunDir`: the model, the grid, one stage per
 (arm, beta) cell, one per independent replication (:mod:`.replications`), and the scoring (:mod:`.scoring`).
 
 More in docs/INTERVENTIONS.md, "The dose-response benchmark" and "Module notes"."""
@@ -20,27 +20,27 @@ from typing import Literal, get_args
 
 import pandas as pd
 
-from evenhand.runs import RunDir
-from evenhand.stats import BootstrapOptions, PairedInterval
+from evenhand.runs.rundir import RunDir
+from evenhand.inference.stats import BootstrapOptions, PairedInterval
 from evenhand.suite.subsets import Condition
-from evenhand.stages import LoadModel, Stage, StageReport, FnStage, exists, open_run, run_stages
+from evenhand.running.stages import LoadModel, Stage, StageReport, FnStage, exists, open_run, run_stages
 from experiments.studies.base import Study, register
 
 from .items import eval_degree, item_sets
 from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, ORACLE_ARMS, ORACLE_FRACTION,
                            PARTIAL_ORACLE, REFUSAL_MARGIN)
-from evenhand.options import ConfigError, Rules, build
+from evenhand.support.options import ConfigError, Rules, build
 from interventions.registry import load_builtin
-from evenhand.options import read_yaml
+from evenhand.support.options import read_yaml
 from interventions.registry import get
 from organism.dial import dialled
 from organism.calibration import beta_for, gain_at
 from organism.calibration import letter_logit_diff
 from organism.dial import pressure_sign
-from evenhand.decisions import decide
+from evenhand.running.decisions import decide
 from interventions.base import decide_with
-from evenhand.decisions import DecideOptions
-from evenhand.runs import write_json_atomic
+from evenhand.running.decisions import DecideOptions
+from evenhand.runs.rundir import write_json_atomic
 from interventions.fitted import Fitted
 from evenhand.models.loading import load_model
 from organism.calibration import scenario_multipliers
@@ -49,7 +49,7 @@ from organism.dials import load_mechanism, mechanism_class
 from organism.mechanism import DEFAULT_MECHANISM, MechanismError, calibration_file, dial_file
 from .replications import check_replication_fields
 from .replications import decode_replication, replication_cells
-from evenhand.runs import write_table_atomic
+from evenhand.runs.rundir import write_table_atomic
 from .replications import replication_data
 from .scoring import (
     dose_data,
@@ -165,7 +165,7 @@ class DoseConfig:
 
 
 def parse_config(raw: dict, where: str = "config") -> DoseConfig:
-    """Check a config mapping with the one config builder (:func:`evenhand.options.build`); errors name the field.
+    """Check a config mapping with the one config builder (:func:`evenhand.support.options.build`); errors name the field.
     Its ``kind``, when given, must be ``dose_response``."""
 
     from interventions.base import REGISTRY, InterventionError  # deferred: a name of this module
@@ -579,7 +579,7 @@ class DoseResponseStudy(Study):
 
     def run(self, cfg: DoseConfig, progress: bool = True, backend: str = "local", **backend_options) -> pd.DataFrame:
         if backend != "local":
-            from evenhand.options import ConfigError
+            from evenhand.support.options import ConfigError
             raise ConfigError(f"a dose_response config runs on the local backend only, not {backend!r}")
         return run_dose_response(cfg, progress)
 

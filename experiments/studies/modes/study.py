@@ -4,7 +4,7 @@ and in ``answer`` mode.
 FairStress found that the direction of a measured lean can flip with the way a
 benchmark asks. :func:`mode_switch` decides the items both ways (a run directory
 with a manifest; resumable: ``OUT/answer/`` and ``OUT/logprob/``), scores each, and compares them on the
-same items with the paired jackknife-t interval of :func:`evenhand.metrics.compare`
+same items with the paired jackknife-t interval of :func:`evenhand.scoring.metrics.compare`
 (``logprob`` minus ``answer``). :func:`switch_rows` turns that into a tidy
 table (``OUT/mode_switch.csv``): per mode TieLean and AccGap (and accuracy, FragGap, TieShift) with CIs,
 and the paired difference with its CI; ``flips`` says whether the two modes'
@@ -19,15 +19,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.messages import warn_unparseable
-from evenhand.decisions import DecideOptions, decide
-from evenhand.metrics import INTERVAL, compare, score
-from evenhand.stats import INTERVAL_NAMES
+from evenhand.support.messages import warn_unparseable
+from evenhand.running.decisions import DecideOptions, decide
+from evenhand.scoring.metrics import INTERVAL, compare, score
+from evenhand.inference.stats import INTERVAL_NAMES
 from evenhand.models.loading import ModelSpec, locate, resolve_spec
-from evenhand.options import Rules, build
-from evenhand.runs import RunDir, write_table_atomic
-from evenhand.schema import validate_rows
-from evenhand.stages import LoadModel, Stage, FnStage, finished_with, open_run, run_stages
+from evenhand.support.options import Rules, build
+from evenhand.runs.rundir import RunDir, write_table_atomic
+from evenhand.rows.schema import validate_rows
+from evenhand.running.stages import LoadModel, Stage, FnStage, finished_with, open_run, run_stages
 
 from ..base import JACKKNIFE_ONLY, Study, register, without_kind, without_unused
 from ..common import check_output_dir
@@ -75,7 +75,7 @@ def mode_stages(items: pd.DataFrame, model: LoadModel, batch_size: int = 16, cha
 def mode_switch(items: pd.DataFrame, lm, out_dir: str | Path, batch_size: int = 16, chat_template: str = "auto",
                 progress: bool = True) -> tuple[pd.DataFrame, dict]:
     """Decide ``items`` in both modes with the loaded model ``lm``; returns (tidy table, raw comparison).
-    ``out_dir`` is a run directory (:mod:`evenhand.stages`): a mode whose responses are written is skipped
+    ``out_dir`` is a run directory (:mod:`evenhand.running.stages`): a mode whose responses are written is skipped
     on a rerun."""
     ids = hashlib.sha256("\n".join(map(str, items["item_id"])).encode()).hexdigest()[:16]
     run = open_run(out_dir, {"kind": "mode_switch", "model": asdict(lm.spec), "chat_template": chat_template,

@@ -1,9 +1,9 @@
 """Run configs (``kind: run``, the run study :mod:`experiments.studies.run`): YAML files mapped onto
-frozen dataclasses, validated field by field by the one builder, :func:`evenhand.options.build`
+frozen dataclasses, validated field by field by the one builder, :func:`evenhand.support.options.build`
 (``yaml.safe_load`` only; every error names the field, e.g. ``suite.subset``, and says what was
 expected; an unknown field suggests the closest known one).
 The field checks beyond the types are :data:`RULES`. A field that an option dataclass of the engine
-also has (:class:`~evenhand.decisions.DecideOptions`, :class:`~evenhand.activations.CacheOptions`,
+also has (:class:`~evenhand.running.decisions.DecideOptions`, :class:`~evenhand.running.activations.CacheOptions`,
 :class:`~probes.logistic.ProbeOptions`) takes its default from there, and the runner passes every
 shared field on (:func:`options_for`), so the two cannot drift apart.
 """
@@ -14,16 +14,16 @@ from pathlib import Path
 
 from typing import Literal
 
-from evenhand.activations import Backend, CacheDtype, CacheOptions
-from evenhand.conventions import DEFAULT_CONVENTION, Convention
-from evenhand.decisions import DecideOptions
+from evenhand.running.activations import Backend, CacheDtype, CacheOptions
+from evenhand.rows.conventions import DEFAULT_CONVENTION, Convention
+from evenhand.running.decisions import DecideOptions
 from evenhand.engine.registry import ENGINES as DECISION_ENGINES
 from evenhand.engine.openai_engine import OpenAIOptions
 from evenhand.engine.registry import Mode, refusal
 from evenhand.models.loading import ModelSpec
 from evenhand.models.plan import FALLBACK_BATCH_SIZE
-from evenhand.options import ConfigError, Rules, build, read_yaml
-from evenhand.stats import BootstrapOptions
+from evenhand.support.options import ConfigError, Rules, build, read_yaml
+from evenhand.inference.stats import BootstrapOptions
 from evenhand.suite import items
 from evenhand.suite.generate import DEGREES, Slot
 from evenhand.suite.subsets import Condition, ContrastType

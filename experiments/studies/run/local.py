@@ -3,7 +3,7 @@ analyses), and the stages it shares with the Ray backend (:mod:`.ray`).
 
 Checks that cost nothing come first (config fields, output directory, where
 the model is), so a bad config fails in well under a second, before any
-model is loaded. The run is a list of stages (:mod:`evenhand.stages`): a
+model is loaded. The run is a list of stages (:mod:`evenhand.running.stages`): a
 re-run of the same config in the same directory resumes, skipping the stages
 whose outputs are written.
 """
@@ -13,17 +13,17 @@ from dataclasses import asdict, replace
 
 from evenhand.models.plan import FALLBACK_BATCH_SIZE
 
-from evenhand.messages import warn_unparseable
-from evenhand.metrics import INTERVAL
+from evenhand.support.messages import warn_unparseable
+from evenhand.scoring.metrics import INTERVAL
 from evenhand.models.loading import locate, resolve_spec
-from evenhand.runs import RunDir
-from evenhand.stats import INTERVAL_NAMES
-from evenhand.stages import LoadModel, Stage, StageReport, FnStage, finished_with, open_run, run_stages
+from evenhand.runs.rundir import RunDir
+from evenhand.inference.stats import INTERVAL_NAMES
+from evenhand.running.stages import LoadModel, Stage, StageReport, FnStage, finished_with, open_run, run_stages
 
 from .config import RENAMED, RunConfig, options_for, suite_items
 from ..common import check_output_dir
-from evenhand.metrics import score
-from evenhand.schema import validate_rows
+from evenhand.scoring.metrics import score
+from evenhand.rows.schema import validate_rows
 from probes.dataset import from_run
 from probes.logistic import ProbeOptions
 from probes.sweep import probe_sweep, write_sweep
@@ -31,7 +31,7 @@ from probes.ablation import name_ablation
 from probes.attribution import run_attribution
 from experiments.report import write_report
 from evenhand.suite.content import items_version
-from evenhand.decisions import DecideOptions, decide
+from evenhand.running.decisions import DecideOptions, decide
 from evenhand.engine.registry import get as get_engine, has_local_weights, load
 
 MAY_CHANGE = ("resamples", "bootstrap_seed", "contrast_type", "convention", "probe", "attribution", "figures")
@@ -65,7 +65,7 @@ def finish_stages(cfg: RunConfig, spec, items, decided: FnStage, get_model, prog
     stages = [FnStage("score", lambda run: score_run(cfg, run, decided.result), finished_with(lambda r: r.metrics_path),
                    about=f"{len(items):,} responses, 95% CIs: {INTERVAL_NAMES[INTERVAL]}")]
     if cfg.cache.enabled:
-        from evenhand.activations import CacheOptions, cache_activations
+        from evenhand.running.activations import CacheOptions, cache_activations
         from evenhand.suite.content import items_version
         c = cfg.cache
         copts = options_for(CacheOptions, c, batch_size=c.batch_size or cfg.batch_size or FALLBACK_BATCH_SIZE,

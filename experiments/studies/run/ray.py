@@ -11,24 +11,24 @@ from dataclasses import asdict, replace
 
 import pandas as pd
 
-from evenhand.messages import warn_unparseable
-from evenhand.shards import balanced_shards, shard_units
+from evenhand.support.messages import warn_unparseable
+from evenhand.running.shards import balanced_shards, shard_units
 from evenhand.models.loading import ModelSpec, load_model
-from evenhand.decisions import DecideOptions, decide
-from evenhand.activations import CacheOptions, cache_activations
+from evenhand.running.decisions import DecideOptions, decide
+from evenhand.running.activations import CacheOptions, cache_activations
 from evenhand.models.loading import locate, resolve_spec, weights_fingerprint
-from evenhand.runs import RunDir
-from evenhand.shards import ParquetShards
-from evenhand.stages import LoadModel, StageReport, FnStage, finished_with, open_run, run_stages
+from evenhand.runs.rundir import RunDir
+from evenhand.running.shards import ParquetShards
+from evenhand.running.stages import LoadModel, StageReport, FnStage, finished_with, open_run, run_stages
 from .local import KEEP_STAGES, MAY_CHANGE, analysis_stages, finish_stages, run_info
 from .config import options_for, suite_items
 from ..common import check_output_dir
 from .config import RENAMED
-from evenhand.activations import merge_caches
+from evenhand.running.activations import merge_caches
 
 
 def shard_of(items: pd.DataFrame, n_shards: int, by: str = "scenario") -> list[int]:
-    """The shard of each item of ``items``: whole units (:data:`evenhand.shards.SHARD_UNITS`), balanced."""
+    """The shard of each item of ``items``: whole units (:data:`evenhand.running.shards.SHARD_UNITS`), balanced."""
     return balanced_shards(shard_units(items, by), n_shards)
 
 
@@ -125,7 +125,7 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
                    _on_progress=None):
     """The Ray twin of :func:`experiments.studies.run.local.run_config`; returns (RunDir, metrics report).
 
-    ``shard_by`` says what a shard keeps whole (:data:`evenhand.shards.SHARD_UNITS`: ``scenario``,
+    ``shard_by`` says what a shard keeps whole (:data:`evenhand.running.shards.SHARD_UNITS`: ``scenario``,
     ``baseline`` or ``item``). ``gpus_per_worker`` (default: one when CUDA is present): :func:`gpus_for_workers`."""
     try:
         import ray

@@ -7,10 +7,10 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.engine.registry import DEFAULT
-from evenhand.figures import metrics_table
+from evenhand.reporting.figures import metrics_table
 from evenhand.models.loading import resolve_spec
-from evenhand.runs import RunDir
-from evenhand.stages import Stage
+from evenhand.runs.rundir import RunDir
+from evenhand.running.stages import Stage
 
 from ..base import Study, register
 from .config import RunConfig, config_from_dict, suite_items
@@ -46,7 +46,7 @@ class RunStudy(Study):
         return f"{score_table(report)}\n\nrun directory: {run.path}"
 
     def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
-        """The metrics (:func:`evenhand.figures.metrics_table`), then every probe sweep's and name ablation's rows."""
+        """The metrics (:func:`evenhand.reporting.figures.metrics_table`), then every probe sweep's and name ablation's rows."""
         out = RunDir(output_dir)
         parts = [metrics_table(out.path, resamples).assign(table="metrics")]
         parts += [pd.read_parquet(p.probes_table).assign(table="probes") for p in out.probe_dirs()]

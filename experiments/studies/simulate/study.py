@@ -9,22 +9,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand import metrics as metrics_module
-from evenhand.stats import INTERVAL_NAMES
-from evenhand.conventions import CONVENTIONS, DEFAULT_CONVENTION, check_convention
-from evenhand.metrics import ASYMMETRY, INTERVAL, compute_metrics, score
+from evenhand.scoring import metrics as metrics_module
+from evenhand.inference.stats import INTERVAL_NAMES
+from evenhand.rows.conventions import CONVENTIONS, DEFAULT_CONVENTION, check_convention
+from evenhand.scoring.metrics import ASYMMETRY, INTERVAL, compute_metrics, score
 from evenhand.models.policy import PlantedPolicy, planted_truth
 from evenhand.models.simulated import PlantedBias, SimulatedModel
-from evenhand.options import Rules, build
-from evenhand.runs import RunDir
-from evenhand.schema import validate_rows
-from evenhand.stages import FnStage, finished_with, open_run, run_stages
+from evenhand.support.options import Rules, build
+from evenhand.runs.rundir import RunDir
+from evenhand.rows.schema import validate_rows
+from evenhand.running.stages import FnStage, finished_with, open_run, run_stages
 from evenhand.suite.content import load_content
 from evenhand.suite.subsets import iter_subset
 
 from ..base import Study, register, without_kind, without_unused
 from ..text import score_table
-from evenhand.figures import metrics_table
+from evenhand.reporting.figures import metrics_table
 
 
 def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, model_seed: int = 0,
@@ -34,8 +34,8 @@ def simulate_run(out: str | Path, subset: str = "smoke", suite_seed: int = 0, mo
     driver (stages ``decide`` and ``score``; a rerun of the same arguments resumes, other arguments are
     refused).
 
-    ``convention``: how the metrics read directions (:mod:`evenhand.conventions`; recorded in the manifest's
-    config and in ``metrics.json``). ``resamples`` is accepted and unused, as in :func:`evenhand.metrics.score`:
+    ``convention``: how the metrics read directions (:mod:`evenhand.rows.conventions`; recorded in the manifest's
+    config and in ``metrics.json``). ``resamples`` is accepted and unused, as in :func:`evenhand.scoring.metrics.score`:
     the metrics' CIs are the jackknife-t, which resamples nothing, so neither it nor a bootstrap seed is recorded.
 
     ``form``: ``stochastic`` or ``deterministic`` (the :class:`SimulatedModel` with ``bias``), or
@@ -92,7 +92,7 @@ def coverage_study(items: pd.DataFrame, bias: PlantedBias | None = None, seeds: 
 
     With scenario effects in ``bias`` each seed draws new effects, and the planted value is the
     expectation over them (:meth:`PlantedBias.truth`). ``interval``: one of
-    :data:`evenhand.metrics.INTERVALS` for this study (default: the metrics' own, ``INTERVAL``)."""
+    :data:`evenhand.scoring.metrics.INTERVALS` for this study (default: the metrics' own, ``INTERVAL``)."""
     bias = bias or PlantedBias()
     truth = bias.truth(degree)
     out = {m: {"planted": truth[m], "covered": 0, "estimates": []} for m in metrics}
@@ -139,7 +139,7 @@ class SimulateConfig:
     contrast_type: str | None = "type1"
     """type1 | type23."""
     convention: str = DEFAULT_CONVENTION
-    """evenhand | ai2 (:mod:`evenhand.conventions`)."""
+    """evenhand | ai2 (:mod:`evenhand.rows.conventions`)."""
 
 
 RULES = Rules(choices={"form": ("stochastic", "deterministic", "policy"), "contrast_type": ("type1", "type23", None),

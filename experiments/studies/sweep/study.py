@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from evenhand.stats import RESAMPLES
-from evenhand.runs import RunDir, write_table_atomic
-from evenhand.stages import FnStage, open_run, run_stages
+from evenhand.inference.stats import RESAMPLES
+from evenhand.runs.rundir import RunDir, write_table_atomic
+from evenhand.running.stages import FnStage, open_run, run_stages
 
 from ..base import Study, register, study_of
 from ..common import check_output_dir
