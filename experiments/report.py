@@ -180,7 +180,7 @@ def write_report(run_dir: str | Path, resamples: int = RESAMPLES) -> tuple[Path,
     lines += [f"Model `{model}`; {metrics['n_items']:,} items of {metrics['n_scenarios']} scenarios "
               f"({ctype} contrasts, {metrics.get('convention', 'evenhand')} convention); "
               f"suite {man.get('suite_version')}; git "
-              f"`{git.get('sha', '?')[:10]}`{' (dirty)' if git.get('dirty') else ''}; "
+              f"`{(git.get('sha') or 'unknown')[:10]}`{' (dirty)' if git.get('dirty') else ''}; "
               f"95% CIs by {interval}" + (f" ({metrics['resamples']} resamples)." if "bootstrap" in interval else "."),
               "", *([engine_line(man), ""] if engine_line(man) else []),
               f"## Headline numbers at {degree_name(top)}", ""]

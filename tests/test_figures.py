@@ -1,6 +1,7 @@
 """Figures and tables as pure functions of saved tables; the report page; `evenhand runs list`."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -200,6 +201,19 @@ def test_report_page_is_self_contained_with_captions_and_caveat(sim, tmp_path):
     assert "no asymmetry" in s and "\u22121.0 pp [\u22124.0, 2.0]" in s
     assert run_kind({"model": {"name": "evenhand-organism"}}) == ("evenhand-organism", "organism")
     assert run_kind({"config": {"model": {"model": "google/gemma-3-12b-it"}}}) == ("google/gemma-3-12b-it", None)
+
+
+def test_report_of_a_run_made_outside_git_names_the_commit_unknown(sim, tmp_path):
+    """A run made from a source tree that is no git checkout records ``git: {"sha": null}`` (RunDir's
+    git_state); the report says the commit is unknown instead of failing on None[:10]."""
+    from experiments.report import write_report
+    run = tmp_path / "sim"
+    shutil.copytree(sim[0], run)
+    man = json.loads((run / "manifest.json").read_text())
+    man["git"] = {"sha": None, "dirty": None}
+    (run / "manifest.json").write_text(json.dumps(man))
+    md, _ = write_report(run, resamples=50)
+    assert "git `unknown`;" in md.read_text()
 
 
 def test_figures_are_byte_for_byte_reproducible(sim, tmp_path):
