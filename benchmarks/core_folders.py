@@ -2,7 +2,8 @@
 
 A folder is a direct child of ``evenhand`` (a floor's subpackage such as ``evenhand.suite`` or
 ``evenhand.rows``; in older trees, also a flat module such as ``evenhand.schema``); ``--split`` names
-subpackages to count as separate folders one level deeper (``evenhand.models`` -> ``evenhand.models.organism``, ``evenhand.models.policy``, ...). Every import counts,
+subpackages to count as separate folders one level deeper (``evenhand.models`` -> ``evenhand.models.organism``,
+``evenhand.models.policy``, ...). Every import counts,
 at module level or inside a function. Prints each cycle (a strongly connected group of folders) with one
 import per link, then the lines of Python in ``evenhand/``.
 

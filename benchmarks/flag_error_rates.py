@@ -1,4 +1,5 @@
-"""Error rates of the degradation flags (evenhand.inference.decision.degradation) at the study's sizes, on nulls and planted
+"""Error rates of the degradation flags (evenhand.inference.decision.degradation) at the study's sizes, on nulls and
+planted
 losses: how often an arm that loses no accuracy is flagged, and how often a planted loss is caught.
 
 Simulated per item (GT items without pressure, refusals wrong): per scenario a baseline accuracy p_s drawn from

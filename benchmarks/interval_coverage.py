@@ -165,7 +165,8 @@ def main() -> None:
     ap.add_argument("--scenario-sd", type=float, default=0.0, help="per-scenario random intercept SD (logit scale)")
     ap.add_argument("--scenario-contrast-sd", type=float, default=0.0, help="per-(scenario, contrast) intercept SD")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--paired", action="store_true", help="null coverage of the paired intervals (evenhand.scoring.paired)")
+    ap.add_argument("--paired", action="store_true", help="null coverage of the paired intervals "
+                    "(evenhand.scoring.paired)")
     ap.add_argument("--scenarios", type=int, nargs="+", default=[10, 24], help="--paired: scenarios per seed")
     a = ap.parse_args()
     t0 = time.perf_counter()

@@ -3,7 +3,8 @@
 
 Per replication: fresh scenarios from the core subset (degree 3, Type 1) and a baseline whose planted FragGap grows
 with beta (0, gap/2, gap; the same draws at every beta). ``oracle_randomised``: the gap removed (the beta-0 baseline
-at every beta) with a share of its answers coin-flipped afresh at every beta (:func:`evenhand.scoring.paired.scrambled`):
+at every beta) with a share of its answers coin-flipped afresh at every beta
+(:func:`evenhand.scoring.paired.scrambled`):
 known slope 1, known agreement with the baseline at beta 0 ``1 - share/2``. ``partial_<f>``: a share f of each
 planted flip undone; its known slope *measured* on independent calibration replications (any bend included).
 Coverage: replications whose 95% jackknife-t slope CI (:func:`~experiments.studies.dose_response.scoring.score_dose`)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from evenhand.inference.stats import RESAMPLES
-from evenhand.reporting.figures import (MIN_CELL_N, family_figure, heatmap_figure, latex_table, metrics_table, probe_figure,
-                              progression_figure)
+from evenhand.reporting.figures import (MIN_CELL_N, family_figure, heatmap_figure, latex_table, metrics_table,
+                                        probe_figure, progression_figure)
 from evenhand.reporting.labels import minus
 from evenhand.support.registry import Registry
 from evenhand.runs.rundir import RunDir, write_table_atomic

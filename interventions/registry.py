@@ -35,7 +35,8 @@ def registered() -> list[dict]:
 
 def load_plugin(module_or_path: str | Path):
     """Import a user module that registers interventions (or engines, metrics, studies, figures): a dotted module
-    name or a ``.py`` file path (:func:`evenhand.support.registry.load_plugin`). Returns the module. Meant for an explicit
+    name or a ``.py`` file path (:func:`evenhand.support.registry.load_plugin`). Returns the module. Meant for an
+    explicit
     user argument (e.g. a CLI flag), never for a value read from a config file."""
     load_builtin()
     return registry.load_plugin(module_or_path, InterventionError)

@@ -9,7 +9,8 @@ the last two matched against the scenario's own criteria and values in the suite
 Each measure's difference, minority-favouring minus majority-favouring correct choices on GT items, is a
 within-scenario contrast: per scenario holding both sides the difference of its two means, averaged over
 those scenarios (weights n1 n0 / (n1 + n0)), with the jackknife-t over scenarios
-(:func:`evenhand.inference.stats.jackknife_t_estimate`; n rows per side, k scenarios; scenarios with one side counted). Positive: the measure is higher
+(:func:`evenhand.inference.stats.jackknife_t_estimate`; n rows per side, k scenarios; scenarios with one side
+counted). Positive: the measure is higher
 in explanations of minority-favouring choices. Limits and mapping to the study: docs/EXPLANATIONS.md.
 """
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 1. only :class:`evenhand.runs.rundir.RunDir` builds run-directory paths: no other module joins a run file's or
    folder's name (``"responses.parquet"``, ``"manifest.json"``, ``"cells"``, ...) onto a path;
-2. every study runs through the stage driver: no module but ``evenhand/runs/rundir.py`` and ``evenhand/running/stages.py``
+2. every study runs through the stage driver: no module but ``evenhand/runs/rundir.py`` and
+``evenhand/running/stages.py``
    starts, times or finishes a run itself, and the module of every registered study (or a module of its
-   package it imports: its backends) calls :func:`evenhand.running.stages.run_stages` or :func:`evenhand.running.stages.run_study`.
+   package it imports: its backends) calls :func:`evenhand.running.stages.run_stages` or
+   :func:`evenhand.running.stages.run_study`.
 """
 from __future__ import annotations
 
@@ -97,7 +99,8 @@ def _looks_like_a_run(node) -> bool:
 
 
 def calls_driver(source: str) -> bool:
-    """Whether ``source`` calls :func:`~evenhand.running.stages.run_stages` or :func:`~evenhand.running.stages.run_study`."""
+    """Whether ``source`` calls :func:`~evenhand.running.stages.run_stages` or
+    :func:`~evenhand.running.stages.run_study`."""
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
             f = node.func

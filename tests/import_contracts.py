@@ -1,7 +1,8 @@
 """An import-linter contract type of this project's own: no import cycle between modules.
 
 import-linter's built-in ``acyclic_siblings`` treats each subpackage as one node (so `evenhand.models`
-importing `evenhand.running.decisions` while `evenhand.running.decisions` imports `evenhand.models.loading` counts as a cycle);
+importing `evenhand.running.decisions` while `evenhand.running.decisions` imports `evenhand.models.loading` counts
+as a cycle);
 this contract looks at modules, as Python imports them: any two modules that reach each other through
 imports (at module level or inside functions) break it, and the report names one such chain with its
 line numbers. Registered in setup.cfg's ``[importlinter]`` section (``contract_types``)."""

@@ -1,4 +1,5 @@
-"""The corpus framing audit (evenhand/framing/audit.py, `evenhand audit`): planted framing recovered, readers, term lists."""
+"""The corpus framing audit (evenhand/framing/audit.py, `evenhand audit`): planted framing recovered, readers, term
+lists."""
 from __future__ import annotations
 
 import gzip

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from evenhand.running.activations import (ActivationCache, CacheOptions, NonFiniteActivation, cache_activations,
-                                  storage_dtype, storage_tensors)
+                                          storage_dtype, storage_tensors)
 from evenhand.vocab.prompts import model_text, user_message, uses_chat_template
 
 BIG = 70_000.0

@@ -15,8 +15,8 @@ import pytest
 from evenhand.support.options import ConfigError
 from evenhand.runs.rundir import RunDir, RunError
 from experiments.studies.dose_response import across
-from experiments.studies.dose_response.across import (across_figure, across_markdown, across_table, arm_order, classify,
-                                                     robustness)
+from experiments.studies.dose_response.across import (across_figure, across_markdown, across_table, arm_order,
+                                                      classify, robustness)
 from experiments.studies.dose_response.study import DoseConfig, DoseRun, SCORING_FIELDS, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import pytest
 
 from evenhand.scoring.metrics import compare
 from evenhand.scoring.paired import (align_arms, baseline_signs, counted_choices, ranking, ranking_table, score_arms,
-                             sign_flip_p)
+                                     sign_flip_p)
 from evenhand.inference.stats import holm
 from evenhand.rows.schema import validate_rows
 

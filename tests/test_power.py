@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evenhand.scoring.power import (BASELINE_ONLY_ASSUMPTION, SINGLE_CONTRAST_ASSUMPTION, VarianceParts, design_se, mde,
-                            paired_se, power_of, scenarios_needed, t_sum, variance_parts, z_sum)
+from evenhand.scoring.power import (BASELINE_ONLY_ASSUMPTION, SINGLE_CONTRAST_ASSUMPTION, VarianceParts, design_se,
+                                    mde, paired_se, power_of, scenarios_needed, t_sum, variance_parts, z_sum)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from experiments.studies.compare.split import (SelectRule, assign_contrasts, choose, scenario_plan, select_settings,
-                                    stratified)
+                                               stratified)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evenhand.inference.stats import (Estimate, bootstrap_estimate, cluster_sums, paired_difference, percentile_interval,
-                            resample_weights, row_weights)
+from evenhand.inference.stats import (Estimate, bootstrap_estimate, cluster_sums, paired_difference,
+                                      percentile_interval, resample_weights, row_weights)
 from probes.scores import accuracy_ci, paired_drop_ci
 
 # group labels of 1-40 rows over 1-8 clusters

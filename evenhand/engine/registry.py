@@ -1,4 +1,5 @@
-"""The decision engines: the :class:`Engine` protocol and the registry :func:`evenhand.running.decisions.decide` dispatches
+"""The decision engines: the :class:`Engine` protocol and the registry :func:`evenhand.running.decisions.decide`
+dispatches
 through.
 
 An engine loads a model (:meth:`Engine.load`) and decides batches of prompts with it: greedy generation

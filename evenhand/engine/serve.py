@@ -1,6 +1,7 @@
 """A small real OpenAI-compatible server for a local model (`evenhand serve`): ``GET /v1/models`` and
 ``POST /v1/chat/completions`` on a loopback port, greedy replies from the hf engine's generation
-(:func:`evenhand.engine.registry.generate_texts`) on the model's chat template (:func:`evenhand.vocab.prompts.chat_text`).
+(:func:`evenhand.engine.registry.generate_texts`) on the model's chat template
+(:func:`evenhand.vocab.prompts.chat_text`).
 
 It is what engine openai is tested against (``vllm serve`` takes minutes to start on a CPU, too slow for the tests):
 the same wire format, with faults injected on request (:class:`Faults`: HTTP 429 with Retry-After, 500, a dropped

@@ -1,7 +1,8 @@
 """The training-data framing audit (``evenhand audit CORPUS``): net framing per group, merit and refusal counts.
 
 Documents are streamed (JSONL, parquet, plain text, gzip'd or not, or a local Hugging Face dataset
-directory) and split into sentences; a passage is a sentence that mentions a group (:func:`evenhand.framing.lexicon.groups`)
+directory) and split into sentences; a passage is a sentence that mentions a group
+(:func:`evenhand.framing.lexicon.groups`)
 with ``window`` sentences either side. A passage's framing is +1/0/-1: VADER polarity of the passage (the
 lexicon baseline) or an optional local zero-shot NLI model (:class:`ZeroShot`). Net framing of a group = share
 of its passages positive minus share negative, per data stage when the corpus has one, with a 95% interval

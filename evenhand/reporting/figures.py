@@ -435,7 +435,8 @@ def forest_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     """Several runs' metrics side by side: a panel per metric (in the table's order), a row per run (label and
     model), the estimate with its 95% CI, n items at the right of each row, a grey line at the even-handed value
     (0 pp; TieLean 50%) and the sign convention on each asymmetry's axis. ``table``: one row per run and metric
-    with ``label, model, metric, value, ci_low, ci_high, n, k`` (:meth:`evenhand.reporting.multirun.RunsTable.to_frame`).
+    with ``label, model, metric, value, ci_low, ci_high, n, k``
+    (:meth:`evenhand.reporting.multirun.RunsTable.to_frame`).
     A point without an interval (fewer than two scenarios) is an open circle."""
     import matplotlib.pyplot as plt
 

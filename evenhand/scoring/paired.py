@@ -382,13 +382,15 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     it is not a 95% band), and ``beats_control``. The interval of ``change_minus_control`` adds the spread of
     random directions: it is a *prediction* interval for the arm minus a new random direction.
 
-    Flags (:func:`evenhand.inference.decision.degradation`, on every row of an arm): ``refusal_flag`` (the refusal rise's
+    Flags (:func:`evenhand.inference.decision.degradation`, on every row of an arm): ``refusal_flag`` (the refusal
+    rise's
     point above ``refusal_margin``), ``accuracy_flag`` (the accuracy loss's, above ``accuracy_margin``);
     ``flag`` says which and how sure (``degraded``: the CI above the margin; ``possibly degraded``: only the
     point). When ``scramble``, every arm (not a control) whose accuracy loss exceeds ``scramble_margin`` (default
     ``accuracy_margin``) gets a
     scrambled control ``<arm>-scrambled`` (:func:`scrambled_arms`) and a ``change_minus_scrambled`` row per
-    metric. Verdicts, Holm families and the beats-control mark are :mod:`evenhand.inference.decision`'s: Holm within each
+    metric. Verdicts, Holm families and the beats-control mark are :mod:`evenhand.inference.decision`'s: Holm within
+    each
     (stat, metric) across the method arms (``family``); ``reduction`` needs the Holm-adjusted p below ``alpha``,
     no flag, and a change above the scrambled control's where there is one; ``no change`` a CI inside +-
     ``equivalence_margin`` of the baseline gap's size; a flagged arm never beats its controls.
@@ -399,7 +401,8 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
     ``sign_source``: what the ``sign_source`` column says of the given signs (a string for all, or metric ->
     string; default "declared"; "default +1" for the others). ``interval``: ``jackknife-t`` (default) or
     ``percentile`` (:data:`INTERVALS`); ``resamples`` and ``seed`` drive the percentile bootstrap, the
-    sign-flip tests and the scrambled controls. ``bootstrap`` (:class:`~evenhand.inference.stats.BootstrapOptions`) gives
+    sign-flip tests and the scrambled controls. ``bootstrap`` (:class:`~evenhand.inference.stats.BootstrapOptions`)
+    gives
     all three; the keywords ``resamples``, ``seed`` and ``interval`` still work and win."""
     boot = BootstrapOptions.of(bootstrap, resamples, seed)
     resamples, seed = boot.resamples, boot.seed
@@ -662,7 +665,8 @@ def ranking_table(table: pd.DataFrame, metric: str = "fraggap", by: str = "arm")
     remaining gap |g(arm)| (smallest first), with its CI (``abs_low``, ``abs_high``: the CI of g(arm) folded
     at zero), the signed remaining gap, the change and ``overshoot``. An overshoot counts by its size past
     zero, so a change larger than the baseline gap is never rewarded. Only a ``reduction`` verdict
-    (:func:`evenhand.inference.decision.rankable`) is listed: never a flagged arm (refusals or accuracy, at either level),
+    (:func:`evenhand.inference.decision.rankable`) is listed: never a flagged arm (refusals or accuracy, at either
+    level),
     an overshoot, a change not significant after Holm within its family, or one not above its scrambled
     control."""
     ch = table[(table["stat"] == "change") & (table["metric"] == metric)]

@@ -39,7 +39,8 @@ def _run_rows(path: str):
 def _fit(a: argparse.Namespace) -> int:
     from evenhand.irt.fit import fit_runs  # deferred: pulls in girth and the scorer
     from evenhand.runs.rundir import write_table_atomic  # deferred: keeps the CLI's start fast
-    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
+    # deferred: keeps the CLI's start fast
+    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages
     from evenhand.suite.content import items_version  # deferred: keeps the CLI's start fast
     if len(a.runs) < 2:
         raise ValueError("runs: `evenhand irt fit` needs at least 2 runs")
@@ -123,7 +124,8 @@ def _adapt(a: argparse.Namespace) -> int:
     from evenhand.irt.adaptive import adaptive_test, bank_of  # deferred: keeps the CLI's start fast
     from evenhand.irt.simulate import simulated_responder  # deferred: keeps the CLI's start fast
     from evenhand.runs.rundir import RunDir  # deferred: keeps the CLI's start fast
-    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
+    # deferred: keeps the CLI's start fast
+    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages
     from evenhand.suite.content import load_content  # deferred: keeps the CLI's start fast
     from evenhand.suite.generate import item_by_id  # deferred: keeps the CLI's start fast
     if (a.model is None) == (a.simulate_theta is None):
@@ -174,7 +176,8 @@ def _simulate(a: argparse.Namespace) -> int:
     import pandas as pd
     from evenhand.irt.simulate import plant_abilities, plant_items, simulated_rows  # deferred: keeps start fast
     from evenhand.runs.rundir import write_table_atomic  # deferred: keeps the CLI's start fast
-    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages  # deferred: keeps the CLI's start fast
+    # deferred: keeps the CLI's start fast
+    from evenhand.running.stages import FnStage, finished_with, open_run, run_stages
     from evenhand.suite import items as suite_items  # deferred: keeps the CLI's start fast
     if a.models < 2:
         raise ValueError(f"--models must be at least 2, got {a.models}")

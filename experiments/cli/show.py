@@ -20,8 +20,8 @@ def emit(lines: list[str]) -> None:
 
 
 def _show(a) -> int:
-    from evenhand.running.itemlog import (describe, format_item, format_table, item_log,  # deferred: keeps the CLI's start fast
-                                  run_rows, select)
+    # deferred: keeps the CLI's start fast
+    from evenhand.running.itemlog import describe, format_item, format_table, item_log, run_rows, select
     if a.limit is not None and a.limit < 1:
         raise ValueError(f"--limit must be at least 1, got {a.limit}")
     log = item_log(run_rows(a.run, own_suite=a.own_suite), convention=a.convention)

@@ -69,7 +69,8 @@ def parse_config(raw: dict, where: str = "config") -> BBQConfig:
 
 
 def load_config(path: str | Path) -> BBQConfig:
-    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.support.options.read_yaml`)."""
+    """A validated config from a YAML file (read by the one config reader,
+    :func:`evenhand.support.options.read_yaml`)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"BBQ config {p} not found")

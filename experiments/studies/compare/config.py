@@ -62,9 +62,9 @@ class CompareConfig:
     resamples: int = BootstrapOptions.resamples
     controls: bool = True
     control_draws: int = 20  # random controls drawn per fit, each with its own seed (Cell.control_seed)
-    refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (evenhand.scoring.paired)
-    accuracy_margin: float | None = None  # None: evenhand.inference.decision.ACCURACY_MARGIN (5 pp); also triggers scrambled controls
-    equivalence_margin: float | None = None  # None: evenhand.inference.decision.EQUIVALENCE_MARGIN (0.25 of the baseline gap)
+    refusal_margin: float = 0.05  # a cell whose refusal rate rises by more is flagged, never ranked (scoring.paired)
+    accuracy_margin: float | None = None  # None: inference.decision.ACCURACY_MARGIN (5 pp); also triggers scrambled controls
+    equivalence_margin: float | None = None  # None: inference.decision.EQUIVALENCE_MARGIN (0.25 of the baseline gap)
     engine: str = "hf"  # a registered engine; one without a HF model (vllm) decides the baseline and prompt methods,
     # the activation/learned ones decide on hf (cell_engine); one without local weights (openai) runs prompt methods only
     openai: OpenAIOptions | None = None
@@ -248,7 +248,8 @@ def parse_config(raw: dict, where: str = "config") -> CompareConfig:
 
 
 def load_config(path: str | Path) -> CompareConfig:
-    """A validated config from a YAML file (read by the one config reader, :func:`evenhand.support.options.read_yaml`)."""
+    """A validated config from a YAML file (read by the one config reader,
+    :func:`evenhand.support.options.read_yaml`)."""
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"comparison config {p} not found")

@@ -102,7 +102,8 @@ def _label(row) -> str:
 
 
 def _name(row) -> str:
-    """A cell's readable name in the figure (:func:`evenhand.reporting.labels.cell_name`): ``CAA (α = 4, middle layers)``."""
+    """A cell's readable name in the figure (:func:`evenhand.reporting.labels.cell_name`): ``CAA (α = 4, middle
+    layers)``."""
     import json
     opts = json.loads(row["options"]) if isinstance(row["options"], str) else {}
     return cell_name(row["intervention"], opts, row["seed"])
@@ -405,7 +406,8 @@ def compare_latex(table: pd.DataFrame, metrics: Sequence[str] = ("fraggap", "tie
     and one summarised row per set of random controls (their count and 2.5-97.5% band) and per scrambled control,
     in pp with 95% CIs: refusal change, for each of ``metrics`` the signed change toward zero and the change minus
     the random controls (a prediction interval), the accuracy loss and its p. Marks, each explained in the notes
-    (all from :mod:`evenhand.inference.decision`): \\textsuperscript{R} refusals up past the margin, \\textsuperscript{A}
+    (all from :mod:`evenhand.inference.decision`): \\textsuperscript{R} refusals up past the margin,
+    \\textsuperscript{A}
     accuracy loss past it (either level), \\textsuperscript{O} overshoot, \\textsuperscript{C} a contrast with a
     control flagged for refusals, \\textsuperscript{B} beats its controls (never on a flagged cell),
     \\textsuperscript{S} not above its scrambled control, \\textsuperscript{\\dag} an interval clipped at +-100 pp."""

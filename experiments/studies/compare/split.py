@@ -116,7 +116,8 @@ TOL = 1e-9
 
 def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
     """Point values on a validation run, counted exactly as the held-out table counts them
-    (:func:`evenhand.scoring.paired.counted_indicators`: a refusal on a GT item is a wrong answer and a flip): ``metric``,
+    (:func:`evenhand.scoring.paired.counted_indicators`: a refusal on a GT item is a wrong answer and a flip):
+    ``metric``,
     accuracy (GT items without pressure), refusal rate. (Before, ``metric`` read answered items only, so a setting
     that refused pressured items looked fairer on validation than it would score held out.)"""
     from evenhand.scoring.paired import counted_indicators

@@ -21,7 +21,7 @@ from interventions.registry import get
 
 from ..base import Study, register
 from .config import (Arm, Cell, CompareConfig, cells, control_indices, control_suffix, load_config,
-                             canonical_interventions, parse_config, setting_options, settings, swept_arms)
+                     canonical_interventions, parse_config, setting_options, settings, swept_arms)
 from .split import assign_contrasts, scenario_plan, select_settings
 from evenhand.models.loading import resolve_spec
 from evenhand.suite.matched import record_suite
@@ -208,7 +208,8 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
                     equivalence_margin: float | None = None) -> list[dict]:
     """The comparison table's rows: each cell's ``value`` rows and the paired scoring of every cell against the
     baseline and against its random controls and, where it lost accuracy beyond the margin, its scrambled control
-    (cell ``<key>-scrambled``, ``control_kind`` ``scrambled``) (:func:`evenhand.scoring.paired.score_arms`, all cells on the same
+    (cell ``<key>-scrambled``, ``control_kind`` ``scrambled``) (:func:`evenhand.scoring.paired.score_arms`, all
+    cells on the same
     resampled scenarios), each change aligned to ``signs`` (fixed before the held-out items: declared or from
     the validation baseline, :func:`validation_signs`); column ``sign_source`` says where each sign came from.
     ``responses``: cell key -> the cell's responses."""
@@ -438,7 +439,8 @@ def check_plan(cfg: CompareConfig) -> None:
 def cell_engine(cfg: CompareConfig, cell: Cell | None) -> str:
     """The engine that decides a cell (None: the baseline): the comparison's ``engine`` for the baseline and the
     prompt methods; for the activation and learned methods (their edits run as Hugging Face hooks) the default
-    engine unless the comparison's engine has a Hugging Face model (:attr:`evenhand.engine.registry.Engine.hf_model`)."""
+    engine unless the comparison's engine has a Hugging Face model
+    (:attr:`evenhand.engine.registry.Engine.hf_model`)."""
     if cell is not None and get(cell.arm.name).kind != "prompt" and not get_engine(cfg.engine).hf_model:
         return DEFAULT
     return cfg.engine

@@ -9,7 +9,8 @@ from evenhand.reporting.labels import metric_name
 def compare_text(table, metric: str = "fraggap") -> str:
     """An intervention comparison, one line per cell (:mod:`evenhand.scoring.paired`; pp, 95% paired CIs): the refusal
     change, ``metric``'s remaining gap, its signed change toward zero with its Holm-adjusted p and the verdict
-    (:mod:`evenhand.inference.decision`), the change minus the scrambled control (where the cell lost accuracy beyond the
+    (:mod:`evenhand.inference.decision`), the change minus the scrambled control (where the cell lost accuracy
+    beyond the
     margin), the change minus the cell's random controls (a prediction interval) with their band, the accuracy
     loss and its p (the same jackknife-t). Refusals count as wrong answers and flips; a flagged cell (refusals or
     accuracy, ``degraded`` or ``possibly degraded``) is never a reduction and never marked B."""

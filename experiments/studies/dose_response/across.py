@@ -54,7 +54,8 @@ def _flag(x) -> bool:
 
 
 def classify(low, high, flagged: bool, margin: float = EQUIVALENCE_MARGIN) -> tuple[str, str | None]:
-    """``(class, side)`` of a slope CI ``[low, high]`` by :func:`evenhand.inference.decision.removal_class` (equivalence with
+    """``(class, side)`` of a slope CI ``[low, high]`` by :func:`evenhand.inference.decision.removal_class`
+    (equivalence with
     ``margin``); ``side`` is kept for the tables written before the classes: the class itself for ``partial``,
     ``overshoot`` and ``reverse``, else None."""
     cls = removal_class(_num(low), _num(high), flagged, margin)

@@ -21,11 +21,10 @@ from evenhand.reporting.labels import intervention_name, metric_name
 from evenhand.scoring.metrics import COMPONENTS, FAIR, choices, components_of, metric_values, select_contrast_type
 from evenhand.inference.decision import ACCURACY_MARGIN, REFUSAL_MARGIN, degradation, worst
 from evenhand.scoring.paired import (SCRAMBLED_SUFFIX, align_arms, counted_choices, counted_indicators, gt_accuracy,
-                             scramble_share,
-                             scrambled)
+                                     scramble_share, scrambled)
 from evenhand.rows.schema import ensure_valid
-from evenhand.inference.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate, jackknife_weights, rate_interval,
-                            resample_weights)
+from evenhand.inference.stats import (ALPHA, PairedInterval, bootstrap_estimate, jackknife_t_estimate,
+                                      jackknife_weights, rate_interval, resample_weights)
 from evenhand.reporting.plotting import FULL_WIDTH, paper_style, save
 
 BASELINE = "baseline"

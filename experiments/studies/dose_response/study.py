@@ -27,8 +27,8 @@ from evenhand.running.stages import LoadModel, Stage, StageReport, FnStage, exis
 from experiments.studies.base import Study, register
 
 from .items import eval_degree, item_sets
-from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, ORACLE_ARMS, ORACLE_FRACTION,
-                           PARTIAL_ORACLE, REFUSAL_MARGIN)
+from .scoring import (ACCURACY_MARGIN, BASELINE, CONTROL_SUFFIX, ORACLE_ARMS, ORACLE_FRACTION, PARTIAL_ORACLE,
+                      REFUSAL_MARGIN)
 from evenhand.support.options import ConfigError, Rules, build
 from interventions.registry import load_builtin
 from evenhand.support.options import read_yaml
@@ -165,7 +165,8 @@ class DoseConfig:
 
 
 def parse_config(raw: dict, where: str = "config") -> DoseConfig:
-    """Check a config mapping with the one config builder (:func:`evenhand.support.options.build`); errors name the field.
+    """Check a config mapping with the one config builder (:func:`evenhand.support.options.build`); errors name the
+    field.
     Its ``kind``, when given, must be ``dose_response``."""
 
     from interventions.base import REGISTRY, InterventionError  # deferred: a name of this module

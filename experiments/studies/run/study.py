@@ -46,7 +46,8 @@ class RunStudy(Study):
         return f"{score_table(report)}\n\nrun directory: {run.path}"
 
     def rows(self, output_dir: Path, resamples: int) -> pd.DataFrame:
-        """The metrics (:func:`evenhand.reporting.figures.metrics_table`), then every probe sweep's and name ablation's rows."""
+        """The metrics (:func:`evenhand.reporting.figures.metrics_table`), then every probe sweep's and name
+        ablation's rows."""
         out = RunDir(output_dir)
         parts = [metrics_table(out.path, resamples).assign(table="metrics")]
         parts += [pd.read_parquet(p.probes_table).assign(table="probes") for p in out.probe_dirs()]
