@@ -2,7 +2,8 @@
 
 A residual vector (a cached site at the decision token) is written into a target prompt at a residual site
 and token position (default: the few-shot identity prompt :data:`IDENTITY_PROMPT`, at its last token, the
-``?``) inside one nnsight generation; the model's greedy continuation is the description. The label is
+``?``) inside one nnsight generation; the model's greedy continuation is the description (the vectors are
+read by the one activation reader, :func:`read_vectors`). The label is
 read off the descriptions three ways: by a **reader** (an LLM judge, :mod:`evenhand.framing.judge`, asked which
 candidate the description says the model favours: the study's reading, the headline, on AMB items only),
 by rules (a description naming one candidate yields that candidate's label, :func:`rule_choice`) and by
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evenhand.engine.reader import read_batches
 from evenhand.framing.judge import VERBALIZATION, Judge, ask
 from evenhand.models.loading import LoadedModel, load_model
 from evenhand.models.sites import SITE_RE, Site, SiteError, module, resolve
@@ -113,20 +115,25 @@ def _as_rows(lm: LoadedModel, vectors, what: str):
     return v.to(device=lm.model.device, dtype=lm.model.dtype)
 
 
-def read_vectors(lm: LoadedModel, ids: Sequence[Sequence[int]], site: str, position: int = -1):
-    """Site ``site``'s value at token ``position`` of each token sequence ``ids`` (one unpadded forward pass
-    each), as a (rows, width) tensor in the model's dtype."""
+def read_vectors(lm: LoadedModel, ids: Sequence[Sequence[int]], site: str, position: int = -1,
+                 batch_size: int = 1):
+    """Site ``site``'s value at token ``position`` of each token sequence ``ids``, as a (rows, width) tensor in
+    the model's dtype, read by the one activation reader (:func:`evenhand.engine.reader.read_batches`: forward
+    hooks, batches that halve on out-of-memory). ``batch_size`` 1 (the default) is one unpadded forward pass
+    per sequence; a larger batch is left-padded, which moves values by float rounding only."""
     import torch  # deferred: heavy
-    traced, where = _traced(lm), resolve(lm.model, site)
-    out = []
-    with torch.inference_mode():
-        for seq in ids:
-            with traced.trace(input_ids=torch.tensor([list(seq)], device=lm.model.device)):
-                val = module(traced, where)
-                val = val.output if where.port == "output" else val.input
-                saved = val[:, position, :].clone().save()
-            out.append(saved)
-    return torch.cat(out)
+    seqs = [list(s) for s in ids]
+    for k, s in enumerate(seqs):
+        if not -len(s) <= position < len(s):
+            raise ValueError(f"position {position} is outside sequence {k}'s {len(s)} tokens")
+
+    def pick(h, idx):  # row k holds seqs[idx[k]] in its last positions (left padding)
+        width = h.shape[1]
+        return [h[k, width - len(seqs[j]) + position if position >= 0 else width + position]
+                for k, j in enumerate(idx)]
+
+    rows = read_batches(lm, seqs, [site], batch_size, pick)
+    return torch.as_tensor(np.stack([r[site] for r in rows])).to(device=lm.model.device, dtype=lm.model.dtype)
 
 
 def patched_logits(lm: LoadedModel, ids: Sequence[int], site: str, position: int, vectors):

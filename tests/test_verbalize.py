@@ -50,6 +50,22 @@ def test_identity_patchscope_reproduces_the_next_token_distribution(lm, smoke_it
     assert _identity_gap(lm, ids, site, last, write_at=last - 1) > 10 * TOL
 
 
+def test_read_vectors_batched_equals_one_pass_each_and_refuses_a_position_outside(lm, smoke_items):
+    """Sequences of different lengths read in one left-padded batch give each sequence's own value at the
+    position (a pick that ignored the padding would read another token: the first test's off-by-one moves the
+    logits by more than 10x TOL); a position past a sequence's end is refused naming it."""
+    seqs = [target_ids(lm.tokenizer, p, -1)[0] for p in smoke_items["prompt"].iloc[:4]]
+    seqs[1] = seqs[1][:-3]
+    assert len({len(s) for s in seqs}) > 1
+    for pos in (-1, 2):
+        one = read_vectors(lm, seqs, "blocks.1.resid_post", pos)
+        batched = read_vectors(lm, seqs, "blocks.1.resid_post", pos, batch_size=4)
+        assert one.shape == (4, lm.model.config.hidden_size) and float((one - batched).abs().max()) < 1e-4
+    short = min(range(4), key=lambda k: len(seqs[k]))
+    with pytest.raises(ValueError, match=f"outside sequence {short}'s {len(seqs[short])} tokens"):
+        read_vectors(lm, seqs, "blocks.1.resid_post", len(seqs[short]))
+
+
 def test_a_patch_changes_the_continuation(lm, smoke_items):
     """Another prompt's vector moves the logits (a patch that writes nothing passes the identity check) and
     the generation path patches like the logits path: its first token is their argmax."""
