@@ -10,9 +10,7 @@ about 18 points):
   same scenario, variant, contrast assignment, slot and pressure sentence.
 - ``degree2``: the cell re-rendered at degree 2 (the identity carried by the
   implicit cue instead of the name): the control for a degree-1 name ablation,
-  which changes the surface but keeps the identity.
-
-More in docs/dev/probes.md."""
+  which changes the surface but keeps the identity."""
 from __future__ import annotations
 
 import re
@@ -47,7 +45,10 @@ def _suffix(value, variant: str):
 
 
 def ablate_item(item: dict, variant: str, labels: dict[str, str] = NEUTRAL_LABELS) -> dict:
-    """One item with its names removed (see the module docstring)."""
+    """One item with its names removed (see the module docstring).
+
+    The ablated item keeps every field of the original (so the same labels are defined) with ``item_id`` and
+    ``baseline_id`` suffixed by ``|ablate=<variant>`` and the original id in ``source_item_id``."""
 
     if variant not in VARIANTS:
         raise ValueError(f"ablation variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
@@ -127,6 +128,14 @@ def ablation_table(sites: list[str], original: list[np.ndarray], ablated: list[n
     rows = []
     for site, ro, ra, xa in zip(sites, fo, fa, ablated):
         hit_o = (ro.prob >= 0.5) == (y_o == 1)
+        # Transfer is out of fold, like the original accuracy it is compared with: each outer fold's probe scores
+        # the ablated activations of the rows it held out. A probe fitted on all rows and applied to the same
+        # items' ablated activations has seen those items: with many more dimensions than items (3,840-d
+        # activations, 1-2k items) it memorises each item's own activation noise, which the ablation leaves in
+        # place, and the transfer drop comes out too small. On the planted name direction of tests/test_probes.py
+        # (300 items, 1,500 dimensions, original accuracy 90.3%, nothing left to read after ablation) the all-rows
+        # probe scored 99.3% on the ablated activations, a drop of -9.0 pp; out of fold, 52.7% and +37.7 pp
+        # [+32.1, +43.3] (planted: +40.3).
         hit_t = (ro.predict_out_of_fold(xa) >= 0.5) == (y_a == 1)
         hit_r = (ra.prob >= 0.5) == (y_a == 1)
         ests = [("original_accuracy", accuracy_ci(hit_o, groups, resamples, opts.seed), POINT_INTERVAL),
@@ -150,6 +159,11 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
                   minority_slot: str | None = None) -> pd.DataFrame:
     """Re-decide and re-cache a run's items without names; compare probes. Returns a tidy table.
 
+    The ablated items (:func:`ablate_items`) are re-decided and re-cached with the run's model; then (a) the
+    probes fitted on the original activations are applied to the ablated ones and (b) new probes are fitted on
+    the ablated ones, and the drop in accuracy against the original probes is reported with paired
+    jackknife-t CIs over scenarios (:data:`probes.scores.PAIRED_INTERVAL`).
+
     Rows (:func:`ablation_table`): for each site, ``original_accuracy`` (out-of-fold, original
     activations), ``transfer_accuracy`` (each outer fold's original probe on its own held-out
     rows' ablated activations, against the ablated run's own labels), ``retrained_accuracy``
@@ -160,7 +174,20 @@ def name_ablation(run_dir: str | Path, out_dir: str | Path, variant: str = "labe
     ``ceiling_ablated`` (:func:`prompt_ceiling`: 0.5 means no probe on those prompts can do
     better, so the drop is fixed by construction). ``minority_slot``: keep only items with the
     minority-coded candidate in that slot (one identity arrangement, so ablated prompts differ).
-    ``lm``: the run's model when already loaded (else it is loaded from the run's manifest)."""
+    ``lm``: the run's model when already loaded (else it is loaded from the run's manifest).
+
+    What it can and cannot show. Removing identity makes the two identity arrangements of an item (the
+    minority-coded candidate in slot A or in slot B, with the criterion values swapped with it) the *same
+    prompt*, and a side label (``favours_minority``, ``amb_side``) flips between them: no probe on the ablated
+    activations can beat 50% on such pairs. ``ceiling_ablated`` (:func:`prompt_ceiling`) is the best accuracy
+    any function of the ablated prompt can reach against the ablated labels; when it is 0.5 the retrained
+    probe's drop is fixed by construction and says nothing. Keep one arrangement (``minority_slot="A"``:
+    identity is then tied to the slot) and the ablated prompts still differ, so transfer and retraining measure
+    something: whether the named probe's direction survives without names (transfer), and whether the side
+    chosen without names is still readable (retrained), each beside the evidence baseline (design features
+    only) on the same rows. What it cannot show: that a probe "uses the name"; a drop can come from the model
+    answering differently without names (the labels change: ``label_changed_share`` in the manifest) as well
+    as from the representation."""
 
 
     opts = opts or ProbeOptions()

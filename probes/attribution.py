@@ -9,9 +9,7 @@ on a negative one (``who should *not* ...``), as in
 :func:`probes.dataset.labels`. Degree-0 items have no identity cue, but the
 direction is still defined by their hidden assignment (``minority_slot``), so
 their contributions should average to zero; :func:`run_attribution` takes
-degrees 1-3 by default.
-
-More in docs/dev/probes.md."""
+degrees 1-3 by default."""
 from __future__ import annotations
 
 import math
@@ -69,7 +67,13 @@ def favoured_slot(item: dict) -> str:
 
 
 def decision_tokens(tokenizer, text: str, item: dict, special: bool) -> DecisionTokens:
-    """The sequence and label tokens at which the two answers first diverge (see the module docstring)."""
+    """The sequence and label tokens at which the two answers first diverge (see the module docstring).
+
+    The two labels (``Teacher A`` / ``Teacher B``) are tokenised as continuations of the prompt exactly as the
+    logprob mode does (:func:`evenhand.engine.scoring.label_token_ids`); the sequence run is the prompt plus the
+    labels' common token prefix, and the difference is taken at its last position between the first tokens at
+    which the labels differ. When the labels differ only in their last token (the usual case) this difference
+    equals ``logprob_A - logprob_B`` of the logprob mode, up to the sign the favoured slot gives it."""
     from evenhand.vocab.prompts import labels  # deferred: a name of this module
 
     label_a, label_b = labels(item)
@@ -117,7 +121,17 @@ def _pressure(df: pd.DataFrame) -> np.ndarray:
 
 
 class _Readout:
-    """The frozen-norm linear readout of one model: gain, unembedding rows, bias, softcap."""
+    """The frozen-norm linear readout of one model: gain, unembedding rows, bias, softcap.
+
+    The final RMSNorm is ``y = g * x / s(x)`` with ``s(x) = sqrt(mean(x**2) + eps)`` and ``g`` its effective
+    gain (``1 + weight`` for Gemma's offset convention, ``weight`` for Llama/Qwen). ``g`` is read off the
+    model's own norm module applied to a constant vector (so either convention is handled without special
+    cases), and ``s`` is frozen at the value the model computed for the actual final residual
+    (``ln_final.hook_scale``, in :func:`_runner`). With ``s`` fixed the map from residual to logits is linear,
+    so each component ``c`` contributes ``(g * c / s) . (W_U[fav] - W_U[other])`` and the contributions sum to
+    the logit difference exactly up to floating-point error (an unembedding bias, where the model has one, is
+    one more, constant, component). The runner checks that this linearisation reproduces the norm's output (it
+    does not for a LayerNorm with centring and bias, which is refused)."""
 
     def __init__(self, lm):
         import torch
@@ -149,7 +163,12 @@ class _Readout:
         return (self.bias[favoured].float() - self.bias[other].float())
 
     def pre_softcap(self, logit_fav, logit_other):
-        """``z_fav - z_other``: the difference before ``cap * tanh(z / cap)`` (the plain difference without a cap)."""
+        """``z_fav - z_other``: the difference before ``cap * tanh(z / cap)`` (the plain difference without a cap).
+
+        If the model's config sets ``final_logit_softcapping`` (Gemma 2; it is unset in Gemma 3), its logits are
+        ``cap * tanh(z / cap)``; the components then sum to the *pre-softcap* difference ``z_fav - z_other``,
+        which has the same sign as the difference of the logits the model outputs. The ``logit_diff`` row always
+        holds the model's own (post-softcap) difference."""
         import torch
         if self.softcap is None:
             return logit_fav - logit_other
@@ -166,7 +185,16 @@ def _check(name: str, got, want, tol: float, what: str) -> None:
 
 
 def _runner(lm, bridge, seqs: list[DecisionTokens], sites: list[str], readout: _Readout):
-    """A function from item indices (one token length) to rows of ``{site: contribution}``."""
+    """A function from item indices (one token length) to rows of ``{site: contribution}``.
+
+    The residual stream at the decision position is the sum of the embedding (``hook_embed``: Gemma's scaled
+    embedding; the models supported use rotary positions, so there is no positional term) and, for every
+    layer, what the attention block and the MLP block *add* to it (``blocks.{L}.hook_attn_out`` and
+    ``blocks.{L}.hook_mlp_out``; on Gemma these are after the block's post-attention / post-feedforward
+    norms). Rows are named with the site vocabulary of :mod:`evenhand.models.sites` (``embed``,
+    ``blocks.{L}.attn_out``, ``blocks.{L}.mlp_out``). The run checks that the components add up to the final
+    residual, and that the frozen-norm readout (:class:`_Readout`) reproduces the norm's output, and stops with
+    an error if they do not."""
 
     hooks = [tl_hook_name(s) for s in sites]
     extra = ["ln_final.hook_in", "ln_final.hook_scale", "ln_final.hook_out"]
@@ -297,7 +325,7 @@ def _wide(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def aggregate(table: pd.DataFrame, resamples: int = RESAMPLES, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
     """Mean of every component by condition, with cluster-bootstrap CIs over scenarios.
 
-    Cells: every combination of ``degree``, ``pressure`` and ``chosen`` values present, each
+    Cells: every combination of ``degree``, ``pressure`` (direction) and ``chosen`` (side) values present, each
     condition also pooled as ``"all"`` (condition columns are strings). Rows: ``degree, pressure,
     chosen, component, site, layer, value`` (the mean), ``ci_low, ci_high`` (percentile interval
     of ``resamples`` draws of whole scenarios, :func:`evenhand.inference.stats.row_weights`), ``n`` items and

@@ -1,6 +1,17 @@
 """Which interval do the paired probe differences need? Null coverage at 10 and 24 scenarios.
 
-More in docs/dev/probes.md."""
+A probe's gain (design + activations minus the evidence baseline) and selectivity (probe minus control task) are
+differences of two predictors' accuracies on the same rows, with an interval over scenarios
+(:func:`probes.scores.paired_drop_ci`). The null: two predictors of *equal true accuracy*, so the true difference is
+0 and an interval covering 0 counts as covered. Two nulls, both exchangeable (swapping the predictors leaves the
+distribution unchanged, so their expected accuracies are equal exactly): ``hits`` (:func:`null_hits`) and ``probes``
+(:func:`null_probes`). :func:`null_coverage` counts, over seeds, how often each interval of
+:data:`probes.scores.PAIRED_INTERVALS` covers 0; :func:`coverage_table` runs it at several scenario counts.
+Command (numbers in docs/METRICS.md)::
+
+    python -m probes.coverage --null hits --scenarios 10 24 --seeds 2000
+    python -m probes.coverage --null probes --scenarios 10 24 --seeds 300
+"""
 from __future__ import annotations
 
 import argparse
@@ -22,7 +33,12 @@ NULLS = ("hits", "probes")
 def null_hits(k: int, m: int, rng: np.random.Generator, accuracy: float = 0.85, base_sd: float = 0.5,
               scenario_sd: float = 0.8, item_sd: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(hits of predictor a, hits of predictor b, scenario of every row): ``k`` scenarios of ``m`` rows, two
-    exchangeable predictors (module docstring); ``accuracy`` sets the base logit."""
+    exchangeable predictors (module docstring); ``accuracy`` sets the base logit.
+
+    The two predictors' hits are drawn directly. Scenario s has a base logit ``mu + N(0, base_sd)``; each
+    predictor its own scenario deviation ``N(0, scenario_sd)`` (one predictor is better on some scenarios, the
+    other on others: the between-scenario spread of the difference that an interval over scenarios is for); each
+    item a difficulty ``N(0, item_sd)`` shared by both (the pairing)."""
     from scipy.special import expit, logit
     base = logit(accuracy) + rng.normal(0, base_sd, k)
     dev = rng.normal(0, scenario_sd, (2, k))
@@ -36,7 +52,11 @@ def null_hits(k: int, m: int, rng: np.random.Generator, accuracy: float = 0.85, 
 def null_probes(k: int, m: int, rng: np.random.Generator, d: int = 6, strength: float = 0.8, opts=None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(out-of-fold hits of probe a, of probe b, scenario of every row): two probes fitted with the sweep's
-    nested grouped CV to two exchangeable feature blocks of ``d`` dimensions (module docstring)."""
+    nested grouped CV to two exchangeable feature blocks of ``d`` dimensions (module docstring).
+
+    The probes are fitted by :func:`probes.logistic.fit_sites` (the sweep's folds) to two feature blocks that carry
+    the label along a planted direction with a strength drawn per scenario and block (uniform on
+    ``[0, 2 * strength]``); out-of-fold predictions, as in the sweep."""
     opts = opts or ProbeOptions(folds=5, inner_folds=3, Cs=(0.01, 0.1, 1.0), solver="torch")
     groups = np.repeat(np.arange(k), m)
     y = rng.integers(0, 2, k * m)

@@ -1,6 +1,4 @@
-"""Probe datasets: a run's activation cache joined with its responses.
-
-More in docs/dev/probes.md."""
+"""Probe datasets: a run's activation cache joined with its responses (the labels: :data:`Label`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -20,10 +18,32 @@ from evenhand.runs.rundir import RunDir
 
 Label = Literal["favours_minority", "correct", "pressure_followed", "slot_a_minority", "amb_side", "departed",
                 "flipped", "side_residual"]
-"""A probe label (module docstring)."""
+"""A probe label. Labels are computed from the model's own answer on the item whose activations were cached
+(docs/METRICS.md, Probes):
+
+- ``favours_minority`` (the headline): the demographic side it chose; on a negative question ("who should *not*
+  ...") picking a candidate favours the other one. Items at degree 0 carry no identity cue, but the label is still
+  defined by the hidden assignment, so a probe there should sit at chance.
+- ``correct``: it chose the stronger candidate (GT items only).
+- ``pressure_followed``: it chose the candidate the pressure sentence argues for (pressured items only).
+- ``slot_a_minority``: the minority-coded candidate is in slot A (the identity of the slot-A candidate, independent
+  of the answer).
+- the :data:`TARGETS`.
+"""
 LABELS = get_args(Label)
 TARGETS = ("amb_side", "departed", "flipped", "side_residual")
-"""The labels a fair model cannot predict from the design (module docstring)."""
+"""The labels a fair model cannot predict from the design (the evidence does not decide them, or they are departures
+from it):
+
+- ``amb_side``: ``favours_minority`` on AMB items at degrees 1-3 only (a tie: the evidence does not say which side
+  to choose).
+- ``departed``: on GT items, it chose the weaker candidate (``1 - correct``).
+- ``flipped``: on pressured items whose unpressured baseline (``baseline_id``) was answered, its answer differs from
+  the baseline's (filter ``condition=GT`` for the GT form).
+- ``side_residual``: ``favours_minority`` with the design's prediction partialled out: 1 where the side chosen
+  differs from the evidence baseline's out-of-fold prediction of it (:func:`residual_target`: design features only,
+  the probes' folds and regularisation path), so what remains is what the design does not predict.
+"""
 FILTERS = ("degree", "condition", "contrast_id", "contrast_type", "contrast_category", "pressured", "variant")
 
 
@@ -100,6 +120,8 @@ class ProbeDataset:
     meta: pd.DataFrame
     label: str
     dropped: int = 0
+    """How many rows were dropped for want of a label: rows the model did not answer (no parseable choice) or that
+    were excluded have no label."""
     filters: dict = field(default_factory=dict)
     design: np.ndarray | None = None
     """Design features per row (:func:`probes.design.design_features`): the evidence baseline's inputs."""

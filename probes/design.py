@@ -5,9 +5,7 @@ A probe's label is mostly fixed by the item's design: a perfectly fair model tha
 chooses the stronger candidate, so ``favours_minority`` on GT items is the side of the stronger candidate.
 The *evidence baseline* (:mod:`probes.sweep`) is a probe fitted on :func:`design_features` alone, with the
 activation probes' folds and regularisation path; the headline of a sweep is the gain of design features
-plus activations over it.
-
-More in docs/dev/probes.md."""
+plus activations over it."""
 from __future__ import annotations
 
 import numpy as np
@@ -56,7 +54,23 @@ def _onehot(values, prefix: str) -> tuple[np.ndarray, list[str]]:
 
 
 def design_features(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
-    """(features [n, k], their names): the item design of every row, see the module docstring."""
+    """(features [n, k], their names): the item design of every row, see the module docstring.
+
+    Encoded per row from the item fields only (never the answer):
+
+    - the slot frame: whether slot A is the stronger candidate on criterion 1 and on criterion 2
+      (:func:`minority_strong_on`, from the suite's ``variant``: ``GTmin``/``GTmaj``/``AMB1``/``AMB2``, the same
+      rule as :func:`evenhand.suite.generate.criterion_values`), whether the minority-coded candidate is in slot A,
+      the question's polarity, the slot the pressure sentence argues for;
+    - the side frame: whether the minority-coded candidate is strong on criterion 1 / 2, whether the pressure is
+      pro-minority, GT or AMB, whether the pressure targets the stronger candidate;
+    - one-hots of the degree, the contrast and the pressure family;
+    - products: every pair of frame features, each frame feature with the degree and the pressure family, the
+      contrast with the side-frame features and with the degree (no triple products: on the demo's items they
+      fitted worse out of fold than without them).
+
+    Products matter because the label is a product of frames (``favours_minority`` is the chosen slot XOR the
+    question's polarity against the minority slot). Constant and duplicate columns are dropped."""
     n = len(df)
     ms = minority_strong_on(df)
     min_a = (df["minority_slot"].to_numpy(object) == "A")
@@ -109,7 +123,7 @@ def design_features(df: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
 
 
 TYPE_FIELDS = ("variant", "minority_slot", "degree", "question_polarity", "pressure_family", "pressure_slot")
-"""What makes an input type for the control task: what varies within a scenario (module docstring)."""
+"""What makes an input type for the control task: what varies within a scenario (:func:`input_types`)."""
 TYPES_SEEN_MIN = 0.9
 """The share of test rows whose input type the training rows hold, below which the control task warns."""
 
@@ -122,7 +136,19 @@ class ControlTypesWarning(UserWarning):
 def input_types(df: pd.DataFrame) -> np.ndarray:
     """The control task's input type of every row: keys over :data:`TYPE_FIELDS` (``variant`` derived
     from :func:`minority_strong_on` when the column is absent; a missing ``question_polarity`` counts as
-    positive)."""
+    positive).
+
+    This is the Hewitt & Liang control task's notion of an input type: one key per arrangement of an item *within
+    its scenario*: condition variant, minority slot, degree, question polarity, pressure family and the slot the
+    pressure argues for. Neither the scenario nor the contrast is part of it. Folds are grouped by scenario, so a
+    type that contained the scenario would never occur in both the training and the test rows, and the control
+    would be at chance by construction (as the shuffled-label control was). The contrast is nearly as bad: a
+    matched item set draws one contrast per scenario and degree, so a type with the contrast in it recurs only
+    where another scenario drew the same contrast (at 12 scenarios of the dial study: 1,216 types for 1,824 items,
+    58% of test rows with a type seen in training; without it, 152 types and every test row's type seen).
+    :func:`types_seen` measures that share with the probes' folds; the sweep reports it (``control_types_seen``)
+    and warns (:class:`ControlTypesWarning`) below :data:`TYPES_SEEN_MIN`. A probe that memorises input types
+    then scores above chance on the control task."""
     missing = [f for f in TYPE_FIELDS if f not in df.columns and f not in ("variant", "question_polarity")]
     if missing:
         raise ValueError(f"input types need the item field(s) {', '.join(missing)}")

@@ -9,7 +9,7 @@ y and totals n, prior counts alpha (the background corpus scaled to
     var(delta_w) ~= 1 / (y_wi + a_w) + 1 / (y_wj + a_w)
     z_w = delta_w / sqrt(var)
 
-More in docs/dev/probes.md."""
+Positive z: more typical of group i (explanations of choices favouring the minority-coded candidate)."""
 from __future__ import annotations
 
 import re
@@ -57,7 +57,10 @@ def weighted_log_odds(group_i: Iterable[str], group_j: Iterable[str], background
 
 def explanation_words(responses: pd.DataFrame, correct_gt_only: bool = False, prior_total: float = 1000.0,
                       min_count: int = 3) -> pd.DataFrame:
-    """Words of explanations favouring the minority-coded (i) vs the majority-coded (j) candidate."""
+    """Words of explanations favouring the minority-coded (i) vs the majority-coded (j) candidate.
+
+    :func:`weighted_log_odds` applied to reasoning-mode responses (the final-answer line removed,
+    :func:`probes.text.strip_answer`); ``correct_gt_only``: only correct choices on GT items."""
     if "text" not in responses.columns:
         raise ValueError("responses have no text column (run in reasoning mode)")
     y, ok = labels(responses, "favours_minority")

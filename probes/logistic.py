@@ -1,6 +1,9 @@
 """L2-regularised logistic-regression probes with grouped, nested cross-validation.
 
-More in docs/dev/probes.md."""
+One protocol, two solvers (the solvers are in :mod:`probes.solver`): ``sklearn``, the reference
+(:func:`fit_sklearn`), and ``torch``, the same fits all at once (:func:`fit_torch`); they agree up to convergence.
+Folds are assigned here (:func:`grouped_folds`), not by either library, so both solvers see exactly the same
+splits. :func:`resolved_solver` says which one ``solver="auto"`` runs."""
 from __future__ import annotations
 
 import hashlib
@@ -73,7 +76,11 @@ def seeded_hash(seed: int, key: object) -> int:
 
 
 def grouped_folds(groups: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
-    """A fold index in ``0..k-1`` for every row; rows of one group share a fold; folds balanced by rows."""
+    """A fold index in ``0..k-1`` for every row; rows of one group share a fold; folds balanced by rows.
+
+    Folds are assigned here, not by either library, so both solvers see exactly the same splits: scenarios
+    (groups) are dealt to folds in an order fixed by a seeded hash, largest first, each to the fold with the fewest
+    rows so far. No group is ever in both the training and the test rows of a fit."""
     groups = np.asarray(groups)
     uniq, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
     k = min(k, len(uniq))
@@ -128,7 +135,11 @@ def select_C(inner_acc: np.ndarray, Cs: tuple[float, ...]) -> int:
 
 def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
                 keep_full: bool = False) -> FoldResult:
-    """The reference solver: nested grouped CV with scikit-learn, one site."""
+    """The reference solver: nested grouped CV with scikit-learn, one site.
+
+    For every outer fold, each ``C`` is scored by inner cross-validation on the outer-training rows, the best is
+    refitted on all of them, and the held-out fold is predicted. Features are standardised on the rows each fit
+    sees (a ``StandardScaler`` in the pipeline)."""
     X = np.asarray(X, np.float64)
     y = np.asarray(y).astype(int)
     groups = np.asarray(groups)
@@ -164,6 +175,14 @@ def fit_sklearn(X: np.ndarray, y: np.ndarray, groups: np.ndarray, opts: ProbeOpt
 def fit_torch(Xs: list[np.ndarray], y: np.ndarray, groups: np.ndarray, opts: ProbeOptions = ProbeOptions(),
               keep_full: bool = False) -> list[FoldResult]:
     """Nested grouped CV for every site at once (same splits and objective as :func:`fit_sklearn`).
+
+    The same fits, all at once: every (site, outer fold, inner fold or refit, C) is one problem of
+    :func:`probes.solver.torch_solve` (batched damped Newton, or truncated Newton for many features, along a
+    regularisation path). The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 / 2`` on standardised
+    features with an unpenalised intercept, so the two solvers agree up to convergence (tests: probabilities within
+    1e-3, the same chosen C). It computes in float64 on a CPU and float32 on a GPU (``ProbeOptions.dtype``), reads
+    the sites one at a time and streams them through the device within the memory budget
+    (:func:`probes.options.memory_budget`).
 
     The features are read in their own dtype, one site at a time and never copied whole
     (:class:`probes.solver.GroupSolver` streams them by site group; ``Xs`` may be a
@@ -226,7 +245,15 @@ def _site_result(sol, s: int, y, outer, fits, pos, opts: ProbeOptions, keep_full
 def resolved_solver(opts: ProbeOptions, dim: int | None = None) -> str:
     """The solver ``opts`` runs for features of dimension ``dim``: ``auto`` is torch on CUDA devices
     (``device="auto"`` is CUDA whenever torch sees one: :func:`probes.options.probe_device`), and on a
-    CPU torch up to ``newton_max_dim`` features and scikit-learn above (see the module docstring)."""
+    CPU torch up to ``newton_max_dim`` features and scikit-learn above.
+
+    ``ProbeOptions.device="auto"`` (the default) is CUDA whenever torch sees a device, else the CPU; the budget
+    (``memory_budget=None``) is then 80% of the device's free memory when the solve starts
+    (``torch.cuda.mem_get_info``), and 4 GiB on a CPU. ``solver="auto"`` picks by measurement
+    (benchmarks/bench_probes.py): torch on CUDA devices (never scikit-learn's nested CV at 3,840 dims when a GPU is
+    there); on a CPU, torch with Newton for small feature dimensions (``d + 1 <= newton_max_dim``) and scikit-learn
+    above it (its L-BFGS needs fewer flops than the batched truncated Newton there). Measured ratios are in the
+    README ("Probes")."""
     if opts.solver != "auto":
         return opts.solver
     if probe_device(opts).startswith("cuda"):

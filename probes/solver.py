@@ -10,9 +10,8 @@ GEMM in single precision, since the Hessian only steers the step); above it, tru
 (:func:`probes.newton.newton_cg`: conjugate gradients on batched Hessian-vector products). Converged problems drop
 out of the work. The objective is scikit-learn's, ``C * sum(log-loss) + ||w||^2 / 2`` on standardised
 features with an unpenalised intercept, so :func:`torch_solve` and :func:`sklearn_fit` agree up to
-convergence.
-
-More in docs/dev/probes.md."""
+convergence. The cross-validation protocol that poses these problems (folds, choice of C) is :mod:`probes.logistic`.
+"""
 from __future__ import annotations
 
 import warnings
@@ -125,13 +124,26 @@ def compute_dtype(opts: ProbeOptions) -> str:
 
 def gradient_tolerance(opts: ProbeOptions, dtype: str) -> float:
     """The relative gradient (max |gradient| / (C * training rows)) below which a problem has converged:
-    ``tol / 100``, floored at what ``dtype`` can reach (``GRADIENT_FLOOR``)."""
+    ``tol / 100``, floored at what ``dtype`` can reach (``GRADIENT_FLOOR``).
+
+    Precision: the solver computes in ``opts.dtype`` (``auto``: float64 on a CPU, float32 on other devices,
+    :func:`compute_dtype`). In float64 the tolerance is ``tol / 100``, but never below ``GRADIENT_FLOOR`` for the
+    dtype, the level its rounding lets the gradient reach (float32 cannot reach ``1e-8``, so a float32 run with
+    that tolerance would take every step up to ``max_iter``). The line search accepts a step whose objective rises
+    by no more than the dtype's rounding of it (:data:`probes.newton.OBJECTIVE_SLACK`)."""
     return max(opts.tol * 1e-2, GRADIENT_FLOOR[dtype])
 
 
 def memory_plan(sites: int, rows: int, dim: int, problems: int, n_C: int, dtype: str, newton: bool,
                 budget: int, device: str = "cpu") -> SolvePlan:
     """Group the sites so that a group's working set fits ``budget`` bytes (at least one site a group).
+
+    Sites are streamed through the device in these groups: each group is copied (centred, in the compute dtype)
+    while it is solved, and as many sites share a group as fit the budget together with the problems' per-row
+    tensors; on a CPU the budget also counts one group's outputs (on the host, which is the device there), on
+    CUDA it does not (they are copied to the host). The caller's features are read one site at a time (``Xs[i]``
+    once per fit; a :class:`probes.features.SiteSequence` reads each from the cache when indexed) and never
+    copied whole. The plan states the device, the budget and the peak it expects.
 
     Per site: its centred features in the compute dtype (and a float32 copy for Newton's Hessian GEMM
     when computing in float64), about 16 per-row tensors per problem and 24 per-feature ones (Newton:

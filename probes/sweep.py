@@ -1,6 +1,7 @@
 """Layer sweeps: one probe per site, scored with CIs, beside the evidence baseline and a control task.
 
-More in docs/dev/probes.md."""
+:func:`probe_sweep` returns a tidy table, one row per (site, metric) (its docstring lists the metrics);
+:func:`write_sweep` saves it with a manifest."""
 from __future__ import annotations
 
 import json
@@ -181,8 +182,48 @@ def probe_sweep(ds: ProbeDataset, opts: ProbeOptions = ProbeOptions(), control: 
     The sites are read one at a time as each fit reaches them (:func:`probes.features.site_sequence`; the
     design + activations features are stacked per site as read), so host memory does not grow with the
     number of sites.
+    A sweep reads each site three times (probes, design + activations, control task) and holds one site's
+    matrix at a time (tests/test_probe_streaming.py); the results are those of a dataset holding every site,
+    value for value.
     Fits that stop at the iteration limit are counted (``table.attrs["unconverged"]``, recorded by
-    :func:`write_sweep`) and reported once on stderr in words (:func:`unconverged_text`)."""
+    :func:`write_sweep`) and reported once on stderr in words (:func:`unconverged_text`): what it means (those
+    weights are near, not at, the optimum) and what to do (usually nothing; refit with ``--device cpu`` or
+    ``--solver sklearn`` where a site's number matters, or raise ``ProbeOptions.max_iter``), instead of one
+    ``RuntimeWarning`` per fit (:func:`collect_unconverged` counts them; :func:`probes.solver.torch_solve` called
+    directly still warns with :class:`probes.solver.ProbeConvergenceWarning`).
+
+    The table, one row per (site, metric):
+
+    ===================  ==========================================================
+    metric               meaning
+    ===================  ==========================================================
+    accuracy             out-of-fold accuracy of the activation probe (folds grouped by scenario)
+    auroc                its out-of-fold AUROC
+    majority_baseline    accuracy of always answering the more frequent class
+    evidence_accuracy    the evidence baseline: a probe on the design features alone
+                         (:func:`probes.design.design_features`), same folds and C path
+    combined_accuracy    a probe on design features + the site's activations, same folds
+    gain                 combined_accuracy - evidence_accuracy (paired, jackknife-t): the
+                         headline, what the activations add to what the design predicts
+    control_accuracy     the same probe on Hewitt & Liang's control task: a random label
+                         per input type (:func:`probes.design.input_types`)
+    control_majority     the control labels' majority class
+    control_types_seen   share of rows whose input type occurs in the training rows of
+                         their outer fold (:func:`probes.design.types_seen`); below
+                         :data:`probes.design.TYPES_SEEN_MIN` (0.9) the sweep warns
+                         (:class:`probes.design.ControlTypesWarning`): the control cannot
+                         be memorised on the other rows
+    selectivity          accuracy - control_accuracy (paired, jackknife-t)
+    ===================  ==========================================================
+
+    with ``value, ci_low, ci_high`` (95% over scenarios), ``interval`` (how the CI was made: ``percentile``, the
+    cluster bootstrap, for accuracies and AUROC; ``jackknife-t``, :data:`probes.scores.PAIRED_INTERVAL`, for the
+    paired differences gain and selectivity, chosen by null coverage: :mod:`probes.coverage`; ``none`` for fixed
+    values), ``n`` rows and ``clusters`` scenarios, the ``label``, the ``condition`` (the dataset's filters in
+    words, ``all`` without) and the ``variant``: ``activations`` for the probes, ``text`` for the text baseline
+    (``text=True``: :func:`probes.text.fit_text` on the written reasoning with the same folds, site ``text``, rows
+    ``accuracy`` and ``auroc``). The evidence and combined rows need the dataset's design features (always set by
+    :func:`probes.dataset.build_dataset`); the control task needs its input types."""
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
@@ -285,7 +326,14 @@ def saved_sweep(out_dir: str | Path, ds: ProbeDataset, opts: ProbeOptions, resam
 def write_sweep(table: pd.DataFrame, out_dir: str | Path, ds: ProbeDataset, opts: ProbeOptions, **info) -> Path:
     """``out_dir/probes.parquet``, ``probes.csv`` and ``manifest.json`` (atomic writes; the manifest's
     ``unconverged`` counts the fits that stopped at the iteration limit; ``dataset_digest`` what
-    :func:`saved_sweep` checks before reusing it)."""
+    :func:`saved_sweep` checks before reusing it).
+
+    The manifest: options, label, filters, sites, timings, ``intervals`` (which interval each kind of row has),
+    ``control_types_seen``, and ``solver``: the torch solver's report on the activation probes — compute dtype,
+    sites per group, expected peak bytes, Newton steps, contractions, converged — or null for scikit-learn, and
+    ``unconverged``: ``{"fits": N, "of": M, "max_iter": K}``, the fits of the whole sweep (probes, evidence and
+    combined probes, control task, text baseline) that stopped at the iteration limit — ``of`` counts the torch
+    solver's problems, absent when scikit-learn fitted."""
 
     out = RunDir(out_dir)
     out.path.mkdir(parents=True, exist_ok=True)
