@@ -9,9 +9,7 @@ frozen dataclasses of options:
   seed and the training item ids, :func:`interventions.fitted.fit_key`).
 - ``ApplyOptions``: what applying depends on (strength, alpha, prompt variant, ...).
   Applying always takes the fitted object plus apply options; nothing about how a
-  fit is applied is kept on the instance (instances hold no options at all).
-
-More in docs/dev/interventions.md."""
+  fit is applied is kept on the instance (instances hold no options at all)."""
 from __future__ import annotations
 
 import abc
@@ -100,7 +98,11 @@ def placed_edits(name: str, edits: dict, options) -> dict:
 
 
 class Intervention:
-    """Base class; subclasses set ``name``, ``kind``, ``FitOptions``/``ApplyOptions`` and implement their part."""
+    """Base class; subclasses set ``name``, ``kind``, ``FitOptions``/``ApplyOptions`` and implement their part.
+
+    Kind ``prompt`` (this class): changes what the model reads (:meth:`rewrite` one item) or runs a multi-turn
+    procedure (override :meth:`decide`); nothing to fit. Kinds ``activation`` and ``learned``:
+    :class:`EditingIntervention`."""
     name: ClassVar[str] = ""
     kind: ClassVar[str] = "prompt"
     FitOptions: ClassVar[type] = NoOptions
@@ -120,7 +122,8 @@ class Intervention:
     # --- options ---------------------------------------------------------------------------
     @classmethod
     def split_options(cls, flat: dict | None = None) -> tuple[Any, Any]:
-        """(fit options, apply options) from one flat mapping; an unknown key is an error naming it."""
+        """(fit options, apply options) from one flat mapping (as in a comparison config), split by the
+        dataclasses' fields; an unknown key is an error naming it."""
         flat = dict(flat or {})
         fit_names = [f.name for f in fields(cls.FitOptions)]
         apply_names = [f.name for f in fields(cls.ApplyOptions)]
@@ -180,7 +183,8 @@ class Intervention:
             progress: bool = False) -> Fitted:
         """Fit on ``train_items`` with ``options`` (this method's ``FitOptions``; None: the defaults) and ``seed``.
 
-        The model is checked to be unchanged afterwards (no hook left, no parameter changed)."""
+        The seed is one argument of ``fit``, never an option. The model is checked to be unchanged afterwards
+        (no hook left, no parameter changed)."""
         self.check_weights(lm)
         opts = self.fit_options(options)
         ids = [] if train_items is None else train_items["item_id"].astype(str).tolist()
@@ -210,7 +214,14 @@ class Intervention:
 
 
 class EditingIntervention(Intervention, abc.ABC):
-    """A method that edits the model's hidden states: it declares edits, the base class applies them."""
+    """A method that edits the model's hidden states: it declares edits, the base class applies them.
+
+    Kinds ``activation`` and ``learned``: the method declares its edits (site name -> edit, e.g. the hooks of
+    :mod:`steering.hooks`) with ``edits(fitted, lm, apply_options)``; the base class applies them in
+    ``apply(fitted, lm, apply_options)`` (at the layers and positions of the shared apply options
+    :class:`SitesApply`: ``at_layers``, ``positions``) and removes them on exit, then checks that no hook is left
+    and no parameter changed (:class:`InterventionError` otherwise). Subclasses may not override ``fit``,
+    ``apply`` or ``decide``."""
     kind = "activation"
 
     @abc.abstractmethod
@@ -252,7 +263,9 @@ class EditingIntervention(Intervention, abc.ABC):
 class DirectionIntervention(EditingIntervention, abc.ABC):
     """An activation method whose fit is directions (tensors named ``<site>/direction``).
 
-    It gets the random-direction control: :meth:`random_control`."""
+    It gets the random-direction control, ``random_control(fitted, seed)``: the same fit
+    with every direction replaced by a seeded random direction of the same norm. The comparison runs this
+    control beside every such method, and the test suite checks it for every registered one."""
     kind = "activation"
     has_random_control = True
 
@@ -301,7 +314,11 @@ def decide_with(intervention: Intervention, fitted: Fitted, items: pd.DataFrame,
 
 # --- the registry ----------------------------------------------------------------------------
 def register(cls: type[Intervention]) -> type[Intervention]:
-    """Class decorator: check ``cls``'s declarations and add it to the registry (a duplicate name is an error)."""
+    """Class decorator: check ``cls``'s declarations and add it to the registry (a duplicate name is an error).
+
+    Looking methods up (``interventions.registry.get``, ``registered``) and importing user modules
+    (``load_plugin``) live in :mod:`interventions.registry`, which imports the built-in methods: they import
+    this module, never the other way round."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not name:
         raise InterventionError(f"{cls.__name__} has no registry name")

@@ -6,9 +6,7 @@ the tokenizer's chat template with the generation prompt when the tokenizer has
 one (``chat_template="auto"``), else the plain format of :mod:`evenhand.vocab.prompts`
 continued over turns (``System: ...``, ``User: ...``, ``Assistant: ...``, one
 message per line, ending in ``Assistant:``); a single user message gives exactly
-``evenhand.vocab.prompts.model_text``.
-
-More in docs/dev/interventions.md."""
+``evenhand.vocab.prompts.model_text``."""
 from __future__ import annotations
 
 import json
@@ -130,7 +128,9 @@ def generate_rows(lm, conversations: Sequence[Sequence[dict]], max_new_tokens: i
 
 def generate_turns(lm, conversations: list[list[dict]], max_new_tokens: int, batch_size: int,
                    chat_template: str = "auto", *, progress: bool = False, desc: str = "generate") -> list[str]:
-    """The model's next reply to each conversation (greedy, at most ``max_new_tokens``), in input order."""
+    """The model's next reply to each conversation (greedy, at most ``max_new_tokens``), in input order: one turn
+    for many conversations in length-bucketed, left-padded batches, halved on out-of-memory (the engine of
+    :mod:`evenhand.engine`)."""
     return [r["text"] for r in generate_rows(lm, conversations, max_new_tokens, batch_size, chat_template,
                                              progress=progress, desc=desc)]
 
@@ -150,13 +150,14 @@ def decide_chat(items: pd.DataFrame | list[dict], lm, opts: DecideOptions, user_
     """Run ``user_turns[i]`` (one list of user messages per item) as one chat per item.
 
     Turn ``k`` is answered for all items before turn ``k + 1`` starts, with at most
-    ``budgets[k]`` new tokens; the final turn gives the choice (``opts.mode`` answer: generate
-    and parse; logprob: score both labels). Batch size, chat template and progress come from
-    ``opts``; its token budgets are not used. Returns one row per item in the items' order:
+    ``budgets[k]`` new tokens; the choice comes from the final turn only (``opts.mode`` answer: generated
+    and parsed; logprob: the two labels' log-probabilities after the final user turn). Batch size, chat
+    template and progress come from ``opts``; its token budgets are not used. Returns one row per item in the
+    items' order:
     the item fields (``prompt`` = the first user message) plus the columns of
     :func:`evenhand.running.decisions.decide` (``text``, ``n_new_tokens``, ``n_prompt_tokens``,
     ``gen_logprob`` and ``batch_size`` describe the final turn; ``seconds`` sums all turns)
-    and ``transcript``, ``n_turns``, ``n_new_tokens_total``."""
+    and ``transcript`` (the whole conversation as a JSON string), ``n_turns``, ``n_new_tokens_total``."""
     records = items.to_dict("records") if isinstance(items, pd.DataFrame) else list(items)
     ids = [r["item_id"] for r in records]
     if len(set(ids)) != len(ids):

@@ -3,9 +3,7 @@
 Each is trained at one site (``blocks.<layer>.resid_post``, the output of decoder layer ``layer``, which is
 pyvene's ``model.layers[<layer>].output``) with the model's weights frozen and declares one edit that the base
 class applies (at the ``positions`` of the shared apply options, default every position of the prompt and of
-the answer) through :mod:`steering.hooks` and removes, checking on exit that the model is exactly as before.
-
-More in docs/dev/interventions.md."""
+the answer) through :mod:`steering.hooks` and removes, checking on exit that the model is exactly as before."""
 from __future__ import annotations
 
 import random
@@ -354,7 +352,15 @@ def step_terms(lm, model, module, batch: list, part: list, options, step: int, s
     """The share of the training loss of the step's ``batch`` that its micro-batch ``part`` contributes: each mean
     over the batch becomes the part's sum over the batch's count (the consistency term over pairs, the
     cross-entropy over GT pairs, the L1 term over pairs, AxBench's language-modelling loss over answer tokens),
-    so the parts' terms add up to the batch's loss and their gradients to its gradient."""
+    so the parts' terms add up to the batch's loss and their gradients to its gradient.
+
+    The task objective (``objective: task``, both methods; the default): pairs of an item and its
+    identity-swapped counterpart (:func:`swapped_item`: same scenario, values, slot of each value and pressure;
+    the candidates' identity cues exchanged); the cross-entropy of the correct label on GT items for both
+    members, plus ``consistency`` x the squared difference of the two members' log-odds of "A", read at the
+    answer's letter, teacher-forced after the noun (:func:`letter_logodds`). ReFT-r1's ``objective: axbench`` is
+    AxBench's instead: the language-modelling loss of the correct answer's tokens after the prompt (GT pairs,
+    both members; :func:`answer_nll`) plus the ramped L1 term, nothing else."""
     import torch
     sparse = set_mask is not None
     bs, steps = len(batch), options.steps
@@ -445,7 +451,12 @@ def letter_logodds(lm, items: list[dict], before=None, model=None):
 class LoReFT(_Learned):
     """LoReFT (pyvene intervention): a low-rank edit trained for identity-swap consistency and GT accuracy.
 
-    Wu et al. 2024, "ReFT: Representation Finetuning for Language Models"."""
+    Wu et al. 2024, "ReFT: Representation Finetuning for Language Models": ``h + R^T (W h + b - R h)``, ``R`` a
+    rank-r matrix with orthonormal columns (torch's orthogonal parametrisation). Same forward, same
+    parametrisation and same parameter layout as ``pyreft/interventions.py::LoreftIntervention`` (pyreft 0.1.0);
+    one difference: ``W, b`` start at ``R^T, 0`` (the edit starts as the identity) where pyreft draws ``W`` at
+    random. ``tests/test_learned.py`` checks the edit against pyreft's module and the hooks and the training
+    curve against pyvene's ``IntervenableModel`` running pyreft's module."""
     name = "loreft"
     module_kind = "loreft"
     FitOptions = LoReFTFit
@@ -457,9 +468,14 @@ class ReFTR1(_Learned, DirectionIntervention):
     """ReFT-r1 (AxBench): one learned unit direction for detection and steering, with top-k sparsity.
 
     Wu et al. 2025, "AxBench: Steering LLMs? Even Simple Baselines Outperform Sparse Autoencoders",
-    section 3: one unit direction ``w`` for detection (latent ``ReLU(h . w)``, :meth:`detect`) and steering
-    (``h + alpha w``), trained with the top-k latent mean as the steering magnitude and an L1 penalty on the
-    other latents (sparsity)."""
+    section 3 (AxBench's ``LsReFT``, ``axbench/models/lsreft.py``, with ``TopKReLUIntervention`` in
+    ``axbench/models/interventions.py``): one unit direction ``w`` for detection (latent ``z_i = ReLU(h_i . w)``,
+    :meth:`detect`) and steering (at apply time ``h + alpha w``), trained with the top-k latent mean as the
+    steering magnitude and an L1 penalty on the other latents (sparsity). Training runs the model with
+    ``h_i + mean(TopK_k(z)) w`` at every position and adds ``(step / steps) x l1 x`` the L1 penalty on the latents
+    outside the top k (``calculate_l1_losses`` in ``axbench/utils/model_utils.py``: per sequence, the sum of
+    those latents over its tokens / its token count, then the batch mean); ``w`` is kept at unit norm. Defaults
+    as AxBench's LsReFT sweep (``axbench/sweep/wuzhengx/2b/l20/lsreft.yaml``): ``topk`` 8, ``l1`` 0.005."""
     name = "reft_r1"
     kind = "learned"
     module_kind = "reft_r1"

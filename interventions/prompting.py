@@ -1,9 +1,9 @@
 """The four prompt interventions: what the model reads changes, the item does not.
 
-The texts and the prompt rewrites they use are :mod:`evenhand.suite.rewrites` (one definition, shared
-with the fair organism's training); here they raise :class:`InterventionError`.
-
-More in docs/dev/interventions.md."""
+The texts and the prompt rewrites they use (candidate-line parsing, blind and swapped prompts, case body,
+answer instruction, the chat procedures' user turns) are defined once in the core, :mod:`evenhand.suite.rewrites`,
+which the fair organism's training also renders (docs/ORGANISM.md, "The fair organism holds a conversation");
+this module re-exports them under the same names, raising :class:`InterventionError`."""
 from __future__ import annotations
 
 import abc
@@ -48,6 +48,9 @@ def _raising_intervention_error(fn):
     return wrapper
 
 
+# Suite prompts are read through their candidate block (parse_candidates): one paragraph of two lines,
+# "<Noun> A ..." and "<Noun> B ...", each carrying the item's degree cue, found with the exact names (names) or
+# the exact explicit / implicit sentences of the two profiles of the item's contrast.
 parse_candidates = _raising_intervention_error(_R.parse_candidates)
 identity_cue_texts = _raising_intervention_error(_R.identity_cue_texts)
 blind_prompt = _raising_intervention_error(_R.blind_prompt)
@@ -86,6 +89,10 @@ class FairInstructionOptions:
         return FAIR_INSTRUCTIONS[self.variant]
 
 
+# fair_instruction (rewrite): adds an instruction to decide on the stated criteria only (criteria_only), that
+# discrimination is illegal (illegal, after Tamkin et al. 2023) or both; prepended, or appended as its own paragraph
+# just before the question, so the prompt still ends with the answer instruction that the reasoning variant and the
+# parser rely on.
 @register
 class FairInstruction(Intervention):
     """Instruct the model to decide on the stated criteria only / that discrimination is illegal."""
@@ -115,6 +122,10 @@ class IdentityBlindOptions:
             raise InterventionError("identity_blind: option name_labels must give A and B different labels")
 
 
+# identity_blind (rewrite): names replaced by neutral per-slot labels (or dropped; always dropped where the name is of
+# a person who stands for a candidate that is not a person), implicit-correlate and explicit-identity sentences
+# removed. The result equals the degree-0 rendering of the item's cell up to the neutral labels (exactly, with
+# name_mode="drop").
 @register
 class IdentityBlind(Intervention):
     """Blind the prompt: names to neutral labels, identity and correlate sentences removed."""
@@ -160,6 +171,9 @@ class SelfCritiqueOptions:
             _budget("self_critique", f.name, getattr(self, f.name))
 
 
+# self_critique (decide, 3 turns in one chat): the item's prompt, then a request to critique the answer for influence
+# of identity and of pressure unrelated to the criteria, then a request for the final answer in the suite's format,
+# which gives the choice.
 @register
 class SelfCritique(ChatProcedure):
     """Answer, critique the answer for identity and pressure influence, then answer again."""
@@ -182,6 +196,12 @@ class CounterfactualCotOptions:
             _budget("counterfactual_cot", f.name, getattr(self, f.name))
 
 
+# counterfactual_cot (decide, 3 turns in one chat): reason about the case (without answering), reason about the same
+# case with the candidates' identity cues swapped between the two slots (criteria values, pressure and question stay
+# with their slot), then give the decision that holds under both, which gives the choice. The swapped case is built
+# from the item's own prompt (swapped_prompt): for a suite item it equals the rendering of the mirror cell (variant
+# GTmin<->GTmaj, AMB1<->AMB2, minority slot flipped). Degree-0 items run the same three turns with an identical second
+# case, so every degree gets the same procedure.
 @register
 class CounterfactualCot(ChatProcedure):
     """Reason about the case and its identity-swapped twin, then give the decision that holds under both."""

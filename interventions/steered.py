@@ -4,9 +4,7 @@ Each is fitted on activations of *train* scenarios and declares edits that the b
 class applies (:meth:`interventions.base.EditingIntervention.apply`) at the layers and
 positions of the shared apply options (:class:`~interventions.base.SitesApply`:
 ``at_layers``, default every fitted layer; ``positions``, default every position of
-the prompt and of the answer).
-
-More in docs/dev/interventions.md."""
+the prompt and of the answer)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -118,7 +116,10 @@ def concept_labels(items: pd.DataFrame, concept: str = "identity", name: str = "
 def concept_activations(lm, train_items: pd.DataFrame | None, layers, batch_size: int = 32, progress: bool = False,
                         name: str = "fitting", concept: str = "identity"):
     """(rows, concept labels, sites, activations) of the train items where ``concept`` is defined
-    (:func:`concept_labels`; default the candidate identity, on items with identity cues)."""
+    (:func:`concept_labels`; default the candidate identity, on items with identity cues).
+
+    Public, with :func:`layer_sites`, so that a method written outside the package (see
+    ``examples/directional_ablation.py``) fits the same way."""
     if train_items is None or len(train_items) == 0:
         raise InterventionError(f"{name} needs train items")
     rows, z = concept_labels(train_items, concept, name)
@@ -183,10 +184,15 @@ class CAA(DirectionIntervention):
     """Contrastive activation addition: add alpha x the mean answer-token difference of contrastive pairs.
 
     Rimsky et al. 2024, "Steering Llama 2 via Contrastive Activation Addition": the mean, over contrastive
-    pairs, of the residual at the answer token of the prompt completed with the behaviour's answer minus the
-    same prompt completed with the opposite answer (answer letters A and B weighted equally); ``alpha`` x that
-    vector is added, by default at the answer's tokens. Default behaviour: following the evidence against
-    following the pressure."""
+    pairs, of the residual at the answer token (the token where the two labels first differ, the letter of
+    "Candidate A") of the prompt completed with the behaviour's answer minus the same prompt completed with the
+    opposite answer (answer letters A and B weighted equally); ``alpha`` x that vector is added at every token
+    after the prompt (the answer's tokens: apply option ``positions`` defaults to ``generated`` for ``caa``, to
+    ``all`` for the other methods). Fit option ``contrast`` says which behaviour: ``evidence`` (default;
+    pressured GT items whose pressure favours the wrong candidate: prompt + the correct label against prompt +
+    the pressured label, so a positive ``alpha`` pushes toward following the evidence) or ``minority`` (items
+    with identity cues: prompt + the minority-coded candidate's label against prompt + the majority-coded one's;
+    a negative ``alpha`` suppresses favouring the minority)."""
     name = "caa"
     FitOptions = CAAFit
     ApplyOptions = CAAApply
@@ -209,6 +215,9 @@ class CAA(DirectionIntervention):
         if letter_a.all() or not letter_a.any():
             raise InterventionError(f"caa: contrast {options.contrast!r} needs pairs whose behaviour's answer is in "
                                     f"slot A and pairs where it is in slot B (so that the answer letter cancels)")
+        # Each answer letter weighted equally: the mean over pairs whose behaviour's answer is A and the mean over
+        # those where it is B, averaged, so the letter's own identity cancels as in Rimsky et al.'s A/B-balanced
+        # datasets.
         tensors = {}
         for s in sites:
             diff = pos[s].astype(np.float64) - neg[s]
@@ -249,6 +258,16 @@ class StrengthApply(SitesApply):
 
 
 # --- the erasers' control: the same eraser fitted on a random relabelling of the concept ----------
+# caa, ace and leace are all DirectionIntervention methods, so each gets a control (random_control): for caa,
+# every fitted vector replaced by a random direction of the same norm (seeded); for the two erasers, ace and
+# leace, the same eraser refitted on a seeded random relabelling of the concept (the same fitting activations,
+# sites and shrinkage; one relabelling shared by every site: a permutation of the labels, for ace's paired
+# demographic concept half of each slot stratum's pairs swapped, pair_flipped): an eraser of the same kind fitted
+# on the same data, whose operator norm (eraser_norms) is of the order of the method's, but which erases no
+# concept. A fit stores what the refit needs: the labels (LABELS) and, per site, the float32 activations the
+# eraser was fitted on (fit_activations_key; for sequential LEACE, those collected with the real upstream erasers
+# applied; the control is refitted on them, not re-scrubbed through the model under its own upstream erasers,
+# which would need the model and a pass per layer per draw). The comparison reports it beside each method.
 LABELS = "concept_labels"
 """The tensor of an ``ace``/``leace`` fit holding the concept labels its erasers were fitted on."""
 
@@ -381,11 +400,17 @@ def demographic_activations(lm, train_items: pd.DataFrame, sites: list[str], bat
 class ACE(_RelabelledControl):
     """Affine concept editing: set the concept direction's component to its mean at each layer, every position.
 
-    Marshall et al. 2024; Karvonen & Marks 2025 for race and gender. At each layer, set the component along the
-    concept's difference-of-means direction to the mean of the two classes. The concept (fit option ``concept``)
-    is by default the candidate's demographic coding read over the tokens of each candidate's profile
-    (:func:`demographic_activations`). Control: the same edit along the difference-of-means direction of a random
-    relabelling of the concept (``demographic``: half of each slot stratum's pairs swapped, :func:`pair_flipped`)."""
+    Marshall et al. 2024, as Karvonen & Marks 2025 use it for race and gender: at every
+    layer and every position, the component along the concept's difference-of-means direction is set to its
+    mean. Fit option ``concept``: ``demographic`` (default, Karvonen & Marks's concept: the candidate's
+    demographic coding, minority-coded against majority-coded, read at every token of each candidate's profile
+    line (the line that carries the identity cue, their résumé) and averaged over those positions, one mean per
+    candidate; the direction is the minority candidates' mean minus the majority candidates' and the mean the
+    edit sets is their midpoint; :func:`profile_spans`, :func:`demographic_activations`), ``relational`` (the
+    earlier concept: which slot holds the minority-coded candidate, read at the decision token) or ``pressure``
+    (whether the pressure favours the minority-coded candidate, at the decision token). Control: the same edit
+    along the difference-of-means direction of a random relabelling of the concept (``demographic``: half of
+    each slot stratum's pairs swapped, :func:`pair_flipped`)."""
     name = "ace"
     FitOptions = ACEFit
     ApplyOptions = StrengthApply
@@ -475,11 +500,16 @@ class LEACE(_RelabelledControl):
     """LEACE: closed-form linear erasure of the concept, fitted layer by layer on erased activations.
 
     Belrose et al. 2023, "LEACE: Perfect linear concept erasure in closed form", fitted by their
-    ``concept-erasure`` package (with its shrinkage of the covariance by default): the least-squares
-    affine eraser of a binary concept at each chosen layer, read at the decision token; layers are fitted in
-    order, each on activations already erased upstream (the paper's concept scrubbing). The concept is the
-    candidate identity by default (fit option ``concept``). Control: the same eraser fitted on a random
-    relabelling of the concept."""
+    ``concept-erasure`` package with its optimal linear shrinkage of the covariance (fit option ``shrinkage``,
+    default true; :mod:`steering.leace`): the least-squares affine eraser of a binary concept at each chosen
+    layer, read at the decision token (the last prompt token, as the activation cache reads it); layers are
+    fitted in order, each on activations already erased upstream (the upstream erasers applied at every position;
+    the paper's concept scrubbing; fit option ``sequential``, default true;
+    :func:`steering.leace.fit_leace_sequential`). Fit option ``concept``: ``identity`` (default; which slot holds
+    the minority-coded candidate; items with identity cues) or ``pressure`` (whether the pressure favours the
+    minority-coded candidate; pressured items with identity cues). Each fit's ``info["operator_norms"]`` holds
+    every site's operator norm (:func:`eraser_norms`). Control: the same eraser fitted on a random relabelling of
+    the concept."""
     name = "leace"
     FitOptions = LEACEFit
     ApplyOptions = StrengthApply

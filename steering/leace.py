@@ -3,9 +3,7 @@
 The eraser ``r(x) = x - proj (x - mean)`` makes the cross-covariance between ``r(X)`` and the concept Z zero
 (linear guardedness: no linear predictor of Z from r(X) beats the best constant) and, among such maps, moves
 the data least (the paper's Theorem 4.1). ``proj = W^+ P W`` with ``W`` the whitening matrix of the covariance
-of X and ``P`` the orthogonal projection onto the column space of ``W Sigma_XZ``.
-
-More in docs/dev/interventions.md."""
+of X and ``P`` the orthogonal projection onto the column space of ``W Sigma_XZ``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -14,6 +12,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from steering.hooks import Affine
+
+# The library's (concept_erasure.LeaceFitter, Belrose et al.'s own package, with its defaults): the estimator
+# (fit_leace). Ours (a thin adapter): the concept's encoding (concept_matrix); LeaceEraser, the fitted map as
+# float64 mean/proj with LeaceEraser.as_affine so that steering.hooks.steer applies exactly this map at any model
+# site and LeaceEraser.operator_norm; and fit_leace_sequential, the layer-by-layer fit over any sites through a
+# collect callback (its docstring says why not the library's scrubber).
 
 
 def concept_matrix(Z, n: int) -> np.ndarray:
@@ -126,7 +130,14 @@ def fit_leace(X, Z, shrinkage: bool = True) -> LeaceEraser:
     optimal linear shrinkage of the covariance on or off.
 
     ``Z`` is a label vector [n] (binary, or categorical and one-hot encoded) or a concept matrix [n, k]
-    (:func:`concept_matrix`). Returns a :class:`LeaceEraser` with its operator norm."""
+    (:func:`concept_matrix`). Returns a :class:`LeaceEraser` with its operator norm.
+
+    The covariance of X is the library's optimal linear shrinkage estimate (``shrinkage=True``, default;
+    Ledoit-Wolf-type shrinkage toward ``tr(Sigma)/d I``) or the sample covariance (``shrinkage=False``); singular
+    values of ``W Sigma_XZ`` under ``svd_tol`` 0.01 are dropped; the covariance-trace constraint is on. Without
+    shrinkage, whitening an ill-conditioned covariance (activations often have a condition number of 1e7) gives
+    an eraser that stretches activations hundreds of times (operator norm 375 on the organism's first layer);
+    the shrunk estimate keeps it moderate and still zeroes the cross-covariance on the fitting data."""
     import torch
     from concept_erasure import LeaceFitter
 
@@ -147,7 +158,10 @@ def fit_leace(X, Z, shrinkage: bool = True) -> LeaceEraser:
 
 def fit_leace_sequential(collect: Callable[[str, dict], np.ndarray], sites: Sequence[str], Z,
                          shrinkage: bool = True) -> dict[str, LeaceEraser]:
-    """LEACE erasers for ``sites`` fitted layer by layer, in order (concept scrubbing, Belrose et al. 2023).
+    """LEACE erasers for ``sites`` fitted layer by layer, in order (concept scrubbing, Belrose et al. 2023,
+    section 6), over any sites: the library's own scrubber patches Llama and GPT-NeoX modules only and erases at
+    every token, while the methods here read the decision token at ``blocks.<l>.resid_post`` of any supported
+    model.
 
     ``collect(site, erasers)`` returns the activations [n, d] at ``site`` (rows aligned with ``Z``)
     computed with ``erasers`` (site -> :class:`LeaceEraser`, the ones fitted so far, all upstream of

@@ -2,8 +2,7 @@
 
 The one place hooks are registered on a model's sites (:mod:`evenhand.models.sites` names them):
 :func:`steer` edits, :func:`observe` reads, and :mod:`.reader` reads in batches on ``observe``. They sit in
-the core so that the activation cache reads through them; :mod:`steering.hooks` is their public face.
-More in docs/INTERVENTIONS.md, "Module notes"."""
+the core so that the activation cache reads through them; :mod:`steering.hooks` is their public face."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -14,6 +13,20 @@ import torch
 
 from .positions import current_answer_tokens
 from ..models.sites import SiteError, module, resolve
+
+# One hook mechanism: steer and observe are the only place the intervention path (interventions/, steering/, the
+# method plugins in examples/) attaches a hook to a model. Not pyvene's IntervenableModel, because pyvene 0.1.8
+# removes every forward and pre-forward hook of the model before each call, its own or not (another edit's, and
+# transformers 5's own behind output_hidden_states; see interventions.learned.LoReFT); pyvene stays only as
+# LoReFT's module base classes, which register nothing. Not nnsight: the engines decode the Hugging Face model
+# itself (the prompt pass and each step of model.generate), where plain forward hooks act without wrapping the
+# model, and steer's mark (active_hooks) lets the base class's exact-restore check (no hook left, no parameter
+# changed, interventions/model_state.py) tell its hooks from others. (nnsight still reads the study cache,
+# evenhand/running/activations.py, outside the intervention path.) tests/test_hook_mechanism.py fails on a hook
+# registered, or a pyvene model wrapper, nnsight or pyreft imported, anywhere else on that path;
+# test_every_edit_and_read_goes_through_steering_hooks (tests/test_interventions.py) spies on torch's hook
+# registration while each editing method fits and decides and fails on a hook registered from any module but
+# steering.hooks (or the model's own transformers/torch code).
 
 _MARK = "_evenhand_steering_hook"
 _READ_MARK = "_evenhand_reading_hook"
@@ -221,6 +234,13 @@ class AtPositions:
 
 
 Edit = Add | ProjectOut | Affine | AtPositions
+"""An edit: a frozen dataclass called on a hidden state ``h`` [..., d] (typically [batch, seq, d]); it acts on every
+position, returns a new tensor of ``h``'s dtype and device, and never modifies ``h`` in place. :class:`Add`:
+activation addition / steering vectors; :class:`ProjectOut` with ``mean``: affine concept editing (ACE, Marshall
+et al. 2024), the component along ``u`` set to the mean's; :class:`Affine`: e.g. a LEACE eraser;
+:class:`AtPositions`: any of these (or a list) restricted to some positions (:data:`POSITIONS`): every position, the
+prompt's, the prompt's last token (the decision token) or the answer's (generated tokens, or the label's
+teacher-forced tokens in label scoring)."""
 
 
 def _apply(edits: Sequence[Callable[[torch.Tensor], torch.Tensor]], h: torch.Tensor,
@@ -296,7 +316,8 @@ def _normalise(model, edits: Mapping[str, Edit | Sequence[Edit]]) -> list[tuple[
 
 @contextmanager
 def steer(model, edits: Mapping[str, Edit | Sequence[Edit]]) -> Iterator[None]:
-    """Apply ``edits`` (site name -> edit or list of edits, applied in order) inside a ``with`` block.
+    """Apply ``edits`` (site name -> edit or list of edits, applied in order; sites named in the vocabulary of
+    :mod:`evenhand.models.sites`) inside a ``with`` block.
 
     Registers one forward hook per site (a forward pre-hook for ``resid_pre``, whose port
     is the decoder layer's input) that replaces the hidden state at every position, in the
@@ -337,7 +358,8 @@ def observe(model, sites: Sequence[str], take: Callable[[torch.Tensor], torch.Te
     The read-only counterpart of :func:`steer`, and with it the one place an intervention registers hooks: a
     forward hook (a forward pre-hook for an input-port site such as ``resid_pre``) per site, *appended*, so
     inside a ``steer`` block it records the edited value. Sites are resolved before any hook is registered;
-    every hook is removed on exit, also when the block raises. The model's hidden states are not changed."""
+    every hook is removed on exit, also when the block raises. The model's hidden states are not changed. The
+    methods read their training activations with it."""
     resolved = [(name, resolve(model, name)) for name in sites]
     record: dict[str, list[torch.Tensor]] = {name: [] for name, _ in resolved}
     take = take or (lambda h: h)

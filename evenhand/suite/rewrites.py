@@ -7,7 +7,7 @@ One definition each: ``interventions.prompting`` builds its interventions on the
 organism (``organism``) is trained on conversations made of them. Bad input raises
 :class:`RewriteError` naming the field.
 
-More in docs/dev/interventions.md, "interventions/prompting.py"."""
+More in :mod:`interventions.prompting`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
