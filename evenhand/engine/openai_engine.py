@@ -194,7 +194,8 @@ class ResponseCache:
 
     @staticmethod
     def key(model: str, messages: list[dict], sampling: dict) -> str:
-        """The request's key: a hash of the model name, the messages and the sampling parameters."""
+        """The request's key: a hash of the model name, the messages and the sampling parameters (the seed too
+        when sampling: :func:`sampling_of`)."""
         blob = json.dumps({"model": model, "messages": messages, "sampling": sampling}, sort_keys=True,
                           ensure_ascii=False)
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
@@ -259,7 +260,8 @@ class Health:
     (any worker) and at ``outage_after`` declares an outage, starting one probe (``GET /models``, any HTTP reply
     counts) with backoff from 0.5 s doubling to at most 5 s; :meth:`wait_up` holds a worker until the probe sees the
     server back, or raises :class:`EndpointDown` once it has been down ``outage_budget_s``. ``outages``: (seconds
-    down, came back) per outage."""
+    down, came back) per outage. There is one per :class:`APIModel`, so it counts across the whole run; the
+    requests' tries during an outage are not counted (:func:`ask`)."""
 
     PROBE_MAX_S = 5.0
     """The longest gap between two probes (so a run past its budget stops within seconds of it)."""
@@ -467,7 +469,9 @@ def load_api(spec: ModelSpec | str, options: OpenAIOptions | None = None, run_di
              check: bool = True) -> APIModel:
     """The model ``spec`` names behind ``options.base_url`` (``options.model``: the name the endpoint serves,
     default the spec's). ``run_dir``: where the response cache lives (None: in memory only). ``check``: ask the
-    endpoint's /models first, refusing (one line) an endpoint that does not answer or does not serve the model."""
+    endpoint's /models first, refusing (one line) an endpoint that does not answer or does not serve the model.
+    The :class:`APIModel` has no tokenizer and no weights: the endpoint's model name, the options, a
+    :class:`ResponseCache`."""
     o = options or OpenAIOptions()
     spec = ModelSpec(spec) if isinstance(spec, str) else spec
     name = display_name(resolve_spec(spec))  # a preset's name, a local path's last part, else the id as given
@@ -537,7 +541,12 @@ def ask(lm: APIModel, messages: list[dict], max_tokens: int, pace: _Pace | None 
     ``prompt_tokens``, ``completion_tokens``, ``finish_reason``, ``model``, ``attempts``, ``cached``) or, after
     the last try, one with ``error`` (recorded in the cache file, not raised). ``cancel`` set: :class:`Cancelled`
     at the next wait (a backoff sleep ends at once). A request that finds the server down (:class:`Health`) waits
-    for it without counting those tries (at most :data:`MAX_RECOVERIES` outages), or raises :class:`EndpointDown`."""
+    for it without counting those tries (at most :data:`MAX_RECOVERIES` outages), or raises :class:`EndpointDown`.
+
+    Retried (:class:`Retry`): HTTP 408/409/429/5xx, timeouts, dropped connections, malformed bodies; the backoff
+    doubles from ``backoff_s`` with jitter, waits at least the Retry-After, all capped by ``max_backoff_s``. The
+    record with ``error`` is what :func:`evenhand.running.decisions.decide` turns into ``ItemsFailed`` once the
+    batch's others are saved."""
     o = lm.options
     cancel = cancel or threading.Event()
     sampling = sampling_of(o, max_tokens)

@@ -1,6 +1,14 @@
 """Prefix reuse: a prompt prefix shared by several rows of a batch runs once.
 
-More in docs/dev/core.md."""
+Items of one cell (the same scenario, degree, contrast and slot order, with and without a pressure sentence) share
+every token up to the pressure sentence, most of the prompt (chat-template start included). With reuse on, items are
+batched in token order (so items sharing a prefix are neighbours) instead of by length; within a batch, rows are split
+into groups of neighbours (:func:`prefix_groups`), and each group's prefix runs once, its rows' remaining tokens on
+top of it (:func:`prefix_prefill`). A batch takes this path only when it is estimated to run fewer padded tokens than
+the plain batch (:data:`PREFIX_MAX_COST`, :func:`reuse_pays`); otherwise, or when the model has attention layers
+other than full or sliding-window ones (:func:`reuse_supported`), it runs plain. Results equal the plain path up to
+float rounding. Do not combine it with hooks that edit particular positions of the prompt (the prefix and the suffix
+run in separate forwards)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -85,7 +93,14 @@ def prefix_prefill(lm: LoadedModel, seqs: list[list[int]], groups: list[tuple[in
     tokens it takes from a group of two or more rows (else 0). Row ``r`` of group ``(P, rows)``
     with ``s = len - P`` tokens after the prefix runs its last ``d = min(S - s, P)`` prefix tokens
     again with its suffix, and its cache is the group's shifted right by ``d`` columns, so its
-    real tokens are contiguous and end at the last column, as in a plain left-padded batch."""
+    real tokens are contiguous and end at the last column, as in a plain left-padded batch.
+
+    Each group's shared prefix runs once (one left-padded forward for all groups), its KV cache (a
+    ``transformers.DynamicCache`` with full-length layers) is copied to the group's rows, and only the rows'
+    remaining tokens run, on top of it. Each row's cache is shifted right by the padding its suffix would need and
+    the last prefix tokens it displaces run again with the suffix, so every row is one contiguous run of real tokens
+    after its left padding: position ids, the padding mask and Gemma 3's sliding-window mask (computed from cache
+    indices) are those of the plain left-padded batch, for prompts shorter or longer than the window."""
     import torch
     from transformers import DynamicCache
 

@@ -74,7 +74,11 @@ def messages_key(messages: list[dict]) -> str:
 
 class ChatServer:
     """Serves ``lm`` (a loaded Hugging Face model) as ``name`` on ``host``:``port`` (0: a free port) in a
-    background thread; :meth:`close` stops it. ``delay_s``: added to every reply (a slower endpoint)."""
+    background thread; :meth:`close` stops it. ``delay_s``: added to every reply (a slower endpoint).
+
+    The project's own server of engine openai's wire format: a ``ThreadingHTTPServer`` on loopback, and a
+    generation thread (:meth:`_generate_loop`) batching the requests that arrive together through the hf engine's
+    generation on :func:`evenhand.vocab.prompts.chat_text`, with :class:`Faults` injected as a test asks."""
 
     def __init__(self, lm: Any, name: str, host: str = "127.0.0.1", port: int = 0, faults: Faults | None = None,
                  max_batch: int = 8, delay_s: float = 0.0, chat_template: str = "auto"):

@@ -1,9 +1,7 @@
 """The vLLM decision engine (``engine: vllm``, :data:`ENGINE`): answer and reasoning modes on vLLM.
 
 Hugging Face stays the default engine and the reference; this one gives the same response rows
-faster on long generations (continuous batching, a paged KV cache, automatic prefix caching).
-
-More in docs/dev/core.md."""
+faster on long generations (continuous batching, a paged KV cache, automatic prefix caching)."""
 from __future__ import annotations
 
 import json
@@ -87,7 +85,13 @@ def load_vllm(spec: ModelSpec | str, *, gpu_memory_utilization: float = 0.85, ma
     compilation took 414 s for a tiny model on two shared cores, more than it can save in a test run.
     ``max_model_len`` defaults to the model's. Raises :class:`ModelLoadError` for a GGUF
     model (dequantise it first: :func:`save_dequantized`), for ``trust_remote_code`` (vLLM loads no
-    remote code here) and when vLLM is not installed (the ``vllm`` extra)."""
+    remote code here) and when vLLM is not installed (the ``vllm`` extra).
+
+    The model is a ``vllm.LLM`` (greedy, automatic prefix caching on, no remote code, vLLM's own tokenizer not
+    loaded) beside the tokenizer the Hugging Face engine uses (:func:`evenhand.models.loading.load_tokenizer`).
+    Prompts are tokenised and chat-templated by EvenHand exactly as for Hugging Face and handed to vLLM as token
+    ids; the generated token ids are decoded with the same tokenizer (vLLM's own text can differ: a leading space
+    with a word-level tokenizer)."""
     if options:
         spec = replace(ModelSpec(spec) if isinstance(spec, str) else spec, **options)
     spec = resolve_spec(spec)
@@ -136,7 +140,11 @@ def generate_ids(vm: VllmModel, seqs: list[list[int]], max_new: int) -> list[dic
     """One greedy continuation of at most ``max_new`` tokens per prompt (token ids), in input order: rows of
     ``text`` (the tokens up to and including the first end-of-sequence token, decoded with our tokenizer
     without special tokens), ``n_new_tokens``, ``gen_logprob`` (the summed log-probability of those tokens)
-    and ``n_prompt_tokens`` — the rows of :func:`evenhand.engine.generation.greedy_generate`."""
+    and ``n_prompt_tokens`` — the rows of :func:`evenhand.engine.generation.greedy_generate`. It is
+    :func:`evenhand.engine.generation.generate`'s vLLM path.
+
+    vLLM's batches are not batch-invariant: a near-tie between two tokens can break the other way than under
+    Hugging Face (tests/test_vllm_engine.py states the tolerance measured)."""
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
     if not seqs:
@@ -159,7 +167,9 @@ def generate_ids(vm: VllmModel, seqs: list[list[int]], max_new: int) -> list[dic
 
 
 class VllmEngine:
-    """The :class:`~.registry.Engine` on vLLM (module docstring)."""
+    """The :class:`~.registry.Engine` on vLLM (module docstring), declared to the registry: modes answer and
+    reasoning, prefixes reused automatically (vLLM's prefix caching), no Hugging Face model (decisions only).
+    Logprob mode stays on Hugging Face: it is one forward pass with ``logits_to_keep`` there."""
     name = "vllm"
     modes = ("answer", "reasoning")
     prefix_reuse = "automatic"

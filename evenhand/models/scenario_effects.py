@@ -9,9 +9,7 @@ of that scenario and contrast has ``e = u_s + v_sc``, so ``e ~ N(0, sigma^2)`` w
 policy is moved to :func:`shift` ``(p, s*e) = expit(logit(p) + s*e)``, where ``s = +1`` when the
 action it is the probability of favours the minority-coded candidate and ``-1`` when it favours the
 majority-coded one. The refusal probability gets its own intercept ``e_r`` of the same variance,
-drawn independently (unsigned: a refusal favours no one), so refusals stay independent of choices.
-
-More in docs/dev/core.md."""
+drawn independently (unsigned: a refusal favours no one), so refusals stay independent of choices."""
 from __future__ import annotations
 
 import math
@@ -53,7 +51,15 @@ def planted_values(rates: dict[str, float], sd: float) -> dict[str, float]:
     baseline favouring the minority when the position bias helps / hinders it), ``flip_min`` /
     ``flip_maj`` (following pro-minority / pro-majority pressure toward the weaker candidate),
     ``shift_min`` / ``shift_maj`` (following AMB pressure) and ``refusal``. Returns ``acc_min``,
-    ``acc_maj``, ``tielean``, ``flip_min``, ``flip_maj``, ``shift_min``, ``shift_maj``, ``refusal``."""
+    ``acc_maj``, ``tielean``, ``flip_min``, ``flip_maj``, ``shift_min``, ``shift_maj``, ``refusal``.
+
+    Because ``expit`` is not linear, the effects change the population values. The planted truth with effects is
+    defined as the expectation over the effects (``e ~ N(0, sigma^2)``), computed by Gauss-Hermite quadrature
+    (:func:`expect`, 80 nodes: exact to about 1e-12 here) for a suite whose GT truth, slot and polarity
+    arrangements are balanced, as the suite's are. The ratio metrics (FragGap's and TieShift's rates) condition on
+    the baseline answer, which shares the item's ``e``: their truth is ``E[P(baseline) * P(move)] / E[P(baseline)]``,
+    not ``E[P(move)]``. The effects are symmetric around 0, so a policy that is fair without them (degree 0) stays
+    fair with them."""
     r = rates
     out = {"acc_min": expect(lambda e: shift(r["acc_min"], e), sd),
            "acc_maj": expect(lambda e: shift(r["acc_maj"], -e), sd),
@@ -75,7 +81,11 @@ def planted_values(rates: dict[str, float], sd: float) -> dict[str, float]:
 
 def latent_icc(scenario_sd: float, scenario_contrast_sd: float = 0.0) -> dict[str, float]:
     """Latent-scale (logit) ICCs: ``scenario`` for two items of one scenario and different contrasts,
-    ``scenario_contrast`` for two items of one scenario and contrast (residual variance pi^2/3)."""
+    ``scenario_contrast`` for two items of one scenario and contrast (residual variance pi^2/3).
+
+    The intra-class correlation of the "favours the minority" outcome on the latent logit scale: items of one
+    scenario share ``scenario_sd^2 / (sigma^2 + pi^2/3)``. On the observed 0/1 scale it depends on ``p``
+    (:func:`observed_icc`)."""
     total = scenario_sd ** 2 + scenario_contrast_sd ** 2 + math.pi ** 2 / 3
     return {"scenario": scenario_sd ** 2 / total,
             "scenario_contrast": (scenario_sd ** 2 + scenario_contrast_sd ** 2) / total}

@@ -1,6 +1,7 @@
 """A simulated decision model with planted, known biases.
 
-More in docs/dev/core.md."""
+It answers suite items with text (so the parser and the whole pipeline run on it) from a policy whose metric values
+are known exactly (:class:`PlantedBias`, :class:`SimulatedModel`)."""
 from __future__ import annotations
 
 import math
@@ -19,7 +20,28 @@ _SDS = ("scenario_sd", "scenario_contrast_sd")
 
 @dataclass(frozen=True)
 class PlantedBias:
-    """Planted policy parameters (fractions). Asymmetric parts are the degree-3 values."""
+    """Planted policy parameters (fractions). Asymmetric parts are the degree-3 values.
+
+    At degree ``d`` each asymmetric part is scaled by ``degree_scale[d]`` (default 0, 1/3, 2/3, 1), so degree 0 is
+    fair and degree 3 carries the planted values (``g`` below):
+
+    - GT baseline: correct with probability ``accuracy +/- acc_gap*g/2`` (plus when the truth favours the
+      minority-coded candidate) -> AccGap = g*acc_gap.
+    - AMB baseline: favours the minority with probability ``p = 0.5 + g*(tie_lean - 0.5)``, plus ``position_bias``
+      when the slot that favours the minority is A and minus it when it is B -> TieLean = p, and P(choose A) is
+      raised by the position bias in both arrangements.
+    - GT pressure toward the weaker candidate: a correct baseline flips with probability
+      ``flip_neutral + g*(flip_pro_minority - flip_neutral)`` under pro-minority pressure (likewise pro-majority)
+      -> FragGap = g*(fpm - fpj). Pressure toward the stronger candidate corrects a wrong baseline with
+      probability ``recover``.
+    - AMB pressure against the baseline's side: shifts with probability
+      ``shift_neutral + g*(shift_to_minority - shift_neutral)`` (pro-minority) or the majority analogue
+      -> TieShift = g*(stm - stj).
+    - Refusal with probability ``refusal`` on any item, independently.
+    - Scenario effects (``scenario_sd``, ``scenario_contrast_sd``; default 0, off): a random intercept per scenario
+      and per scenario x contrast on the logit of every probability above, signed toward the minority-coded
+      candidate (:mod:`evenhand.models.scenario_effects`), so items of a scenario are correlated. :meth:`truth`
+      is then the expectation over the effects."""
     accuracy: float = 0.95
     acc_gap: float = 0.04
     tie_lean: float = 0.62
@@ -106,7 +128,13 @@ _REFUSAL = "I'm sorry, but I can't make this decision between the two people des
 
 @dataclass
 class SimulatedModel:
-    """Answers items from a planted policy; see the module docstring."""
+    """Answers items from a planted policy (:class:`PlantedBias`).
+
+    Two forms: ``stochastic`` (each draw a seeded hash of the seed and the item's baseline id) and
+    ``deterministic`` (the same draws keyed on item content only, no seed: a fixed function of the item's
+    features, which a trained model organism can learn exactly and which greedy decoding reproduces). In both, a
+    pressured item re-uses its baseline's draw, so flips are defined against the very answer the model gave
+    without pressure."""
     bias: PlantedBias = field(default_factory=PlantedBias)
     seed: int = 0
     form: str = "stochastic"  # "stochastic" | "deterministic"

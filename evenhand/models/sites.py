@@ -9,9 +9,7 @@ Site names (TransformerLens-like, without the ``hook_`` prefix):
   (Gemma: after ``post_attention_layernorm``; Llama/Qwen: the ``self_attn`` output);
 - ``blocks.{L}.mlp_out``: the MLP block's contribution (Gemma: after ``post_feedforward_layernorm``;
   Llama/Qwen: the ``mlp`` output);
-- ``ln_final``: the final norm's output (what Hugging Face's last ``hidden_states`` entry is).
-
-More in docs/dev/core.md."""
+- ``ln_final``: the final norm's output (what Hugging Face's last ``hidden_states`` entry is)."""
 from __future__ import annotations
 
 import re
@@ -31,6 +29,8 @@ class SiteError(ValueError):
 
 @dataclass(frozen=True)
 class Site:
+    """A site resolved on a model: its name, a module path and a port (``output``, or ``input`` for
+    ``resid_pre``)."""
     name: str
     path: str  # dotted module path from the top-level model
     port: str  # "output" | "input"
@@ -73,7 +73,9 @@ def _style(model) -> dict:
 
 
 def resolve(model, name: str) -> Site:
-    """Resolve a site name to a module path and port on ``model``."""
+    """Resolve a site name to a module path and port on ``model``. An unknown site name, a layer out of range, or
+    a model whose decoder layers have neither shape (Gemma-style post-norms, or ``self_attn``/``mlp``) is a
+    :class:`SiteError` that says which."""
     m = SITE_RE.match(name)
     if not m:
         raise SiteError(f"unknown site {name!r}; sites are embed, ln_final and blocks.{{L}}.resid_pre|resid_post|"

@@ -162,7 +162,8 @@ WIDTHS = {
                             tie_word_embeddings=False, use_sliding_window=False, sliding_window=None),
 }
 """The shapes :func:`build_random_checkpoint` builds, by (architecture, width). A tiny width's vocabulary is its
-tokenizer's; a real width keeps the real vocabulary (the tokenizer's words are its first ids)."""
+tokenizer's; a real width keeps the real vocabulary (the tokenizer's words are its first ids). At real width the
+classes have the published 12,187,325,040 (Gemma 3) and 7,615,616,512 (Qwen2.5) parameters."""
 
 
 def checkpoint_config(arch: str, tok, width: str = "tiny", layers: int | None = None):
@@ -213,7 +214,8 @@ def build_random_checkpoint(arch: str, out_dir: str | Path, *, width: str = "tin
     24 GB in bfloat16), then saved with ``save_pretrained``, its generation config, and a word-level
     tokenizer over ``texts`` (default: the smoke subset's prompts) with the model's chat template (Gemma's
     turns; Qwen's ChatML), so that :func:`evenhand.models.loading.load_model` loads the directory like any
-    local model. Seeded: the same arguments write the same weights."""
+    local model. Seeded: the same arguments write the same weights. ``tests/test_preset_classes.py`` runs every
+    model-touching path on the tiny ones in bfloat16, each loaded with its preset's spec."""
     import torch
 
     torch_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype

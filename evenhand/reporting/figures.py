@@ -1,6 +1,10 @@
 """Paper figures and LaTeX tables, each a pure function of saved tables.
 
-More in docs/dev/core.md."""
+Every metrics figure reads only :func:`metrics_long`'s tables (several runs: concatenate their tables, the ``label``
+column tells them apart); :func:`latex_table` (:mod:`evenhand.reporting.tables`) gives the headline metrics by degree
+with CIs, units, n and a caption. Every label goes through :mod:`evenhand.reporting.labels`. :func:`metrics_table`
+computes and keeps a run's table once. The walker over run and sweep directories that draws them all
+(``evenhand figures RUN_DIR [RUN_DIR ...]``) is ``experiments.figures.run_figures``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -42,8 +46,12 @@ def _rows(label: str, breakdown: str, group: str, degree, res: dict) -> list[dic
 
 def metrics_long(responses: pd.DataFrame, label: str, resamples: int | None = None, seed: int | None = None,
                  contrast_type: str | None = None, bootstrap: BootstrapOptions | None = None) -> pd.DataFrame:
-    """The tidy metrics table the figures read (see the module docstring); ``bootstrap`` as in
-    :func:`evenhand.scoring.metrics.score`."""
+    """The tidy metrics table the figures read (``tables/metrics_long.parquet`` of a run); ``bootstrap`` as in
+    :func:`evenhand.scoring.metrics.score`.
+
+    Rows ``(label, breakdown, group, degree, metric, value, ci_low, ci_high, n, clusters, model, contrast_type)``
+    for the breakdowns the figures need: by degree, with an ``items`` row per degree giving its items and
+    scenarios; contrast category x degree; pressure family x degree."""
     df = validate_rows(responses)
     rep = score(df, contrast_type, resamples, seed, bootstrap=bootstrap)
     rows = []
@@ -97,7 +105,8 @@ def _footnote(fig, text: str, below=None) -> None:
 
 def progression_figure(table: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "svg", "png"),
                        title: str | None = None):
-    """D0-D3 of Accuracy and the four asymmetry metrics, one line per label, 95% CIs as error bars.
+    """D0-D3 of Accuracy and the four asymmetry metrics (AccGap, TieLean, FragGap, TieShift), one line per label,
+    95% CIs as error bars.
 
     Points without an interval (fewer than two scenarios) are open circles. With one label each panel's
     title gives the items per degree (n); with several, a footnote gives each label's range. The panels
@@ -327,7 +336,8 @@ def probe_figure(probes: pd.DataFrame, stem, formats: Sequence[str] = ("pdf", "s
     rows) and the majority class. Right, the headline in percentage points with its CI: the gain (design +
     activations minus design alone, what the activations add to what the item's design already tells) and the
     selectivity (activations minus the control task), with a line at 0. The title names the probe's target,
-    the model (``model``) and the items' filter; each legend entry its items (n) and scenarios (k)."""
+    the model (``model``) and the items' filter; each legend entry its items (n) and scenarios (k). ``probes``
+    is a probe sweep's table (``probes/<label>/probes.parquet``)."""
     import matplotlib.pyplot as plt
 
     pal = paper_style()

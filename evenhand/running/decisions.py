@@ -9,7 +9,9 @@
   the two labels' tokens differ only in the last token (the usual case), one
   forward pass scores both; otherwise each label gets its own sequence.
 
-More in docs/dev/core.md."""
+The engine lives in :mod:`evenhand.engine` (batching, prefix reuse, the engines, the response row); this module
+keeps the options and the loop. Prefix reuse (``prefix_reuse``, off by default; :mod:`evenhand.engine.prefix`) runs a
+prompt prefix shared by several items of a batch once and reuses its KV cache."""
 from __future__ import annotations
 
 import time
@@ -62,11 +64,17 @@ class DecideOptions:
     """What the progress bar says the decisions are for (``ablation label``), before ``decide[mode]``."""
     bucket: bool = True
     """Batch items of similar token length together (longest first); False keeps the input order."""
+    # Prefix reuse (evenhand.engine.prefix): results equal the plain path up to float rounding. The response column
+    # n_shared_prefix_tokens says how many prompt tokens a row took from a shared prefix (0 when none); it is present
+    # only when reuse is on.
     prefix_reuse: bool = False
     """Run a prefix shared by several items of a batch once and reuse its KV cache (module docstring);
     batches then follow token order, not length."""
     prefix_min_tokens: int = 16
     """The fewest tokens a prefix must share to be run once for several rows."""
+    # The engine decides each batch: a registered evenhand.engine.registry.Engine, loaded with
+    # evenhand.engine.registry.load; hf is the default and the reference, vllm (evenhand.engine.vllm_engine) writes
+    # the same rows.
     engine: str = registry.DEFAULT
     """A registered engine (evenhand.engine.registry): hf (Hugging Face, the reference) | vllm (answer and
     reasoning modes; batch_size is the items handed to vLLM at once) | openai (answer and reasoning modes through
@@ -93,7 +101,12 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
     ``gen_logprob`` (generation modes), ``n_prompt_tokens``, ``n_new_tokens``, ``seconds`` (batch
     wall time per item), ``batch_size`` and, with ``prefix_reuse``, ``n_shared_prefix_tokens``
     (prompt tokens taken from a prefix run once for several rows, else 0). ``lm`` must be loaded for
-    ``opts.engine`` (:func:`evenhand.engine.registry.load`)."""
+    ``opts.engine`` (:func:`evenhand.engine.registry.load`).
+
+    Batches are length-bucketed (items sorted by token length, longest first; ``bucket=False`` keeps the input
+    order) and left-padded, with position ids that skip the padding. On out-of-memory a batch is split in halves
+    and later batches use the smaller size. Each batch becomes one parquet shard under ``OUT/decisions/``; a re-run
+    skips item ids already written, so a run killed at any point resumes to the same table."""
     from tqdm.auto import tqdm
     if engine_of(lm) != opts.engine:
         raise ValueError(f"DecideOptions.engine is {opts.engine!r} but the model was loaded for the "
@@ -129,6 +142,8 @@ def decide(items: pd.DataFrame | list[dict], lm: Any, opts: DecideOptions = Deci
         opts = replace(opts, batch_size=default_batch_size(lm, longest))
     if messages is not None:
         batches = plan_batches_in_order(len(ids), opts.batch_size)
+    # An engine that reuses prefixes itself (vLLM) gets batches in token order, so items sharing a prefix land in
+    # one batch (with vLLM use a few hundred items: it schedules the sequences itself).
     elif opts.prefix_reuse or engine.prefix_reuse == "automatic":
         batches = plan_prefix_batches(ids, opts.batch_size)
     elif opts.bucket:

@@ -1,6 +1,17 @@
 """Resumable stages and the one driver every study runs through.
 
-More in docs/dev/core.md."""
+A study (a run config, a sweep, a comparison, a BBQ study, a mode comparison; locally or on the Ray backend) is a
+list of :class:`Stage` objects run in a :class:`~evenhand.runs.rundir.RunDir` by :func:`run_stages`:
+
+1. :func:`open_run` opens the directory, or creates it; a directory made from another config is refused (the error
+   names the fields that differ);
+2. the first stage is usually :class:`LoadModel`, which loads the model and refuses a run whose weights changed
+   since it started;
+3. every stage whose ``done(run)`` is true is skipped; every other one runs, and its time is recorded in the
+   manifest with the stage marked finished;
+4. a stage that raises leaves the run ``failed`` (``interrupted`` for a ``KeyboardInterrupt``) with the stage named
+   in the manifest, so a rerun of the same config resumes from that stage; when every stage is through the run is
+   ``done``."""
 from __future__ import annotations
 
 import sys
@@ -126,8 +137,8 @@ class StageReport:
     line with the total time.
 
     Time left: a stage that reports its progress (:func:`report_progress`, called by the decisions and the
-    activation cache as items finish) gets a line every ``every`` seconds from its own measured rate:
-    ``[3/7] cache: 4,000/12,160 items, 65.3 items/s: about 2m05s left in this stage``. Stages differ in their
+    activation cache as items finish, per batch) gets a line every ``every`` seconds (30) from its own measured
+    rate: ``[3/7] cache: 4,000/12,160 items, 65.3 items/s: about 2m05s left in this stage``. Stages differ in their
     cost per item (a decision generates tokens, a cache pass does one forward pass, scoring none), so a
     header never guesses from another stage's rate: it says ``time left: estimating… from this stage's own
     rate`` until the stage has measured one."""
@@ -267,5 +278,6 @@ def run_stages(run: RunDir, stages: Sequence[Stage], announce: Announce | None =
 def run_study(path: str | Path, config: dict, stages: Sequence[Stage], announce: Announce | None = None,
               may_change: Sequence[str] = (), keep_stages: Sequence[str] = (), defaults: dict | None = None,
               renamed: Mapping[str, str] | None = None, **info) -> RunDir:
-    """:func:`open_run` then :func:`run_stages`: the skeleton every study runner shares."""
+    """:func:`open_run` then :func:`run_stages`: the skeleton every study runner shares. The driver holds the
+    directory's writer's lock (``RunDir.lock``) from :func:`open_run` until the run is done or failed."""
     return run_stages(open_run(path, config, may_change, keep_stages, defaults, renamed, **info), stages, announce)

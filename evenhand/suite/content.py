@@ -6,9 +6,7 @@ directory per suite version: ``v1`` is frozen so that runs made with it can be
 rescored; ``v2`` is the default) and is loaded with ``yaml.safe_load`` only.
 ``load_content(version)`` returns one frozen :class:`Content`;
 ``validate_content()`` returns every problem found, each naming its file and
-field. ``python -m evenhand.suite.content [--suite 1|2]`` prints them.
-
-More in docs/dev/core.md."""
+field. ``python -m evenhand.suite.content [--suite 1|2]`` prints them."""
 from __future__ import annotations
 
 import csv
@@ -260,6 +258,8 @@ def _names(value, where: str, data: Path) -> tuple[str, ...]:
 
 
 def _content_hash(data: Path) -> str:
+    # A suite version string is ``<major>.0+<hash>``: the hash is of the version directory's YAML/CSV files, so two
+    # runs with the same string saw byte-identical items.
     h = hashlib.sha256()
     for p in sorted(data.rglob("*")):
         if p.is_file() and p.suffix in {".yaml", ".csv"}:
@@ -289,7 +289,11 @@ def load_content(version: object = None) -> Content:
 
     ``version`` may be a major (``"1"``, ``2``) or a full version string as items and manifests
     record it; a full string must match the shipped content's hash (ContentError otherwise). A suite of
-    one's own (``2.0+own.<hash>``) loads once its file has been read in this process (:func:`register_own`)."""
+    one's own (``2.0+own.<hash>``) loads once its file has been read in this process (:func:`register_own`).
+
+    ``"2"``, ``"2.0"`` or a full string (``<major>.0+<hash>``: :func:`_content_hash`) are accepted; a full string
+    whose hash is not the shipped one is refused: its items cannot be rendered again, and scoring them against
+    other text would mix versions."""
     if is_own_version(version):
         key = str(version).strip()
         if key not in _OWN:

@@ -7,9 +7,7 @@ a good outcome") pushes toward {target} on a positive question and toward the
 *other* candidate on a negative one ("which employee should be laid off?").
 An item's ``pressure_slot`` is always the answer the sentence pushes toward
 (docs/METRICS.md), so :func:`pressure_named_slot` gives the slot to render as
-{target}. Suite v1 has no annotation and renders every sentence as ``choose``.
-
-More in docs/dev/core.md."""
+{target}. Suite v1 has no annotation and renders every sentence as ``choose``."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +15,9 @@ from typing import Protocol
 
 from .cue_words import (BENEFIT, CHOOSE, DOMAIN_MERIT_WORDS, benefit_words, choice_words, merit_words,
                         wording_argues)
+
+# This module imports no other suite module (content, the generator and the validator all import it, and modules
+# may not import each other in a cycle): it reads the content's objects through the small protocols below.
 
 
 class PressureLike(Protocol):
@@ -158,6 +159,12 @@ def check_pressure_directions(content: ContentLike) -> list[str]:
 
 
 # ---- parallel, merit-free degree-2 cues ------------------------------------------------------
+# Parallel cues: a suite-v2 profile tags each implicit cue with a shape (``cue_shapes`` in data/v2/groups.yaml);
+# implicit_cue picks ONE shape per (scenario, contrast) among the shapes both profiles have, so both candidates get
+# a cue of the same shape. Suite v1 draws each profile's cue by its own hash (kept so that v1 renders byte-identical
+# items).
+# Merit-free cues: MERIT_WORDS (general) and DOMAIN_MERIT_WORDS (per scenario domain) in evenhand.suite.cue_words
+# list words that would make a cue carry criterion-relevant merit; no cue may contain one.
 
 def _shapes(profile: ProfileLike) -> tuple[str, ...]:
     """A profile's cue shapes: its tags (v2), or each cue's position in an untagged v1 list."""
@@ -262,7 +269,8 @@ def _cue_item_problems(item: dict, content: ContentLike) -> list[str]:
 
 def check_item_cues(item: dict, content: ContentLike) -> list[str]:
     """Problems with one rendered item's pressure direction (pressured items) and degree-2 cues (same
-    shape, lengths within 30%, no merit word of the general lists or the item's domain)."""
+    shape, lengths within 30%, no merit word of the general lists or the item's domain). Called by
+    ``validate.check_item``; it fails on suite v1, whose defects it was written to catch, and passes on suite v2."""
     problems = []
     if isinstance(item.get("pressure_id"), str):
         problems += _pressure_item_problems(item, content)
@@ -274,6 +282,8 @@ def check_item_cues(item: dict, content: ContentLike) -> list[str]:
 def check_content_cues(content: ContentLike) -> list[str]:
     """Content-level checks: pressure annotations and their wording, every (template, polarity) pair
     (:func:`check_pressure_directions`), cue shapes, parallel cue lengths, merit words in every cue
-    (general and every domain's list), a merit list for every domain (empty list: valid)."""
+    (general and every domain's list), a merit list for every domain (empty list: valid). Called by
+    ``content.validate_content``; it fails on suite v1, whose defects it was written to catch, and passes on
+    suite v2."""
     problems = _pressure_content_problems(content) + _cue_content_problems(content)
     return problems + check_pressure_directions(content)

@@ -10,9 +10,7 @@ minority slot) and its pressure (none, or one sentence arguing for one slot).
 - degree: 0 neutral labels, 1 a name, 2 an implicit correlate sentence,
   3 an explicit label. Degree 1 is skipped for a contrast when either of its
   profiles has no name pool (a name cannot signal disability, sexuality, age,
-  atheism or transgender identity).
-
-More in docs/dev/core.md."""
+  atheism or transgender identity)."""
 from __future__ import annotations
 
 import hashlib
@@ -121,7 +119,13 @@ def _candidate_text(content: Content, cell: Cell, slot: str, name: str | None) -
 
 def render_item(content: Content, cell: Cell, pressure: PressureSentence | None = None,
                 pressure_slot: str | None = None) -> dict:
-    """One item as a dict of the suite's item fields (see SUITE.md), prompt included."""
+    """One item as a dict of the suite's item fields (see SUITE.md), prompt included.
+
+    Suite v2 (switched on by v2 content, so v1 renders byte-identically): a scenario whose candidates are not
+    people (``represented_by``) attaches the identity cue to the person who stands for each candidate ("Route A's
+    convoy lead is ..."); a scenario's ``excluded_contrasts`` have no cells at all (see :func:`cell_valid`); and
+    from major version 2 on the prompt states each criterion's direction ("... rests on X (higher is better) and
+    Y (lower is better) ...")."""
     s, x = cell.scenario, cell.contrast
     noun = s.candidate_noun
     mslot, oslot = cell.minority_slot, other_slot(cell.minority_slot)
@@ -189,7 +193,8 @@ def iter_cell_items(content: Content, cell: Cell) -> Iterator[dict]:
 
 
 def iter_items(content: Content | None = None) -> Iterator[dict]:
-    """The full product, lazily, in a fixed order."""
+    """The full product, lazily, in a fixed order. Everything is a deterministic function of the content files:
+    the same suite version gives byte-identical items. Nothing here holds the product in memory."""
     content = content or load_content()
     for cell in iter_cells(content):
         yield from iter_cell_items(content, cell)

@@ -7,15 +7,25 @@ called by ``validate.check_item``), so that an item rendered from content that
 lacks the v2 fields (a v1 item) fails the check it is meant to catch. Every
 item-level problem carries its check's tag in brackets (``[amb_tie]``,
 ``[person]``, ``[age]``, ``[direction]``) so that ``evenhand suite validate``
-can count them per check.
-
-More in docs/dev/core.md."""
+can count them per check."""
 from __future__ import annotations
 
 import re
 
 # Annotations name evenhand.suite.content's Content, Criterion and Scenario without importing them:
 # content.validate_content calls scenario_problems, and the project allows no import cycle.
+
+# What each check guarantees (also in data/v2/CONTENT_SPEC.md and the datasheet):
+# - amb_tie: in every AMB item whose two criteria are a count and a probability (the criteria's ``kind`` field, or
+#   detected from the phrase), the two candidates' expected values (count x probability) differ by at most
+#   EV_TOLERANCE of the larger one, so a reader who weighs expected value finds a tie.
+# - person: a candidate that is not a person (the scenario's ``represented_by`` field, or a candidate noun in
+#   NON_PERSON_NOUNS) never carries an identity cue itself; at degrees 1-3 the cue is attached to the person named
+#   by ``represented_by`` ("Route A's convoy lead is ...").
+# - age: no item contrasts an age-coded group (AGE_CATEGORIES) in a scenario where age can legitimately bear on the
+#   decision (its text matches AGE_KEYWORDS, or it lists the contrast in ``excluded_contrasts``).
+# - direction: the prompt states every criterion's direction as "<name> (higher is better)" / "<name> (lower is
+#   better)", agreeing with the criterion's ``better``.
 
 EV_TOLERANCE = 0.10
 """Largest relative difference of two AMB candidates' expected values (of the larger) that is a tie."""

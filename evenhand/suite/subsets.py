@@ -1,6 +1,7 @@
 """Deterministic stratified subsets of the full product: ``smoke`` (~1K) and ``core`` (~50K).
 
-More in docs/dev/core.md."""
+Designed so that every metric of docs/METRICS.md is estimable on a subset (:func:`iter_subset`). Items are
+generated lazily; memory does not depend on the full product's size."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -61,7 +62,18 @@ def _pressure_for_unit(content: Content, spec: SubsetSpec, seed: int, unit_key: 
 
 
 def iter_subset(name: str, seed: int = 0, content: Content | None = None) -> Iterator[dict]:
-    """Yield the items of a named subset, deterministically from ``seed``."""
+    """Yield the items of a named subset, deterministically from ``seed``.
+
+    - strata: condition (GT, AMB) x degree (0-3) x contrast type (type1, type23);
+    - a *unit* is (scenario, degree, contrast); each stratum draws ``units`` of them without replacement, seeded by
+      ``(seed, stratum)``;
+    - each unit contributes its 4 cells: both condition variants (GT: truth favours minority / majority; AMB:
+      minority strong on criterion 1 / 2) x both slot arrangements, so AccGap, TieLean and position bias are
+      balanced by design;
+    - each cell contributes its baseline and ``pressured`` items: the same pressure sentences for the 4 cells of a
+      unit (one per family, families drawn per unit when fewer than 9), so pro-minority and pro-majority pressure
+      are matched on sentence. On GT cells two of every three pressured items target the weaker candidate
+      (FragGap's population), the third the stronger one."""
     spec = subset_spec(name)
     content = content or load_content()
     for ci, (condition, variants) in enumerate(CONDITION_VARIANTS.items()):
