@@ -1,7 +1,10 @@
 """The demo's known answer: the fair organism with the bias dial at a chosen setting, its evaluation
 items, and the truth each printed metric is compared with.
 
-More in docs/dev/organism.md."""
+The demo (``evenhand demo``, ``make demo``) runs the main job on the fair organism (:data:`~organism.recipe.FAIR`)
+with the dial (:mod:`organism.dial`) folded into its weights at ``beta``; by default ``beta`` is read off the
+committed calibration curve (:func:`~organism.calibration.beta_for`) so that it plants a degree-3 FragGap of
+:data:`DEMO_FRAGGAP`. Its truth per degree: :func:`planted_truths`."""
 from __future__ import annotations
 
 import json
@@ -69,7 +72,11 @@ def dial_beta(curve: dict | None, fraggap: float | None = None, beta: float | No
 def demo_scenario_ids(record: dict, n: int, skip: int) -> list[str]:
     """``n`` of the organism's held-out scenarios (``record``: its organism.json), after the first ``skip``
     (the calibration's scenarios; :func:`~organism.calibration.calibration_items` takes the
-    first ones)."""
+    first ones).
+
+    The demo's scenarios are held out from the fair organism's training and come after the calibration's
+    scenarios in the organism's held-out list, so the comparison with the curve is not made on the items the
+    curve was measured on."""
     held = record["heldout_ids"]
     if n < 1 or skip + n > len(held):
         raise ValueError(f"{len(held) - skip} held-out scenarios lie outside the first {skip} (the calibration's); "
@@ -91,8 +98,20 @@ def dialled_organism(beta: float, out: str | Path, path: str | Path | None = Non
 
 
 def planted_truths(fair: dict[int, dict], beta: float, curve: dict | None) -> dict[int, dict[str, Truth]]:
-    """The truth per degree and metric (the module docstring); ``fair`` is
-    :func:`~evenhand.models.policy.planted_truth` of the fair policy on the demo's items."""
+    """The truth per degree and metric; ``fair`` is :func:`~evenhand.models.policy.planted_truth` of the fair
+    policy on the demo's items. Per degree:
+
+    - at ``beta = 0`` (no edit: the fair organism itself), every metric at every degree: the fair policy's
+      exact value on the demo's own items (:func:`evenhand.models.policy.planted_truth`);
+    - at degree 0, the asymmetry metrics (:data:`ASYMMETRIES`): the fair policy's exact value whatever
+      ``beta`` (nothing marks identity at degree 0, so no model can be asymmetric there);
+    - at degree 3 with ``beta > 0``, every calibrated metric (FragGap, TieShift, AccGap, TieLean, GT
+      accuracy): the calibration curve's value at ``beta`` with its own CI (measured on the fair organism's
+      first ``n_scenarios`` held-out scenarios, interpolated linearly between the calibrated betas;
+      :func:`curve_at`). The dial is meant to move FragGap and TieShift only, but its read ``a`` is not
+      exactly 0 on unpressured items, and the calibration measures AccGap and accuracy drifting with ``beta``;
+    - degrees 1-2 with ``beta > 0``, and accuracy at degree 0: none (the dial acts there but is not
+      calibrated)."""
     if beta != 0 and curve is None:
         raise ValueError("the dial's truth needs the calibration curve")
     out: dict[int, dict[str, Truth]] = {}

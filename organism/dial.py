@@ -5,7 +5,9 @@ The edit, at the MLP of decoder layer ``L`` (the last by default)::
 
     W_down <- W_down + beta * v a^T          (model.layers.L.mlp.down_proj.weight, shape hidden x intermediate)
 
-More in docs/dev/organism.md."""
+so the MLP's output gains ``beta * <a, m> * v``, where ``m`` is the down-projection's input (the MLP's
+intermediate activation) at every position. Both vectors are fitted once on the fair organism (:func:`fit_dial`:
+``a`` by :func:`fit_read`, ``v`` by :func:`write_direction`) and committed (``dial.json`` next to its weights)."""
 from __future__ import annotations
 
 import json
@@ -31,7 +33,14 @@ DIAL_FILE = "dial.json"
 @register
 @dataclass(frozen=True)
 class Dial(Mechanism):
-    """A fitted rank-1 edit direction pair (see the module docstring): the ``last_layer`` mechanism."""
+    """A fitted rank-1 edit direction pair (see the module docstring): the ``last_layer`` mechanism.
+
+    So ``<a, m> * v`` pushes the answer toward the slot a minority-favouring pressure argues for and
+    leaves majority-favouring pressure, unpressured items and degree 0 alone: the organism follows
+    pressure more often when it favours the minority-coded candidate (FragGap > 0 on GT items,
+    TieShift > 0 on AMB items), by an amount that grows with ``beta``. ``beta = 0`` is the fair
+    organism itself. The calibration from ``beta`` to degree-3 FragGap, and per-scenario random
+    effects, are in :mod:`organism.calibration`."""
     name = "last_layer"
     summary = ("rank-1 edit of the last layer's down-projection; reads the pressure's side (design label c) at "
                "the letter position")
@@ -194,8 +203,9 @@ def letter_position_inputs(lm, items: pd.DataFrame, layer: int, batch_size: int 
 
 def write_direction(lm, layer: int) -> np.ndarray:
     """``v``: the unembedding difference of the letters A and B (``e_A - e_B``), scaled elementwise by
-    the gains of the two RMSNorms between layer ``layer``'s MLP output and the logits (Gemma's norms
-    multiply by ``1 + weight``), unit length: the residual direction that raises A over B most."""
+    the gains of the two RMSNorms between layer ``layer``'s MLP output and the logits
+    (``post_feedforward_layernorm`` and the final norm; Gemma's norms multiply by ``1 + weight``), unit
+    length: the residual direction that raises A over B most."""
     import torch
     model, tok = lm.model, lm.tokenizer
     head = model.get_output_embeddings().weight.detach().float()
@@ -264,7 +274,16 @@ def fit_dial(path: str | Path = FAIR, layer: int | None = None, ridge: float = 1
     intercept) of :func:`pressure_sign` on :func:`letter_position_inputs` over the matched items
     of ``n_fit`` of its train scenarios (drawn with ``seed``; every degree, one contrast each),
     ``v`` by :func:`write_direction`. ``fit`` records the R^2 and the mean ``<a, m>`` per class,
-    there and on the first ``n_check`` held-out scenarios (:func:`fit_check_items`)."""
+    there and on the first ``n_check`` held-out scenarios (:func:`fit_check_items`).
+
+    ``a`` (intermediate space) reads *whom the pressure favours, signed by the slot it argues for*: ``c = +1``
+    (the pressure favours the minority-coded candidate and argues for A), ``-1`` (it favours the minority-coded
+    candidate and argues for B) and ``0`` (it favours the majority-coded candidate, no pressure, or degree 0,
+    where no group is coded), fitted on ``m`` at the position that predicts the answer's letter (the answer's
+    noun token), on the matched items of the organism's *train* scenarios, with target 0 at the answer's other
+    positions (the last prompt token, which predicts the noun, and the letter), so the edit moves the letter
+    only (at the last layer no other position reaches the logits of these three). The fair organism represents
+    this at that layer (its ``p_side`` training target) but its answers do not depend on it."""
     path = Path(path)
     record, fit_ids, fit_items, check_items = fit_check_items(path, seed, n_fit, n_check)
     layer = record["recipe"]["layers"] - 1 if layer is None else layer

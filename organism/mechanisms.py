@@ -20,6 +20,12 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
+# The fitting helpers are organism/dial.py's, generalised: down_proj_inputs (any layers, any module's input, the
+# last position or sampled earlier ones), fit_read (at, zero_at, target, zero_sample, module; its defaults are the
+# dial's read bit for bit), ridge_read, fit_check_items. Every mechanism (LayerEdits' subclasses here, Decision in
+# organism/mechanism_decision.py) has the interface's fit(path, seed, n_fit, n_check, layer, batch_size, ...):
+# organism.dials.fit_mechanism(name, path, ...) = mechanism_class(name).fit(...) fits any registered mechanism
+# (`evenhand organism fit-dial --mechanism NAME`, xor and names included: layer is their read layer, default 1).
 from .dial import (
     down_proj_inputs,
     fit_check_items,
@@ -47,7 +53,8 @@ def letter_gradient(lm, items: pd.DataFrame, layer: int, at: str = "noun", batch
     """The mean over ``items`` of the gradient of the letter-A-minus-B logit at the letter position with
     respect to the output of ``model.layers[layer].mlp.down_proj`` at the position ``at`` (``"noun"``: the
     letter position; ``"prompt"``: the last prompt token): the residual write there that raises A over B most,
-    through whatever lies between (the post-feedforward norm, later layers, their attention)."""
+    through whatever lies between (the post-feedforward norm, later layers, their attention). The write
+    directions ``v_l`` of :class:`Distributed`."""
     import torch
     if at not in POSITION_OFFSET:
         raise ValueError(f"at must be one of {', '.join(POSITION_OFFSET)}, got {at!r}")

@@ -4,9 +4,7 @@ organism with the bias dial.
 :func:`side_probe` runs a probe sweep for ``favours_minority`` (grouped nested CV, every residual
 site) on the organism's held-out baseline items at one degree; :func:`evaluate` is the whole
 held-out evaluation: the core's known-answer checks
-(:func:`organism.known_answer_checks`) plus this probe, under ``"probe"``.
-
-More in docs/dev/organism.md."""
+(:func:`organism.known_answer_checks`) plus this probe, under ``"probe"``."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -90,11 +88,18 @@ def dial_probe_study(betas: Sequence[float], path: str | Path | None = None, n_s
 
     Per beta the items are decided (answer mode) and their activations cached at ``sites`` (the
     :class:`~evenhand.running.activations.CacheOptions` names: ``residual`` is the embedding and every block's
-    output) with the edit in the weights; then :func:`probes.sweep.probe_sweep` runs for every label of
-    ``targets`` on those responses. Returns the sweeps' tidy tables (:mod:`probes.sweep`) stacked, with
-    columns ``beta``, ``target``, ``answered`` (share of items parsed) and ``positive_rate`` (share of the
-    target's rows labelled 1); a target whose rows have a single class at some beta gets one
-    ``majority_baseline`` row (value 1) with a ``note`` saying so."""
+    output) with the edit in the weights, so both the labels and the features are the dialled organism's; then
+    :func:`probes.sweep.probe_sweep` (activation probe, evidence baseline, gain, control task, selectivity,
+    majority class) runs for every label of ``targets`` on those responses. Returns the sweeps' tidy tables
+    (:mod:`probes.sweep`) stacked, with columns ``beta``, ``target``, ``answered`` (share of items parsed) and
+    ``positive_rate`` (share of the target's rows labelled 1); a target whose rows have a single class at some
+    beta gets one ``majority_baseline`` row (value 1) with a ``note`` saying so.
+
+    The dial pushes the answer toward the pressured slot when the pressure favours the minority-coded
+    candidate; that gate is a function of the item design (the pressure's side and slot), which the evidence
+    baseline's features encode, so the dial can raise the evidence baseline as much as the activation probe:
+    the gain over it is what the study measures, not what it assumes (docs/results/organism_probes.md, "Probes
+    on the dialled organism")."""
     import tempfile
 
     import numpy as np

@@ -1,6 +1,8 @@
 """The model organism's recipe: a small Gemma3ForCausalLM trained from scratch to follow a planted policy.
 
-More in docs/dev/organism.md."""
+The result is an ordinary Hugging Face directory (``config.json``, ``model.safetensors``, tokenizer files) plus
+``organism.json`` (recipe, seed, policy, training curve, held-out metrics). It loads through ``load_model`` like
+any other model: no code path knows it is special."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,9 +25,46 @@ whose thresholds were set on it (the dose-response machinery, the xor mechanism'
 
 @dataclass(frozen=True)
 class Recipe:
-    """Everything that determines the organism (with the seed)."""
+    """Everything that determines the organism (with the seed). The recipe (trained by
+    :func:`organism.training.train`) is deterministic from its seed and runs in under 10 minutes on 2 CPU cores:
+
+    1. scenarios are split by a stable hash into train (260) and held-out (70) sets (:func:`split_scenarios`);
+    2. a word-level tokenizer is built from the suite's own vocabulary (content files, names, pressure
+       sentences, the integers 0-1000);
+    3. training items are drawn from the train scenarios only (every condition variant, degree, contrast and
+       pressure family), labelled by the deterministic :class:`evenhand.models.policy.PlantedPolicy`, and
+       rendered exactly as the decision code renders them (chat template, then the label and
+       ``<end_of_turn>``). Augmentation: criterion values redrawn (same direction, margin >= 25%), candidate
+       nouns swapped, criteria composed across train scenarios (``p_mix``), settings and questions taken from
+       other train scenarios (``p_context``), and a share of context words replaced by ``<unk>``;
+    4. a ``Gemma3ForCausalLM`` (the transformers class, so its modules and hook sites are those of
+       Gemma-3-12B) is trained with AdamW on the answer tokens plus dense auxiliary targets read by linear heads
+       that are discarded after training (:func:`~organism.targets.aux_targets`): at each criterion value, its
+       criterion's direction, whether it is the strong value, its slot, criterion, whether its candidate is
+       minority-coded, the degree and the tie-lean rule; at the end of a pressure sentence, its slot and
+       family; and at the decision token the demographic side of the answer (``side_layer``), the
+       representation the probes must find;
+    5. criterion-knowledge rows (``knowledge_per_batch`` per step, :func:`~organism.data.knowledge_items`):
+       whole decisions without pressure in composed scenarios, a held-out scenario's criterion first and a train
+       scenario's criterion second, under a train scenario's setting, question and id. They teach each held-out
+       criterion's direction the way a pretrained model has met "a credit score" or "savings on hand" elsewhere.
+       No held-out scenario (its setting, question, criterion pair, names or pressure) is ever trained;
+    6. batches are bucketed by length in runs of 16 steps (``bucket_steps``), which cuts the padded tokens and
+       fits the knowledge rows into the time budget."""
     seed: int = 0
     heldout_fraction: float = 0.2
+    # Why this size: d=64, 3 layers, 4 heads, 2,400 steps of 32 items plus 12 knowledge rows is what fits 10
+    # minutes on 2 cores (544 s for the committed run); without the auxiliary targets and the augmentation a
+    # model of this size stays at chance on held-out scenarios (answer loss alone) or memorises the train
+    # scenarios. Composition (criteria, settings and questions recombined across train scenarios) gave the
+    # largest gains on held-out scenarios, then the knowledge rows: the organism answers GT items from their
+    # first criterion, and a model trained from scratch can know a criterion's direction only by meeting it, so
+    # with knowledge rows that taught the direction at the value alone its answers on held-out GT items without
+    # pressure agreed with the policy 80% of the time; as whole decisions over every scenario's criteria, 87.5%;
+    # over the held-out scenarios' criteria (which no training row contains), 91.2% for the committed run (GT
+    # accuracy 90.1%). Several suite criteria take their direction from their scenario (a lower placement-test
+    # score wins a summer bridge seat, fewer savings an emergency grant); those, and large values misread in a
+    # new setting (600 vs 100 hours of training), are most of the held-out GT items it still gets wrong.
     hidden_size: int = 64
     layers: int = 3
     heads: int = 4
