@@ -4,9 +4,7 @@ FairStress-Core run on one H200.
 Measured (CPU here, a GPU when one is lent): the same items decided by both engines in answer and
 reasoning modes; items per second of each (model load excluded, after one warm-up batch each),
 their ratio, and the agreement of choices, texts and ``gen_logprob``. Hugging Face runs
-length-bucketed batches of ``--batch``; vLLM gets every item at once (one shard).
-
-More in docs/dev/benchmarks.md."""
+length-bucketed batches of ``--batch``; vLLM gets every item at once (one shard)."""
 from __future__ import annotations
 
 import argparse
@@ -154,7 +152,15 @@ def shape_numbers(shape: dict) -> dict:
 
 
 def estimate(name: str, shape: dict, counts: dict) -> dict:
-    """Minutes of a FairStress-Core run on one H200 on the vLLM engine (assumptions in ASSUME and H200)."""
+    """Minutes of a FairStress-Core run on one H200 on the vLLM engine (assumptions in ASSUME and H200).
+
+    Estimated (on paper, no GPU needed): a FairStress-Core run (49,920 items) on one H200 in bf16 for
+    Gemma-3-12B-it and Qwen2.5-7B-Instruct on the vLLM engine, from the prompt token counts measured
+    here with the real Gemma-3 tokenizer (chat template on; Qwen's own tokenizer is not on this
+    machine, so its counts are Gemma's) and the share of prompt tokens a block-level prefix cache
+    (16-token blocks, the cache holding what neighbouring shards share) must still compute
+    (:func:`core_token_counts`). Every assumption (peak FLOP/s, bandwidth, utilisation, concurrency, generated
+    tokens) is printed with the estimate and written to the JSON."""
     s = shape_numbers(shape)
     peak, bw = H200["peak_bf16_tflops"] * 1e12, H200["hbm_tb_per_s"] * 1e12 * ASSUME["bandwidth_utilisation"]
     conc = ASSUME["concurrent_sequences"]
@@ -183,6 +189,15 @@ def estimate(name: str, shape: dict, counts: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """Measure both engines (:func:`measure`) and estimate the H200 run (:func:`estimate`)::
+
+        python benchmarks/bench_engines.py                              # Gemma-3 270M (demo extra), dequantised
+        python benchmarks/bench_engines.py --model /path/to/checkpoint  # any local safetensors checkpoint
+        python benchmarks/bench_engines.py --tiny                       # a tiny random Gemma3: the code path
+        python benchmarks/bench_engines.py --estimate-only              # the H200 estimate only
+
+    Needs the ``vllm`` extra for the measured part. Prints a table, then one JSON line (also written to
+    ``--out``/bench_engines.json)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="gemma-3-270m-gguf", help="what load_model accepts; GGUF is dequantised")
     ap.add_argument("--tiny", action="store_true", help="a tiny random Gemma3 (head size 32): the code path")

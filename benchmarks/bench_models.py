@@ -9,9 +9,7 @@ of ``--reps`` repetitions after a warm-up:
       and the whole cache stage per batch (tokenising, tracing, copying to host);
   (b) answer mode (evenhand.running.decisions, 8 greedy tokens, parsing) vs a bare batched
       ``generate`` loop (tokenise, generate 8 greedy tokens, decode);
-  (c) logprob mode (both labels scored) vs a plain forward with logits_to_keep=1.
-
-More in docs/dev/benchmarks.md."""
+  (c) logprob mode (both labels scored) vs a plain forward with logits_to_keep=1."""
 from __future__ import annotations
 
 import argparse
@@ -86,6 +84,12 @@ def paired(variant, base, reps: int) -> dict:
 
 
 def main() -> None:
+    """Not part of the test run. Prints a JSON line with every timing and ratio::
+
+        python benchmarks/bench_models.py --model gemma-3-270m-gguf        # real weights (demo extra)
+        python benchmarks/bench_models.py --random gemma-3-270m            # random weights, real shape
+        python benchmarks/bench_models.py --random qwen2.5-7b --device cuda --dtype bfloat16
+    """
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=None, help="anything evenhand's load_model accepts")
     ap.add_argument("--random", choices=sorted(SHAPES), default=None)

@@ -1,6 +1,4 @@
-"""Probe sweep speed: the batched torch engine against the scikit-learn reference, as a ratio.
-
-More in docs/dev/benchmarks.md."""
+"""Probe sweep speed: the batched torch engine against the scikit-learn reference, as a ratio."""
 from __future__ import annotations
 
 import argparse
@@ -32,6 +30,23 @@ def data(sites: int, dim: int, rows: int, per_group: int, seed: int):
 
 
 def main() -> None:
+    """One full sweep (every site, nested grouped CV: outer folds x (inner folds + refit) x every C) on the same
+    synthetic activations with planted directions of increasing strength per site (:func:`data`), both engines
+    in the same process after a warm-up (imports and first calls excluded), each ``--reps`` times (the median is
+    reported). Prints a JSON line: seconds per engine (median and every rep), the ratio sklearn/torch of the
+    medians, and the largest accuracy difference between the engines over the sites (the acceptance bar is 1
+    point); the torch engine's report (compute dtype, sites per group, the peak it expects, Newton steps,
+    contractions, converged) and the process's measured peak resident memory during its last sweep above what
+    it held before (``torch_rss_peak_mib``, Linux); CPU seconds per engine (``*_cpu_s``, fairer than wall time on
+    a shared machine) and the load average at the start and end. ``--sklearn-sites k`` times scikit-learn on
+    the first k sites only and scales its time to all sites (``sklearn_extrapolated``: at 3,840 features it takes
+    minutes per site); accuracies are then compared on those k sites. Not part of the test run::
+
+        python benchmarks/bench_probes.py                                    # organism shape (5 sites, d=64)
+        python benchmarks/bench_probes.py --sites 13 --dim 256 --rows 1200  # a wider model
+        python benchmarks/bench_probes.py --sites 49 --dim 3840 --rows 10000 --device cuda --reps 1 --sklearn-sites 2
+        python benchmarks/bench_probes.py --run runs/quickstart --degrees 1      # a real run's cache and labels
+    """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sites", type=int, default=5)
     ap.add_argument("--dim", type=int, default=64)

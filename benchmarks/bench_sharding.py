@@ -10,9 +10,7 @@ order of the prompts in a shard. Also printed: the largest shard over the mean (
 The prompts are the suite's answer-mode prompts (``--mode reasoning``: the reasoning variant) as the model
 reads them (chat template applied when the tokenizer has one), tokenised with a local tokenizer:
 ``gemma-3-270m-gguf`` (the `demo` extra; the real Gemma 3 vocabulary, the tokenizer of Gemma-3-12B-it) or
-``evenhand-organism``.
-
-More in docs/dev/benchmarks.md."""
+``evenhand-organism``."""
 from __future__ import annotations
 
 import argparse
@@ -58,6 +56,11 @@ def item_hash_shards(item_ids: Sequence[str], n_shards: int) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    """Not part of the test run. Prints a table, then a JSON line::
+
+        python benchmarks/bench_sharding.py --suite core --shards 1 8 32      # FairStress-Core, Gemma 3 tokenizer
+        python benchmarks/bench_sharding.py --suite smoke --tokenizer evenhand-organism
+    """
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suite", default="core")
     ap.add_argument("--tokenizer", default="gemma-3-270m-gguf")

@@ -1,6 +1,4 @@
-"""GPU benchmark at the real model shapes, on random weights built directly on the device.
-
-More in docs/dev/benchmarks.md."""
+"""GPU benchmark at the real model shapes, on random weights built directly on the device."""
 from __future__ import annotations
 
 import argparse
@@ -237,6 +235,27 @@ def bench_probes(layers: int, dim: int, rows: int, device: str, sk_layers: int) 
 
 
 def main() -> None:
+    """For each shape (Qwen2.5-7B-Instruct and Gemma-3-12B-it, numbers from their published configs,
+    :data:`SHAPES`), on suite-length prompts (real smoke-subset prompts, token ids mapped into the vocabulary):
+
+      - prefill tokens/s and model FLOPs utilisation (MFU) of a plain forward (``logits_to_keep=1``);
+      - the same with every layer's residual saved at the decision token (the activation cache's nnsight trace);
+      - the same with a steering hook on every layer (``steering.hooks.steer`` with an Add edit);
+      - a full probe sweep (every layer, nested grouped CV) with the torch engine on the device against
+        scikit-learn on CPU (``--probe-layers`` layers of scikit-learn, extrapolated to all layers);
+      - greedy generation of ``--gen-tokens`` tokens for ``--gen-prompts`` prompts: Hugging Face
+        ``generate`` (batches of ``--batch``) against the vLLM engine (every prompt at once, random
+        weights via vLLM's ``load_format="dummy"``, prefix caching on), generated tokens per second of
+        each (when vLLM is installed; the ``vllm`` extra on CPU, ``vllm`` on a GPU).
+
+    One script, under 5 minutes on one H200 before the generation comparison was added (its time on a GPU
+    is not measured yet: no GPU was lent to that change); prints a short table last and writes every number to
+    ``OUT/gpu_shapes.json`` (``--out``, or ``$OUT`` when set). ``--tiny`` runs the same code path with small
+    shapes on CPU so that CI keeps it working::
+
+        python benchmarks/gpu_shapes.py                 # on a GPU machine
+        python benchmarks/gpu_shapes.py --tiny          # anywhere, seconds
+    """
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiny", action="store_true", help="small shapes on CPU (the same code path)")
     ap.add_argument("--out", default=os.environ.get("OUT", "benchmarks/out"))
