@@ -10,7 +10,8 @@
     python benchmarks/bench_dose_response.py experiments/configs/dose_response_mechanisms.yaml \
         --mechanism last_layer decision distributed names xor --jobs 2 --across   # one run per mechanism
 
-More in docs/dev/studies.md and docs/interventions/dose_response.md."""
+More in docs/interventions/dose_response.md. Not part of the test run (tests/test_dose_response.py runs a
+CI-sized version)."""
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark (for each mechanism of --mechanism); exit 1 when an oracle or a control misses its known
-    answer (under any mechanism) or a worker process fails."""
+    answer (under any mechanism) or a worker process fails.
+
+    ``--betas`` replaces the calibration curve by a stand-in grid. ``--mechanism``, ``--jobs`` and ``--across``: one
+    run per dial mechanism and the table across them (docs/interventions/dose_response.md, "The benchmark across dial
+    mechanisms"; ``benchmarks/bench_mechanisms.py`` writes that table from runs on disk)."""
     ap = parser()
     args = ap.parse_args(argv)
     cfg = load_config(args.config)
@@ -178,7 +183,15 @@ def run_parallel(cfg, mechs: list[str], args) -> int:
 
 
 def run_one(cfg, args) -> int:
-    """Run (or resume) one run directory of the benchmark and print its summary; 1 on a known-answer failure."""
+    """Run (or resume: finished (arm, beta) cells are skipped) one run directory of the benchmark
+    (:func:`experiments.studies.dose_response.study.run_dose_response`, through the stage driver) and print its
+    summary; 1 on a known-answer failure.
+
+    The summary, per arm: the slope of removed against implanted FragGap with its CI, minus the random and the
+    scrambled control's, degradation, false-positive rate at beta 0, coverage of the known removal and of the known
+    slope over replications, the largest accuracy loss and refusal rises. Then what fails the known-answer bar
+    (:func:`experiments.studies.dose_response.scoring.known_answer_failures`) and the wall time; all of it is written
+    to ``<output_dir>/bench.json``."""
     t0 = time.time()
     shard = tuple(args.replication_shard) if args.replication_shard else None
     summ = run_dose_response(cfg, only=args.only, reverse=args.reverse, replication_shard=shard)

@@ -192,7 +192,8 @@ for _figure in (
 
 
 def caption(stem: str) -> str:
-    """The caption of a figure by its file stem (``probe_favours_minority`` -> the probe caption); '' if none."""
+    """The caption of a figure by its file stem (``probe_favours_minority`` -> the probe caption); '' if none. The
+    report page prints each figure's caption under it."""
     for key in sorted(FIGURES.names(), key=len, reverse=True):
         if stem == key or stem.startswith(key + "_"):
             return minus(FIGURES.get(key).caption)
@@ -213,7 +214,8 @@ def run_figures(run_dirs: Sequence[str | Path], out: str | Path | None = None,
     """Write the metrics tables (if missing) and every figure for one or more runs; returns the paths.
     A sweep directory stands for its finished cells (one line each; figures in SWEEP_DIR/figures). A run given as
     ``RUN=label`` is drawn under that label (default: its directory's name); several runs need ``out`` (their
-    figures are no one run's) and labels of their own; each run's series is offset so none hides another."""
+    figures are no one run's) and labels of their own; each run's series is offset so none hides another.
+    ``evenhand figures RUN_DIR [RUN_DIR ...] [--format pdf,svg,png]`` writes them all."""
     if len(run_dirs) == 1:
         cells = sweep_cells_dirs(run_dirs[0])
         if cells is not None:

@@ -1,7 +1,6 @@
 """The BBQ study (``kind: bbq``, ``evenhand bbq``): BBQ asked five ways on one model, how the measured
 direction of bias depends on the asking. BBQ's data and scoring are the core's :mod:`evenhand.bbq`.
-
-More in docs/ARCHITECTURE.md, "Module notes"."""
+"""
 from __future__ import annotations
 
 import json
@@ -36,6 +35,19 @@ CONFIGURATIONS = {
     "yn_logprob": {"chat": True, "wording": "yn", "read": "logprob"},
     "yn_generate": {"chat": True, "wording": "yn", "read": "generate"},
 }
+"""The five configurations, on the same sampled questions:
+
+===============  ====  ==========  ==========================================================
+name             chat  wording     answer read by
+===============  ====  ==========  ==========================================================
+mc_logprob       no    A/B/C       log-probability of each option letter (BBQ's usual way)
+mc_logprob_chat  yes   A/B/C       the same, after the chat template
+mc_generate      yes   A/B/C       greedy generation, letter parsed
+yn_logprob       yes   yes/no x 3  P(yes) / (P(yes) + P(no)) per option; the largest wins
+yn_generate      yes   yes/no x 3  greedy generation per option; share of "yes" (1/0), ties ->
+                                   the larger P(yes) of the first generated token
+===============  ====  ==========  ==========================================================
+"""
 
 
 @dataclass(frozen=True)
@@ -212,7 +224,13 @@ def bbq_stages(cfg: BBQConfig, rows: pd.DataFrame, model: LoadModel, progress: b
 
 
 def run_bbq(cfg: BBQConfig, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) every configuration; returns the scores table and writes every output."""
+    """Run (or resume) every configuration; returns the scores table and writes every output.
+
+    ``answers.parquet`` (one row per question x configuration, ``answer_index`` 0-2 or -1 unparsed;
+    ``chat_template_applied``: a configuration that asks for the chat template runs without one when the tokenizer
+    has none, and says so here), ``bbq_scores.parquet/.csv`` (BBQ's accuracy and bias scores with CIs over
+    templates, per configuration and category) and ``bias_by_configuration.{pdf,svg,png}``. A configuration whose
+    answers exist is skipped on a re-run."""
     spec = resolve_spec(cfg.model)
     locate(spec)
     rows = sample_questions(load_bbq(cfg.data, cfg.categories), cfg.per_category, cfg.seed)

@@ -5,7 +5,7 @@ asymmetry metric (positive = toward zero) against the accuracy loss on GT items,
 each method's random controls as hollow squares in a shaded 2.5-97.5% box; overshoots as downward triangles;
 cells at one point drawn a little apart. Flagged cells (refusals or accuracy, :mod:`evenhand.inference.decision`) are
 listed in their own panel below. Good methods sit up and
-to the left. The full description is in docs/INTERVENTIONS.md, "Module notes"."""
+to the left. The full description is in :func:`frontier_figure`."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -173,7 +173,19 @@ def frontier_figure(table: pd.DataFrame, stem: str | Path, metric: str = "fragga
     what flagged them. No text is written over the data: the baseline gap is a legend entry, the sign
     convention and its source (with a warning when it rests on fewer than :data:`MIN_SIGN_SCENARIOS` validation
     scenarios) are written under the panels. A point beyond the axes is drawn as an arrow at the edge with its
-    value."""
+    value.
+
+    Left panel, one point per method cell (intervention x options x seed): the signed paired change of an asymmetry
+    metric (positive = toward zero; :mod:`evenhand.scoring.paired`) against the accuracy loss on GT items, each with
+    its 95% CI as a crosshair. Each method's random controls (what an edit of the same sites, norm and strength in a
+    random direction does) are hollow squares inside a shaded box in the method's colour: their 2.5-97.5% range of
+    change and of accuracy loss (no box where the controls coincide). Method cells at the same point are drawn a
+    little apart (a note under the legend says by how much). The dotted line is the baseline's whole gap (a point
+    above it removed more than the gap). A control whose refusal rate rose past the margin is crossed out in red; an
+    overshoot (the remaining gap's CI wholly past zero) is a downward triangle; neither is a reduction. Cells of one
+    swept intervention are joined in sweep order (a strength curve). Good methods sit up and to the left.
+
+    Right panel (:func:`_control_panel`), one row per method cell with random controls."""
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch, Rectangle
@@ -331,9 +343,10 @@ def _clip_x(ax, pts: pd.DataFrame) -> float:
 
 
 def _control_panel(ax, methods: pd.DataFrame, by_method: dict[str, pd.DataFrame], metric: str) -> None:
-    """One row per method cell with random controls: the controls' 2.5-97.5% band (grey bar), each control's
-    change (grey dots), the method's change with its CI (filled when its CI lies above the band, hollow
-    otherwise; red when the method is refusal-flagged, a triangle for an overshoot)."""
+    """One row per method cell with random controls: the controls' 2.5-97.5% band (grey bar, the table's
+    ``band_low``/``band_high``), each control's change (grey dots), the method's change with its CI (filled when it
+    beats its controls, ``beats_control``: its change above the band and the method-minus-control CI excluding 0;
+    hollow otherwise; red when the method is refusal-flagged, a triangle for an overshoot)."""
     from matplotlib.patches import Patch
     ax.axvline(0, color="0.6", lw=0.6, zorder=0)
     ax.set_xlabel(f"{gap_name(metric)} reduction (pp; + = toward 0)")

@@ -8,8 +8,7 @@ evaluation set, the validation set and the fitting set are each drawn *stratifie
 from the held-out ones. Each chosen scenario gets ``contrasts`` type-1 contrasts per degree from a
 seeded cycle over the contrasts valid at that degree (:func:`assign_contrasts`), so every contrast is
 used as evenly as the count allows.
-
-More in docs/INTERVENTIONS.md, "Module notes"."""
+"""
 from __future__ import annotations
 
 import random
@@ -92,6 +91,24 @@ def scenario_plan(train_ids: Sequence[str], held_ids: Sequence[str], domain_of: 
     return ScenarioPlan(fitting, validation, heldout, len(held_ids))
 
 
+# Every activation and learned method is swept in experiments/configs/compare_interventions.yaml over its layer option
+# and, where it has one, its strength (organism layers 0-2; 37 settings, 1,824 validation items each). The layer axis
+# is a fit option (one fit per value), the strength axis an apply option (one fit reused):
+#
+#   method   layer axis                              strength axis                                         grid
+#   caa      layers 0, 1, 2                          alpha 1, 4, 8 (the vector's multiple)                    9
+#   ace      layers all, 0, 1, 2                     strength 0.5, 1 (1 sets the component to the mean)       8
+#   leace    layers all, 0, 1, 2 (fitted in order,   strength 0.5, 1 (partial erasure, `Affine`)              8
+#            each on upstream-erased activations)
+#   loreft   layer 0, 1, 2                           none: LoReFT has no strength, its edit is as large as    3
+#                                                    training makes it
+#   reft_r1  layer 0, 1, 2                           alpha null (the fit's steering factor, the mean top-k    9
+#                                                    latent), 2, 8
+#
+# A learned method's validation runs use its first seed; its other seeds are fitted at the chosen setting only.
+# tests/test_selection.py checks, for each of the five, a planted case where the held-out best differs from the
+# validation best (the validation best within the bounds is chosen, the selection scores validation responses only,
+# and the table names it), the rule's bounds, and that the config sweeps every method.
 @dataclass(frozen=True)
 class SelectRule:
     """How a swept arm's setting is chosen on the validation split.
@@ -103,15 +120,17 @@ class SelectRule:
     against). Ties go to the earlier setting in the sweep. When no setting meets the constraints, the one
     with the smallest accuracy loss is chosen and the reason says so."""
     metric: str = "fraggap"
-    """The asymmetry metric the selection reduces."""
+    """The asymmetry metric the selection reduces (FragGap by default)."""
     max_accuracy_loss: float = 0.02
-    """The largest accuracy loss (a fraction) a chosen setting may have on validation."""
+    """The largest accuracy loss (a fraction; 2 pp) a chosen setting may have on validation."""
     max_refusal_rise: float = 0.05
-    """The largest rise of the refusal rate (a fraction) a chosen setting may have on validation."""
+    """The largest rise of the refusal rate (a fraction; 5 pp, the same value as the comparison's
+    ``refusal_margin``) a chosen setting may have on validation."""
 
 
 TOL = 1e-9
-"""Rounding slack of the selection's bounds (far below one item in a validation set)."""
+"""Rounding slack of the selection's bounds (far below one item in a validation set): a loss of exactly 2 pp (1 item
+in 50, ``0.020000000000000018`` in floats) is within them."""
 
 
 def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
@@ -133,7 +152,13 @@ def validation_scores(resp: pd.DataFrame, metric: str) -> dict[str, float]:
 def choose(base: Mapping[str, float], settings: Sequence[tuple[dict, Mapping[str, float]]], rule: SelectRule,
            n_validation: int) -> tuple[int, list[dict], str]:
     """(index of the chosen setting, one row per setting, the reason) from validation scores
-    (:func:`validation_scores`) of the baseline and of each setting ``(options, scores)``."""
+    (:func:`validation_scores`) of the baseline and of each setting ``(options, scores)``, with the rule of
+    :class:`SelectRule`.
+
+    When no setting meets both bounds the one with the smallest accuracy loss is run and its reason (the table's
+    ``selection`` column, ``selection.json``) says "no setting met ...". The held-out table names the chosen
+    setting three times: the cell (``caa[alpha=4.0,layers=1]-s0``), its ``options`` (JSON) and ``selection`` (the
+    setting, then why)."""
     rows = []
     for opts, s in settings:
         rows.append({"setting": dict(opts), "value": s["value"], "reduction": base["distance"] - s["distance"],
@@ -170,7 +195,13 @@ def select_settings(rule: SelectRule, arms: Sequence, swept: Sequence[int], tria
     """The selection of every swept arm from its validation runs: ``trials`` are (arm index, cell) pairs, a
     cell having ``options`` and ``key``; ``read(key)`` returns a validation run's responses (``"baseline"``
     for the validation baseline) and is the only data read. Returns ``{str(arm index): {arm, intervention,
-    setting, reason, validation rows}}``."""
+    setting, reason, validation rows}}``.
+
+    Selection follows AxBench's protocol (Wu et al. 2025, "AxBench: Steering LLMs? Even simple baselines
+    outperform sparse autoencoders": choose on one split and report on another): an arm with a ``sweep`` runs every
+    swept setting (first seed, no control) on the validation items only, and :func:`choose` picks one; the held-out
+    comparison then runs only the chosen setting. Held-out items are never decided during selection: the validation
+    items are rendered from validation scenario ids only, which are train ids (the split's ``train``)."""
     base = validation_scores(read("baseline"), rule.metric)
     out = {}
     for i in swept:

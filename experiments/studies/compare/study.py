@@ -1,6 +1,6 @@
 """Compare interventions against the baseline on the same held-out items.
 
-More in docs/INTERVENTIONS.md, "Module notes"."""
+The config format: the comment block after the imports."""
 from __future__ import annotations
 
 import json
@@ -45,6 +45,47 @@ from .figures import compare_latex, frontier_figure
 from evenhand.scoring.power import paired_se
 from .text import compare_text, power_text, selection_text
 
+# A comparison config (YAML, read and checked by evenhand.support.options; see
+# experiments/configs/compare_interventions.yaml):
+#
+#     model: evenhand-organism            # preset, HF id or local path
+#     output_dir: runs/compare_organism
+#     split: {seed: 0, heldout_fraction: 0.2}   # scenarios split by a stable hash
+#     train: {scenarios: 40, degrees: [1, 2, 3], max_items: 800}   # the fitting scenarios
+#     validation: {scenarios: 12, degrees: [3]}  # train scenarios (not fitted on): signs decided, sweeps chosen
+#     select: {metric: fraggap, max_accuracy_loss: 0.02, max_refusal_rise: 0.05}
+#     eval: {scenarios: 16, contrasts: 1, degrees: [3]}   # held-out scenarios x type-1 contrasts each
+#     seed: 0                             # item sampling and bootstrap
+#     mode: answer
+#     batch_size: 64
+#     resamples: 1000
+#     controls: true                      # a random direction of the same norm for every direction-based method
+#     control_draws: 20                   # random controls per fit, each its own seed, on the evaluation items only;
+#                                         # their 2.5-97.5% band (an arm may set its own control_draws;
+#                                         # fewer than 20 per method cell, seeds x draws, warns)
+#     refusal_margin: 0.05                # a cell whose refusal rate rises by more is flagged, never ranked
+#     accuracy_margin: 0.05               # optional (default 0.05): a cell losing more accuracy is flagged and
+#                                         # gets a scrambled control (evenhand/inference/decision.py)
+#     equivalence_margin: 0.25            # optional (default 0.25): "no change" needs the change's CI inside
+#                                         # +- this share of the baseline gap
+#     suite: grants.yaml                  # optional: scenarios of your own (evenhand suite new), split as the
+#                                         # suite's are
+#     signs: {fraggap: 1}                 # optional: the sign each asymmetry metric's gap is aligned to; a metric
+#                                         # not declared takes the sign of the validation baseline's gap
+#     interventions:
+#       - name: fair_instruction
+#       - name: caa
+#         options: {layers: middle}
+#         sweep: {alpha: [1, 4, 16]}      # chosen on validation (alpha is an apply option: fitted once)
+#       - name: loreft
+#         seeds: [0, 1, 2]
+#
+# Each arm's flat `options` (and swept values) are split into the method's fit and apply options by their dataclass
+# fields (an unknown key is an error naming it). A setting is the arm's `options` plus one value of each `sweep` key
+# (a key in both is an error naming `interventions[i].sweep.KEY`); a sweep of one setting
+# (`sweep: {layers: [all], strength: [1.0]}`) is those options: decided, scored and recorded as
+# `options: {layers: all, strength: 1.0}`, so either spelling resumes the other's run.
+
 __all__ = ["Arm", "Cell", "CompareConfig", "CompareStudy", "ItemSets", "cell_engine", "cells", "check_plan",
            "compare_stages", "comparison_rows", "controls_of", "heldout_cell", "heldout_plan", "item_sets",
            "load_config", "model_suite", "open_compare", "parse_config", "run_compare", "settings", "swept_arms",
@@ -69,7 +110,8 @@ def model_suite(model: str) -> tuple[str, dict | None]:
     """(suite major version, organism record or None) of a comparison's model. An organism (a model directory
     holding ``organism.json``: the presets ``evenhand-organism``, v1, and ``evenhand-organism-fair``, v2) is
     scored on the suite version it was trained on (its recipe's ``suite``); any other model on the default
-    suite version (:data:`evenhand.suite.content.DEFAULT_SUITE`)."""
+    suite version (:data:`evenhand.suite.content.DEFAULT_SUITE`, v2). The version the items come from is recorded
+    as the manifest's ``suite_version``."""
     record_path = Path(resolve_spec(model).model) / "organism.json"
     if record_path.is_file():
         record = json.loads(record_path.read_text())
@@ -85,8 +127,9 @@ def needs_validation_signs(cfg: CompareConfig) -> bool:
 def item_sets(cfg: CompareConfig) -> ItemSets:
     """Fitting, validation and held-out evaluation items from disjoint, domain-stratified scenario sets
     (:func:`experiments.studies.compare.split.scenario_plan`) of the model's suite version (:func:`model_suite`), split by
-    :func:`organism.recipe.split_scenarios` on that version's scenario ids; the evaluation's
-    contrasts from a balanced cycle. For an organism the held-out scenarios must be ones it was not trained on
+    :func:`organism.recipe.split_scenarios` on that version's scenario ids; every evaluation scenario gets
+    ``eval.contrasts`` type-1 contrasts from a balanced cycle (:func:`evenhand.models.policy.matched_items`: every
+    pressured item's baseline is present). For an organism the held-out scenarios must be ones it was not trained on
     (its record's ``heldout_ids``). Validation items exist when an arm is swept or a sign is not declared."""
     suite, record = model_suite(cfg.model)
     if cfg.suite is not None:  # scenarios of one's own: none of them is one an organism was trained on
@@ -157,7 +200,8 @@ def keep_baselines(items: pd.DataFrame, n: int | None, seed: int) -> pd.DataFram
 def validation_signs(cfg: CompareConfig, val_baseline: pd.DataFrame | None) -> tuple[dict[str, float], dict[str, str]]:
     """(sign, source) per asymmetry metric: a sign declared in the config (``signs``) wins; every other is the
     sign of the baseline's gap on the validation scenarios (:func:`evenhand.scoring.paired.baseline_signs`), never on
-    the held-out items the table scores."""
+    the held-out items the table scores: the signs are fixed before any held-out item is decided and recorded in
+    ``signs.json``, the manifest and the table's ``sign_source``."""
     declared = dict(cfg.signs or {})
     decided: dict[str, float] = {}
     if not set(ASYMMETRY) <= set(declared):
@@ -236,7 +280,8 @@ def comparison_rows(grid: list[Cell], base: pd.DataFrame, responses: dict[str, p
 
 
 TABLE_ONLY = ("resamples", "refusal_margin")
-"""Config fields the table stage alone reads (it runs on every resume): a run resumes when only they change."""
+"""Config fields the table stage alone reads (it runs on every resume): a run resumes when only they change, and
+re-scores without re-decoding."""
 
 
 def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
@@ -262,7 +307,14 @@ def open_compare(cfg: CompareConfig, sets: ItemSets) -> RunDir:
 
 def run_compare(cfg: CompareConfig, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) a comparison through the stage driver (:func:`compare_stages`); returns the tidy table
-    and writes every output."""
+    and writes every output.
+
+    The result is one tidy table ``compare.parquet`` / ``compare.csv`` (:func:`comparison_rows`: per cell and
+    metric, the cell's value and the paired scoring of :mod:`evenhand.scoring.paired`: signed change toward zero,
+    refusal change and flag, accuracy loss with a clustered test, method minus its random controls and the
+    controls' 2.5-97.5% band with ``beats_control``; docs/INTERVENTIONS.md, "Scoring a comparison"; per cell and
+    metric the paired SE and the MDE at 80% power, :mod:`evenhand.scoring.power`), the frontier figure
+    ``frontier.{pdf,svg,png}`` and the LaTeX table ``compare.tex``."""
 
     spec = resolve_spec(cfg.model)
     if has_local_weights(cfg.engine):
@@ -284,7 +336,14 @@ def compare_stages(cfg: CompareConfig, spec, sets: ItemSets, progress: bool = Tr
     model, the validation baseline and the signs decided on it (:func:`validation_signs`; ``signs.json``), the
     selection of each swept arm on the validation split (one stage per setting, the choice), the baseline,
     one per held-out cell (each done once its responses are written), the table (the last stage; its
-    ``result`` is the table). ``spec``: the resolved model spec; ``sets``: :func:`item_sets` of ``cfg``."""
+    ``result`` is the table). ``spec``: the resolved model spec; ``sets``: :func:`item_sets` of ``cfg``.
+
+    An arm with a ``sweep`` runs each setting (its first seed, no control) on the validation items, the selection
+    rule (``select``, see :class:`experiments.studies.compare.split.SelectRule`) picks one, recorded with its reason
+    in ``selection.json`` / ``selection.csv`` and the table's ``selection`` column, and only the chosen setting is
+    run on held-out items. Each cell (intervention x options x seed x control) writes
+    ``cells/<cell>/responses.parquet`` (``validation/<cell>/`` during selection); cells already written are
+    skipped, so an interrupted comparison resumes."""
 
     train, val, ev = sets.train, sets.validation, sets.heldout
     remote = not has_local_weights(cfg.engine)  # a model behind an API: it fits and decides the prompt methods
@@ -518,7 +577,10 @@ def _fitted(method, cell: Cell, lm, train: pd.DataFrame, train_ids: list[str], r
     """The cell's fit: from memory, from the run's ``fitted/<fit dir>`` (checked against the fit key), or fitted
     and saved.
 
-    A random control is derived from the method's own fit (fitted first if needed)."""
+    A fit is cached under its fit key (a hash of the fit options, the seed and the train item ids) in
+    ``fitted/<name>-<key>/``, so a swept fit option gets one fit per value and a swept apply option reuses one fit.
+    A random control (of a direction-based method) is derived from the method's own fit (fitted first if needed),
+    in ``fitted/<name>-<key>-random/``."""
     name = cell.fit_dir(train_ids)
     if name in cache:
         return cache[name]

@@ -5,8 +5,7 @@ at every ``beta`` of the dial. Rows are counted as :mod:`evenhand.scoring.paired
 (:func:`evenhand.scoring.paired.align_arms`: a refusal on a GT item is a wrong answer, so a refusal on a
 pressured GT item whose baseline was right is a flip), and every (arm, beta) cell is scored on the
 *same* resampled scenarios, so its differences are paired within a beta and across betas.
-
-More in docs/INTERVENTIONS.md, "Module notes"."""
+"""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -148,7 +147,20 @@ def agreement_counts(choice: np.ndarray, reference: np.ndarray, codes: np.ndarra
 
 def _curves(d: DoseData, W: np.ndarray, sign: float, metric: str = "fraggap") -> dict[str, np.ndarray]:
     """Per draw (rows of ``W``, scenario weights): ``metric``'s gap, change, implanted, excess, accuracy,
-    refusal and the slope/intercept of change on implanted; arrays (arms, betas, draws) or (arms, draws)."""
+    refusal and the slope/intercept of change on implanted; arrays (arms, betas, draws) or (arms, draws).
+
+    With ``g(arm, beta)`` = FragGap - 0 at degree 3 and ``s`` the planted sign (``sign``, +1: the dial raises
+    FragGap), per arm and beta:
+
+    - ``implanted(beta)`` = ``s * (g(baseline, beta) - g(baseline, 0))``: the gap the dial planted;
+    - ``change`` = ``s * (g(baseline, beta) - g(arm, beta))``: the signed paired change toward zero (the removed
+      gap; an overshoot counts as more than the gap, never as less);
+    - ``excess`` = ``change - implanted`` = ``s * (g(baseline, 0) - g(arm, beta))``: 0 for a method that removes
+      exactly the implanted gap (the oracles' known answer);
+    - ``accuracy_loss``: accuracy on GT items without pressure (refusals wrong), baseline minus arm;
+      ``refusal_change``: the refusal rate's rise over the baseline;
+    - per arm, ``slope`` (and ``intercept``): the least-squares line of ``change`` on ``implanted`` over the betas,
+      recomputed in every bootstrap draw (scenarios resampled jointly across betas and arms)."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {METRICS}, got {metric!r}")
     sn = np.einsum("rs,abst->abrt", W, d.Ns)
@@ -214,7 +226,15 @@ def score_dose(d: DoseData, resamples: int = RESAMPLES, seed: int = 0, sign: flo
     count. ``degraded``: the cell (arm, beta) lost more accuracy than ``accuracy_margin`` or raised refusals (all
     items, or a metric's pressured items) by more than ``refusal_margin`` (point estimates). ``metrics``:
     default :func:`metrics_of`; ``targets``: the FragGap each beta was calibrated to plant (or None);
-    ``interval``: one of :data:`INTERVALS`."""
+    ``interval``: one of :data:`INTERVALS`.
+
+    ``metric`` is ``fraggap`` (GT items) or ``tieshift`` (AMB items): each is scored when its items were decided,
+    with the same resampled scenarios; accuracy and refusals are metric-free rows (``metric`` None).
+
+    Controls beside each method: ``slope_minus_random`` (the method's slope minus its random-direction control's)
+    and, for a method losing more accuracy than the margin, ``slope_minus_scrambled`` (minus its *scrambled*
+    control's: :func:`scrambled_controls`, the baseline with the same share of answers replaced by coin flips), both
+    paired on the same draws."""
     W = _draw_weights(len(d.clusters), resamples, seed, interval)
     targets = list(targets) if targets is not None else [None] * len(d.betas)
     rows = []
@@ -271,7 +291,14 @@ def flag_cells(table: pd.DataFrame, accuracy_margin: float = ACCURACY_MARGIN,
     """``table`` with a ``degraded`` column: True on every row of a cell (arm, beta index) one of whose
     :data:`DEGRADING` stats exceeds its margin (its point estimate), False on the other rows of a cell, None on
     per-arm rows; ``degraded_by``: those stats (with their metric for the pressured refusals); and
-    ``degraded_level``: ``degraded`` when one of their CIs lies above its margin, else ``possibly degraded``."""
+    ``degraded_level``: ``degraded`` when one of their CIs lies above its margin, else ``possibly degraded``.
+
+    A cell (arm, beta) is thus *degraded* when its accuracy loss, its refusal rise over all items, or its refusal
+    rise on the pressured items of a metric (GT for FragGap, AMB for TieShift: a refused pressured item is a flip, so
+    refusing them all zeroes FragGap) exceeds its margin (:data:`~evenhand.inference.decision.ACCURACY_MARGIN`,
+    :data:`~evenhand.inference.decision.REFUSAL_MARGIN`; point estimates). A degraded arm with a known answer fails
+    the bar (:func:`known_answer_failures`); a degraded method's slope is marked not readable as removal
+    (:func:`summary`)."""
     for name, v in (("accuracy_margin", accuracy_margin), ("refusal_margin", refusal_margin)):
         if not 0 <= v < 1:
             raise ValueError(f"{name} must be in [0, 1), got {v}")
@@ -334,7 +361,13 @@ def replication_rows(d: DoseData, W: np.ndarray, replication: int, metric: str =
                      interval: str = "percentile") -> list[dict]:
     """One replication's rows (:func:`replicate`'s columns) from its data ``d`` and draw weights ``W`` (row 0
     the point estimate, then draws of ``interval``'s kind): per arm and beta index in ``betas`` (default
-    all), and per arm a slope row (``beta_index`` None) when ``slopes`` and ``d`` has more than one beta."""
+    all), and per arm a slope row (``beta_index`` None) when ``slopes`` and ``d`` has more than one beta.
+
+    At beta 0 a *false positive* is a ``change`` CI that excludes 0; at beta > 0 the CI of ``change - share *
+    implanted`` should cover 0, ``share`` the arm's known removal (:func:`known_share`: 1 for the full oracles,
+    :data:`ORACLE_FRACTION` for the half oracle on FragGap, 0 for a random control); per replication and arm the
+    slope's CI should cover the known slope (the same share). Every rate counts replications: a replication covers
+    when its CIs cover at every beta > 0 (:func:`summary`)."""
     c = _curves(d, W, sign, metric)
     n = int((W[0] > 0).sum())
     rows = []
@@ -385,10 +418,10 @@ def replicate(d: DoseData, replications: int = 40, fraction: float = 0.5, resamp
 def replicate_independent(replications: Sequence[tuple[DoseData, DoseData]], resamples: int = RESAMPLES, seed: int = 0,
                           sign: float = 1.0, alpha: float = ALPHA,
                           metrics: Sequence[str] | None = None, interval: str = "percentile") -> pd.DataFrame:
-    """:func:`replicate`'s rows from independent replications, each a pair ``(at_zero, known)`` decoded on its
-    own items: ``at_zero`` every arm at beta 0 only (the false-positive rate of every arm), ``known`` the
-    baseline and the arms with a known answer at every beta (coverage and slopes); both on the same items, so
-    one set of cluster-bootstrap draws serves both."""
+    """:func:`replicate`'s rows from independent replications (independently drawn item sets, each decoded afresh),
+    each a pair ``(at_zero, known)`` decoded on its own items: ``at_zero`` every arm at beta 0 only (the
+    false-positive rate of every arm), ``known`` the baseline and the arms with a known answer at every beta
+    (coverage and slopes); both on the same items, so one set of cluster-bootstrap draws serves both."""
     rows = []
     for r, (d0, dk) in enumerate(replications):
         if d0.clusters != dk.clusters or d0.betas[:1] != dk.betas[:1]:

@@ -7,7 +7,7 @@ oracles and the half oracle, and (at scoring time) under each method's scrambled
 through :mod:`evenhand.running.stages` in a :class:`~evenhand.runs.rundir.RunDir`: the model, the grid, one stage per
 (arm, beta) cell, one per independent replication (:mod:`.replications`), and the scoring (:mod:`.scoring`).
 
-More in docs/INTERVENTIONS.md, "The dose-response benchmark" and "Module notes"."""
+More in docs/interventions/dose_response.md and :func:`run_dose_response`."""
 from __future__ import annotations
 
 import contextlib
@@ -518,7 +518,33 @@ class DoseRun:
 def run_dose_response(cfg: DoseConfig, progress: bool = True, only: list[int] | None = None,
                       reverse: bool = False, replication_shard: tuple[int, int] | None = None) -> pd.DataFrame | None:
     """Run (or resume) the benchmark through the stage driver; returns the per-arm summary and writes every
-    output (module docstring).
+    output (below).
+
+    The fair organism (docs/ORGANISM.md) with the dial (the config's ``mechanism``, default ``last_layer``:
+    ``W_down[L] += beta v a^T``; the others: docs/interventions/dose_response.md, "The benchmark across dial
+    mechanisms", where "degree 3" below reads as the mechanism's ``eval_degree``) at each ``beta`` of a grid (read
+    off the calibration curve with :func:`organism.calibration.beta_for` for the target degree-3 FragGaps, or given
+    directly), with per-scenario random effects at an intra-class correlation
+    (:func:`organism.calibration.scenario_multipliers`: scenario ``s`` is decided with ``beta_s v a^T`` in its
+    weights, edited in place and restored exactly), decides the same held-out degree-3 items
+
+    - as is (the arm ``baseline``: the bias at that beta);
+    - under every method of the config, each fitted on train-scenario items *of that dialled model* (the edit at
+      ``beta``, without the per-scenario effects);
+    - under each direction method's random control
+      (:meth:`interventions.base.DirectionIntervention.random_control`: same sites, norm and strength);
+    - under the two full oracles (:data:`ORACLES`): the inverse edit (``-beta_s v a^T`` added) and the projection
+      of ``a`` out of the down-projection's input at the dial's layer (``W_down <- W_down (I - a a^T / |a|^2)``);
+    - under the half oracle (:data:`HALF_ORACLE`): the inverse edit of half the dial (known slope 0.5);
+    - and, at scoring time, under each method's *scrambled* control when the method loses accuracy
+      (:func:`.scoring.scrambled_controls`: the baseline's answers, the same share randomised).
+
+    The run goes through :mod:`evenhand.running.stages` in a :class:`~evenhand.runs.rundir.RunDir` (every path is
+    RunDir's): the model, the grid, one stage per (arm, beta) cell (done once its responses are written: a resumed
+    run skips it), one per independent replication (``replications``), and the scoring (``scoring``), which always
+    runs. Fields that change no decoded cell (:data:`SCORING_FIELDS`) may change between calls on one output
+    directory (the driver's ``may_change``): the run is rescored. Outputs and the two-process recipe:
+    docs/interventions/dose_response.md, "The dose-response benchmark".
 
     ``only``: decode the cells of these beta indices and stop (None returned); ``reverse``: take the arms of a
     beta in reverse order (a second process on the same betas meets the first in the middle instead of

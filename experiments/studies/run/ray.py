@@ -3,7 +3,7 @@ the model once.
 
 ``evenhand run CONFIG.yaml --backend ray [--address ADDR] [--workers N] [--gpus-per-worker G]``
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+Ray is an optional extra (``pip install -e .[ray]``); the local backend needs nothing of it."""
 from __future__ import annotations
 
 import time
@@ -28,11 +28,21 @@ from evenhand.running.activations import merge_caches
 
 
 def shard_of(items: pd.DataFrame, n_shards: int, by: str = "scenario") -> list[int]:
-    """The shard of each item of ``items``: whole units (:data:`evenhand.running.shards.SHARD_UNITS`), balanced."""
+    """The shard of each item of ``items``: whole units (:data:`evenhand.running.shards.SHARD_UNITS`), balanced.
+
+    Items are split into ``workers x shards_per_worker`` shards by scenario (``by="scenario"``, the default;
+    ``"baseline"``: scenario x contrast type; :func:`evenhand.running.shards.balanced_shards`): every item of a
+    scenario goes to the same shard, so the items that share a prompt prefix, and each pressured item and its
+    baseline, are decided (and cached) by one worker; the shards hold about the same number of items. The shard of
+    an item depends on the run's items only, not on the order they come in."""
     return balanced_shards(shard_units(items, by), n_shards)
 
 
 def _worker_class(ray, max_restarts: int, max_task_retries: int):
+    """The actor class. Each actor (``max_restarts`` > 0) loads the model once and decides whole shards; a shard's
+    decisions go to their own directory ``OUT/decisions/ray-KKKK/decisions/`` (``RunDir.ray_shard``) as atomic
+    batch files, so a shard that is retried after its worker died (Ray re-submits it: ``max_task_retries``)
+    resumes where it stopped: nothing is duplicated or lost."""
     @ray.remote(max_restarts=max_restarts, max_task_retries=max_task_retries)
     class DecideWorker:
         def __init__(self, spec: dict, threads: int):
@@ -126,7 +136,11 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
     """The Ray twin of :func:`experiments.studies.run.local.run_config`; returns (RunDir, metrics report).
 
     ``shard_by`` says what a shard keeps whole (:data:`evenhand.running.shards.SHARD_UNITS`: ``scenario``,
-    ``baseline`` or ``item``). ``gpus_per_worker`` (default: one when CUDA is present): :func:`gpus_for_workers`."""
+    ``baseline`` or ``item``). ``gpus_per_worker`` (default: one when CUDA is present): :func:`gpus_for_workers`.
+
+    When every shard is done the driver merges them in the items' order into ``responses.parquet``, scores them and
+    writes the manifest exactly as a local run does. The merged decisions equal a local run's (tested on the
+    organism)."""
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the extra
@@ -185,6 +199,9 @@ def run_config_ray(cfg, address: str | None = None, workers: int = 2, gpus_per_w
         warn_unparseable(table, run)
         return table
 
+    # The activation cache (when enabled) runs on the workers too, shard by shard, each into
+    # OUT/activations/ray-KKKK/ (resumable like a local cache); the driver then gathers the parts into
+    # OUT/activations/ (evenhand.running.activations.merge_caches: hard links, one index).
     def cache_on_ray(copts, out_dir, suite_version, backend):
         from pathlib import Path
 

@@ -11,7 +11,7 @@ from a field's dotted path to the list of values it takes::
       mode: [answer, logprob]
       suite.seed: [0, 1]
 
-More in docs/ARCHITECTURE.md, "Module notes"."""
+``evenhand figures SWEEP_DIR`` draws every cell as one line."""
 from __future__ import annotations
 
 import copy
@@ -64,7 +64,11 @@ def cell_name(params: dict) -> str:
 
 
 def expand(data: dict) -> list[SweepCell]:
-    """The cells of a config mapping with a ``sweep`` field (one cell without one), each validated."""
+    """The cells of a config mapping with a ``sweep`` field (one cell without one), each validated.
+
+    The grid is the Cartesian product, in the order the axes and values are written (the module docstring's
+    example: 4 cells). Every cell is a complete config (validated before anything runs, errors name the axis and
+    value) with ``output_dir`` set to ``OUTPUT_DIR/cells/<cell name>``, and runs exactly as it would alone."""
     base = {k: v for k, v in data.items() if k != "sweep"}
     axes = data.get("sweep") or {}
     if not isinstance(axes, dict):
@@ -118,7 +122,18 @@ def _cell_rows(cell: SweepCell, resamples: int) -> pd.DataFrame:
 def run_sweep(data: dict, backend: str = "local", progress: bool = True, ray_options: dict | None = None,
               _after_cell=None) -> tuple[Path, pd.DataFrame]:
     """Run (or resume) every cell of a sweep config mapping; returns (sweep dir, tidy table).
-    Each cell is a stage, done when its run directory says ``done``."""
+    Each cell is a stage, done when its run directory says ``done``.
+
+    Cells whose run directory says ``done`` are skipped, and a cell that was interrupted resumes from its saved
+    batches (see :mod:`evenhand.running.decisions`), so a sweep killed half-way and run again finishes with the same
+    table as an uninterrupted one (tested).
+
+    The sweep's directory holds a manifest (the base config, the axes, every cell's parameters and status, git,
+    packages, hardware, timings) and one tidy table ``sweep.parquet`` / ``sweep.csv``: every cell's rows (its
+    study's :meth:`experiments.studies.base.Study.rows`) with a ``cell`` column, a column per axis, and ``table``
+    naming where the rows come from (a run's ``metrics``, ``probes``, ``ablation``; a BBQ study's ``bbq``; ...). A
+    cell runs on the sweep's backend when its study lists it (:attr:`experiments.studies.base.Study.backends`; the
+    Ray backend shards each run cell's items over its workers)."""
     cells = expand(data)
     for cell in cells:
         study = study_of(cell.data)
