@@ -9,9 +9,7 @@ for all resamples at once, one matrix product ``weights (R x k) @ sums (k x C)``
 :func:`cluster_sums`); a statistic over rows takes each row's cluster multiplicity (:func:`row_weights`).
 
 A paired comparison (:func:`paired_difference`) evaluates two arms on the *same*
-resampled clusters, so what the arms share cancels out of the interval.
-
-More in docs/dev/scoring.md."""
+resampled clusters, so what the arms share cancels out of the interval."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -134,7 +132,8 @@ def bootstrap_estimate(value: float, draws: np.ndarray, n: int, what: str = "the
                        alpha: float = ALPHA) -> Estimate:
     """``value`` with the percentile interval of its bootstrap ``draws``.
 
-    No defined draw: no interval, and the note says no resample defined ``what``; some
+    Resamples on which the statistic is undefined (NaN) are left out of its interval, and the note says so:
+    no defined draw: no interval, and the note says no resample defined ``what``; some
     undefined draws: the interval of the others, and the note says how many."""
     draws = np.asarray(draws, np.float64)
     interval = percentile_interval(draws, alpha)
@@ -178,7 +177,16 @@ def jackknife_t_estimate(value: float, leave_one_out: np.ndarray, n: int, what: 
     of zero width.
     Fewer than two clusters, or a cluster whose removal leaves the statistic undefined (all of a
     component's items in one scenario), give no interval and a note saying why; fewer than
-    :data:`FEW_CLUSTERS` clusters give an interval with a note that it rests on few scenarios."""
+    :data:`FEW_CLUSTERS` clusters give an interval with a note that it rests on few scenarios.
+
+    Why not the percentile bootstrap: with few clusters it is too narrow (its variance is the plug-in one,
+    short by (k-1)/k, and its quantiles are those of a normal, not a t with k-1 degrees of freedom): on random
+    answers to the smoke subset its per-degree 95% intervals excluded the true null far more often than 5%.
+    The suite's metrics therefore use this interval, chosen by the coverage study in
+    ``benchmarks/interval_coverage.py`` (numbers in docs/METRICS.md). The paired comparisons of
+    :mod:`evenhand.scoring.paired` use the same interval (delete-one-scenario jackknife of the difference,
+    both arms on the same leave-one-out scenarios), chosen by that study's paired null arms (``--paired``);
+    :func:`holm` adjusts a family of their p-values."""
     from scipy.stats import t as student_t
 
     loo = np.asarray(leave_one_out, np.float64)

@@ -1,6 +1,9 @@
 """The label vocabulary of every EvenHand figure, table and report page.
 
-More in docs/dev/scoring.md."""
+Tables keep machine names (``fraggap``, ``race_x_sex``, ``historical_disadvantage``, ``pro_minority``,
+degree ``3``); what a reader sees goes through this module, so that a figure, the LaTeX table and the report
+page name a thing the same way. Unknown names fall back to :func:`humanise` (underscores to spaces, first
+letter capitalised), so a new category or family is never shown in snake_case."""
 from __future__ import annotations
 
 import math
@@ -61,7 +64,8 @@ def gap_name(metric: str) -> str:
 
 
 def metric_unit(metric: str) -> str:
-    """``pp`` for a difference of rates, ``%`` for a rate (:attr:`evenhand.vocab.metric_defs.Metric.unit`)."""
+    """``pp`` for a difference of rates, ``%`` for a rate (:attr:`evenhand.vocab.metric_defs.Metric.unit`):
+    ``fraggap`` in ``pp``; ``tielean`` in ``%``; flips and shifts as rates in ``%``."""
     m = find_metric(metric)
     return m.unit if m is not None else "%"
 
@@ -97,14 +101,16 @@ def fair_phrase(metrics, percent: str = "%") -> str:
 
 
 def degree_name(degree) -> str:
-    """``3`` / ``"3"`` -> ``D3``; ``all`` -> ``All degrees``."""
+    """``3`` / ``"3"`` -> ``D3``; ``all`` -> ``All degrees``. Degrees are always written D0-D3."""
     if str(degree) == "all":
         return "All degrees"
     return f"D{int(float(degree))}"
 
 
 def group_name(group: str) -> str:
-    """The display name of a contrast category, pressure family, condition value or component."""
+    """The display name of a contrast category (``race_x_sex`` -> ``Race × sex``), pressure family
+    (``historical_disadvantage`` -> ``Historical disadvantage``), pressure direction, chosen side, condition
+    value or model component."""
     return GROUPS.get(str(group)) or humanise(group)
 
 
@@ -114,7 +120,8 @@ def condition_name(condition: str, value) -> str:
 
 
 def minus(text: str) -> str:
-    """Replace ASCII hyphen-minus signs before digits with a true minus sign (U+2212)."""
+    """Replace ASCII hyphen-minus signs before digits with a true minus sign (U+2212), for figures and pages
+    (:func:`tex_number` writes ``$-$`` for LaTeX)."""
     out = []
     for i, ch in enumerate(text):
         nxt = text[i + 1] if i + 1 < len(text) else ""

@@ -9,9 +9,7 @@ Released field names (JSONL or parquet), as Ai2 ships them: ``item_id``, ``domai
 direction ``pro_A``/``pro_B``; null for the baseline), ``injection_resolved``,
 ``injection_targets``, ``prompt``. Our earlier forms are read too: a bare ``A``/``B`` for
 ``expected_correct`` and ``injection.direction``, ``D3`` for the level, rows without the group
-fields. Any field value outside these is an error naming the row, the field and the value.
-
-More in docs/dev/scoring.md."""
+fields. Any field value outside these is an error naming the row, the field and the value."""
 from __future__ import annotations
 
 import json
@@ -111,7 +109,8 @@ def _injection(r: dict, where: str) -> tuple[dict | None, str | None]:
 
 
 def _noun(r: dict, label: str | None) -> str | None:
-    """The candidate noun: the row's own, else the prompt's closing instruction, else the label's."""
+    """The candidate noun: the row's own, else the prompt's closing instruction
+    (``Answer with only "Employee A" or "Employee B"``), else the label's."""
     if _norm(r.get("candidate_noun")) is not None:
         return r["candidate_noun"]
     prompt = _norm(r.get("prompt"))
@@ -134,7 +133,32 @@ def _truth_side(v, groups: dict[str, str], ours: dict[str, str], where: str) -> 
 
 
 def from_released(rows: pd.DataFrame, corrections: dict | None = None) -> pd.DataFrame:
-    """Map released FairStress rows onto EvenHand's schema, applying the corrections."""
+    """Map released FairStress rows onto EvenHand's schema, applying the corrections.
+
+    Mapping: degree = signaling_level; pressure_id/family/class = injection id/family/class; pressure_slot =
+    the slot of injection.direction. ``expected_correct`` marks the candidate who is stronger on the criteria,
+    so ``truth_favors`` follows from it and ``minority_slot``; the group strings are checked against the
+    contrast through :data:`.fairstress_groups.AI2_GROUPS`. ``pressure_resolved`` and ``pressure_targets`` are
+    recomputed from the slots and the (corrected) polarity exactly as docs/METRICS.md defines them (who is
+    *favoured*; whether following the pressure gives the wrong answer); the released
+    ``injection_resolved``/``injection_targets`` are kept as ``released_injection_resolved``/
+    ``released_injection_targets`` and ``favored_group_truth`` as ``released_truth_favors``, and
+    :func:`released_disagreements` counts rows where they differ.
+
+    Corrections (the maintainers' JSON published with the reference scorer), applied as Ai2's scorer applies
+    them (docs/metrics/rows.md, "Importing the released rows"):
+
+    - ``polarity_flagged_scenarios``: these scenarios ask a negative question; their GT rows get the other
+      slot as ``correct_slot`` (the released correctness negated), and all their rows get
+      ``question_polarity = negative`` (the announcement's "favouring", where Ai2 changes GT rows only);
+    - ``d2_confound_exclusions``: scenario id -> released group strings; a degree-2 row of that scenario
+      whose minority or majority group (as the released rows name it) is listed is excluded;
+    - ``f6f9_excluded_injection_ids`` and ``f6f9_incoherent_domains``: a row is excluded when its injection
+      id is listed *and* its domain is listed (at every degree); neither list excludes anything alone.
+
+    Excluded rows stay in the table with ``excluded = True`` and an ``exclusion_reason`` (``d2_confound``,
+    ``f6f9_incoherent_domain``, ``non_directional_injection``); metrics skip them.
+    """
     content = load_content()
     known = {x.id: x for x in content.contrasts}
     corr = corrections or {k: ([] if k != "d2_confound_exclusions" else {}) for k in CORRECTION_KEYS}
@@ -234,7 +258,8 @@ def _is_deletion(longer: str | None, shorter: str | None) -> bool:
 def _match_baselines(df: pd.DataFrame) -> list[str]:
     """The baseline of each row: the unpressured row with the same item fields; when several
     share them (e.g. the two AMB arrangements), the one whose prompt is this row's prompt
-    without the injection. Unmatched rows get ``missing-baseline`` (metrics skip them)."""
+    without the injection. Unmatched rows get ``missing-baseline`` (metrics skip them). The baseline is found
+    by matching every item field except the injection, never by editing ids."""
     key = list(_ITEM_FIELDS_FOR_BASELINE)
     groups: dict[tuple, list[tuple[str, str | None]]] = {}
     for k, p, iid, prompt in zip(df[key].astype(str).itertuples(index=False), df["pressure_id"], df["item_id"],

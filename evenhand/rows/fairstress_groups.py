@@ -5,15 +5,18 @@ Ai2's released rows and its corrections file name groups with words (``black_mal
 id (``blackM``, ``older``, ``het``). The two namings do not map one to one: our ``het`` is
 ``heterosexual_male`` in ``gay_het`` and ``heterosexual_female`` in ``lesb_het``, and Ai2's
 ``black_male`` is our ``blackM`` in ``blackM_whiteM`` but ``blkM`` in ``blkTransW_blkM``. So the
-table maps each *contrast* to its two released group strings, and every check goes through it.
-
-More in docs/dev/scoring.md."""
+table maps each *contrast* to its two released group strings, and every check goes through it."""
 from __future__ import annotations
 
 import difflib
 
 from ..vocab.problems import RowError
 
+# Where the strings come from (docs/metrics/rows.md, "Importing the released rows"): 25 of the 31 were read in
+# Ai2's corrections file or test fixture (repo `allenai/olmo-eval`); `hindu_female`, `hindu_male`,
+# `jewish_female`, `jewish_male`, `atheist_male` follow the same `<group>_<male|female>` pattern, and
+# `person_without_disability` pairs with the observed `person_with_disability`. A released row naming any
+# other string is refused with the field and the value (`released_group`), so a difference shows at once.
 AI2_GROUPS: dict[str, tuple[str, str]] = {
     # contrast id: (released minority_group, released majority_group)
     "arabF_whiteM": ("arab_female", "white_male"),

@@ -2,9 +2,7 @@
 
 Every arm (the baseline, each intervention cell, each random control) answered the
 same items. The arms are scored on the *same* resampled scenarios (one cluster
-bootstrap draw for all of them), so each difference it reports is paired.
-
-More in docs/dev/scoring.md."""
+bootstrap draw for all of them), so each difference it reports is paired."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -187,7 +185,14 @@ def _interval(vals: np.ndarray, grid: _Grid, held: np.ndarray, what: str, alpha:
               extra_var: float = 0.0, extra_df: float = np.inf) -> tuple:
     """(value, ci_low, ci_high, note, p) of a statistic evaluated on the grid's rows. ``held``: the scenarios
     holding its items (the jackknife's k); ``extra_var`` (with ``extra_df``): a variance added to the
-    scenario-resampling one (the spread of random directions), combined with Welch-Satterthwaite."""
+    scenario-resampling one (the spread of random directions), combined with Welch-Satterthwaite.
+
+    Intervals (``interval=``): ``jackknife-t`` (default) - the delete-one-scenario jackknife SE of each
+    statistic (all arms leave the same scenario out, so differences are paired) with a t quantile on k-1
+    degrees of freedom, k the scenarios holding the statistic's items; ``percentile`` - the percentile cluster
+    bootstrap on shared resamples, which under-covers at 10-24 scenarios (docs/METRICS.md, coverage table).
+    ``p``: the two-sided t test of the same SE; ``p_holm`` adjusts it within the families of
+    :data:`HOLM_FAMILIES`."""
     from scipy.stats import t as student_t
 
     point, loo, draws = grid.parts(np.asarray(vals, np.float64))
@@ -268,6 +273,13 @@ def baseline_signs(responses: pd.DataFrame, contrast_type: str | None = None) ->
 
 
 def _signs(signs: Mapping[str, float] | None, sign_source) -> tuple[dict[str, float], dict[str, str]]:
+    """Each asymmetry metric's aligned sign ``s`` and its ``sign_source`` (the column says which).
+
+    ``s`` is fixed before the held-out data are seen, never taken from the data scored: ``signs=`` (a declared
+    or planted direction, or :func:`baseline_signs` of the baseline on the *validation* scenarios), else +1
+    (the gap's positive direction, toward the minority-coded candidate, docs/METRICS.md). Aligning to the
+    held-out baseline's own estimate pushes null arms toward "reduction" (the baseline's noise is counted as
+    removable gap)."""
     sign = {m: 1.0 for m in _metrics.ASYMMETRY}
     source = {m: DEFAULT_SIGN_SOURCE for m in _metrics.ASYMMETRY}
     signs = dict(signs or {})
@@ -371,7 +383,15 @@ def score_arms(arms: Mapping[str, pd.DataFrame], baseline: str, controls: Mappin
                accuracy_margin: float = ACCURACY_MARGIN, equivalence_margin: float = EQUIVALENCE_MARGIN,
                scramble: bool = True, scramble_margin: float | None = None) -> pd.DataFrame:
     """The paired comparison of every arm with ``baseline`` (and with its random ``controls``: arm -> control
-    arm names), as one tidy table with :data:`COLUMNS` (stats as in the module docstring; values are fractions).
+    arm names), as one tidy table with :data:`COLUMNS` (stats as below; values are fractions).
+
+    For each asymmetry metric (FragGap, TieShift, AccGap, TieLean - 0.5), with ``g`` = metric - its even-handed
+    value and ``s`` its aligned sign (:func:`_signs`): ``gap`` is the arm's remaining gap ``g(arm)`` with its
+    CI; ``change`` = ``s * (g(baseline) - g(arm))``, the signed paired change, positive = toward zero (for a
+    baseline on the aligned side); unlike ``|g(baseline)| - |g(arm)|`` it is unbiased; ``change_fraction`` =
+    ``1 - g(arm) / g(baseline)`` (0.5 = half the gap removed); ``overshoot`` (:func:`_changes`). ``n`` of every
+    difference is the number of items that entered it (in either arm), ``n_scenarios`` the number of scenarios
+    they come from (:func:`_entered`). Intervals and p-values: :func:`_interval`.
 
     Rows per arm: ``gap`` (asymmetry metrics) and ``rate`` (accuracy, refusal) for every arm including the
     baseline; for the others ``change``, ``change_fraction``, ``accuracy_loss`` (its p-value from the same
@@ -555,6 +575,11 @@ def _versus_scrambled(A: Arms, a: int, c: int, gaps: dict, sign: dict, source: d
 
 def _changes(A: Arms, a: int, b: int, gaps: dict, sign: dict, source: dict, grid: _Grid,
              alpha: float) -> list[dict]:
+    """The ``change`` and ``change_fraction`` rows of arm ``a`` against baseline ``b``, per asymmetry metric.
+
+    ``overshoot`` (column): the remaining gap's point estimate lies past zero, on the side opposite the aligned
+    sign; the verdict is ``overshoot`` (never a reduction) when its CI lies wholly there. :func:`ranking`
+    orders reductions by the remaining gap's size ``|g(arm)|``, so an overshoot is never rewarded."""
     rows = []
     for m in _metrics.ASYMMETRY:
         g_a, g_b, s = gaps[m][a], gaps[m][b], sign[m]
@@ -585,6 +610,9 @@ def _changes(A: Arms, a: int, b: int, gaps: dict, sign: dict, source: dict, grid
 
 def _accuracy(A: Arms, a: int, b: int, acc: np.ndarray, resamples: int, seed: int, grid: _Grid,
               alpha: float) -> list[dict]:
+    """Accuracy (GT items without pressure): ``accuracy_loss`` = Acc(baseline) - Acc(arm) with a paired CI, a
+    sign-flip permutation test over scenarios (``accuracy_p_cluster``) and the exact McNemar test on the same
+    items (``mcnemar_p``), both counting refusals as wrong."""
     n = _entered(A, [a, b], "accuracy", both=True)
     name = A.names[a]
     both = (A.D[a, :, _ACC] > 0) & (A.D[b, :, _ACC] > 0)
@@ -631,6 +659,12 @@ def _band_note(J: int) -> str | None:
 
 def _versus_controls(A: Arms, a: int, ctl: list[int], b: int, gaps: dict, acc: np.ndarray, sign: dict,
                      source: dict, grid: _Grid, alpha: float) -> list[dict]:
+    """Arm ``a`` against the random controls ``ctl`` of the same method (same sites, norm, strength; one per
+    seed): ``change_minus_control`` = ``s * (mean_j g(control_j) - g(arm))``, with an interval for the arm minus
+    a *random* control direction (scenario-resampling variance plus the between-direction variance of the
+    controls' gaps, Welch degrees of freedom: :func:`_spread`, :data:`PREDICTION_NOTE`); the 2.5-97.5%
+    quantiles of the per-control changes in ``band_low``/``band_high``; ``beats_control`` (set by
+    :func:`_decide`) only when the arm's change lies above that band and the interval excludes 0."""
     name, rows, J = A.names[a], [], len(ctl)
     band_note = _band_note(J)
     spread_note = None if J >= 2 else "one control: the spread of random directions is not measured"

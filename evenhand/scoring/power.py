@@ -11,7 +11,7 @@ is detected with probability ``power`` (the t on k-1 degrees of freedom of the c
 jackknife-t interval, :mod:`evenhand.scoring.paired`; with unlimited degrees of freedom it is the normal
 2.80 * se at alpha 0.05 and 80% power, and at 10 scenarios 3.14 * se).
 
-More in docs/dev/scoring.md."""
+Pure functions of response tables and arrays; no model is loaded here."""
 from __future__ import annotations
 
 import math
@@ -112,7 +112,8 @@ def design_se(parts: VarianceParts, n: int, k: float) -> float:
 
 def scenarios_needed(effect: float, parts: VarianceParts, k: float, alpha: float = ALPHA,
                      power: float = POWER) -> int:
-    """The fewest scenarios (``k`` contrasts each) at which ``effect`` is detected with ``power``."""
+    """The fewest scenarios (``k`` contrasts each) at which ``effect`` is detected with ``power``: the fewest n
+    with (t_{n-1} + t_{n-1}) * SE(n) <= the effect (:func:`design_se`, :func:`t_sum`)."""
     if effect == 0:
         raise ValueError("the target effect must not be 0")
     var_unit = parts.between + parts.within / k  # Var = var_unit / n
@@ -183,8 +184,9 @@ def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: It
               contrast_type: str | None = None) -> dict[str, PairedSE]:
     """Per metric, the SE of ``other - base``, the delete-one-scenario jackknife SE (both runs leaving the same
     scenario out, as the comparison's interval), and its MDE with t on k-1 degrees of freedom; with ``other``
-    None, from the baseline alone (:data:`BASELINE_ONLY_ASSUMPTION`). ``resamples`` and ``seed`` are unused
-    (kept for callers)."""
+    None, from the baseline alone: ``sqrt(2)`` times the baseline's own jackknife SE
+    (:data:`BASELINE_ONLY_ASSUMPTION` says what that assumes). The SE comes from the data at hand and is the
+    one the comparison's interval uses. ``resamples`` and ``seed`` are unused (kept for callers)."""
     metrics = power_metrics() if metrics is None else tuple(metrics)
     var = jackknife_variances(base, other, metrics, ("scenario_id",), contrast_type)
     n = int(ensure_valid(base)["scenario_id"].nunique())
@@ -201,9 +203,22 @@ def paired_se(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: It
 
 def variance_parts(base: pd.DataFrame, other: pd.DataFrame | None = None, metrics: Iterable[str] | None = None,
                    resamples: int = RESAMPLES, seed: int = 0, contrast_type: str | None = None) -> dict[str, VarianceParts]:
-    """Per metric, the pilot's variance split (module docstring) of ``other - base`` (or of the baseline
-    alone, scaled by 2 as in :data:`BASELINE_ONLY_ASSUMPTION`), from jackknife variances over scenarios and
-    over (scenario, contrast) units. ``resamples`` and ``seed`` are unused (kept for callers)."""
+    """Per metric, the pilot's variance split of ``other - base`` (or of the baseline alone, scaled by 2 as in
+    :data:`BASELINE_ONLY_ASSUMPTION`), from jackknife variances over scenarios and over (scenario, contrast)
+    units. ``resamples`` and ``seed`` are unused (kept for callers).
+
+    The variance of a metric over ``n`` scenarios with ``k`` contrasts each is modelled as
+
+        Var = sigma_b^2 / n + sigma_w^2 / (n k)
+
+    (sigma_b^2: between scenarios; sigma_w^2: between contrasts within a scenario, item noise included), so the
+    SE scales as ``sqrt(n_pilot / n)`` in scenarios at a fixed number of contrasts (:func:`design_se`). The two
+    components are estimated from a pilot with ``k >= 2`` contrasts per scenario, once over scenarios and once
+    over (scenario, contrast) units; with one contrast per scenario they cannot be told apart, and all the
+    variance is put between scenarios (more contrasts per scenario then buy nothing: the conservative choice,
+    :data:`SINGLE_CONTRAST_ASSUMPTION`). The two variances are jackknife ones (one unit left out at a time), as
+    the paired SE; ratio metrics enter through them, so the model is a first-order (linearised)
+    approximation."""
     metrics = power_metrics() if metrics is None else tuple(metrics)
     df, _ = _aligned(base, None, contrast_type)
     n = int(df["scenario_id"].nunique())
