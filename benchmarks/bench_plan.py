@@ -21,8 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 RSS_SCRIPT = r"""
 import json, sys, torch, transformers
+# imported before the baseline, so that compiling their bytecode (a fresh checkout has none) is not counted
 from evenhand.models.loading import load_model
-transformers.AutoModelForCausalLM, transformers.Qwen2ForCausalLM, transformers.AutoTokenizer  # imported before
+transformers.AutoModelForCausalLM, transformers.Qwen2ForCausalLM, transformers.AutoTokenizer
 def status(key):
     return int(open("/proc/self/status").read().split(key + ":")[1].split()[0]) * 1024
 base = status("VmRSS")
