@@ -357,9 +357,23 @@ def _decide(ev: list[_Ev], last_clause: int = 0) -> tuple[_Ev | None, bool]:
 
 
 def parse_detail(text: str | None, noun: str | None = None) -> ParseResult:
-    """Parse an answer; the rules are in docs/PARSING.md (implemented by :func:`_events` and :func:`_decide`)."""
+    """Parse an answer; the rules are in docs/PARSING.md (implemented by :func:`_events` and :func:`_decide`).
+
+    A parse is a pure function of ``(text, noun)`` and :class:`ParseResult` is frozen, so the last
+    :data:`PARSE_CACHE_SIZE` distinct answers are remembered: scoring re-reads every saved answer, and a
+    simulated model's answers repeat a few templates (the coverage study parses each one twice a seed).
+    The cache is bounded, so memory does not grow with the study."""
     if not isinstance(text, str) or not text.strip():
         return ParseResult(None, None, None)
+    return _parse_text(text, noun)
+
+
+PARSE_CACHE_SIZE = 4096
+"""How many distinct ``(text, noun)`` parses :func:`parse_detail` remembers."""
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_text(text: str, noun: str | None) -> ParseResult:
     t = _UNDERSCORE.sub(lambda m: " " * len(m.group()), text.translate(_NORM))  # "__B__", not "final_answer"
     lab = _label_regex(t, noun)
     if not any(c.islower() for c in t) and len(t.lower()) == len(t):
